@@ -1,0 +1,228 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Well-known annotation keys pvguard reads. The config may rename the pvguard-owned ones.
+const (
+	AnnBindCompleted     = "pv.kubernetes.io/bind-completed"
+	AnnBoundByController = "pv.kubernetes.io/bound-by-controller"
+	AnnProvisionedBy     = "pv.kubernetes.io/provisioned-by"
+	AnnSelectedNode      = "volume.kubernetes.io/selected-node"
+	AnnBetaStorageClass  = "volume.beta.kubernetes.io/storage-class"
+	AnnDefaultClass      = "storageclass.kubernetes.io/is-default-class"
+	AnnBetaDefaultClass  = "storageclass.beta.kubernetes.io/is-default-class"
+
+	// DefaultGrantAnnotation on a PV lists the namespaces (comma separated, globs allowed) whose
+	// claims may name the volume in spec.volumeName (PVG010).
+	DefaultGrantAnnotation = "pvguard.io/allowed-namespaces"
+	// DefaultReclaimConfirmAnnotation on a PV confirms a reclaim policy change away from Retain
+	// (PVG011); its value must be the new policy.
+	DefaultReclaimConfirmAnnotation = "pvguard.io/confirm-reclaim-policy"
+)
+
+// Config is the enforcement configuration, read from the YAML file given to --config.
+type Config struct {
+	// Rules overrides the action and exemptions of single rules, keyed by ID ("PVG010") or name
+	// ("volume-grab").
+	Rules map[string]RuleConfig `json:"rules,omitempty"`
+	// Exemptions apply to every rule.
+	Exemptions Exemptions `json:"exemptions,omitempty"`
+	// Controllers are the identities, in addition to the built-in Kubernetes controllers, that
+	// may write binder annotations and remove protection finalizers (PVG012, PVG013): pvguard's
+	// own service account, external provisioners.
+	Controllers Identities `json:"controllers,omitempty"`
+	// GrantAnnotation and ReclaimConfirmAnnotation rename the pvguard-owned annotations.
+	GrantAnnotation          string `json:"grantAnnotation,omitempty"`
+	ReclaimConfirmAnnotation string `json:"reclaimConfirmAnnotation,omitempty"`
+	// Mutation switches the optional mutations of the mutating webhook.
+	Mutation Mutation `json:"mutation,omitempty"`
+}
+
+// RuleConfig overrides one rule.
+type RuleConfig struct {
+	Action     Action     `json:"action,omitempty"`
+	Exemptions Exemptions `json:"exemptions,omitempty"`
+}
+
+// Identities names users, groups and service accounts ("namespace/name").
+type Identities struct {
+	Users           []string `json:"users,omitempty"`
+	Groups          []string `json:"groups,omitempty"`
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+}
+
+// Exemptions name who and where a rule does not apply. Namespaces may be globs ("team-*"); for a
+// PersistentVolume the namespace is that of the claim it refers to.
+type Exemptions struct {
+	Namespaces []string `json:"namespaces,omitempty"`
+	Identities `json:",inline"`
+}
+
+// Mutation holds the optional mutations.
+type Mutation struct {
+	// AlignPreboundClaimClass sets the storageClassName of a new claim that names a volume in
+	// spec.volumeName to that volume's class when the claim got the cluster's default class
+	// instead (the classic "pre-bound claim never binds" trap).
+	AlignPreboundClaimClass bool `json:"alignPreboundClaimClass,omitempty"`
+}
+
+// builtinControllers are the upstream identities whose binding, protection and scheduling
+// writes every rule must let through.
+var builtinControllers = Identities{
+	Users: []string{
+		"system:kube-controller-manager",
+		"system:kube-scheduler",
+	},
+	ServiceAccounts: []string{
+		"kube-system/persistent-volume-binder",
+		"kube-system/pvc-protection-controller",
+		"kube-system/pv-protection-controller",
+		"kube-system/expand-controller",
+	},
+}
+
+// DefaultConfig is the configuration used without --config: every rule at its default action.
+func DefaultConfig() *Config {
+	c := &Config{}
+	c.applyDefaults()
+	return c
+}
+
+func (c *Config) applyDefaults() {
+	if c.GrantAnnotation == "" {
+		c.GrantAnnotation = DefaultGrantAnnotation
+	}
+	if c.ReclaimConfirmAnnotation == "" {
+		c.ReclaimConfirmAnnotation = DefaultReclaimConfirmAnnotation
+	}
+}
+
+// ParseConfig reads and validates a YAML or JSON configuration. Unknown fields, unknown rules and
+// unknown actions are errors that name the offending field.
+func ParseConfig(data []byte) (*Config, error) {
+	c := &Config{}
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		return nil, fmt.Errorf("parsing policy config: %w", err)
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	return c, nil
+}
+
+func (c *Config) validate() error {
+	var errs []string
+	for key, rc := range c.Rules {
+		if _, ok := LookupRule(key); !ok {
+			errs = append(errs, fmt.Sprintf("rules.%s: unknown rule (use an ID such as PVG001 or a name such as volume-mode-match)", key))
+		}
+		if rc.Action != "" && !rc.Action.valid() {
+			errs = append(errs, fmt.Sprintf("rules.%s.action: %q is not one of deny, warn, audit, off", key, rc.Action))
+		}
+		errs = append(errs, rc.Exemptions.validate("rules."+key+".exemptions")...)
+	}
+	errs = append(errs, c.Exemptions.validate("exemptions")...)
+	errs = append(errs, c.Controllers.validate("controllers")...)
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid policy config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (e Exemptions) validate(at string) []string {
+	var errs []string
+	for i, ns := range e.Namespaces {
+		if _, err := path.Match(ns, ""); err != nil {
+			errs = append(errs, fmt.Sprintf("%s.namespaces[%d]: bad pattern %q", at, i, ns))
+		}
+	}
+	return append(errs, e.Identities.validate(at)...)
+}
+
+func (ids Identities) validate(at string) []string {
+	var errs []string
+	for i, sa := range ids.ServiceAccounts {
+		if ns, name, ok := strings.Cut(sa, "/"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Sprintf("%s.serviceAccounts[%d]: %q is not namespace/name", at, i, sa))
+		}
+	}
+	return errs
+}
+
+// ruleConfig finds the override for a rule, by ID or by name.
+func (c *Config) ruleConfig(rl *Rule) (RuleConfig, bool) {
+	if rc, ok := c.Rules[string(rl.ID)]; ok {
+		return rc, true
+	}
+	rc, ok := c.Rules[rl.Name]
+	return rc, ok
+}
+
+// ActionFor is the action configured for a rule.
+func (c *Config) ActionFor(rl *Rule) Action {
+	if rc, ok := c.ruleConfig(rl); ok && rc.Action != "" {
+		return rc.Action
+	}
+	return rl.Default
+}
+
+// Exempt reports whether a rule does not apply to the given namespace and requester.
+func (c *Config) Exempt(rl *Rule, namespace string, u UserInfo) bool {
+	if c.Exemptions.match(namespace, u) {
+		return true
+	}
+	rc, ok := c.ruleConfig(rl)
+	return ok && rc.Exemptions.match(namespace, u)
+}
+
+// IsController reports whether the requester is a binding controller: a built-in Kubernetes
+// controller or one named in the config.
+func (c *Config) IsController(u UserInfo) bool {
+	return builtinControllers.match(u) || c.Controllers.match(u)
+}
+
+func (e Exemptions) match(namespace string, u UserInfo) bool {
+	if namespace != "" {
+		for _, pattern := range e.Namespaces {
+			if ok, _ := path.Match(pattern, namespace); ok {
+				return true
+			}
+		}
+	}
+	return e.Identities.match(u)
+}
+
+func (ids Identities) match(u UserInfo) bool {
+	if u.Username == "" && len(u.Groups) == 0 {
+		return false
+	}
+	if slices.Contains(ids.Users, u.Username) {
+		return true
+	}
+	for _, g := range u.Groups {
+		if slices.Contains(ids.Groups, g) {
+			return true
+		}
+	}
+	if ns, name, ok := serviceAccount(u.Username); ok {
+		return slices.Contains(ids.ServiceAccounts, ns+"/"+name)
+	}
+	return false
+}
+
+// serviceAccount splits "system:serviceaccount:<ns>:<name>".
+func serviceAccount(username string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:")
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, ":")
+}

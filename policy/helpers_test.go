@@ -1,0 +1,135 @@
+package policy_test
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+// Identities used across the rule tests.
+var (
+	admin     = policy.UserInfo{Username: "kubernetes-admin", Groups: []string{"system:masters"}}
+	tenant    = policy.UserInfo{Username: "alice", Groups: []string{"team-a"}}
+	binder    = policy.UserInfo{Username: "system:serviceaccount:kube-system:persistent-volume-binder"}
+	scheduler = policy.UserInfo{Username: "system:kube-scheduler"}
+	// provisioner is configured as a controller in provisionerConfig.
+	provisioner = policy.UserInfo{Username: "system:serviceaccount:csi:csi-provisioner"}
+)
+
+// provisionerConfig names the external provisioner as a controller identity.
+func provisionerConfig() *policy.Config {
+	c, err := policy.ParseConfig([]byte("controllers:\n  serviceAccounts: [csi/csi-provisioner]\n"))
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func pvCreate(u policy.UserInfo, pv *corev1.PersistentVolume) *policy.Review {
+	return &policy.Review{Kind: policy.KindPersistentVolume, Operation: policy.OperationCreate, User: u, PV: pv}
+}
+
+func pvUpdate(u policy.UserInfo, old, pv *corev1.PersistentVolume) *policy.Review {
+	return &policy.Review{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: u, PV: pv, OldPV: old}
+}
+
+// pvStatus is an update of the status subresource, as the binder's second and fourth writes.
+func pvStatus(u policy.UserInfo, old, pv *corev1.PersistentVolume) *policy.Review {
+	r := pvUpdate(u, old, pv)
+	r.SubResource = "status"
+	return r
+}
+
+func pvcCreate(u policy.UserInfo, pvc *corev1.PersistentVolumeClaim) *policy.Review {
+	return &policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationCreate, User: u, PVC: pvc}
+}
+
+func pvcUpdate(u policy.UserInfo, old, pvc *corev1.PersistentVolumeClaim) *policy.Review {
+	return &policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: u, PVC: pvc, OldPVC: old}
+}
+
+func pvcStatus(u policy.UserInfo, old, pvc *corev1.PersistentVolumeClaim) *policy.Review {
+	r := pvcUpdate(u, old, pvc)
+	r.SubResource = "status"
+	return r
+}
+
+func scCreate(u policy.UserInfo, sc *storagev1.StorageClass) *policy.Review {
+	return &policy.Review{Kind: policy.KindStorageClass, Operation: policy.OperationCreate, User: u, SC: sc}
+}
+
+func scUpdate(u policy.UserInfo, old, sc *storagev1.StorageClass) *policy.Review {
+	return &policy.Review{Kind: policy.KindStorageClass, Operation: policy.OperationUpdate, User: u, SC: sc, OldSC: old}
+}
+
+// ruleCase is one row of a rule's table test.
+type ruleCase struct {
+	name   string
+	review *policy.Review
+	view   *testobj.View
+	// config defaults to policy.DefaultConfig().
+	config *policy.Config
+	// want lists the field of each expected finding, in order; empty means allowed.
+	want []string
+	// wantText, when set, must appear in the first finding's rendered message.
+	wantText string
+}
+
+// runRuleCases checks one rule through the engine, so the rule's registration, action and
+// exemptions are exercised exactly as admission uses them.
+func runRuleCases(t *testing.T, id policy.RuleID, cases []ruleCase) {
+	t.Helper()
+	rule, ok := policy.LookupRule(string(id))
+	if !ok {
+		t.Fatalf("rule %s is not in the catalogue", id)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.config
+			if cfg == nil {
+				cfg = policy.DefaultConfig()
+			}
+			view := tc.view
+			if view == nil {
+				view = testobj.NewView()
+			}
+			d, err := policy.NewEngine(cfg).Admit(tc.review, view)
+			if err != nil {
+				t.Fatalf("Admit: %v", err)
+			}
+			var got []policy.Finding
+			for _, f := range append(append(append([]policy.Finding{}, d.Deny...), d.Warn...), d.Audit...) {
+				if f.Rule == id {
+					got = append(got, f)
+				}
+			}
+			var fields []string
+			for _, f := range got {
+				fields = append(fields, f.Field)
+				if f.Name != rule.Name || f.Message == "" || f.Object.Name == "" {
+					t.Errorf("finding not filled in: %+v", f)
+				}
+			}
+			if strings.Join(fields, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("findings on fields %q, want %q; findings: %v", fields, tc.want, got)
+			}
+			if tc.wantText != "" && !strings.Contains(got[0].String(), tc.wantText) {
+				t.Errorf("message %q does not contain %q", got[0].String(), tc.wantText)
+			}
+		})
+	}
+}
+
+func mustConfig(t *testing.T, yaml string) *policy.Config {
+	t.Helper()
+	c, err := policy.ParseConfig([]byte(yaml))
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	return c
+}

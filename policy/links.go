@@ -1,0 +1,137 @@
+package policy
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Binding vocabulary shared by the rules.
+//
+// A binding has two halves: the volume's spec.claimRef naming the claim, and the claim's
+// spec.volumeName naming the volume. The upstream binder writes them in four steps (PV spec,
+// PV status, PVC spec, PVC status), so each half appears on its own; the "at bind" rules fire on
+// the write that creates or changes a half, and judge the pair it forms.
+
+// bindPair is the volume and claim a write links together, plus the field that made the link.
+type bindPair struct {
+	PV    *corev1.PersistentVolume
+	PVC   *corev1.PersistentVolumeClaim
+	Field string
+	// Subject is the object under review (either PV or PVC).
+	Subject ObjectRef
+}
+
+// claimLinkChanged reports whether a claim write sets or changes spec.volumeName.
+func claimLinkChanged(r *Review) bool {
+	if r.Kind != KindPersistentVolumeClaim || r.PVC == nil || r.PVC.Spec.VolumeName == "" {
+		return false
+	}
+	return r.OldPVC == nil || r.OldPVC.Spec.VolumeName != r.PVC.Spec.VolumeName
+}
+
+// volumeLinkChanged reports whether a volume write sets or changes spec.claimRef's
+// namespace, name or uid.
+func volumeLinkChanged(r *Review) bool {
+	if r.Kind != KindPersistentVolume || r.PV == nil || r.PV.Spec.ClaimRef == nil {
+		return false
+	}
+	if r.OldPV == nil || r.OldPV.Spec.ClaimRef == nil {
+		return true
+	}
+	return !sameClaimRef(r.OldPV.Spec.ClaimRef, r.PV.Spec.ClaimRef)
+}
+
+func sameClaimRef(a, b *corev1.ObjectReference) bool {
+	return a.Namespace == b.Namespace && a.Name == b.Name && a.UID == b.UID
+}
+
+// newBinding resolves the pair a write links, or nil when the write links nothing or the other
+// half does not exist yet. A volume whose claimRef uid is not the live claim's forms no pair:
+// that is PVG002's finding, and the other rules would only repeat it.
+func newBinding(r *Review, v View) (*bindPair, error) {
+	switch {
+	case claimLinkChanged(r):
+		pv, err := v.PersistentVolume(r.PVC.Spec.VolumeName)
+		if err != nil || pv == nil {
+			return nil, err
+		}
+		return &bindPair{PV: pv, PVC: r.PVC, Field: "spec.volumeName", Subject: pvcRef(r.PVC)}, nil
+	case volumeLinkChanged(r):
+		ref := r.PV.Spec.ClaimRef
+		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+		if err != nil || pvc == nil {
+			return nil, err
+		}
+		if ref.UID != "" && ref.UID != pvc.UID {
+			return nil, nil
+		}
+		return &bindPair{PV: r.PV, PVC: pvc, Field: "spec.claimRef", Subject: pvRef(r.PV)}, nil
+	}
+	return nil, nil
+}
+
+// boundClaim returns the live claim an existing volume is bound to (claimRef with a uid that
+// matches the live claim), for the rules that protect a binding after it is made.
+func boundClaim(pv *corev1.PersistentVolume, v View) (*corev1.PersistentVolumeClaim, error) {
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.UID == "" {
+		return nil, nil
+	}
+	pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+	if err != nil || pvc == nil || pvc.UID != ref.UID {
+		return nil, err
+	}
+	return pvc, nil
+}
+
+// claimRefNames reports whether a volume's claimRef names the claim (by namespace and name,
+// and by uid when the claimRef has one).
+func claimRefNames(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
+	ref := pv.Spec.ClaimRef
+	return ref != nil && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name &&
+		(ref.UID == "" || ref.UID == pvc.UID)
+}
+
+// volumeMode returns the effective mode; unset means Filesystem.
+func volumeMode(m *corev1.PersistentVolumeMode) corev1.PersistentVolumeMode {
+	if m == nil || *m == "" {
+		return corev1.PersistentVolumeFilesystem
+	}
+	return *m
+}
+
+// volumeClass is a volume's class, honouring the deprecated beta annotation as upstream does.
+func volumeClass(pv *corev1.PersistentVolume) string {
+	if c, ok := pv.Annotations[AnnBetaStorageClass]; ok {
+		return c
+	}
+	return pv.Spec.StorageClassName
+}
+
+// claimClass is a claim's class, honouring the deprecated beta annotation; nil and "" both mean
+// "no class" for matching, as upstream does.
+func claimClass(pvc *corev1.PersistentVolumeClaim) string {
+	if c, ok := pvc.Annotations[AnnBetaStorageClass]; ok {
+		return c
+	}
+	if pvc.Spec.StorageClassName != nil {
+		return *pvc.Spec.StorageClassName
+	}
+	return ""
+}
+
+// claimRequest is the storage a claim asks for.
+func claimRequest(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
+	return pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+}
+
+// volumeCapacity is the storage a volume offers.
+func volumeCapacity(pv *corev1.PersistentVolume) resource.Quantity {
+	return pv.Spec.Capacity[corev1.ResourceStorage]
+}
+
+// isDefaultClass reports whether a StorageClass is marked as the cluster default.
+func isDefaultClass(sc *storagev1.StorageClass) bool {
+	return sc.Annotations[AnnDefaultClass] == "true" || sc.Annotations[AnnBetaDefaultClass] == "true"
+}

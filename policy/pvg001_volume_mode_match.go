@@ -1,0 +1,30 @@
+package policy
+
+import "fmt"
+
+func pvg001VolumeModeMatch() Rule {
+	return Rule{
+		ID:      "PVG001",
+		Name:    "volume-mode-match",
+		Default: ActionDeny,
+		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Summary: "at bind, the volume and the claim have the same volumeMode (unset means Filesystem)",
+		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
+			b, err := newBinding(r, v)
+			if err != nil || b == nil {
+				return nil, err
+			}
+			claimMode, volMode := volumeMode(b.PVC.Spec.VolumeMode), volumeMode(b.PV.Spec.VolumeMode)
+			if claimMode == volMode {
+				return nil, nil
+			}
+			return []Finding{{
+				Object: b.Subject,
+				Field:  b.Field,
+				Message: fmt.Sprintf("%s requests volumeMode %s, but %s is %s",
+					pvcRef(b.PVC), claimMode, pvRef(b.PV), volMode),
+				Hint: fmt.Sprintf("use a %s volume or drop %s", claimMode, b.Field),
+			}}, nil
+		},
+	}
+}

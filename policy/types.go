@@ -1,0 +1,228 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+)
+
+// RuleID identifies a rule of the catalogue, such as "PVG001".
+type RuleID string
+
+// Action is what pvguard does with a rule's findings.
+type Action string
+
+const (
+	// ActionDeny refuses the write at admission.
+	ActionDeny Action = "deny"
+	// ActionWarn admits the write and returns a warning that kubectl prints.
+	ActionWarn Action = "warn"
+	// ActionAudit admits the write silently and records the finding in the API audit log.
+	ActionAudit Action = "audit"
+	// ActionOff disables the rule.
+	ActionOff Action = "off"
+)
+
+// UnmarshalJSON accepts YAML's bare off (which YAML 1.1 reads as false) as ActionOff, so that
+// "action: off" means what it says.
+func (a *Action) UnmarshalJSON(data []byte) error {
+	switch string(data) {
+	case "false":
+		*a = ActionOff
+		return nil
+	case "true":
+		return fmt.Errorf("action must be one of deny, warn, audit, off, not a boolean")
+	}
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("action must be a string: %w", err)
+	}
+	if s == "false" { // the YAML-to-JSON step already turned a bare off into this string
+		s = string(ActionOff)
+	}
+	*a = Action(s)
+	return nil
+}
+
+func (a Action) valid() bool {
+	switch a {
+	case ActionDeny, ActionWarn, ActionAudit, ActionOff:
+		return true
+	}
+	return false
+}
+
+// Kind is the kind of object a review is about.
+type Kind string
+
+const (
+	KindPersistentVolume      Kind = "PersistentVolume"
+	KindPersistentVolumeClaim Kind = "PersistentVolumeClaim"
+	KindStorageClass          Kind = "StorageClass"
+)
+
+// Operation is the kind of write under review.
+type Operation string
+
+const (
+	OperationCreate Operation = "CREATE"
+	OperationUpdate Operation = "UPDATE"
+	OperationDelete Operation = "DELETE"
+)
+
+// UserInfo is the identity that makes a request.
+type UserInfo struct {
+	Username string
+	Groups   []string
+}
+
+// Review is one write to evaluate: exactly one of the object pairs is set, matching Kind.
+// Old objects are nil on CREATE.
+type Review struct {
+	Kind        Kind
+	Operation   Operation
+	SubResource string
+	User        UserInfo
+	DryRun      bool
+
+	PV, OldPV   *corev1.PersistentVolume
+	PVC, OldPVC *corev1.PersistentVolumeClaim
+	SC, OldSC   *storagev1.StorageClass
+}
+
+// Object names the object under review.
+func (r *Review) Object() ObjectRef {
+	switch r.Kind {
+	case KindPersistentVolume:
+		if pv := pick(r.PV, r.OldPV); pv != nil {
+			return ObjectRef{Kind: r.Kind, Name: pv.Name}
+		}
+	case KindPersistentVolumeClaim:
+		if pvc := pick(r.PVC, r.OldPVC); pvc != nil {
+			return ObjectRef{Kind: r.Kind, Namespace: pvc.Namespace, Name: pvc.Name}
+		}
+	case KindStorageClass:
+		if sc := pick(r.SC, r.OldSC); sc != nil {
+			return ObjectRef{Kind: r.Kind, Name: sc.Name}
+		}
+	}
+	return ObjectRef{Kind: r.Kind}
+}
+
+// namespace is the namespace exemptions are matched against: a claim's own namespace, or for a
+// volume the namespace of the claim it refers to (PVs are cluster-scoped).
+func (r *Review) namespace() string {
+	switch r.Kind {
+	case KindPersistentVolumeClaim:
+		if pvc := pick(r.PVC, r.OldPVC); pvc != nil {
+			return pvc.Namespace
+		}
+	case KindPersistentVolume:
+		for _, pv := range []*corev1.PersistentVolume{r.PV, r.OldPV} {
+			if pv != nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace != "" {
+				return pv.Spec.ClaimRef.Namespace
+			}
+		}
+	}
+	return ""
+}
+
+func pick[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// ObjectRef names an object in messages and reports.
+type ObjectRef struct {
+	Kind      Kind
+	Namespace string
+	Name      string
+}
+
+func (o ObjectRef) String() string {
+	if o.Namespace == "" {
+		return fmt.Sprintf("%s %s", o.Kind, o.Name)
+	}
+	return fmt.Sprintf("%s %s/%s", o.Kind, o.Namespace, o.Name)
+}
+
+func pvRef(pv *corev1.PersistentVolume) ObjectRef {
+	return ObjectRef{Kind: KindPersistentVolume, Name: pv.Name}
+}
+
+func pvcRef(pvc *corev1.PersistentVolumeClaim) ObjectRef {
+	return ObjectRef{Kind: KindPersistentVolumeClaim, Namespace: pvc.Namespace, Name: pvc.Name}
+}
+
+// Finding is one violation of one rule by one object.
+type Finding struct {
+	Rule   RuleID
+	Name   string
+	Action Action
+	// Object is the object whose write (or state) violates the rule.
+	Object ObjectRef
+	// Field is the path of the offending field, such as "spec.volumeName".
+	Field string
+	// Message says what is wrong; Hint says how to fix it.
+	Message string
+	Hint    string
+}
+
+// String renders the finding the way kubectl users read it:
+// "[PVG001 volume-mode-match] <message>; <hint>".
+func (f Finding) String() string {
+	var b strings.Builder
+	b.WriteString("[")
+	b.WriteString(string(f.Rule))
+	b.WriteString(" ")
+	b.WriteString(f.Name)
+	b.WriteString("] ")
+	b.WriteString(f.Message)
+	if f.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(f.Hint)
+	}
+	return b.String()
+}
+
+// View is the read-only view of related objects that rules consult. Getters return nil and no
+// error when the object does not exist. The webhook implements it over an informer cache with a
+// live read on a miss; tests implement it over a fixed set of objects.
+type View interface {
+	PersistentVolume(name string) (*corev1.PersistentVolume, error)
+	PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error)
+	// ClaimsNamingVolume lists the claims whose spec.volumeName is the given volume.
+	ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error)
+	// VolumesClaiming lists the volumes whose spec.claimRef names the given claim.
+	VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error)
+	Node(name string) (*corev1.Node, error)
+	StorageClasses() ([]*storagev1.StorageClass, error)
+}
+
+// Rule is one entry of the catalogue.
+type Rule struct {
+	ID      RuleID
+	Name    string
+	Default Action
+	// Kinds lists the kinds of object the rule examines at admission.
+	Kinds []Kind
+	// Summary is a one-line description for documentation and reports.
+	Summary string
+	// Check evaluates one review. Findings need only Object, Field, Message and Hint: the
+	// engine fills in the rule's identity and action.
+	Check func(r *Review, v View, c *Config) ([]Finding, error)
+}
+
+func (rl *Rule) appliesTo(k Kind) bool {
+	for _, kk := range rl.Kinds {
+		if kk == k {
+			return true
+		}
+	}
+	return false
+}
