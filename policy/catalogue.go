@@ -5,6 +5,22 @@ package policy
 func Catalogue() []Rule {
 	return []Rule{
 		pvg001VolumeModeMatch(),
+		pvg002ClaimRefUIDConsistent(),
+		pvg003VolumeNameImmutable(),
+		pvg004NoDoubleBinding(),
+		pvg005CapacityFits(),
+		pvg006AccessModesSubset(),
+		pvg007StorageClassMatch(),
+		pvg008SelectorMatch(),
+		pvg009NodeAffinityMatch(),
+		pvg010VolumeGrab(),
+		pvg011ReclaimDowngrade(),
+		pvg012ProtectionFinalizers(),
+		pvg013BinderAnnotations(),
+		pvg014ClaimRefShape(),
+		pvg015PhaseConsistency(),
+		pvg016SecretsInAttributes(),
+		pvg017SingleDefaultClass(),
 	}
 }
 

@@ -90,18 +90,23 @@ var builtinControllers = Identities{
 
 // DefaultConfig is the configuration used without --config: every rule at its default action.
 func DefaultConfig() *Config {
-	c := &Config{}
-	c.applyDefaults()
-	return c
+	return &Config{}
 }
 
-func (c *Config) applyDefaults() {
+// grantAnnotation and reclaimConfirmAnnotation read the configurable annotation names, falling
+// back to the defaults for a Config built by hand.
+func (c *Config) grantAnnotation() string {
 	if c.GrantAnnotation == "" {
-		c.GrantAnnotation = DefaultGrantAnnotation
+		return DefaultGrantAnnotation
 	}
+	return c.GrantAnnotation
+}
+
+func (c *Config) reclaimConfirmAnnotation() string {
 	if c.ReclaimConfirmAnnotation == "" {
-		c.ReclaimConfirmAnnotation = DefaultReclaimConfirmAnnotation
+		return DefaultReclaimConfirmAnnotation
 	}
+	return c.ReclaimConfirmAnnotation
 }
 
 // ParseConfig reads and validates a YAML or JSON configuration. Unknown fields, unknown rules and
@@ -114,7 +119,6 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	c.applyDefaults()
 	return c, nil
 }
 
@@ -174,13 +178,15 @@ func (c *Config) ActionFor(rl *Rule) Action {
 	return rl.Default
 }
 
-// Exempt reports whether a rule does not apply to the given namespace and requester.
-func (c *Config) Exempt(rl *Rule, namespace string, u UserInfo) bool {
-	if c.Exemptions.match(namespace, u) {
+// Exempt reports whether a rule does not apply to a requester, or to an object in the given
+// namespaces (all of them must be exempt; none given means a cluster-scoped object with no
+// namespace to match).
+func (c *Config) Exempt(rl *Rule, namespaces []string, u UserInfo) bool {
+	if c.Exemptions.match(namespaces, u) {
 		return true
 	}
 	rc, ok := c.ruleConfig(rl)
-	return ok && rc.Exemptions.match(namespace, u)
+	return ok && rc.Exemptions.match(namespaces, u)
 }
 
 // IsController reports whether the requester is a binding controller: a built-in Kubernetes
@@ -189,15 +195,27 @@ func (c *Config) IsController(u UserInfo) bool {
 	return builtinControllers.match(u) || c.Controllers.match(u)
 }
 
-func (e Exemptions) match(namespace string, u UserInfo) bool {
-	if namespace != "" {
-		for _, pattern := range e.Namespaces {
-			if ok, _ := path.Match(pattern, namespace); ok {
-				return true
-			}
+func (e Exemptions) match(namespaces []string, u UserInfo) bool {
+	if len(namespaces) > 0 && len(e.Namespaces) > 0 {
+		all := true
+		for _, ns := range namespaces {
+			all = all && matchAny(e.Namespaces, ns)
+		}
+		if all {
+			return true
 		}
 	}
 	return e.Identities.match(u)
+}
+
+// matchAny reports whether s matches one of the glob patterns (validated at parse time).
+func matchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, s); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (ids Identities) match(u UserInfo) bool {

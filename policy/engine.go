@@ -40,7 +40,7 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 	if r.Operation == OperationDelete {
 		return d, nil
 	}
-	ns := r.namespace()
+	ns := r.namespaces()
 	for i := range e.rules {
 		rl := &e.rules[i]
 		if !rl.appliesTo(r.Kind) {

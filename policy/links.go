@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -31,7 +33,9 @@ func claimLinkChanged(r *Review) bool {
 }
 
 // volumeLinkChanged reports whether a volume write sets or changes spec.claimRef's
-// namespace, name or uid.
+// namespace, name or uid. Dropping only the uid is not a link: it is the upstream controller
+// releasing a volume a user pre-bound, and the claim of that name is by then usually a new one,
+// so judging it as a bind would refuse the controller's release.
 func volumeLinkChanged(r *Review) bool {
 	if r.Kind != KindPersistentVolume || r.PV == nil || r.PV.Spec.ClaimRef == nil {
 		return false
@@ -39,7 +43,11 @@ func volumeLinkChanged(r *Review) bool {
 	if r.OldPV == nil || r.OldPV.Spec.ClaimRef == nil {
 		return true
 	}
-	return !sameClaimRef(r.OldPV.Spec.ClaimRef, r.PV.Spec.ClaimRef)
+	old, cur := r.OldPV.Spec.ClaimRef, r.PV.Spec.ClaimRef
+	if cur.UID == "" && old.UID != "" && old.Namespace == cur.Namespace && old.Name == cur.Name {
+		return false
+	}
+	return !sameClaimRef(old, cur)
 }
 
 func sameClaimRef(a, b *corev1.ObjectReference) bool {
@@ -53,15 +61,21 @@ func newBinding(r *Review, v View) (*bindPair, error) {
 	switch {
 	case claimLinkChanged(r):
 		pv, err := v.PersistentVolume(r.PVC.Spec.VolumeName)
-		if err != nil || pv == nil {
-			return nil, err
+		if err != nil {
+			return nil, fmt.Errorf("reading the volume %s names: %w", r.Object(), err)
+		}
+		if pv == nil {
+			return nil, nil
 		}
 		return &bindPair{PV: pv, PVC: r.PVC, Field: "spec.volumeName", Subject: pvcRef(r.PVC)}, nil
 	case volumeLinkChanged(r):
 		ref := r.PV.Spec.ClaimRef
 		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
-		if err != nil || pvc == nil {
-			return nil, err
+		if err != nil {
+			return nil, fmt.Errorf("reading the claim %s names: %w", r.Object(), err)
+		}
+		if pvc == nil {
+			return nil, nil
 		}
 		if ref.UID != "" && ref.UID != pvc.UID {
 			return nil, nil

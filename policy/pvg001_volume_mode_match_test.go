@@ -84,6 +84,20 @@ func TestPVG001VolumeModeMatch(t *testing.T) {
 			config: mustConfig(t, "exemptions:\n  namespaces: [team-*]\n"),
 		},
 		{
+			name: "controller release of a pre-bound volume (uid dropped) is not a bind, even to a re-created claim of another mode",
+			review: pvUpdate(binder,
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "old-uid"), testobj.Phase(corev1.VolumeBound)),
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""), testobj.Phase(corev1.VolumeBound))),
+			view: testobj.NewView(blockClaim),
+		},
+		{
+			name:   "an exempt namespace does not exempt re-pointing a volume away from a claim elsewhere",
+			review: pvUpdate(admin, testobj.PV("pv-7", testobj.ClaimRef("prod", "db", "")), testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))),
+			view:   testobj.NewView(blockClaim),
+			config: mustConfig(t, "exemptions:\n  namespaces: [team-*]\n"),
+			want:   []string{"spec.claimRef"},
+		},
+		{
 			name:   "rule-level user exemption",
 			review: pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(block), testobj.VolumeName("pv-7"))),
 			view:   testobj.NewView(fsPV),

@@ -112,22 +112,26 @@ func (r *Review) Object() ObjectRef {
 	return ObjectRef{Kind: r.Kind}
 }
 
-// namespace is the namespace exemptions are matched against: a claim's own namespace, or for a
-// volume the namespace of the claim it refers to (PVs are cluster-scoped).
-func (r *Review) namespace() string {
+// namespaces are the namespaces exemptions are matched against: a claim's own namespace, or for
+// a volume (cluster-scoped) the namespaces of the claims its old and new claimRef name. A volume
+// write is exempt by namespace only when all of them are, so an exempt namespace cannot be used
+// to re-point a volume away from a claim elsewhere.
+func (r *Review) namespaces() []string {
 	switch r.Kind {
 	case KindPersistentVolumeClaim:
 		if pvc := pick(r.PVC, r.OldPVC); pvc != nil {
-			return pvc.Namespace
+			return []string{pvc.Namespace}
 		}
 	case KindPersistentVolume:
+		var out []string
 		for _, pv := range []*corev1.PersistentVolume{r.PV, r.OldPV} {
 			if pv != nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace != "" {
-				return pv.Spec.ClaimRef.Namespace
+				out = append(out, pv.Spec.ClaimRef.Namespace)
 			}
 		}
+		return out
 	}
-	return ""
+	return nil
 }
 
 func pick[T any](a, b *T) *T {

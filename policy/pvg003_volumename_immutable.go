@@ -1,0 +1,52 @@
+package policy
+
+import (
+	"fmt"
+)
+
+func pvg003VolumeNameImmutable() Rule {
+	return Rule{
+		ID:      "PVG003",
+		Name:    "volumename-immutable",
+		Default: ActionDeny,
+		Kinds:   []Kind{KindPersistentVolumeClaim},
+		Summary: "once a claim's binding is complete, spec.volumeName never changes or clears and the bind-completed annotation stays while it is set",
+		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {
+			if r.Operation != OperationUpdate || r.PVC == nil || r.OldPVC == nil {
+				return nil, nil
+			}
+			old, cur := r.OldPVC, r.PVC
+			// Upstream tests the annotation's presence, not its value, so this does too.
+			if _, done := old.Annotations[AnnBindCompleted]; !done || old.Spec.VolumeName == "" {
+				return nil, nil
+			}
+			claim := pvcRef(cur)
+			var out []Finding
+			if cur.Spec.VolumeName != old.Spec.VolumeName {
+				what := fmt.Sprintf("changes spec.volumeName from %s to %s", old.Spec.VolumeName, cur.Spec.VolumeName)
+				if cur.Spec.VolumeName == "" {
+					what = fmt.Sprintf("clears spec.volumeName (was %s)", old.Spec.VolumeName)
+				}
+				out = append(out, Finding{
+					Object: claim,
+					Field:  "spec.volumeName",
+					Message: fmt.Sprintf("%s is bound to PersistentVolume %s and the write %s; a completed binding never moves",
+						claim, old.Spec.VolumeName, what),
+					Hint: fmt.Sprintf("keep spec.volumeName %s, or delete the claim and create a new one", old.Spec.VolumeName),
+				})
+			}
+			// Without the annotation the upstream controller treats the claim as pre-bound by a
+			// user and re-runs the binding checks on it.
+			if _, done := cur.Annotations[AnnBindCompleted]; !done && cur.Spec.VolumeName != "" {
+				out = append(out, Finding{
+					Object: claim,
+					Field:  "metadata.annotations[" + AnnBindCompleted + "]",
+					Message: fmt.Sprintf("%s is bound to PersistentVolume %s and the write removes the %s annotation",
+						claim, cur.Spec.VolumeName, AnnBindCompleted),
+					Hint: fmt.Sprintf("keep the annotation %s: yes", AnnBindCompleted),
+				})
+			}
+			return out, nil
+		},
+	}
+}

@@ -1,0 +1,65 @@
+package policy
+
+import (
+	"fmt"
+)
+
+func pvg005CapacityFits() Rule {
+	return Rule{
+		ID:      "PVG005",
+		Name:    "capacity-fits",
+		Default: ActionDeny,
+		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Summary: "at bind the volume's capacity covers the claim's request, and a bound volume never shrinks below what its claim was given",
+		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
+			b, err := newBinding(r, v)
+			if err != nil {
+				return nil, err
+			}
+			if b != nil {
+				return pvg005AtBind(b), nil
+			}
+			return pvg005Shrink(r, v)
+		},
+	}
+}
+
+func pvg005AtBind(b *bindPair) []Finding {
+	request, offer := claimRequest(b.PVC), volumeCapacity(b.PV)
+	if offer.Cmp(request) >= 0 {
+		return nil
+	}
+	hint := fmt.Sprintf("use a volume of at least %s or drop %s", request.String(), b.Field)
+	if b.Field == "spec.claimRef" {
+		hint = fmt.Sprintf("point spec.claimRef at a claim of at most %s, or give the volume at least %s", offer.String(), request.String())
+	}
+	return []Finding{{
+		Object: b.Subject,
+		Field:  b.Field,
+		Message: fmt.Sprintf("%s requests %s, but %s offers %s",
+			pvcRef(b.PVC), request.String(), pvRef(b.PV), offer.String()),
+		Hint: hint,
+	}}
+}
+
+// pvg005Shrink judges an update of a bound volume. Growing is how expansion works and a claim's
+// request may run ahead of the volume while it does, so only a shrink below what the claim has
+// already been given (status.capacity, else its request) is refused.
+func pvg005Shrink(r *Review, v View) ([]Finding, error) {
+	pvc, err := stillBoundClaim(r, v)
+	if err != nil || pvc == nil {
+		return nil, err
+	}
+	was, now, given := volumeCapacity(r.OldPV), volumeCapacity(r.PV), claimCapacity(pvc)
+	if now.Cmp(was) >= 0 || now.Cmp(given) >= 0 {
+		return nil, nil
+	}
+	vol := pvRef(r.PV)
+	return []Finding{{
+		Object: vol,
+		Field:  "spec.capacity",
+		Message: fmt.Sprintf("%s is bound to %s, which has %s, and the write shrinks it from %s to %s",
+			vol, pvcRef(pvc), given.String(), was.String(), now.String()),
+		Hint: fmt.Sprintf("keep spec.capacity at %s or more; volumes can grow, not shrink", given.String()),
+	}}, nil
+}

@@ -1,0 +1,40 @@
+package policy
+
+import (
+	"fmt"
+)
+
+func pvg007StorageClassMatch() Rule {
+	return Rule{
+		ID:      "PVG007",
+		Name:    "storage-class-match",
+		Default: ActionWarn,
+		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Summary: "at bind the volume and the claim have the same storage class",
+		// Upstream binds a pre-bound volume to a claim of another class, and refuses a
+		// pre-bound claim whose class differs, leaving it Pending; either way the pair is rarely
+		// what the author meant, but it is not unsafe, hence a warning.
+		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
+			b, err := newBinding(r, v)
+			if err != nil || b == nil {
+				return nil, err
+			}
+			want, got := claimClass(b.PVC), volumeClass(b.PV)
+			if want == got {
+				return nil, nil
+			}
+			hint := fmt.Sprintf("use a volume of class %s or drop spec.volumeName", classForMessage(want))
+			if b.Field == "spec.claimRef" {
+				hint = fmt.Sprintf("set the volume's storageClassName to %s, or point spec.claimRef at a claim of class %s",
+					classForMessage(want), classForMessage(got))
+			}
+			return []Finding{{
+				Object: b.Subject,
+				Field:  b.Field,
+				Message: fmt.Sprintf("%s has storage class %s, but %s has class %s",
+					pvcRef(b.PVC), classForMessage(want), pvRef(b.PV), classForMessage(got)),
+				Hint: hint,
+			}}, nil
+		},
+	}
+}

@@ -1,0 +1,58 @@
+package policy
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+func pvg008SelectorMatch() Rule {
+	return Rule{
+		ID:      "PVG008",
+		Name:    "selector-match",
+		Default: ActionWarn,
+		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Summary: "at bind the claim's label selector matches the volume's labels",
+		// Upstream ignores the selector for pre-bound pairs, so a mismatch binds anyway; it is
+		// reported because the selector usually says which volume the author meant.
+		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
+			b, err := newBinding(r, v)
+			if err != nil || b == nil || b.PVC.Spec.Selector == nil {
+				return nil, err
+			}
+			sel, err := metav1.LabelSelectorAsSelector(b.PVC.Spec.Selector)
+			if err != nil {
+				// The apiserver validates selectors, so this is an offline manifest or an old
+				// object; it is the claim's field that is wrong, whichever half is under review.
+				return []Finding{{
+					Object:  pvcRef(b.PVC),
+					Field:   "spec.selector",
+					Message: fmt.Sprintf("%s has an invalid spec.selector: %v", pvcRef(b.PVC), err),
+					Hint:    "fix or remove spec.selector",
+				}}, nil
+			}
+			if sel.Matches(labels.Set(b.PV.Labels)) {
+				return nil, nil
+			}
+			hint := "use a volume whose labels match the selector, or drop spec.volumeName"
+			if b.Field == "spec.claimRef" {
+				hint = "label the volume to match the claim's selector, or point spec.claimRef at another claim"
+			}
+			return []Finding{{
+				Object: b.Subject,
+				Field:  b.Field,
+				Message: fmt.Sprintf("%s selects volumes with %s, but the labels of %s (%s) do not match",
+					pvcRef(b.PVC), sel.String(), pvRef(b.PV), labelsForMessage(b.PV.Labels)),
+				Hint: hint,
+			}}, nil
+		},
+	}
+}
+
+func labelsForMessage(l map[string]string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return labels.Set(l).String()
+}

@@ -1,0 +1,56 @@
+package policy
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+func pvg009NodeAffinityMatch() Rule {
+	return Rule{
+		ID:      "PVG009",
+		Name:    "node-affinity-match",
+		Default: ActionDeny,
+		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Summary: "a claim scheduled to a node (volume.kubernetes.io/selected-node) binds only a volume whose node affinity admits that node",
+		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
+			b, err := newBinding(r, v)
+			if err != nil || b == nil {
+				return nil, err
+			}
+			nodeName := b.PVC.Annotations[AnnSelectedNode]
+			if nodeName == "" || b.PV.Spec.NodeAffinity == nil || b.PV.Spec.NodeAffinity.Required == nil {
+				return nil, nil
+			}
+			// The selector is judged before the node is read: a volume no node can match is wrong
+			// whether or not the selected node still exists.
+			sel, err := nodeaffinity.NewNodeSelector(b.PV.Spec.NodeAffinity.Required,
+				field.WithPath(field.NewPath("spec", "nodeAffinity", "required")))
+			if err != nil {
+				return []Finding{{
+					Object:  pvRef(b.PV),
+					Field:   "spec.nodeAffinity",
+					Message: fmt.Sprintf("%s has an invalid node affinity, so it cannot be used on node %s selected for %s: %v", pvRef(b.PV), nodeName, pvcRef(b.PVC), err),
+					Hint:    fmt.Sprintf("fix spec.nodeAffinity.required of %s, or bind another volume", pvRef(b.PV)),
+				}}, nil
+			}
+			node, err := v.Node(nodeName)
+			if err != nil {
+				return nil, fmt.Errorf("reading Node %s selected for %s: %w", nodeName, pvcRef(b.PVC), err)
+			}
+			// A node that is gone (or not in the cache yet) cannot be judged; the scheduler will
+			// pick another node and rewrite the annotation.
+			if node == nil || sel.Match(node) {
+				return nil, nil
+			}
+			return []Finding{{
+				Object: b.Subject,
+				Field:  b.Field,
+				Message: fmt.Sprintf("%s is scheduled to node %s (%s), but the node affinity of %s does not admit that node",
+					pvcRef(b.PVC), nodeName, AnnSelectedNode, pvRef(b.PV)),
+				Hint: fmt.Sprintf("bind a volume reachable from node %s, or drop %s", nodeName, b.Field),
+			}}, nil
+		},
+	}
+}

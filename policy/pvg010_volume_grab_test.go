@@ -1,0 +1,121 @@
+package policy_test
+
+import (
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+func TestPVG010VolumeGrab(t *testing.T) {
+	claim := testobj.PVC("team-a", "data")
+	grab := pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.VolumeName("pv-7")))
+	granted := func(value string) *testobj.View {
+		return testobj.NewView(testobj.PV("pv-7", testobj.PVMeta(testobj.Annotation(policy.DefaultGrantAnnotation, value))))
+	}
+	bind := testobj.BindSteps(testobj.PV("pv-7"), claim)
+
+	runRuleCases(t, "PVG010", []ruleCase{
+		{
+			name:     "claim naming a free volume that does not grant its namespace is warned",
+			review:   grab,
+			view:     testobj.NewView(testobj.PV("pv-7")),
+			want:     []string{"spec.volumeName"},
+			wantText: "PersistentVolumeClaim team-a/data names PersistentVolume pv-7 in spec.volumeName, but the volume is not pre-bound to it and does not grant namespace team-a (annotation pvguard.io/allowed-namespaces); ask the owner of PersistentVolume pv-7 to pre-bind it to this claim (spec.claimRef) or to grant namespace team-a with the annotation pvguard.io/allowed-namespaces",
+		},
+		{
+			name:     "claim naming a volume reserved for another claim is warned",
+			review:   grab,
+			view:     testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-b", "db", ""))),
+			want:     []string{"spec.volumeName"},
+			wantText: "but the volume is reserved for PersistentVolumeClaim team-b/db",
+		},
+		{
+			name:     "claim naming the volume of an earlier claim of the same name is warned",
+			review:   grab,
+			view:     testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-of-a-deleted-claim"), testobj.Phase(corev1.VolumeReleased))),
+			want:     []string{"spec.volumeName"},
+			wantText: "belongs to an earlier PersistentVolumeClaim team-a/data (uid uid-of-a-deleted-claim)",
+		},
+		{
+			name:   "volume pre-bound to the claim by name is allowed",
+			review: grab,
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))),
+		},
+		{
+			name:   "volume pre-bound to the claim by uid is allowed",
+			review: grab,
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", string(claim.UID)))),
+		},
+		{
+			name:   "volume that does not exist yet is allowed",
+			review: grab,
+		},
+		{name: "grant naming the namespace", review: grab, view: granted("team-a")},
+		{name: "grant with a glob", review: grab, view: granted("team-*")},
+		{name: "grant list with spaces", review: grab, view: granted(" prod , team-a ,")},
+		{name: "grant of other namespaces", review: grab, view: granted("team-b, prod"), want: []string{"spec.volumeName"}},
+		{name: "empty grant", review: grab, view: granted(""), want: []string{"spec.volumeName"}},
+		{name: "malformed glob grants nothing", review: grab, view: granted("team-["), want: []string{"spec.volumeName"}},
+		{
+			name:   "grant overrides a claimRef to another claim",
+			review: grab,
+			view: testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-b", "db", ""),
+				testobj.PVMeta(testobj.Annotation(policy.DefaultGrantAnnotation, "team-a")))),
+		},
+		{
+			name:   "renamed grant annotation is honoured",
+			review: grab,
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.PVMeta(testobj.Annotation("example.com/share-with", "team-a")))),
+			config: mustConfig(t, "grantAnnotation: example.com/share-with\n"),
+		},
+		{
+			name:   "default grant annotation no longer counts once renamed",
+			review: grab,
+			view:   granted("team-a"),
+			config: mustConfig(t, "grantAnnotation: example.com/share-with\n"),
+			want:   []string{"spec.volumeName"},
+		},
+		{
+			name:   "re-pointing volumeName to another free volume is warned",
+			review: pvcUpdate(tenant, testobj.PVC("team-a", "data", testobj.VolumeName("pv-7")), testobj.PVC("team-a", "data", testobj.VolumeName("pv-8"))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "")), testobj.PV("pv-8")),
+			want:   []string{"spec.volumeName"},
+		},
+		{
+			name: "update that keeps volumeName is not judged",
+			review: pvcUpdate(tenant, testobj.PVC("team-a", "data", testobj.VolumeName("pv-7")),
+				testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"), testobj.ClaimMeta(testobj.Label("app", "db")))),
+			view: testobj.NewView(testobj.PV("pv-7")),
+		},
+		{
+			name:   "binder write 3 (PVC spec) after write 1 is allowed",
+			review: pvcUpdate(binder, bind.PVC, bind.PVCSpec),
+			view:   testobj.NewView(bind.PVSpec),
+		},
+		{
+			name:   "binder write 4 (PVC status) is allowed",
+			review: pvcStatus(binder, bind.PVCSpec, bind.PVCStatus),
+			view:   testobj.NewView(bind.PVStatus),
+		},
+		{
+			name:   "claim of a provisioned volume is allowed",
+			review: pvcUpdate(binder, claim, testobj.PVCWith(claim, testobj.ClaimBoundTo("pvc-uid"))),
+			view: testobj.NewView(testobj.PV("pvc-uid", testobj.ClaimRef("team-a", "data", string(claim.UID)),
+				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+		},
+	})
+}
+
+func TestPVG010ViewErrorIsReturned(t *testing.T) {
+	view := testobj.NewView()
+	view.Err = errors.New("cache not synced")
+	r := pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.VolumeName("pv-7")))
+	_, err := policy.NewEngine(onlyRule(t, "PVG010")).Admit(r, view)
+	if err == nil || !errors.Is(err, view.Err) {
+		t.Fatalf("Admit error = %v, want the view's error wrapped", err)
+	}
+}

@@ -1,0 +1,52 @@
+package policy
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func pvg011ReclaimDowngrade() Rule {
+	return Rule{
+		ID:      "PVG011",
+		Name:    "reclaim-downgrade",
+		Default: ActionDeny,
+		Kinds:   []Kind{KindPersistentVolume},
+		Summary: "changing a Bound or Released volume's reclaim policy from Retain to Delete or Recycle needs a confirmation annotation",
+		Check: func(r *Review, _ View, c *Config) ([]Finding, error) {
+			if r.Operation != OperationUpdate || r.PV == nil || r.OldPV == nil {
+				return nil, nil
+			}
+			from, to := r.OldPV.Spec.PersistentVolumeReclaimPolicy, r.PV.Spec.PersistentVolumeReclaimPolicy
+			if from != corev1.PersistentVolumeReclaimRetain {
+				return nil, nil
+			}
+			var effect string
+			switch to {
+			case corev1.PersistentVolumeReclaimDelete:
+				effect = "deletes the backing storage"
+			case corev1.PersistentVolumeReclaimRecycle:
+				effect = "wipes the data"
+			default:
+				return nil, nil
+			}
+			// The old object decides: a write that also releases or unbinds the volume must not
+			// slip the downgrade past the rule.
+			use, inUse := volumeInUse(r.OldPV)
+			if !inUse {
+				return nil, nil
+			}
+			confirm := c.reclaimConfirmAnnotation()
+			if r.PV.Annotations[confirm] == string(to) {
+				return nil, nil
+			}
+			return []Finding{{
+				Object: pvRef(r.PV),
+				Field:  "spec.persistentVolumeReclaimPolicy",
+				Message: fmt.Sprintf("%s is %s, and changing its reclaim policy from Retain to %s %s once the claim is deleted",
+					pvRef(r.PV), use, to, effect),
+				Hint: fmt.Sprintf("if that is intended, set the annotation %s=%s on the volume in the same write", confirm, to),
+			}}, nil
+		},
+	}
+}

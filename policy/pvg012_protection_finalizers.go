@@ -1,0 +1,56 @@
+package policy
+
+import (
+	"fmt"
+)
+
+// protectionFinalizers are the finalizers that keep a volume or claim, and the storage behind
+// it, alive while it is in use, each with what the owning controller waits for.
+var protectionFinalizers = []struct {
+	Name, Hint string
+}{
+	{"kubernetes.io/pv-protection", "the pv-protection controller removes it once no claim is bound to the volume; delete the bound claim instead"},
+	{"kubernetes.io/pvc-protection", "the pvc-protection controller removes it once no pod uses the claim; delete the pods that use the claim instead"},
+	{"kubernetes.io/pv-controller", "the PersistentVolume controller removes it once the volume is reclaimed; wait for the reclaim to finish"},
+	{"external-provisioner.volume.kubernetes.io/finalizer", "the external provisioner removes it once it has deleted the backing storage; wait for it, or fix the provisioner if it is stuck"},
+}
+
+func pvg012ProtectionFinalizers() Rule {
+	return Rule{
+		ID:      "PVG012",
+		Name:    "protection-finalizers",
+		Default: ActionDeny,
+		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Summary: "protection finalizers are removed only by the controllers that own them, or once the object is no longer in use",
+		Check: func(r *Review, _ View, c *Config) ([]Finding, error) {
+			if r.Operation != OperationUpdate || c.IsController(r.User) {
+				return nil, nil
+			}
+			var use string
+			var inUse bool
+			switch r.Kind {
+			case KindPersistentVolume:
+				use, inUse = volumeInUse(r.OldPV)
+			case KindPersistentVolumeClaim:
+				use, inUse = claimInUse(r.OldPVC)
+			}
+			if !inUse {
+				return nil, nil
+			}
+			old, cur := reviewMeta(r)
+			var out []Finding
+			for _, pf := range protectionFinalizers {
+				if !finalizerRemoved(old, cur, pf.Name) {
+					continue
+				}
+				out = append(out, Finding{
+					Field: "metadata.finalizers",
+					Message: fmt.Sprintf("%s removed finalizer %s from %s, which is %s",
+						requester(r.User), pf.Name, r.Object(), use),
+					Hint: pf.Hint,
+				})
+			}
+			return out, nil
+		},
+	}
+}

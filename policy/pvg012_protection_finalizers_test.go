@@ -1,0 +1,125 @@
+package policy_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+const (
+	finPVProtection  = "kubernetes.io/pv-protection"
+	finPVCProtection = "kubernetes.io/pvc-protection"
+	finPVController  = "kubernetes.io/pv-controller"
+	finProvisioner   = "external-provisioner.volume.kubernetes.io/finalizer"
+	finUnrelated     = "example.com/backup"
+)
+
+func TestPVG012ProtectionFinalizers(t *testing.T) {
+	pvProtector := policy.UserInfo{Username: "system:serviceaccount:kube-system:pv-protection-controller"}
+	pvcProtector := policy.UserInfo{Username: "system:serviceaccount:kube-system:pvc-protection-controller"}
+	fin := func(f ...string) testobj.MetaMod { return testobj.Finalizers(f...) }
+
+	claim := testobj.PVC("team-a", "data", testobj.ClaimMeta(fin(finPVCProtection)))
+	boundClaim := testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-7"))
+	bound := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.PVMeta(fin(finPVProtection)))
+	released := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.Phase(corev1.VolumeReleased),
+		testobj.Reclaim(corev1.PersistentVolumeReclaimDelete), testobj.PVMeta(fin(finPVProtection, finPVController, finProvisioner)))
+	free := testobj.PV("pv-7", testobj.Phase(corev1.VolumeAvailable), testobj.PVMeta(fin(finPVProtection)))
+	bind := testobj.BindSteps(free, claim)
+
+	runRuleCases(t, "PVG012", []ruleCase{
+		{
+			name:     "user removing pv-protection from a Bound volume is denied",
+			review:   pvUpdate(tenant, bound, testobj.PVWith(bound, testobj.PVMeta(fin()))),
+			want:     []string{"metadata.finalizers"},
+			wantText: "alice removed finalizer kubernetes.io/pv-protection from PersistentVolume pv-7, which is Bound to PersistentVolumeClaim team-a/data; the pv-protection controller removes it once no claim is bound to the volume",
+		},
+		{
+			name:     "user removing pvc-protection from a Bound claim is denied",
+			review:   pvcUpdate(tenant, boundClaim, testobj.PVCWith(boundClaim, testobj.ClaimMeta(fin()))),
+			want:     []string{"metadata.finalizers"},
+			wantText: "alice removed finalizer kubernetes.io/pvc-protection from PersistentVolumeClaim team-a/data, which is bound to PersistentVolume pv-7",
+		},
+		{
+			name:   "claim that names a volume is in use before its phase follows",
+			review: pvcUpdate(tenant, bind.PVCSpec, testobj.PVCWith(bind.PVCSpec, testobj.ClaimMeta(fin()))),
+			want:   []string{"metadata.finalizers"},
+		},
+		{
+			name:   "volume whose claimRef has a uid is in use before its phase follows",
+			review: pvUpdate(admin, bind.PVSpec, testobj.PVWith(bind.PVSpec, testobj.PVMeta(fin()))),
+			want:   []string{"metadata.finalizers"},
+		},
+		{
+			name:   "each removed finalizer of a Released volume is a finding",
+			review: pvUpdate(admin, released, testobj.PVWith(released, testobj.PVMeta(fin(finPVProtection)))),
+			want:   []string{"metadata.finalizers", "metadata.finalizers"},
+		},
+		{
+			name:   "removing a finalizer from an Available volume is allowed",
+			review: pvUpdate(admin, free, testobj.PVWith(free, testobj.PVMeta(fin()))),
+		},
+		{
+			name:   "removing pvc-protection from a Pending claim is allowed",
+			review: pvcUpdate(tenant, claim, testobj.PVCWith(claim, testobj.ClaimMeta(fin()))),
+		},
+		{
+			name:   "removing an unrelated finalizer is allowed",
+			review: pvUpdate(admin, testobj.PVWith(bound, testobj.PVMeta(fin(finPVProtection, finUnrelated))), bound),
+		},
+		{
+			name:   "adding a finalizer is allowed",
+			review: pvUpdate(admin, bound, testobj.PVWith(bound, testobj.PVMeta(fin(finPVProtection, finUnrelated)))),
+		},
+		{
+			name:   "the state before the write decides, not the one it writes",
+			review: pvUpdate(admin, bound, testobj.PVWith(bound, testobj.NoClaimRef, testobj.Phase(corev1.VolumeAvailable), testobj.PVMeta(fin()))),
+			want:   []string{"metadata.finalizers"},
+		},
+		{
+			name:   "pv-protection controller removing its finalizer is allowed",
+			review: pvUpdate(pvProtector, released, testobj.PVWith(released, testobj.PVMeta(fin(finPVController, finProvisioner)))),
+		},
+		{
+			name:   "pvc-protection controller removing its finalizer is allowed",
+			review: pvcUpdate(pvcProtector, boundClaim, testobj.PVCWith(boundClaim, testobj.ClaimMeta(fin()))),
+		},
+		{
+			name:   "PV controller removing its finalizer after reclaim is allowed",
+			review: pvUpdate(policy.UserInfo{Username: "system:kube-controller-manager"}, released, testobj.PVWith(released, testobj.PVMeta(fin(finPVProtection, finProvisioner)))),
+		},
+		{
+			name:   "external provisioner removing its finalizer is allowed",
+			review: pvUpdate(provisioner, released, testobj.PVWith(released, testobj.PVMeta(fin(finPVProtection, finPVController)))),
+			config: provisionerConfig(),
+		},
+		{
+			name:   "the same identity not configured as a controller is denied",
+			review: pvUpdate(provisioner, released, testobj.PVWith(released, testobj.PVMeta(fin(finPVProtection, finPVController)))),
+			want:   []string{"metadata.finalizers"},
+		},
+		{
+			name:   "binder write 1 (PV spec) is allowed",
+			review: pvUpdate(binder, bind.PV, bind.PVSpec),
+		},
+		{
+			name:   "binder write 2 (PV status) is allowed",
+			review: pvStatus(binder, bind.PVSpec, bind.PVStatus),
+		},
+		{
+			name:   "binder write 3 (PVC spec) is allowed",
+			review: pvcUpdate(binder, bind.PVC, bind.PVCSpec),
+		},
+		{
+			name:   "binder write 4 (PVC status) is allowed",
+			review: pvcStatus(binder, bind.PVCSpec, bind.PVCStatus),
+		},
+		{
+			name:   "creating an object without finalizers is not a removal",
+			review: pvCreate(tenant, testobj.PV("pv-8", testobj.Phase(corev1.VolumeBound))),
+		},
+	})
+}

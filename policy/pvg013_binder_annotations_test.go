@@ -1,0 +1,103 @@
+package policy_test
+
+import (
+	"testing"
+
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+func TestPVG013BinderAnnotations(t *testing.T) {
+	ann := func(k, v string) testobj.MetaMod { return testobj.Annotation(k, v) }
+	claim := testobj.PVC("team-a", "data")
+	scheduled := testobj.PVCWith(claim, testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-1")))
+	bind := testobj.BindSteps(testobj.PV("pv-7"), claim)
+	provisioned := testobj.PV("pvc-uid", testobj.ClaimRef("team-a", "data", string(claim.UID)),
+		testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com")))
+	kcm := policy.UserInfo{Username: "system:kube-controller-manager"}
+
+	runRuleCases(t, "PVG013", []ruleCase{
+		{
+			name:     "user creating a claim that claims to be bound is warned",
+			review:   pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.ClaimMeta(ann(policy.AnnBindCompleted, "yes")))),
+			want:     []string{"metadata.annotations[pv.kubernetes.io/bind-completed]"},
+			wantText: "alice added annotation pv.kubernetes.io/bind-completed to PersistentVolumeClaim team-a/data, but only the binding controllers (PV controller, scheduler, provisioners) manage it; leave pv.kubernetes.io/bind-completed to the controllers",
+		},
+		{
+			name:   "user choosing a node for a claim is warned",
+			review: pvcUpdate(tenant, claim, scheduled),
+			want:   []string{"metadata.annotations[volume.kubernetes.io/selected-node]"},
+		},
+		{
+			name:   "user moving a claim to another node is warned",
+			review: pvcUpdate(tenant, scheduled, testobj.PVCWith(scheduled, testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-2")))),
+			want:   []string{"metadata.annotations[volume.kubernetes.io/selected-node]"},
+		},
+		{
+			name:     "user removing bind-completed is warned",
+			review:   pvcUpdate(tenant, bind.PVCStatus, testobj.PVCWith(bind.PVCStatus, testobj.ClaimMeta(testobj.NoAnnotation(policy.AnnBindCompleted)))),
+			want:     []string{"metadata.annotations[pv.kubernetes.io/bind-completed]"},
+			wantText: "alice removed annotation pv.kubernetes.io/bind-completed from PersistentVolumeClaim team-a/data",
+		},
+		{
+			name:   "admin creating a static volume that claims to be provisioned is warned",
+			review: pvCreate(admin, testobj.PV("pv-7", testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com"), ann(policy.AnnBoundByController, "yes")))),
+			want: []string{
+				"metadata.annotations[pv.kubernetes.io/bound-by-controller]",
+				"metadata.annotations[pv.kubernetes.io/provisioned-by]",
+			},
+		},
+		{
+			name:   "other annotations are free",
+			review: pvcUpdate(tenant, bind.PVCStatus, testobj.PVCWith(bind.PVCStatus, testobj.ClaimMeta(ann("example.com/owner", "alice")))),
+		},
+		{
+			name:   "rewriting the same value is no change",
+			review: pvcUpdate(tenant, scheduled, testobj.PVCWith(scheduled, testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-1")))),
+		},
+		{
+			name:   "binder write 1 (PV spec) is allowed",
+			review: pvUpdate(binder, bind.PV, bind.PVSpec),
+		},
+		{
+			name:   "binder write 2 (PV status) is allowed",
+			review: pvStatus(binder, bind.PVSpec, bind.PVStatus),
+		},
+		{
+			name:   "binder write 3 (PVC spec) is allowed",
+			review: pvcUpdate(binder, bind.PVC, bind.PVCSpec),
+		},
+		{
+			name:   "binder write 4 (PVC status) is allowed",
+			review: pvcStatus(binder, bind.PVCSpec, bind.PVCStatus),
+		},
+		{
+			name:   "controller manager without service account credentials is allowed",
+			review: pvcUpdate(kcm, bind.PVC, bind.PVCSpec),
+		},
+		{
+			name:   "scheduler selecting a node is allowed",
+			review: pvcUpdate(scheduler, claim, scheduled),
+		},
+		{
+			name:   "external provisioner creating a provisioned volume is allowed",
+			review: pvCreate(provisioner, provisioned),
+			config: provisionerConfig(),
+		},
+		{
+			name:   "external provisioner dropping selected-node to reschedule is allowed",
+			review: pvcUpdate(provisioner, scheduled, claim),
+			config: provisionerConfig(),
+		},
+		{
+			name:   "the same identity not configured as a controller is warned",
+			review: pvCreate(provisioner, provisioned),
+			want:   []string{"metadata.annotations[pv.kubernetes.io/provisioned-by]"},
+		},
+		{
+			name:   "controllers configured by group are allowed",
+			review: pvCreate(policy.UserInfo{Username: "velero", Groups: []string{"backup-operators"}}, provisioned),
+			config: mustConfig(t, "controllers:\n  groups: [backup-operators]\n"),
+		},
+	})
+}

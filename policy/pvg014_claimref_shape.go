@@ -1,0 +1,58 @@
+package policy
+
+import (
+	"fmt"
+)
+
+func pvg014ClaimRefShape() Rule {
+	return Rule{
+		ID:      "PVG014",
+		Name:    "claimref-shape",
+		Default: ActionDeny,
+		Kinds:   []Kind{KindPersistentVolume},
+		Summary: "spec.claimRef has a name and a namespace, and names a v1 PersistentVolumeClaim",
+		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {
+			if r.PV == nil || r.PV.Spec.ClaimRef == nil {
+				return nil, nil
+			}
+			ref := r.PV.Spec.ClaimRef
+			// Only the write that sets or edits the claimRef is judged, so a volume stored before
+			// pvguard was installed does not block unrelated writes.
+			if r.OldPV != nil && r.OldPV.Spec.ClaimRef != nil && *r.OldPV.Spec.ClaimRef == *ref {
+				return nil, nil
+			}
+			pv := pvRef(r.PV)
+			var out []Finding
+			if ref.Name == "" {
+				out = append(out, Finding{
+					Field:   "spec.claimRef.name",
+					Message: fmt.Sprintf("%s has a spec.claimRef without a name, so no claim can ever bind it", pv),
+					Hint:    "set spec.claimRef.name to the name of the claim, or remove spec.claimRef",
+				})
+			}
+			if ref.Namespace == "" {
+				out = append(out, Finding{
+					Field:   "spec.claimRef.namespace",
+					Message: fmt.Sprintf("%s has a spec.claimRef without a namespace, so no claim can ever bind it (claims are namespaced)", pv),
+					Hint:    "set spec.claimRef.namespace to the namespace of the claim, or remove spec.claimRef",
+				})
+			}
+			// Empty kind and apiVersion are fine: the mutating webhook fills them in.
+			if ref.Kind != "" && ref.Kind != string(KindPersistentVolumeClaim) {
+				out = append(out, Finding{
+					Field:   "spec.claimRef.kind",
+					Message: fmt.Sprintf("%s has spec.claimRef.kind %q, but only a PersistentVolumeClaim can claim a volume", pv, ref.Kind),
+					Hint:    "set spec.claimRef.kind to PersistentVolumeClaim, or leave it empty",
+				})
+			}
+			if ref.APIVersion != "" && ref.APIVersion != "v1" {
+				out = append(out, Finding{
+					Field:   "spec.claimRef.apiVersion",
+					Message: fmt.Sprintf("%s has spec.claimRef.apiVersion %q, but PersistentVolumeClaims are v1", pv, ref.APIVersion),
+					Hint:    "set spec.claimRef.apiVersion to v1, or leave it empty",
+				})
+			}
+			return out, nil
+		},
+	}
+}

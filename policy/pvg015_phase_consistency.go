@@ -1,0 +1,72 @@
+package policy
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func pvg015PhaseConsistency() Rule {
+	return Rule{
+		ID:      "PVG015",
+		Name:    "phase-consistency",
+		Default: ActionAudit,
+		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Summary: "a Bound volume has a claimRef uid, an Available volume has none, a Bound claim names a volume",
+		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {
+			switch r.Kind {
+			case KindPersistentVolume:
+				return volumePhaseFindings(r), nil
+			case KindPersistentVolumeClaim:
+				return claimPhaseFindings(r), nil
+			}
+			return nil, nil
+		},
+	}
+}
+
+// Phases are judged only on the write that moves them, so a binder that writes spec before
+// status is never caught between its two writes.
+
+func volumePhaseFindings(r *Review) []Finding {
+	pv := r.PV
+	if pv == nil || pv.Status.Phase == "" || (r.OldPV != nil && r.OldPV.Status.Phase == pv.Status.Phase) {
+		return nil
+	}
+	ref := pv.Spec.ClaimRef
+	hasUID := ref != nil && ref.UID != ""
+	switch {
+	case pv.Status.Phase == corev1.VolumeBound && !hasUID:
+		return []Finding{{
+			Object:  pvRef(pv),
+			Field:   "status.phase",
+			Message: fmt.Sprintf("%s is set to Bound, but spec.claimRef carries no claim uid, so it is bound to no claim", pvRef(pv)),
+			Hint:    "let the PV controller bind the volume (it sets spec.claimRef with the claim's uid first), or keep the volume Available",
+		}}
+	case pv.Status.Phase == corev1.VolumeAvailable && hasUID:
+		claim := ObjectRef{Kind: KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}
+		return []Finding{{
+			Object:  pvRef(pv),
+			Field:   "status.phase",
+			Message: fmt.Sprintf("%s is set to Available, but spec.claimRef still carries the uid of %s", pvRef(pv), claim),
+			Hint:    "clear spec.claimRef.uid (or spec.claimRef) before making the volume Available",
+		}}
+	}
+	return nil
+}
+
+func claimPhaseFindings(r *Review) []Finding {
+	pvc := r.PVC
+	if pvc == nil || pvc.Status.Phase == "" || (r.OldPVC != nil && r.OldPVC.Status.Phase == pvc.Status.Phase) {
+		return nil
+	}
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName != "" {
+		return nil
+	}
+	return []Finding{{
+		Object:  pvcRef(pvc),
+		Field:   "status.phase",
+		Message: fmt.Sprintf("%s is set to Bound, but names no volume in spec.volumeName", pvcRef(pvc)),
+		Hint:    "let the PV controller bind the claim (it sets spec.volumeName first), or keep the claim Pending",
+	}}
+}

@@ -1,0 +1,55 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+func pvg017SingleDefaultClass() Rule {
+	return Rule{
+		ID:      "PVG017",
+		Name:    "single-default-class",
+		Default: ActionWarn,
+		Kinds:   []Kind{KindStorageClass},
+		Summary: "at most one StorageClass is marked as the cluster default",
+		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
+			sc := r.SC
+			if sc == nil || !isDefaultClass(sc) || (r.OldSC != nil && isDefaultClass(r.OldSC)) {
+				return nil, nil
+			}
+			classes, err := v.StorageClasses()
+			if err != nil {
+				return nil, fmt.Errorf("listing StorageClasses: %w", err)
+			}
+			var others []string
+			for _, other := range classes {
+				if other != nil && other.Name != sc.Name && isDefaultClass(other) {
+					others = append(others, other.Name)
+				}
+			}
+			if len(others) == 0 {
+				return nil, nil
+			}
+			slices.Sort(others)
+			key := AnnDefaultClass
+			if sc.Annotations[AnnDefaultClass] != "true" {
+				key = AnnBetaDefaultClass
+			}
+			self := ObjectRef{Kind: KindStorageClass, Name: sc.Name}
+			names := "StorageClass " + others[0]
+			already := names + " is already the default"
+			if len(others) > 1 {
+				names = "StorageClasses " + strings.Join(others, ", ")
+				already = names + " are already default"
+			}
+			return []Finding{{
+				Object: self,
+				Field:  fmt.Sprintf("metadata.annotations[%s]", key),
+				Message: fmt.Sprintf("%s is being marked default, but %s; claims without a class would get whichever default was created last",
+					self, already),
+				Hint: fmt.Sprintf("remove the is-default-class annotation from %s (or set it to \"false\"), or do not mark %s default", names, self),
+			}}, nil
+		},
+	}
+}

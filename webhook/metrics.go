@@ -1,0 +1,81 @@
+package webhook
+
+import (
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// Metrics are pvguard's admission metrics. Label values come from fixed sets (kinds, handlers,
+// decisions, rule IDs, actions), so cardinality is bounded whatever the cluster sends.
+type Metrics struct {
+	reviews       *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	findings      *prometheus.CounterVec
+	configReloads *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pvguard_admission_reviews_total",
+			Help: "Admission reviews handled, by kind, handler, operation and decision.",
+		}, []string{"kind", "handler", "operation", "decision"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pvguard_admission_review_duration_seconds",
+			Help:    "Time to decide one admission review, server side.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5},
+		}, []string{"kind", "handler"}),
+		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pvguard_admission_findings_total",
+			Help: "Rule findings at admission (dry-run requests excluded), by rule and action.",
+		}, []string{"rule", "action"}),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pvguard_config_reloads_total",
+			Help: "Policy config loads, by result (success or error).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.reviews, m.duration, m.findings, m.configReloads)
+	return m
+}
+
+func (m *Metrics) observeReview(kind policy.Kind, handler string, req admission.Request, decision string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	op := strings.ToLower(string(req.Operation))
+	switch op {
+	case "create", "update", "delete", "connect":
+	default:
+		op = "unknown"
+	}
+	m.reviews.WithLabelValues(string(kind), handler, op, decision).Inc()
+	m.duration.WithLabelValues(string(kind), handler).Observe(d.Seconds())
+}
+
+func (m *Metrics) observeFindings(d policy.Decision) {
+	if m == nil {
+		return
+	}
+	for _, group := range [][]policy.Finding{d.Deny, d.Warn, d.Audit} {
+		for _, f := range group {
+			m.findings.WithLabelValues(string(f.Rule), string(f.Action)).Inc()
+		}
+	}
+}
+
+func (m *Metrics) observeConfigLoad(err error) {
+	if m == nil {
+		return
+	}
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	m.configReloads.WithLabelValues(result).Inc()
+}

@@ -1,0 +1,196 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// Validator is the validating admission handler for one kind.
+type Validator struct {
+	kind    policy.Kind
+	engines EngineSource
+	views   ViewSource
+	metrics *Metrics
+}
+
+var _ admission.Handler = &Validator{}
+
+// EngineSource yields the policy engine for the current config; it changes on reload.
+type EngineSource interface {
+	Engine() *policy.Engine
+}
+
+// ViewSource yields the view of related objects for one request.
+type ViewSource interface {
+	View(ctx context.Context) policy.View
+}
+
+// NewValidator returns the validating handler for a kind.
+func NewValidator(kind policy.Kind, engines EngineSource, views ViewSource, m *Metrics) *Validator {
+	return &Validator{kind: kind, engines: engines, views: views, metrics: m}
+}
+
+// Handle implements admission.Handler.
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	resp, decision := v.handle(ctx, req)
+	v.metrics.observeReview(v.kind, "validate", req, decision, time.Since(start))
+	return resp
+}
+
+func (v *Validator) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
+	review, resp, ok := decodeReview(v.kind, req)
+	if !ok {
+		return resp, "skipped"
+	}
+	engine := v.engines.Engine()
+	d, err := engine.Admit(review, v.views.View(ctx))
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "could not evaluate the request", "object", review.Object().String())
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("pvguard could not evaluate %s: %w", review.Object(), err)), "error"
+	}
+	if !review.DryRun {
+		v.metrics.observeFindings(d)
+	}
+	return responseFor(review, d), decisionLabel(d)
+}
+
+func decisionLabel(d policy.Decision) string {
+	switch {
+	case len(d.Deny) > 0:
+		return "denied"
+	case len(d.Warn) > 0:
+		return "warned"
+	}
+	return "allowed"
+}
+
+// expectedKinds maps pvguard's kinds to the group and kind an AdmissionReview carries.
+var expectedKinds = map[policy.Kind]metav1.GroupKind{
+	policy.KindPersistentVolume:      {Group: "", Kind: "PersistentVolume"},
+	policy.KindPersistentVolumeClaim: {Group: "", Kind: "PersistentVolumeClaim"},
+	policy.KindStorageClass:          {Group: "storage.k8s.io", Kind: "StorageClass"},
+}
+
+// decodeReview turns an admission request into a policy review. When it cannot, it returns the
+// response to send instead: an error for a body that does not decode, or an allowed response
+// with a warning for a kind this endpoint does not judge (a misconfigured webhook must not block
+// unrelated writes).
+func decodeReview(kind policy.Kind, req admission.Request) (*policy.Review, admission.Response, bool) {
+	if req.UID == "" && req.Kind.Kind == "" {
+		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("AdmissionReview has no request")), false
+	}
+	want := expectedKinds[kind]
+	if req.Kind.Group != want.Group || req.Kind.Kind != want.Kind {
+		got := req.Kind.Kind
+		if req.Kind.Group != "" {
+			got = req.Kind.Kind + "." + req.Kind.Group
+		}
+		return nil, admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"pvguard: %s sent to the %s endpoint was not checked; fix the webhook configuration's rules", got, kind)), false
+	}
+	r := &policy.Review{
+		Kind:        kind,
+		Operation:   policy.Operation(req.Operation),
+		SubResource: req.SubResource,
+		User:        policy.UserInfo{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups},
+		DryRun:      req.DryRun != nil && *req.DryRun,
+	}
+	var err error
+	switch kind {
+	case policy.KindPersistentVolume:
+		r.PV, r.OldPV, err = decodePair[corev1.PersistentVolume](req)
+	case policy.KindPersistentVolumeClaim:
+		r.PVC, r.OldPVC, err = decodePair[corev1.PersistentVolumeClaim](req)
+	case policy.KindStorageClass:
+		r.SC, r.OldSC, err = decodePair[storagev1.StorageClass](req)
+	}
+	if err != nil {
+		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s %s: %w", kind, objectName(req), err)), false
+	}
+	if req.Operation != admissionv1.Delete && r.Object().Name == "" {
+		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("%s request carries no object", kind)), false
+	}
+	return r, admission.Response{}, true
+}
+
+func objectName(req admission.Request) string {
+	if req.Namespace != "" {
+		return req.Namespace + "/" + req.Name
+	}
+	return req.Name
+}
+
+// decodePair decodes the new and old object; either may be absent.
+func decodePair[T any](req admission.Request) (obj, old *T, err error) {
+	if len(req.Object.Raw) > 0 {
+		obj = new(T)
+		if err := json.Unmarshal(req.Object.Raw, obj); err != nil {
+			return nil, nil, fmt.Errorf("object: %w", err)
+		}
+	}
+	if len(req.OldObject.Raw) > 0 {
+		old = new(T)
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return nil, nil, fmt.Errorf("oldObject: %w", err)
+		}
+	}
+	return obj, old, nil
+}
+
+// responseFor turns a decision into the admission response: denials as a Forbidden status whose
+// causes carry the field paths (kubectl prints the message), warnings as admission warnings,
+// audit findings as audit annotations.
+func responseFor(r *policy.Review, d policy.Decision) admission.Response {
+	var resp admission.Response
+	if d.Allowed() {
+		resp = admission.Allowed("")
+	} else {
+		msgs := make([]string, 0, len(d.Deny))
+		causes := make([]metav1.StatusCause, 0, len(d.Deny))
+		for _, f := range d.Deny {
+			msgs = append(msgs, f.String())
+			causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(field.ErrorTypeForbidden), Field: f.Field, Message: f.String()})
+		}
+		obj := r.Object()
+		resp = admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{
+			Allowed: false,
+			Result: &metav1.Status{
+				Status:  metav1.StatusFailure,
+				Code:    http.StatusForbidden,
+				Reason:  metav1.StatusReasonForbidden,
+				Message: strings.Join(msgs, "\n"),
+				Details: &metav1.StatusDetails{Name: obj.Name, Kind: string(obj.Kind), Causes: causes},
+			},
+		}}
+	}
+	for _, f := range d.Warn {
+		resp.Warnings = append(resp.Warnings, f.String())
+	}
+	if len(d.Audit) > 0 {
+		resp.AuditAnnotations = make(map[string]string, len(d.Audit))
+		for _, f := range d.Audit {
+			key := strings.ToLower(string(f.Rule)) + "-" + f.Name
+			if prev, ok := resp.AuditAnnotations[key]; ok {
+				resp.AuditAnnotations[key] = prev + "\n" + f.String()
+			} else {
+				resp.AuditAnnotations[key] = f.String()
+			}
+		}
+	}
+	return resp
+}

@@ -1,0 +1,160 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// Cache field indexes the view relies on.
+const (
+	indexClaimVolumeName = "pvguard.spec.volumeName"
+	indexVolumeClaimRef  = "pvguard.spec.claimRef"
+)
+
+// ClusterView is the policy.View over the informer cache, with a live read when the cache misses
+// (a claim created a moment ago may not be in the cache yet, and a rule must not judge on an
+// absence the cache made up).
+type ClusterView struct {
+	cache client.Reader
+	live  client.Reader
+}
+
+var _ ViewSource = &ClusterView{}
+
+// NewClusterView returns a view over a cache that SetupIndexes prepared, falling back to live
+// reads through the given uncached reader.
+func NewClusterView(c client.Reader, live client.Reader) *ClusterView {
+	return &ClusterView{cache: c, live: live}
+}
+
+// SetupIndexes registers the field indexes the view lists by, and starts the informers pvguard
+// reads so the first review does not wait for one to sync.
+func SetupIndexes(ctx context.Context, c cache.Cache) error {
+	if err := c.IndexField(ctx, &corev1.PersistentVolumeClaim{}, indexClaimVolumeName, func(o client.Object) []string {
+		if name := o.(*corev1.PersistentVolumeClaim).Spec.VolumeName; name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing claims by spec.volumeName: %w", err)
+	}
+	if err := c.IndexField(ctx, &corev1.PersistentVolume{}, indexVolumeClaimRef, func(o client.Object) []string {
+		if ref := o.(*corev1.PersistentVolume).Spec.ClaimRef; ref != nil {
+			return []string{ref.Namespace + "/" + ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing volumes by spec.claimRef: %w", err)
+	}
+	for _, obj := range []client.Object{&storagev1.StorageClass{}, nodeMetadata()} {
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("starting informer for %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// nodeMetadata is the metadata-only shape nodes are cached in: node affinity needs only names
+// and labels, and full Node objects are large in big clusters.
+func nodeMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	return m
+}
+
+// View implements ViewSource.
+func (cv *ClusterView) View(ctx context.Context) policy.View {
+	return &requestView{ctx: ctx, cv: cv}
+}
+
+type requestView struct {
+	ctx context.Context
+	cv  *ClusterView
+}
+
+// get reads from the cache, then live on a miss; it reports false when the object does not exist.
+func (v *requestView) get(key client.ObjectKey, obj client.Object) (bool, error) {
+	err := v.cv.cache.Get(v.ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = v.cv.live.Get(v.ctx, key, obj)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %T %s: %w", obj, key, err)
+	}
+	return true, nil
+}
+
+func (v *requestView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+	pv := &corev1.PersistentVolume{}
+	ok, err := v.get(client.ObjectKey{Name: name}, pv)
+	if !ok {
+		return nil, err
+	}
+	return pv, nil
+}
+
+func (v *requestView) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	ok, err := v.get(client.ObjectKey{Namespace: namespace, Name: name}, pvc)
+	if !ok {
+		return nil, err
+	}
+	return pvc, nil
+}
+
+func (v *requestView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
+	var list corev1.PersistentVolumeClaimList
+	if err := v.cv.cache.List(v.ctx, &list, client.MatchingFields{indexClaimVolumeName: volumeName}); err != nil {
+		return nil, fmt.Errorf("listing claims naming volume %s: %w", volumeName, err)
+	}
+	out := make([]*corev1.PersistentVolumeClaim, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func (v *requestView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	var list corev1.PersistentVolumeList
+	if err := v.cv.cache.List(v.ctx, &list, client.MatchingFields{indexVolumeClaimRef: namespace + "/" + name}); err != nil {
+		return nil, fmt.Errorf("listing volumes claiming %s/%s: %w", namespace, name, err)
+	}
+	out := make([]*corev1.PersistentVolume, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func (v *requestView) Node(name string) (*corev1.Node, error) {
+	m := nodeMetadata()
+	ok, err := v.get(client.ObjectKey{Name: name}, m)
+	if !ok {
+		return nil, err
+	}
+	return &corev1.Node{TypeMeta: m.TypeMeta, ObjectMeta: m.ObjectMeta}, nil
+}
+
+func (v *requestView) StorageClasses() ([]*storagev1.StorageClass, error) {
+	var list storagev1.StorageClassList
+	if err := v.cv.cache.List(v.ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing storage classes: %w", err)
+	}
+	out := make([]*storagev1.StorageClass, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
