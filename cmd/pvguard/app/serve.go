@@ -1,0 +1,220 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/pvguard/pvguard/certs"
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/webhook"
+)
+
+// ServeOptions are the flags of `pvguard serve`.
+type ServeOptions struct {
+	Kubeconfig      string
+	Listen          string
+	MetricsListen   string
+	CertDir         string
+	SelfSigned      bool
+	SelfSignedHosts []string
+	ConfigFile      string
+	Binder          string
+	KubeAPIQPS      float32
+	KubeAPIBurst    int
+	ShutdownTimeout time.Duration
+	// Ready, when set, is called with the bound address once the server is ready.
+	Ready func(addr net.Addr)
+}
+
+// DefaultServeOptions are the flag defaults.
+func DefaultServeOptions() ServeOptions {
+	return ServeOptions{
+		Listen:          ":9443",
+		SelfSignedHosts: []string{"localhost", "127.0.0.1"},
+		Binder:          "off",
+		KubeAPIQPS:      50,
+		KubeAPIBurst:    100,
+		ShutdownTimeout: 25 * time.Second,
+	}
+}
+
+func (o *ServeOptions) validate() error {
+	var errs []error
+	if o.CertDir == "" && !o.SelfSigned {
+		errs = append(errs, errors.New("--cert-dir or --self-signed is required: the apiserver only calls webhooks over TLS"))
+	}
+	if o.Binder != "off" {
+		// The binder is not part of this release; refusing beats pretending to bind.
+		errs = append(errs, fmt.Errorf("--binder=%s: only off is available in this version; see docs/binder.md", o.Binder))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// RESTConfig resolves the cluster to talk to: --kubeconfig, else in-cluster, else $KUBECONFIG
+// and ~/.kube/config.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	if cfg, err := rest.InClusterConfig(); err == nil {
+		return cfg, nil
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig, not in a cluster, and no usable $KUBECONFIG: %w", err)
+	}
+	return cfg, nil
+}
+
+// Serve runs the webhook server until ctx ends.
+func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	cfg, err := RESTConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.UserAgent = "pvguard"
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("building scheme: %w", err)
+	}
+	// The manager provides the shared informer cache and the uncached reader; pvguard's own chi
+	// router serves every endpoint, so the manager's metrics and probe servers stay off.
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                 scheme,
+		Logger:                 log,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := webhook.SetupIndexes(ctx, mgr.GetCache()); err != nil {
+		return err
+	}
+
+	certDir := o.CertDir
+	if o.SelfSigned {
+		if certDir == "" {
+			if certDir, err = os.MkdirTemp("", "pvguard-certs-"); err != nil {
+				return fmt.Errorf("creating certificate directory: %w", err)
+			}
+		}
+		if err := issueSelfSigned(certDir, o.SelfSignedHosts); err != nil {
+			return err
+		}
+		log.Info("issued a self-signed serving certificate", "dir", certDir, "ca", filepath.Join(certDir, certs.CAFile))
+	}
+	watcher, err := certwatcher.New(filepath.Join(certDir, certs.CertFile), filepath.Join(certDir, certs.KeyFile))
+	if err != nil {
+		return fmt.Errorf("loading serving certificate from %s: %w", certDir, err)
+	}
+	if err := mgr.Add(watcher); err != nil {
+		return fmt.Errorf("adding certificate watcher: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var cacheSynced atomic.Bool
+	engines := &engineRef{}
+	srv := webhook.NewServer(webhook.Options{
+		Listen:          o.Listen,
+		MetricsListen:   o.MetricsListen,
+		GetCertificate:  watcher.GetCertificate,
+		Engines:         engines,
+		Views:           webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader()),
+		Registry:        reg,
+		ShutdownTimeout: o.ShutdownTimeout,
+		Log:             log.WithName("webhook"),
+		ReadyChecks: map[string]func() error{
+			"informer cache": func() error {
+				if !cacheSynced.Load() {
+					return errors.New("not synced yet")
+				}
+				return nil
+			},
+		},
+	})
+	if o.ConfigFile != "" {
+		cf, err := webhook.LoadConfigFile(o.ConfigFile, srv.Metrics(), log.WithName("config"))
+		if err != nil {
+			return err
+		}
+		engines.src = cf
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return cf.Watch(ctx, 10*time.Second) })); err != nil {
+			return fmt.Errorf("adding config watcher: %w", err)
+		}
+	} else {
+		engines.src = webhook.StaticEngine{E: policy.NewEngine(nil)}
+	}
+	if err := mgr.Add(manager.RunnableFunc(srv.Start)); err != nil {
+		return fmt.Errorf("adding webhook server: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		cacheSynced.Store(true)
+		log.Info("informer cache synced; ready")
+		if o.Ready != nil {
+			o.Ready(srv.Addr())
+		}
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding readiness: %w", err)
+	}
+	return mgr.Start(ctx)
+}
+
+// engineRef lets the server be built before the config file, whose reload metrics it owns.
+type engineRef struct{ src webhook.EngineSource }
+
+func (e *engineRef) Engine() *policy.Engine { return e.src.Engine() }
+
+func issueSelfSigned(dir string, hosts []string) error {
+	req := certs.Request{}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			req.IPs = append(req.IPs, ip)
+		} else if h = strings.TrimSpace(h); h != "" {
+			req.DNSNames = append(req.DNSNames, h)
+		}
+	}
+	b, err := certs.Issue(req)
+	if err != nil {
+		return err
+	}
+	return b.WriteDir(dir)
+}

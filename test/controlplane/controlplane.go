@@ -1,0 +1,140 @@
+// Package controlplane starts a real kube-apiserver and etcd (controller-runtime envtest) from
+// the binaries the tools module builds into bin/, and installs pvguard's webhook configurations
+// against a locally served pvguard. The end-to-end tests and `pvguard dev` both use it.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/pvguard/pvguard/webhook"
+)
+
+// ControlPlane is a running kube-apiserver with its etcd.
+type ControlPlane struct {
+	env *envtest.Environment
+	// Config reaches the apiserver as a cluster admin.
+	Config *rest.Config
+	// KubeConfig is the same as a kubeconfig file.
+	KubeConfig []byte
+}
+
+// AssetsDir finds kube-apiserver and etcd: $KUBEBUILDER_ASSETS, else bin/ at the module root
+// (found by walking up from the working directory).
+func AssetsDir() (string, error) {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(data), "module github.com/pvguard/pvguard\n") {
+			bin := filepath.Join(dir, "bin")
+			if _, err := os.Stat(filepath.Join(bin, "kube-apiserver")); err != nil {
+				return "", fmt.Errorf("no kube-apiserver in %s: run `make tools` (it builds the control plane from the Go module proxy)", bin)
+			}
+			return bin, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find the pvguard module root; set KUBEBUILDER_ASSETS to the directory holding kube-apiserver and etcd")
+		}
+		dir = parent
+	}
+}
+
+// Start starts etcd and kube-apiserver from the binaries in assets.
+func Start(assets string) (*ControlPlane, error) {
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	return &ControlPlane{env: env, Config: cfg, KubeConfig: env.KubeConfig}, nil
+}
+
+// Stop stops the apiserver and etcd and removes their data.
+func (c *ControlPlane) Stop() error { return c.env.Stop() }
+
+// WebhookOptions say how the apiserver reaches a pvguard served outside the cluster.
+type WebhookOptions struct {
+	// BaseURL is https://host:port of pvguard's listener.
+	BaseURL  string
+	CABundle []byte
+	// FailurePolicy defaults to Fail, as in production.
+	FailurePolicy admissionregistrationv1.FailurePolicyType
+}
+
+// InstallWebhooks creates (or replaces) pvguard's webhook configurations, pointed at a URL
+// instead of a Service, and waits until the apiserver calls them.
+func InstallWebhooks(ctx context.Context, cfg *rest.Config, o WebhookOptions) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	v, m := webhook.Configurations(webhook.ConfigurationOptions{CABundle: o.CABundle, FailurePolicy: o.FailurePolicy})
+	for i := range v.Webhooks {
+		toURL(&v.Webhooks[i].ClientConfig, o.BaseURL)
+	}
+	for i := range m.Webhooks {
+		toURL(&m.Webhooks[i].ClientConfig, o.BaseURL)
+	}
+	for _, obj := range []client.Object{v, m} {
+		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("removing old %s: %w", obj.GetName(), err)
+		}
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating webhook configuration %s: %w", obj.GetName(), err)
+		}
+	}
+	return WaitForWebhook(ctx, c)
+}
+
+func toURL(cc *admissionregistrationv1.WebhookClientConfig, base string) {
+	url := strings.TrimSuffix(base, "/") + *cc.Service.Path
+	cc.URL, cc.Service = &url, nil
+}
+
+// WaitForWebhook waits until the apiserver sends volumes to pvguard: a dry-run create of a
+// volume whose claimRef has the wrong kind is refused by PVG014.
+func WaitForWebhook(ctx context.Context, c client.Client) error {
+	probe := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvguard-probe"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/probe"}},
+			ClaimRef:               &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "probe"},
+		},
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return last != nil && strings.Contains(last.Error(), "[PVG014"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("pvguard's webhook never answered (last probe result: %v): %w", last, err)
+	}
+	return nil
+}
