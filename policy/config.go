@@ -124,9 +124,21 @@ func ParseConfig(data []byte) (*Config, error) {
 
 func (c *Config) validate() error {
 	var errs []string
-	for key, rc := range c.Rules {
-		if _, ok := LookupRule(key); !ok {
+	keys := make([]string, 0, len(c.Rules))
+	for key := range c.Rules {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	byRule := map[RuleID]string{}
+	for _, key := range keys {
+		rc := c.Rules[key]
+		rl, ok := LookupRule(key)
+		if !ok {
 			errs = append(errs, fmt.Sprintf("rules.%s: unknown rule (use an ID such as PVG001 or a name such as volume-mode-match)", key))
+		} else if other, dup := byRule[rl.ID]; dup {
+			errs = append(errs, fmt.Sprintf("rules.%s: names the same rule as rules.%s", key, other))
+		} else {
+			byRule[rl.ID] = key
 		}
 		if rc.Action != "" && !rc.Action.valid() {
 			errs = append(errs, fmt.Sprintf("rules.%s.action: %q is not one of deny, warn, audit, off", key, rc.Action))

@@ -18,8 +18,11 @@ import (
 // A file that fails to parse is logged and counted, and the last good config stays in force:
 // a typo in a ConfigMap must not switch enforcement off.
 type ConfigFile struct {
-	path    string
-	engine  atomic.Pointer[policy.Engine]
+	path   string
+	engine atomic.Pointer[policy.Engine]
+	// seen is the content last read, good or bad; a change is judged against it so that a write
+	// between load and watch is not missed, and a bad file is reported once, not every poll.
+	seen    atomic.Pointer[string]
 	metrics *Metrics
 	log     logr.Logger
 }
@@ -46,6 +49,8 @@ func (cf *ConfigFile) Engine() *policy.Engine { return cf.engine.Load() }
 
 func (cf *ConfigFile) reload() error {
 	data, err := os.ReadFile(cf.path)
+	content := fingerprint(data, err)
+	cf.seen.Store(&content)
 	if err == nil {
 		var cfg *policy.Config
 		cfg, err = policy.ParseConfig(data)
@@ -74,10 +79,8 @@ func (cf *ConfigFile) Watch(ctx context.Context, poll time.Duration) error {
 	}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
-	last := cf.fingerprint()
 	check := func() {
-		if fp := cf.fingerprint(); fp != last {
-			last = fp
+		if data, err := os.ReadFile(cf.path); fingerprint(data, err) != *cf.seen.Load() {
 			if err := cf.reload(); err != nil {
 				cf.log.Error(err, "keeping the previous policy config")
 				return
@@ -99,9 +102,8 @@ func (cf *ConfigFile) Watch(ctx context.Context, poll time.Duration) error {
 	}
 }
 
-// fingerprint changes when the file's content may have changed.
-func (cf *ConfigFile) fingerprint() string {
-	data, err := os.ReadFile(cf.path)
+// fingerprint is what a read of the file gave, so that changes can be told apart.
+func fingerprint(data []byte, err error) string {
 	if err != nil {
 		return "error: " + err.Error()
 	}

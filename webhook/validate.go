@@ -94,6 +94,9 @@ func decodeReview(kind policy.Kind, req admission.Request) (*policy.Review, admi
 	if req.UID == "" && req.Kind.Kind == "" {
 		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("AdmissionReview has no request")), false
 	}
+	if req.Kind.Kind == "" {
+		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("AdmissionReview request %s names no kind", req.UID)), false
+	}
 	want := expectedKinds[kind]
 	if req.Kind.Group != want.Group || req.Kind.Kind != want.Kind {
 		got := req.Kind.Kind

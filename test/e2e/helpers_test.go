@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/test/controlplane"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -57,45 +57,9 @@ func createPair(t *testing.T, c client.Client, pvName, ns, claim string, pvMods 
 	return pv, pvc
 }
 
-// bindAsUpstream performs kube-controller-manager's bind(): PV spec, PV status, PVC spec, PVC
-// status, in that order, as the persistent-volume-binder service account. It returns the first
-// refused step's error, naming the step.
+// bindAsUpstream performs kube-controller-manager's four bind writes as the binder.
 func bindAsUpstream(ctx context.Context, b *actor, pvName, ns, claim string) error {
-	pv := &corev1.PersistentVolume{}
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := b.Get(ctx, client.ObjectKey{Name: pvName}, pv); err != nil {
-		return fmt.Errorf("reading volume: %w", err)
-	}
-	if err := b.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, pvc); err != nil {
-		return fmt.Errorf("reading claim: %w", err)
-	}
-	pv.Spec.ClaimRef = &corev1.ObjectReference{
-		Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: claim,
-		UID: pvc.UID, ResourceVersion: pvc.ResourceVersion,
-	}
-	setAnnotation(&pv.Annotations, "pv.kubernetes.io/bound-by-controller", "yes")
-	if err := b.Update(ctx, pv); err != nil {
-		return fmt.Errorf("step 1 (PV spec): %w", err)
-	}
-	pv.Status.Phase = corev1.VolumeBound
-	if err := b.Status().Update(ctx, pv); err != nil {
-		return fmt.Errorf("step 2 (PV status): %w", err)
-	}
-	if pvc.Spec.VolumeName == "" {
-		setAnnotation(&pvc.Annotations, "pv.kubernetes.io/bound-by-controller", "yes")
-	}
-	pvc.Spec.VolumeName = pvName
-	setAnnotation(&pvc.Annotations, "pv.kubernetes.io/bind-completed", "yes")
-	if err := b.Update(ctx, pvc); err != nil {
-		return fmt.Errorf("step 3 (PVC spec): %w", err)
-	}
-	pvc.Status.Phase = corev1.ClaimBound
-	pvc.Status.Capacity = pv.Spec.Capacity
-	pvc.Status.AccessModes = pv.Spec.AccessModes
-	if err := b.Status().Update(ctx, pvc); err != nil {
-		return fmt.Errorf("step 4 (PVC status): %w", err)
-	}
-	return nil
+	return controlplane.UpstreamBind(ctx, b.Client, pvName, ns, claim)
 }
 
 func setAnnotation(m *map[string]string, k, v string) {

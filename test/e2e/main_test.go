@@ -36,7 +36,7 @@ var suite struct {
 // Identities the tests write as. The binder and scheduler are impersonated: the apiserver's
 // bootstrap RBAC gives them exactly their upstream permissions.
 const (
-	binderUser    = "system:serviceaccount:kube-system:persistent-volume-binder"
+	binderUser    = controlplane.BinderUser
 	schedulerUser = "system:kube-scheduler"
 )
 
@@ -111,7 +111,7 @@ func runSuite(m *testing.M) int {
 	serveErr := make(chan error, 1)
 	go func() {
 		defer wg.Done()
-		serveErr <- app.Serve(ctx, opts, zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+		serveErr <- app.Serve(ctx, opts, zap.New(zap.UseDevMode(true), zap.Level(zapLevel()), zap.StacktraceLevel(zapcore.PanicLevel)))
 	}()
 	defer func() { cancel(); wg.Wait() }()
 	select {

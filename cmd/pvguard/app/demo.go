@@ -1,0 +1,196 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/test/controlplane"
+)
+
+// RunDemo plays the misbindings pvguard exists for against a cluster with pvguard installed,
+// printing what a kubectl user would see. It fails if pvguard lets a misbinding through or
+// refuses a legitimate write, so running it is also a smoke test.
+func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
+	warns := &warningLog{}
+	user, err := demoClient(cfg, "", warns)
+	if err != nil {
+		return err
+	}
+	binder, err := demoClient(cfg, controlplane.BinderUser, warns, "system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
+	if err != nil {
+		return err
+	}
+	step := func(n int, what string) { fmt.Fprintf(out, "%d. %s\n", n, what) }
+	refused := func(err error, rule string) error {
+		if err == nil || !strings.Contains(err.Error(), "["+rule+" ") {
+			return fmt.Errorf("expected pvguard to refuse with %s, got: %v", rule, err)
+		}
+		fmt.Fprintf(out, "   refused: %s\n", indent(err.Error()))
+		return nil
+	}
+	admitted := func(err error) error {
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "   admitted")
+		for _, w := range warns.take() {
+			fmt.Fprintf(out, "   warning: %s\n", w)
+		}
+		return nil
+	}
+
+	step(1, "An admin imports two 10Gi disks: pv-disk-fs (Filesystem) and pv-disk-block (Block), Retain.")
+	for _, ns := range []string{"team-a", "team-b"} {
+		if err := user.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	if err := admitted(user.Create(ctx, demoPV("pv-disk-fs", corev1.PersistentVolumeFilesystem))); err != nil {
+		return err
+	}
+	if err := admitted(user.Create(ctx, demoPV("pv-disk-block", corev1.PersistentVolumeBlock))); err != nil {
+		return err
+	}
+
+	step(2, "team-a asks for a Block claim pre-bound to the Filesystem disk (would fail only at mount time):")
+	if err := refused(user.Create(ctx, demoPVC("team-a", "db", corev1.PersistentVolumeBlock, "pv-disk-fs")), "PVG001"); err != nil {
+		return err
+	}
+
+	step(3, "team-b names the Block disk it was never given in spec.volumeName:")
+	if err := refused(user.Create(ctx, demoPVC("team-b", "grab", corev1.PersistentVolumeBlock, "pv-disk-block")), "PVG010"); err != nil {
+		return err
+	}
+
+	step(4, "The admin pre-binds the Block disk to team-a/db, and team-a creates the right claim:")
+	if err := admitted(patchVolume(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db"}
+	})); err != nil {
+		return err
+	}
+	if err := admitted(user.Create(ctx, demoPVC("team-a", "db", corev1.PersistentVolumeBlock, "pv-disk-block"))); err != nil {
+		return err
+	}
+
+	step(5, "The binder binds them (kube-controller-manager's four writes, as its service account):")
+	if err := admitted(controlplane.UpstreamBind(ctx, binder, "pv-disk-block", "team-a", "db")); err != nil {
+		return err
+	}
+	pv := &corev1.PersistentVolume{}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := user.Get(ctx, client.ObjectKey{Name: "pv-disk-block"}, pv); err != nil {
+		return err
+	}
+	if err := user.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "db"}, pvc); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "   PersistentVolume pv-disk-block is %s to %s/%s; PersistentVolumeClaim team-a/db is %s to %s\n",
+		pv.Status.Phase, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pvc.Status.Phase, pvc.Spec.VolumeName)
+
+	step(6, "Someone flips the bound Retain disk to Delete:")
+	if err := refused(patchVolume(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
+		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+	}), "PVG011"); err != nil {
+		return err
+	}
+
+	step(7, "A second claim names the bound disk:")
+	if err := refused(user.Create(ctx, demoPVC("team-a", "db-copy", corev1.PersistentVolumeBlock, "pv-disk-block")), "PVG004"); err != nil {
+		return err
+	}
+	return nil
+}
+
+func demoPV(name string, mode corev1.PersistentVolumeMode) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			VolumeMode:                    &mode,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{
+				Local: &corev1.LocalVolumeSource{Path: "/mnt/disks/" + name},
+			},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-1"}}},
+			}}}},
+		},
+	}
+}
+
+func demoPVC(ns, name string, mode corev1.PersistentVolumeMode, volume string) *corev1.PersistentVolumeClaim {
+	noClass := ""
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &noClass,
+			VolumeMode:       &mode,
+			VolumeName:       volume,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse("10Gi"),
+			}},
+		},
+	}
+}
+
+func patchVolume(ctx context.Context, c client.Client, name string, mutate func(*corev1.PersistentVolume)) error {
+	pv := &corev1.PersistentVolume{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, pv); err != nil {
+		return err
+	}
+	base := pv.DeepCopy()
+	mutate(pv)
+	return c.Patch(ctx, pv, client.MergeFrom(base))
+}
+
+func demoClient(cfg *rest.Config, impersonate string, w rest.WarningHandler, groups ...string) (client.Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandler = w
+	if impersonate != "" {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: impersonate, Groups: groups}
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating demo client: %w", err)
+	}
+	return c, nil
+}
+
+func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n            ") }
+
+// warningLog keeps the admission warnings the apiserver relays, as kubectl prints them.
+type warningLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *warningLog) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.msgs
+	w.msgs = nil
+	return out
+}

@@ -1,0 +1,164 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+
+	"github.com/pvguard/pvguard/certs"
+	"github.com/pvguard/pvguard/test/controlplane"
+)
+
+// DevOptions are the flags of `pvguard dev`.
+type DevOptions struct {
+	// Assets holds kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else bin/).
+	Assets string
+	// Dir receives the kubeconfig, certificates and policy config (default: a new temp dir).
+	Dir    string
+	Listen string
+	// ExitAfterDemo stops everything once the demo has run, instead of serving until interrupted.
+	ExitAfterDemo bool
+	Out           io.Writer
+}
+
+func newDevCommand(logger func() logr.Logger) *cobra.Command {
+	o := DevOptions{Listen: "127.0.0.1:9443"}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Start a local control plane, serve pvguard against it and run the demo",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			o.Out = cmd.OutOrStdout()
+			return Dev(ctx, o, logger())
+		},
+	}
+	cmd.Flags().StringVar(&o.Assets, "assets", "", "directory holding kube-apiserver and etcd (default $KUBEBUILDER_ASSETS, else bin/)")
+	cmd.Flags().StringVar(&o.Dir, "dir", "", "working directory for kubeconfig, certificates and config (default: a new temporary directory)")
+	cmd.Flags().StringVar(&o.Listen, "listen", o.Listen, "address pvguard serves on")
+	cmd.Flags().BoolVar(&o.ExitAfterDemo, "exit-after-demo", false, "stop once the demo has run")
+	return cmd
+}
+
+// devPolicy is the policy config the demo serves with: defaults, plus tenant namespaces whose
+// claims may not grab volumes.
+const devPolicy = `# pvguard policy config (see docs/configuration.md). Edit me: pvguard reloads on save.
+rules:
+  volume-grab: {action: deny}
+`
+
+// Dev starts a control plane, serves pvguard against it with the webhook configurations
+// installed, and runs the demo scenario.
+func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Assets == "" {
+		if o.Assets, err = controlplane.AssetsDir(); err != nil {
+			return err
+		}
+	}
+	if o.Dir == "" {
+		if o.Dir, err = os.MkdirTemp("", "pvguard-dev-"); err != nil {
+			return fmt.Errorf("creating working directory: %w", err)
+		}
+	}
+	fmt.Fprintf(o.Out, "Starting kube-apiserver and etcd from %s ...\n", o.Assets)
+	cp, err := controlplane.Start(o.Assets)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := cp.Stop(); stopErr != nil && err == nil {
+			err = fmt.Errorf("stopping the control plane: %w", stopErr)
+		}
+	}()
+
+	kubeconfig := filepath.Join(o.Dir, "kubeconfig")
+	policyFile := filepath.Join(o.Dir, "policy.yaml")
+	certDir := filepath.Join(o.Dir, "certs")
+	if err := os.WriteFile(kubeconfig, cp.KubeConfig, 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	if err := os.WriteFile(policyFile, []byte(devPolicy), 0o600); err != nil {
+		return fmt.Errorf("writing policy config: %w", err)
+	}
+	host, _, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", o.Listen, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if err := issueSelfSigned(certDir, []string{"localhost", host}); err != nil {
+		return err
+	}
+	caPEM, err := os.ReadFile(filepath.Join(certDir, certs.CAFile))
+	if err != nil {
+		return fmt.Errorf("reading CA: %w", err)
+	}
+
+	serveCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	so := DefaultServeOptions()
+	so.Kubeconfig, so.Listen, so.CertDir, so.ConfigFile = kubeconfig, o.Listen, certDir, policyFile
+	so.ShutdownTimeout = 5 * time.Second
+	ready := make(chan net.Addr, 1)
+	so.Ready = func(a net.Addr) { ready <- a }
+	served := make(chan error, 1)
+	go func() { served <- Serve(serveCtx, so, log) }()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-served:
+		return fmt.Errorf("pvguard serve: %w", err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	baseURL := "https://" + net.JoinHostPort(host, portOf(addr))
+	if err := controlplane.InstallWebhooks(ctx, cp.Config, controlplane.WebhookOptions{BaseURL: baseURL, CABundle: caPEM}); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "pvguard is serving at %s; webhook configurations installed.\n\n", baseURL)
+
+	if err := RunDemo(ctx, cp.Config, o.Out); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+
+	fmt.Fprintf(o.Out, "\nTry it yourself:\n  export KUBECONFIG=%s\n  policy config: %s (reloaded on save)\n  metrics: curl -k %s/metrics\n", kubeconfig, policyFile, baseURL)
+	if o.ExitAfterDemo {
+		cancel()
+		return ignoreCanceled(<-served)
+	}
+	fmt.Fprintln(o.Out, "Press Ctrl-C to stop.")
+	select {
+	case <-ctx.Done():
+		cancel()
+		return ignoreCanceled(<-served)
+	case err := <-served:
+		return err
+	}
+}
+
+func portOf(a net.Addr) string {
+	_, port, _ := net.SplitHostPort(a.String())
+	return port
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

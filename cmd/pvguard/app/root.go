@@ -1,0 +1,104 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/pvguard/pvguard/certs"
+)
+
+// Version is stamped at build time with -ldflags "-X github.com/pvguard/pvguard/cmd/pvguard/app.Version=...".
+var Version = "dev"
+
+// NewRootCommand builds the pvguard command tree.
+func NewRootCommand() *cobra.Command {
+	var verbose bool
+	root := &cobra.Command{
+		Use:           "pvguard",
+		Short:         "Admission and audit webhooks for PersistentVolumes, PersistentVolumeClaims and StorageClasses",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
+	logger := func() logr.Logger {
+		lvl := zapcore.InfoLevel
+		if verbose {
+			lvl = zapcore.DebugLevel
+		}
+		return zap.New(zap.Level(lvl))
+	}
+	root.AddCommand(newServeCommand(logger), newDevCommand(logger), newCertsCommand(), newVersionCommand())
+	return root
+}
+
+func newServeCommand(logger func() logr.Logger) *cobra.Command {
+	o := DefaultServeOptions()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the admission webhooks against a cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Serve(ctx, o, logger())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster, else $KUBECONFIG)")
+	f.StringVar(&o.Listen, "listen", o.Listen, "address of the TLS listener for webhooks, health, readiness and metrics")
+	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "optional plain-HTTP address for /metrics, /healthz and /readyz")
+	f.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory with tls.crt and tls.key, reloaded on change")
+	f.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "issue a CA and serving certificate at start-up (local use); written to --cert-dir if given")
+	f.StringSliceVar(&o.SelfSignedHosts, "self-signed-hosts", o.SelfSignedHosts, "DNS names and IPs of the self-signed certificate")
+	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "policy config file (YAML), reloaded on change")
+	f.StringVar(&o.Binder, "binder", o.Binder, "binder mode; only off is available in this version")
+	f.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client QPS towards the apiserver")
+	f.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client burst towards the apiserver")
+	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may take to drain on shutdown")
+	return cmd
+}
+
+func newCertsCommand() *cobra.Command {
+	var (
+		dir   string
+		hosts []string
+	)
+	cmd := &cobra.Command{
+		Use:   "certs",
+		Short: "Generate a CA and a serving certificate into a directory (tls.crt, tls.key, ca.crt)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := issueSelfSigned(dir, hosts); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s, %s and %s to %s\n", certs.CertFile, certs.KeyFile, certs.CAFile, dir)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "certs", "output directory")
+	cmd.Flags().StringSliceVar(&hosts, "hosts", []string{"pvguard.pvguard-system.svc", "localhost", "127.0.0.1"}, "DNS names and IPs the certificate is for")
+	return cmd
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			goVersion := ""
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				goVersion = bi.GoVersion
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "pvguard %s (%s)\n", Version, goVersion)
+		},
+	}
+}

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/testobj"
+	"github.com/pvguard/pvguard/webhook"
+)
+
+func TestConfigReloadChangesEnforcement(t *testing.T) {
+	ctx := context.Background()
+	a := admin(t)
+	ns := namespace(t, "reload")
+	free := uniq(t, "pv")
+	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(free))), "creating volume")
+
+	setConfig := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(suite.configFile, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { setConfig(baseConfig) })
+	setConfig(strings.Replace(baseConfig, "volume-grab: {action: warn}", "volume-grab: {action: deny}", 1))
+	eventually(t, "grab refused after reload", func() error {
+		err := a.Create(ctx, freshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free))), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "[PVG010 ") {
+			return errors.New("still admitted: " + errString(err))
+		}
+		return nil
+	})
+	setConfig(baseConfig)
+	eventually(t, "grab admitted again after reload", func() error {
+		return a.Create(ctx, freshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free))), client.DryRunAll)
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+func TestLiveServerSurvivesGarbage(t *testing.T) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(suite.caPEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	for _, body := range []string{"", "{{{", "\xff\xfe", `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"1","kind":{"kind":"PersistentVolume","version":"v1"},"operation":"CREATE","object":{"spec":7}}}`} {
+		resp, err := hc.Post(suite.baseURL+webhook.PathValidatePV, "application/json", bytes.NewBufferString(body))
+		if err != nil {
+			t.Fatalf("POST %q: %v", body, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("POST %q: HTTP %d, want an in-band error", body, resp.StatusCode)
+		}
+	}
+	resp, err := hc.Post(suite.baseURL+webhook.PathValidatePV, "text/plain", bytes.NewBufferString("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("text/plain: HTTP %d, want 415", resp.StatusCode)
+	}
+	// The apiserver still gets answers.
+	ctx := context.Background()
+	mustSucceed(t, admin(t).Create(ctx, freshPV(testobj.PV(uniq(t, "pv")))), "creating a volume after garbage")
+}
+
+func TestMoreWarnings(t *testing.T) {
+	ctx := context.Background()
+	a := admin(t)
+	ns := namespace(t, "warn2")
+
+	// PVG013: a user setting a binder annotation.
+	a.warnings.take()
+	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "fake", testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))), "creating claim")
+	if ws := a.warnings.take(); !hasWarning(ws, "PVG013") {
+		t.Errorf("no PVG013 warning; got %q", ws)
+	}
+
+	// PVG017: a second default StorageClass.
+	first, second := uniq(t, "sc-a"), uniq(t, "sc-b")
+	mustSucceed(t, a.Create(ctx, testobj.StorageClass(first, "example.com/csi", testobj.DefaultClass)), "creating first default class")
+	eventually(t, "second default class warned", func() error {
+		sc := testobj.StorageClass(second, "example.com/csi", testobj.DefaultClass)
+		if err := a.Create(ctx, sc, client.DryRunAll); err != nil {
+			return err
+		}
+		if ws := a.warnings.take(); !hasWarning(ws, "PVG017") {
+			return errors.New("no PVG017 warning yet (cache catching up)")
+		}
+		return nil
+	})
+	for _, n := range []string{first} {
+		mustSucceed(t, a.Delete(ctx, testobj.StorageClass(n, "")), "deleting class")
+	}
+}
+
+// TestDemo runs the README's first command (make demo = pvguard dev --exit-after-demo) on a
+// control plane of its own. The demo itself fails if a misbinding is admitted or a legitimate
+// write refused.
+func TestDemo(t *testing.T) {
+	var out bytes.Buffer
+	ctx := context.Background()
+	err := app.Dev(ctx, app.DevOptions{Dir: t.TempDir(), Listen: "127.0.0.1:0", ExitAfterDemo: true, Out: &out}, logr.Discard())
+	if err != nil {
+		t.Fatalf("pvguard dev: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{
+		"[PVG001 volume-mode-match] PersistentVolumeClaim team-a/db requests volumeMode Block, but PersistentVolume pv-disk-fs is Filesystem",
+		"[PVG010 volume-grab]",
+		"PersistentVolume pv-disk-block is Bound to team-a/db; PersistentVolumeClaim team-a/db is Bound to pv-disk-block",
+		"[PVG011 reclaim-downgrade]",
+		"[PVG004 no-double-binding]",
+		"export KUBECONFIG=",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,300 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+	"github.com/pvguard/pvguard/webhook"
+)
+
+type fixedViews struct{ v policy.View }
+
+func (f fixedViews) View(context.Context) policy.View { return f.v }
+
+func newTestServer(t *testing.T, cfg *policy.Config, view *testobj.View) http.Handler {
+	t.Helper()
+	return webhook.NewServer(webhook.Options{
+		Engines: webhook.StaticEngine{E: policy.NewEngine(cfg)},
+		Views:   fixedViews{view},
+		ReadyChecks: map[string]func() error{
+			"cache": func() error { return nil },
+		},
+	}).Handler()
+}
+
+// review builds an AdmissionReview body for an object (and optional old object).
+func review(t *testing.T, kind metav1.GroupVersionKind, resource string, op admissionv1.Operation, obj, old runtime.Object, user string) []byte {
+	t.Helper()
+	raw := func(o runtime.Object) runtime.RawExtension {
+		if o == nil {
+			return runtime.RawExtension{}
+		}
+		data, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: data}
+	}
+	ar := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: types.UID("req-1"), Kind: kind, Operation: op,
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: resource},
+			Object:   raw(obj), OldObject: raw(old),
+			UserInfo: authenticationv1.UserInfo{Username: user},
+		},
+	}
+	data, err := json.Marshal(ar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+var (
+	pvKind  = metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}
+	pvcKind = metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}
+	podKind = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
+)
+
+// post sends a body and returns the HTTP status and, for 200, the decoded response.
+func post(t *testing.T, h http.Handler, path, contentType string, body io.Reader) (int, *admissionv1.AdmissionResponse) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, path, body)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return rec.Code, nil
+	}
+	var ar admissionv1.AdmissionReview
+	if err := json.Unmarshal(rec.Body.Bytes(), &ar); err != nil {
+		t.Fatalf("response is not an AdmissionReview: %v: %s", err, rec.Body.String())
+	}
+	if ar.Response == nil {
+		t.Fatalf("AdmissionReview without response: %s", rec.Body.String())
+	}
+	return rec.Code, ar.Response
+}
+
+func TestMalformedRequestsGetAClearAnswer(t *testing.T) {
+	h := newTestServer(t, nil, testobj.NewView())
+	goodPVC := review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c"), nil, "alice")
+	podReview := review(t, podKind, "pods", admissionv1.Create, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, nil, "alice")
+	badObject := bytes.Replace(review(t, pvKind, "persistentvolumes", admissionv1.Create, testobj.PV("pv-1"), nil, "alice"),
+		[]byte(`"spec":{`), []byte(`"spec":{"capacity":"lots",`), 1)
+	deep := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + strings.Repeat(`{"a":`, 20000) + `1` + strings.Repeat(`}`, 20000) + `}`
+
+	for _, tc := range []struct {
+		name        string
+		path        string
+		contentType string
+		body        string
+		wantHTTP    int
+		// for HTTP 200: the in-band result
+		wantAllowed bool
+		wantCode    int32
+		wantText    string
+	}{
+		{name: "wrong content type", path: webhook.PathValidatePVC, contentType: "text/plain", body: string(goodPVC), wantHTTP: http.StatusUnsupportedMediaType},
+		{name: "no content type", path: webhook.PathValidatePVC, body: string(goodPVC), wantHTTP: http.StatusUnsupportedMediaType},
+		{name: "json with charset is fine", path: webhook.PathValidatePVC, contentType: "application/json; charset=utf-8", body: string(goodPVC), wantHTTP: http.StatusOK, wantAllowed: true},
+		{name: "unknown path", path: "/validate/pods", contentType: "application/json", body: string(goodPVC), wantHTTP: http.StatusNotFound},
+		{name: "empty body", path: webhook.PathValidatePVC, contentType: "application/json", body: "", wantHTTP: http.StatusOK, wantCode: 400},
+		{name: "not json", path: webhook.PathValidatePVC, contentType: "application/json", body: "{{{", wantHTTP: http.StatusOK, wantCode: 400},
+		{name: "invalid utf-8", path: webhook.PathValidatePVC, contentType: "application/json", body: "{\"kind\":\"\xff\xfe\"}", wantHTTP: http.StatusOK, wantCode: 400},
+		{name: "deeply nested json", path: webhook.PathValidatePV, contentType: "application/json", body: deep, wantHTTP: http.StatusOK, wantCode: 400},
+		{name: "review without request", path: webhook.PathValidatePV, contentType: "application/json", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, wantHTTP: http.StatusOK, wantCode: 400, wantText: "no request"},
+		{name: "unknown review version", path: webhook.PathValidatePV, contentType: "application/json", body: `{"apiVersion":"admission.k8s.io/v9","kind":"AdmissionReview","request":{"uid":"x"}}`, wantHTTP: http.StatusOK, wantCode: 400},
+		{name: "unknown kind is let through with a warning", path: webhook.PathValidatePV, contentType: "application/json", body: string(podReview), wantHTTP: http.StatusOK, wantAllowed: true, wantText: "Pod sent to the PersistentVolume endpoint"},
+		{name: "object that does not decode", path: webhook.PathValidatePV, contentType: "application/json", body: string(badObject), wantHTTP: http.StatusOK, wantCode: 400, wantText: "decoding PersistentVolume"},
+		{name: "mutating endpoint, object that does not decode", path: webhook.PathMutatePV, contentType: "application/json", body: string(badObject), wantHTTP: http.StatusOK, wantCode: 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, resp := post(t, h, tc.path, tc.contentType, strings.NewReader(tc.body))
+			if code != tc.wantHTTP {
+				t.Fatalf("HTTP %d, want %d", code, tc.wantHTTP)
+			}
+			if resp == nil {
+				return
+			}
+			if resp.Allowed != tc.wantAllowed {
+				t.Errorf("allowed = %v, want %v (result %+v)", resp.Allowed, tc.wantAllowed, resp.Result)
+			}
+			if tc.wantCode != 0 && (resp.Result == nil || resp.Result.Code != tc.wantCode) {
+				t.Errorf("result %+v, want code %d", resp.Result, tc.wantCode)
+			}
+			if tc.wantText != "" {
+				text := strings.Join(resp.Warnings, " ")
+				if resp.Result != nil {
+					text += " " + resp.Result.Message
+				}
+				if !strings.Contains(text, tc.wantText) {
+					t.Errorf("response %q does not mention %q", text, tc.wantText)
+				}
+			}
+		})
+	}
+}
+
+func TestOversizedBodyIsRefused(t *testing.T) {
+	h := newTestServer(t, nil, testobj.NewView())
+	req := httptest.NewRequest(http.MethodPost, webhook.PathValidatePV, strings.NewReader("{}"))
+	req.Header.Set("Content-Type", "application/json")
+	req.ContentLength = 8 << 20
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("HTTP %d, want 413", rec.Code)
+	}
+}
+
+func TestDecisionsBecomeDenialsWarningsAndAuditAnnotations(t *testing.T) {
+	block := corev1.PersistentVolumeBlock
+	fsPV := testobj.PV("pv-7")
+	cfg, err := policy.ParseConfig([]byte("rules:\n  volume-grab: {action: audit}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newTestServer(t, cfg, testobj.NewView(fsPV, testobj.PV("pv-fast", testobj.Class("fast"))))
+
+	// Mode mismatch: denied with the field in the causes, grab recorded as an audit annotation.
+	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create,
+		testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(block), testobj.VolumeName("pv-7")), nil, "alice")))
+	if resp.Allowed || resp.Result.Code != http.StatusForbidden {
+		t.Fatalf("want a 403 denial, got %+v", resp)
+	}
+	if !strings.HasPrefix(resp.Result.Message, "[PVG001 volume-mode-match] PersistentVolumeClaim team-a/data requests volumeMode Block") {
+		t.Errorf("message %q", resp.Result.Message)
+	}
+	if len(resp.Result.Details.Causes) != 1 || resp.Result.Details.Causes[0].Field != "spec.volumeName" {
+		t.Errorf("causes %+v, want one on spec.volumeName", resp.Result.Details.Causes)
+	}
+	if !strings.Contains(resp.AuditAnnotations["pvg010-volume-grab"], "[PVG010 volume-grab]") {
+		t.Errorf("audit annotations %v", resp.AuditAnnotations)
+	}
+
+	// Class mismatch is a warning and is admitted.
+	_, resp = post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create,
+		testobj.PVC("team-a", "data", testobj.ClaimClass("slow"), testobj.VolumeName("pv-fast")), nil, "alice")))
+	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], "[PVG007 storage-class-match]") {
+		t.Fatalf("want admitted with one PVG007 warning, got allowed=%v warnings=%q", resp.Allowed, resp.Warnings)
+	}
+}
+
+func TestUnreadableRelatedObjectsFailTheReview(t *testing.T) {
+	view := testobj.NewView()
+	view.Err = errors.New("apiserver unavailable")
+	h := newTestServer(t, nil, view)
+	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create,
+		testobj.PVC("team-a", "data", testobj.VolumeName("pv-7")), nil, "alice")))
+	if resp.Allowed || resp.Result.Code != http.StatusInternalServerError || !strings.Contains(resp.Result.Message, "apiserver unavailable") {
+		t.Fatalf("want a 500 naming the cause (so failurePolicy applies), got %+v", resp.Result)
+	}
+}
+
+func TestMutations(t *testing.T) {
+	fast := testobj.StorageClass("fast", "example.com/csi", testobj.DefaultClass)
+	cfgOn, err := policy.ParseConfig([]byte("mutation:\n  alignPreboundClaimClass: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := testobj.NewView(fast, testobj.PV("pv-local", testobj.Class("local")))
+	bare := testobj.PV("pv-1")
+	bare.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "ns", Name: "c"}
+
+	for _, tc := range []struct {
+		name    string
+		cfg     *policy.Config
+		path    string
+		body    []byte
+		wantOps []string
+	}{
+		{name: "claimRef kind and apiVersion filled", path: webhook.PathMutatePV,
+			body:    review(t, pvKind, "persistentvolumes", admissionv1.Create, bare, nil, "admin"),
+			wantOps: []string{"add /spec/claimRef/apiVersion", "add /spec/claimRef/kind"}},
+		{name: "complete claimRef untouched", path: webhook.PathMutatePV,
+			body: review(t, pvKind, "persistentvolumes", admissionv1.Create, testobj.PV("pv-1", testobj.ClaimRef("ns", "c", "")), nil, "admin")},
+		{name: "pre-bound claim given the default class gets the volume's class", cfg: cfgOn, path: webhook.PathMutatePVC,
+			body:    review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local")), nil, "alice"),
+			wantOps: []string{"replace /spec/storageClassName"}},
+		{name: "class alignment is off by default", path: webhook.PathMutatePVC,
+			body: review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local")), nil, "alice")},
+		{name: "a chosen non-default class is left alone", cfg: cfgOn, path: webhook.PathMutatePVC,
+			body: review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("gold"), testobj.VolumeName("pv-local")), nil, "alice")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, resp := post(t, newTestServer(t, tc.cfg, view), tc.path, "application/json", bytes.NewReader(tc.body))
+			if !resp.Allowed {
+				t.Fatalf("mutation refused: %+v", resp.Result)
+			}
+			var ops []string
+			if len(resp.Patch) > 0 {
+				var patch []struct{ Op, Path string }
+				if err := json.Unmarshal(resp.Patch, &patch); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range patch {
+					ops = append(ops, p.Op+" "+p.Path)
+				}
+			}
+			if strings.Join(sorted(ops), ",") != strings.Join(tc.wantOps, ",") {
+				t.Fatalf("patch ops %q, want %q", ops, tc.wantOps)
+			}
+		})
+	}
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	notReady := webhook.NewServer(webhook.Options{
+		Engines:     webhook.StaticEngine{E: policy.NewEngine(nil)},
+		Views:       fixedViews{testobj.NewView()},
+		ReadyChecks: map[string]func() error{"informer cache": func() error { return errors.New("not synced yet") }},
+	}).Handler()
+	for _, tc := range []struct {
+		path string
+		want int
+		h    http.Handler
+	}{
+		{"/healthz", 200, notReady},
+		{"/readyz", 503, notReady},
+		{"/readyz", 200, newTestServer(t, nil, testobj.NewView())},
+		{"/metrics", 200, notReady},
+	} {
+		rec := httptest.NewRecorder()
+		tc.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+		if rec.Code != tc.want {
+			t.Errorf("GET %s: %d, want %d: %s", tc.path, rec.Code, tc.want, rec.Body.String())
+		}
+	}
+}
