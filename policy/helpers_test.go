@@ -133,3 +133,14 @@ func mustConfig(t *testing.T, yaml string) *policy.Config {
 	}
 	return c
 }
+
+// bindWriteCases are the upstream binder's four bind writes for a pair (testobj.BindSteps), each
+// of which every rule must admit.
+func bindWriteCases(b testobj.Bind, view *testobj.View) []ruleCase {
+	return []ruleCase{
+		{name: "binder write 1 (PV spec) is allowed", review: pvUpdate(binder, b.PV, b.PVSpec), view: view},
+		{name: "binder write 2 (PV status) is allowed", review: pvStatus(binder, b.PVSpec, b.PVStatus), view: view},
+		{name: "binder write 3 (PVC spec) is allowed", review: pvcUpdate(binder, b.PVC, b.PVCSpec), view: view},
+		{name: "binder write 4 (PVC status) is allowed", review: pvcStatus(binder, b.PVCSpec, b.PVCStatus), view: view},
+	}
+}

@@ -30,7 +30,7 @@ func TestPVG012ProtectionFinalizers(t *testing.T) {
 	free := testobj.PV("pv-7", testobj.Phase(corev1.VolumeAvailable), testobj.PVMeta(fin(finPVProtection)))
 	bind := testobj.BindSteps(free, claim)
 
-	runRuleCases(t, "PVG012", []ruleCase{
+	runRuleCases(t, "PVG012", append([]ruleCase{
 		{
 			name:     "user removing pv-protection from a Bound volume is denied",
 			review:   pvUpdate(tenant, bound, testobj.PVWith(bound, testobj.PVMeta(fin()))),
@@ -102,24 +102,8 @@ func TestPVG012ProtectionFinalizers(t *testing.T) {
 			want:   []string{"metadata.finalizers"},
 		},
 		{
-			name:   "binder write 1 (PV spec) is allowed",
-			review: pvUpdate(binder, bind.PV, bind.PVSpec),
-		},
-		{
-			name:   "binder write 2 (PV status) is allowed",
-			review: pvStatus(binder, bind.PVSpec, bind.PVStatus),
-		},
-		{
-			name:   "binder write 3 (PVC spec) is allowed",
-			review: pvcUpdate(binder, bind.PVC, bind.PVCSpec),
-		},
-		{
-			name:   "binder write 4 (PVC status) is allowed",
-			review: pvcStatus(binder, bind.PVCSpec, bind.PVCStatus),
-		},
-		{
 			name:   "creating an object without finalizers is not a removal",
 			review: pvCreate(tenant, testobj.PV("pv-8", testobj.Phase(corev1.VolumeBound))),
 		},
-	})
+	}, bindWriteCases(bind, nil)...))
 }

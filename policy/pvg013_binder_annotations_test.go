@@ -16,7 +16,7 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 		testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com")))
 	kcm := policy.UserInfo{Username: "system:kube-controller-manager"}
 
-	runRuleCases(t, "PVG013", []ruleCase{
+	runRuleCases(t, "PVG013", append([]ruleCase{
 		{
 			name:     "user creating a claim that claims to be bound is warned",
 			review:   pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.ClaimMeta(ann(policy.AnnBindCompleted, "yes")))),
@@ -56,22 +56,6 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 			review: pvcUpdate(tenant, scheduled, testobj.PVCWith(scheduled, testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-1")))),
 		},
 		{
-			name:   "binder write 1 (PV spec) is allowed",
-			review: pvUpdate(binder, bind.PV, bind.PVSpec),
-		},
-		{
-			name:   "binder write 2 (PV status) is allowed",
-			review: pvStatus(binder, bind.PVSpec, bind.PVStatus),
-		},
-		{
-			name:   "binder write 3 (PVC spec) is allowed",
-			review: pvcUpdate(binder, bind.PVC, bind.PVCSpec),
-		},
-		{
-			name:   "binder write 4 (PVC status) is allowed",
-			review: pvcStatus(binder, bind.PVCSpec, bind.PVCStatus),
-		},
-		{
 			name:   "controller manager without service account credentials is allowed",
 			review: pvcUpdate(kcm, bind.PVC, bind.PVCSpec),
 		},
@@ -99,5 +83,5 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 			review: pvCreate(policy.UserInfo{Username: "velero", Groups: []string{"backup-operators"}}, provisioned),
 			config: mustConfig(t, "controllers:\n  groups: [backup-operators]\n"),
 		},
-	})
+	}, bindWriteCases(bind, nil)...))
 }

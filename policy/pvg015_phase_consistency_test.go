@@ -17,7 +17,7 @@ func TestPVG015PhaseConsistency(t *testing.T) {
 	preBound := testobj.PVWith(free, testobj.ClaimRef("team-a", "data", ""))
 	pending := testobj.PVCWith(claim, testobj.ClaimPhase(corev1.ClaimPending))
 
-	runRuleCases(t, "PVG015", []ruleCase{
+	runRuleCases(t, "PVG015", append([]ruleCase{
 		{
 			name:     "volume set Bound without a claim uid is reported",
 			review:   pvStatus(admin, free, testobj.PVWith(free, testobj.Phase(corev1.VolumeBound))),
@@ -59,22 +59,6 @@ func TestPVG015PhaseConsistency(t *testing.T) {
 			review: pvStatus(binder, testobj.PVWith(preBound, testobj.Phase(corev1.VolumePending)), preBound),
 		},
 		{
-			name:   "binder write 1 (PV spec) is allowed",
-			review: pvUpdate(binder, bind.PV, bind.PVSpec),
-		},
-		{
-			name:   "binder write 2 (PV status) is allowed",
-			review: pvStatus(binder, bind.PVSpec, bind.PVStatus),
-		},
-		{
-			name:   "binder write 3 (PVC spec) is allowed",
-			review: pvcUpdate(binder, bind.PVC, bind.PVCSpec),
-		},
-		{
-			name:   "binder write 4 (PVC status) is allowed",
-			review: pvcStatus(binder, bind.PVCSpec, bind.PVCStatus),
-		},
-		{
 			name:   "binder releasing a volume whose claim is gone is allowed",
 			review: pvStatus(binder, bound, released),
 		},
@@ -92,5 +76,5 @@ func TestPVG015PhaseConsistency(t *testing.T) {
 			name:   "claim going Lost is not judged",
 			review: pvcStatus(binder, bind.PVCStatus, testobj.PVCWith(bind.PVCStatus, testobj.ClaimPhase(corev1.ClaimLost))),
 		},
-	})
+	}, bindWriteCases(bind, nil)...))
 }

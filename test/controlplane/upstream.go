@@ -13,8 +13,11 @@ import (
 // reproduces the controller's writes faithfully.
 const BinderUser = "system:serviceaccount:kube-system:persistent-volume-binder"
 
+// BinderGroups are the groups the apiserver gives that service account.
+var BinderGroups = []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}
+
 // UpstreamBind performs the upstream PersistentVolume controller's bind() through c: PV spec
-// (claimRef with the claim's uid, bound-by-controller), PV status Bound, PVC spec (volumeName,
+// (claimRef with the claim's uid; bound-by-controller unless the volume was pre-bound), PV status Bound, PVC spec (volumeName,
 // bind-completed), PVC status Bound, in that order. It returns the first refused step's error,
 // naming the step.
 func UpstreamBind(ctx context.Context, c client.Client, pvName, namespace, claim string) error {
@@ -26,11 +29,13 @@ func UpstreamBind(ctx context.Context, c client.Client, pvName, namespace, claim
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: claim}, pvc); err != nil {
 		return fmt.Errorf("reading claim %s/%s: %w", namespace, claim, err)
 	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.Namespace != namespace || ref.Name != claim {
+		setAnnotation(&pv.ObjectMeta.Annotations, "pv.kubernetes.io/bound-by-controller", "yes")
+	}
 	pv.Spec.ClaimRef = &corev1.ObjectReference{
 		Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: namespace, Name: claim,
 		UID: pvc.UID, ResourceVersion: pvc.ResourceVersion,
 	}
-	setAnnotation(&pv.ObjectMeta.Annotations, "pv.kubernetes.io/bound-by-controller", "yes")
 	if err := c.Update(ctx, pv); err != nil {
 		return fmt.Errorf("step 1 (PV spec): %w", err)
 	}

@@ -267,9 +267,9 @@ func TestWarnRulesReturnWarnings(t *testing.T) {
 	// PVG007: a pre-bound claim whose class differs from the volume's.
 	fast := uniq(t, "pv-fast")
 	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(fast, testobj.Class("fast")))), "creating volume")
-	a.warnings.take()
+	a.warnings.Take()
 	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "slow", testobj.ClaimClass("slow"), testobj.VolumeName(fast)))), "creating claim")
-	if ws := a.warnings.take(); !hasWarning(ws, "PVG007") {
+	if ws := a.warnings.Take(); !hasWarning(ws, "PVG007") {
 		t.Errorf("no PVG007 warning; got %q", ws)
 	}
 
@@ -277,14 +277,14 @@ func TestWarnRulesReturnWarnings(t *testing.T) {
 	free := uniq(t, "pv-free")
 	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(free))), "creating volume")
 	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free)))), "creating claim")
-	if ws := a.warnings.take(); !hasWarning(ws, "PVG010") {
+	if ws := a.warnings.Take(); !hasWarning(ws, "PVG010") {
 		t.Errorf("no PVG010 warning; got %q", ws)
 	}
 
 	// PVG016: credentials in CSI attributes are reported by key, never by value.
 	const canary = "canary-s3cr3t-value"
 	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(uniq(t, "pv-csi"), testobj.CSI("rbd.csi.ceph.com", "vol-1", map[string]string{"userKeyring": canary})))), "creating CSI volume")
-	ws := a.warnings.take()
+	ws := a.warnings.Take()
 	if !hasWarning(ws, "PVG016") {
 		t.Errorf("no PVG016 warning; got %q", ws)
 	}

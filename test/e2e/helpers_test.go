@@ -69,26 +69,11 @@ func setAnnotation(m *map[string]string, k, v string) {
 	(*m)[k] = v
 }
 
-// patchPV applies a merge patch built from a mutation of the live volume, as kubectl apply does.
-func patchPV(ctx context.Context, c client.Client, name string, mutate func(*corev1.PersistentVolume)) error {
-	pv := &corev1.PersistentVolume{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, pv); err != nil {
-		return err
-	}
-	base := pv.DeepCopy()
-	mutate(pv)
-	return c.Patch(ctx, pv, client.MergeFrom(base))
-}
-
-func patchPVC(ctx context.Context, c client.Client, ns, name string, mutate func(*corev1.PersistentVolumeClaim)) error {
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc); err != nil {
-		return err
-	}
-	base := pvc.DeepCopy()
-	mutate(pvc)
-	return c.Patch(ctx, pvc, client.MergeFrom(base))
-}
+// patchPV and patchPVC apply merge patches as kubectl apply does.
+var (
+	patchPV  = controlplane.PatchPV
+	patchPVC = controlplane.PatchPVC
+)
 
 // eventually retries f until it returns nil or a minute passes (config reloads, cache sync).
 func eventually(t *testing.T, what string, f func() error) {

@@ -14,8 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -133,47 +131,18 @@ func runSuite(m *testing.M) int {
 
 // --- clients ---
 
-// warnings collects the admission warnings the apiserver returns, as kubectl would print them.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
-}
-
 // actor is a client acting as one identity, with the warnings it received.
 type actor struct {
 	client.Client
-	warnings *warnings
+	warnings *controlplane.Warnings
 }
 
 func newActor(t *testing.T, impersonate string, groups ...string) *actor {
 	t.Helper()
-	cfg := rest.CopyConfig(suite.cfg)
-	w := &warnings{}
-	cfg.WarningHandler = w
-	if impersonate != "" {
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: impersonate, Groups: groups}
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	w := &controlplane.Warnings{}
+	c, err := controlplane.NewClient(suite.cfg, w, impersonate, groups...)
 	if err != nil {
-		t.Fatalf("client for %q: %v", impersonate, err)
+		t.Fatal(err)
 	}
 	return &actor{Client: c, warnings: w}
 }

@@ -88,9 +88,9 @@ func TestMoreWarnings(t *testing.T) {
 	ns := namespace(t, "warn2")
 
 	// PVG013: a user setting a binder annotation.
-	a.warnings.take()
+	a.warnings.Take()
 	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "fake", testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))), "creating claim")
-	if ws := a.warnings.take(); !hasWarning(ws, "PVG013") {
+	if ws := a.warnings.Take(); !hasWarning(ws, "PVG013") {
 		t.Errorf("no PVG013 warning; got %q", ws)
 	}
 
@@ -102,7 +102,7 @@ func TestMoreWarnings(t *testing.T) {
 		if err := a.Create(ctx, sc, client.DryRunAll); err != nil {
 			return err
 		}
-		if ws := a.warnings.take(); !hasWarning(ws, "PVG017") {
+		if ws := a.warnings.Take(); !hasWarning(ws, "PVG017") {
 			return errors.New("no PVG017 warning yet (cache catching up)")
 		}
 		return nil

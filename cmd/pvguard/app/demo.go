@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,12 +19,12 @@ import (
 // printing what a kubectl user would see. It fails if pvguard lets a misbinding through or
 // refuses a legitimate write, so running it is also a smoke test.
 func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
-	warns := &warningLog{}
-	user, err := demoClient(cfg, "", warns)
+	warns := &controlplane.Warnings{}
+	user, err := controlplane.NewClient(cfg, warns, "")
 	if err != nil {
 		return err
 	}
-	binder, err := demoClient(cfg, controlplane.BinderUser, warns, "system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
+	binder, err := controlplane.NewClient(cfg, warns, controlplane.BinderUser, controlplane.BinderGroups...)
 	if err != nil {
 		return err
 	}
@@ -44,7 +41,7 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintln(out, "   admitted")
-		for _, w := range warns.take() {
+		for _, w := range warns.Take() {
 			fmt.Fprintf(out, "   warning: %s\n", w)
 		}
 		return nil
@@ -74,7 +71,7 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	}
 
 	step(4, "The admin pre-binds the Block disk to team-a/db, and team-a creates the right claim:")
-	if err := admitted(patchVolume(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
+	if err := admitted(controlplane.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db"}
 	})); err != nil {
 		return err
@@ -99,7 +96,7 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 		pv.Status.Phase, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pvc.Status.Phase, pvc.Spec.VolumeName)
 
 	step(6, "Someone flips the bound Retain disk to Delete:")
-	if err := refused(patchVolume(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
+	if err := refused(controlplane.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	}), "PVG011"); err != nil {
 		return err
@@ -146,51 +143,4 @@ func demoPVC(ns, name string, mode corev1.PersistentVolumeMode, volume string) *
 	}
 }
 
-func patchVolume(ctx context.Context, c client.Client, name string, mutate func(*corev1.PersistentVolume)) error {
-	pv := &corev1.PersistentVolume{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, pv); err != nil {
-		return err
-	}
-	base := pv.DeepCopy()
-	mutate(pv)
-	return c.Patch(ctx, pv, client.MergeFrom(base))
-}
-
-func demoClient(cfg *rest.Config, impersonate string, w rest.WarningHandler, groups ...string) (client.Client, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.WarningHandler = w
-	if impersonate != "" {
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: impersonate, Groups: groups}
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("creating demo client: %w", err)
-	}
-	return c, nil
-}
-
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n            ") }
-
-// warningLog keeps the admission warnings the apiserver relays, as kubectl prints them.
-type warningLog struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warningLog) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, text)
-}
-
-func (w *warningLog) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
-}
