@@ -3,24 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/pvguard/pvguard/certs"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // suite is the shared control plane and pvguard server of this package's tests.
@@ -53,83 +46,29 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	assets, err := controlplane.AssetsDir()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	cp, err := controlplane.Start(assets)
+	h, err := harness.Start(baseConfig)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
 	defer func() {
-		if err := cp.Stop(); err != nil {
+		if err := h.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: stopping control plane:", err)
 		}
 	}()
-	suite.cfg = cp.Config
-
-	dir, err := os.MkdirTemp("", "pvguard-e2e-")
+	inst, err := h.Serve(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	suite.configFile = filepath.Join(dir, "policy.yaml")
-	certDir := filepath.Join(dir, "certs")
-	for path, data := range map[string][]byte{kubeconfig: cp.KubeConfig, suite.configFile: []byte(baseConfig)} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			return 1
-		}
-	}
-	bundle, err := certs.Issue(certs.Request{DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}})
-	if err == nil {
-		err = bundle.WriteDir(certDir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: issuing certificates:", err)
-		return 1
-	}
-	suite.caPEM = bundle.CA.CertPEM
-
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	opts := app.DefaultServeOptions()
-	opts.Kubeconfig = kubeconfig
-	opts.Listen = "127.0.0.1:0"
-	opts.CertDir = certDir
-	opts.ConfigFile = suite.configFile
-	opts.ShutdownTimeout = 5 * time.Second
-	opts.Ready = func(a net.Addr) { ready <- a }
-	var wg sync.WaitGroup
-	wg.Add(1)
-	serveErr := make(chan error, 1)
-	go func() {
-		defer wg.Done()
-		serveErr <- app.Serve(ctx, opts, zap.New(zap.UseDevMode(true), zap.Level(zapLevel()), zap.StacktraceLevel(zapcore.PanicLevel)))
-	}()
-	defer func() { cancel(); wg.Wait() }()
-	select {
-	case addr := <-ready:
-		suite.baseURL = "https://" + addr.String()
-	case err := <-serveErr:
-		fmt.Fprintln(os.Stderr, "e2e: pvguard serve:", err)
-		return 1
-	case <-time.After(2 * time.Minute):
-		fmt.Fprintln(os.Stderr, "e2e: pvguard did not become ready")
-		return 1
-	}
-	if err := controlplane.InstallWebhooks(ctx, cp.Config, controlplane.WebhookOptions{BaseURL: suite.baseURL, CABundle: suite.caPEM}); err != nil {
+	defer func() { _ = inst.Stop() }()
+	if err := h.InstallWebhooks(inst); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	suite.cfg, suite.configFile, suite.baseURL, suite.caPEM = h.Config, h.PolicyFile, inst.BaseURL, h.CAPEM
 	return m.Run()
 }
-
-// --- clients ---
 
 // actor is a client acting as one identity, with the warnings it received.
 type actor struct {
@@ -169,12 +108,4 @@ func uniq(t *testing.T, name string) string {
 		s = s[len(s)-40:]
 	}
 	return strings.Trim(name+"-"+s, "-")
-}
-
-// zapLevel keeps pvguard's logs out of test output unless PVGUARD_E2E_VERBOSE is set.
-func zapLevel() zapcore.Level {
-	if os.Getenv("PVGUARD_E2E_VERBOSE") != "" {
-		return zapcore.DebugLevel
-	}
-	return zapcore.ErrorLevel
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/pvguard/pvguard/certs"
@@ -33,7 +34,10 @@ func NewRootCommand() *cobra.Command {
 		if verbose {
 			lvl = zapcore.DebugLevel
 		}
-		return zap.New(zap.Level(lvl))
+		log := zap.New(zap.Level(lvl))
+		// controller-runtime's own components (certwatcher, manager) log through its root logger.
+		ctrllog.SetLogger(log)
+		return log
 	}
 	root.AddCommand(newServeCommand(logger), newDevCommand(logger), newCertsCommand(), newVersionCommand())
 	return root
@@ -59,7 +63,12 @@ func newServeCommand(logger func() logr.Logger) *cobra.Command {
 	f.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "issue a CA and serving certificate at start-up (local use); written to --cert-dir if given")
 	f.StringSliceVar(&o.SelfSignedHosts, "self-signed-hosts", o.SelfSignedHosts, "DNS names and IPs of the self-signed certificate")
 	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "policy config file (YAML), reloaded on change")
-	f.StringVar(&o.Binder, "binder", o.Binder, "binder mode; only off is available in this version")
+	f.StringVar(&o.Binder, "binder", o.Binder, "binder mode: active (pvguard binds; disable kube-controller-manager's persistentvolume-binder), shadow (decide and report, write nothing) or off")
+	f.IntVar(&o.BinderWorkers, "binder-workers", o.BinderWorkers, "objects the binder syncs in parallel (writes are bounded by --kube-api-qps)")
+	f.DurationVar(&o.BinderResync, "binder-resync", o.BinderResync, "how often the binder syncs every object again")
+	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to run the binder; webhooks run on every replica")
+	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the binder's Lease (default kube-system)")
+	f.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the binder's Lease")
 	f.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client QPS towards the apiserver")
 	f.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client burst towards the apiserver")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may take to drain on shutdown")

@@ -14,15 +14,20 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
@@ -38,22 +43,41 @@ type ServeOptions struct {
 	SelfSignedHosts []string
 	ConfigFile      string
 	Binder          string
-	KubeAPIQPS      float32
-	KubeAPIBurst    int
-	ShutdownTimeout time.Duration
+	BinderWorkers   int
+	BinderResync    time.Duration
+	LeaderElect     bool
+	// LeaderElectionNamespace holds the binder's Lease (default: pvguard's own namespace in a
+	// cluster, else kube-system).
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	KubeAPIQPS              float32
+	KubeAPIBurst            int
+	ShutdownTimeout         time.Duration
 	// Ready, when set, is called with the bound address once the server is ready.
 	Ready func(addr net.Addr)
+	// BinderHooks let end-to-end tests kill the binder between writes and make its cache lag.
+	BinderHooks BinderHooks
+}
+
+// BinderHooks are test hooks into the binder; production leaves them nil.
+type BinderHooks struct {
+	BeforeWrite func(op string, obj client.Object) error
+	WrapCache   func(client.Reader) client.Reader
 }
 
 // DefaultServeOptions are the flag defaults.
 func DefaultServeOptions() ServeOptions {
 	return ServeOptions{
-		Listen:          ":9443",
-		SelfSignedHosts: []string{"localhost", "127.0.0.1"},
-		Binder:          "off",
-		KubeAPIQPS:      50,
-		KubeAPIBurst:    100,
-		ShutdownTimeout: 25 * time.Second,
+		Listen:           ":9443",
+		SelfSignedHosts:  []string{"localhost", "127.0.0.1"},
+		Binder:           "off",
+		BinderWorkers:    8,
+		BinderResync:     15 * time.Second,
+		LeaderElect:      true,
+		LeaderElectionID: "pvguard-binder",
+		KubeAPIQPS:       50,
+		KubeAPIBurst:     100,
+		ShutdownTimeout:  25 * time.Second,
 	}
 }
 
@@ -62,9 +86,10 @@ func (o *ServeOptions) validate() error {
 	if o.CertDir == "" && !o.SelfSigned {
 		errs = append(errs, errors.New("--cert-dir or --self-signed is required: the apiserver only calls webhooks over TLS"))
 	}
-	if o.Binder != "off" {
-		// The binder is not part of this release; refusing beats pretending to bind.
-		errs = append(errs, fmt.Errorf("--binder=%s: only off is available in this version; see docs/binder.md", o.Binder))
+	switch o.Binder {
+	case "off", string(binder.ModeActive), string(binder.ModeShadow):
+	default:
+		errs = append(errs, fmt.Errorf("--binder=%s: want active, shadow or off", o.Binder))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
@@ -112,12 +137,23 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	}
 	// The manager provides the shared informer cache and the uncached reader; pvguard's own chi
 	// router serves every endpoint, so the manager's metrics and probe servers stay off.
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
+	mgrOpts := manager.Options{
 		Scheme:                 scheme,
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-	})
+	}
+	if o.Binder != "off" && o.LeaderElect {
+		// Only the binder is elected: every replica serves webhooks, one binds.
+		mgrOpts.LeaderElection = true
+		mgrOpts.LeaderElectionID = o.LeaderElectionID
+		mgrOpts.LeaderElectionNamespace = o.LeaderElectionNamespace
+		if mgrOpts.LeaderElectionNamespace == "" {
+			mgrOpts.LeaderElectionNamespace = "kube-system"
+		}
+		mgrOpts.LeaderElectionReleaseOnCancel = true
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
@@ -148,13 +184,14 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var cacheSynced atomic.Bool
+	views := webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader())
 	engines := &engineRef{}
 	srv := webhook.NewServer(webhook.Options{
 		Listen:          o.Listen,
 		MetricsListen:   o.MetricsListen,
 		GetCertificate:  watcher.GetCertificate,
 		Engines:         engines,
-		Views:           webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader()),
+		Views:           views,
 		Registry:        reg,
 		ShutdownTimeout: o.ShutdownTimeout,
 		Log:             log.WithName("webhook"),
@@ -173,16 +210,21 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 			return err
 		}
 		engines.src = cf
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return cf.Watch(ctx, 10*time.Second) })); err != nil {
+		if err := mgr.Add(everyReplica(func(ctx context.Context) error { return cf.Watch(ctx, 10*time.Second) })); err != nil {
 			return fmt.Errorf("adding config watcher: %w", err)
 		}
 	} else {
 		engines.src = webhook.StaticEngine{E: policy.NewEngine(nil)}
 	}
-	if err := mgr.Add(manager.RunnableFunc(srv.Start)); err != nil {
+	if err := mgr.Add(everyReplica(srv.Start)); err != nil {
 		return fmt.Errorf("adding webhook server: %w", err)
 	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if o.Binder != "off" {
+		if err := addBinder(ctx, mgr, o, engines, views, reg, log); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil
 		}
@@ -196,6 +238,65 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		return fmt.Errorf("adding readiness: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// everyReplica is a runnable that runs on every replica, leader or not.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }
+
+// addBinder builds the binder over the manager's cache and registers it; in active mode it runs
+// only on the elected replica.
+func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) error {
+	identity, err := whoAmI(ctx, mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	var cacheReader client.Reader = mgr.GetClient()
+	if o.BinderHooks.WrapCache != nil {
+		cacheReader = o.BinderHooks.WrapCache(cacheReader)
+	}
+	b, err := binder.New(binder.Options{
+		Mode:        binder.Mode(o.Binder),
+		Workers:     o.BinderWorkers,
+		Resync:      o.BinderResync,
+		Engine:      engines.Engine,
+		Views:       views.View,
+		Identity:    identity,
+		Registry:    reg,
+		Recorder:    mgr.GetEventRecorderFor("pvguard-binder"), //nolint:staticcheck // core/v1 events, as the upstream controller records them
+		Log:         log.WithName("binder"),
+		Cache:       cacheReader,
+		Live:        mgr.GetAPIReader(),
+		Writer:      mgr.GetClient(),
+		BeforeWrite: o.BinderHooks.BeforeWrite,
+	})
+	if err != nil {
+		return err
+	}
+	if err := b.SetupInformers(ctx, mgr.GetCache()); err != nil {
+		return err
+	}
+	if err := mgr.Add(b); err != nil {
+		return fmt.Errorf("adding binder: %w", err)
+	}
+	log.Info("binder enabled", "mode", o.Binder, "identity", identity.Username, "leaderElection", o.LeaderElect)
+	return nil
+}
+
+// whoAmI asks the apiserver who pvguard is, so the binder judges its own writes exactly as the
+// webhook will see them.
+func whoAmI(ctx context.Context, cfg *rest.Config) (policy.UserInfo, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return policy.UserInfo{}, fmt.Errorf("creating clientset: %w", err)
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return policy.UserInfo{}, fmt.Errorf("asking the apiserver who pvguard is (SelfSubjectReview): %w", err)
+	}
+	return policy.UserInfo{Username: r.Status.UserInfo.Username, Groups: r.Status.UserInfo.Groups}, nil
 }
 
 // engineRef lets the server be built before the config file, whose reload metrics it owns.

@@ -1,0 +1,170 @@
+package binder
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// forbidTTL is how long a pair that policy denied is kept out of plans; after it the pair is
+// tried again, in case the policy config changed.
+const forbidTTL = time.Minute
+
+// bind performs upstream's four bind writes in upstream's order: PV spec, PV status, PVC spec,
+// PVC status. Each write is skipped when the object already says what it would write, so a bind
+// interrupted between any two writes (a crash, a conflict) is completed by the next sync, and a
+// repeated bind writes nothing. Every spec write is first judged by policy as the webhook would.
+func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) error {
+	b.mu.Lock()
+	if uid, ok := b.reserved[v.Name]; ok && uid != claim.UID {
+		b.mu.Unlock()
+		b.requestPlan() // another claim's bind of this volume is in flight
+		return nil
+	}
+	b.reserved[v.Name] = claim.UID
+	start, ok := b.bindStart[claim.UID]
+	if !ok {
+		start = time.Now()
+		b.bindStart[claim.UID] = start
+	}
+	b.mu.Unlock()
+
+	_, completed := claim.Annotations[annBindCompleted]
+	ref := v.Spec.ClaimRef
+	linked := ref != nil && ref.Namespace == claim.Namespace && ref.Name == claim.Name && ref.UID == claim.UID
+	if !linked || !completed || claim.Spec.VolumeName != v.Name {
+		// Judge the pair before the first write, so a denial never leaves half a binding.
+		if denied, err := b.denied(ctx, v, claim); denied || err != nil {
+			return err
+		}
+	}
+	wrote := false
+	if !linked {
+		nv := v.DeepCopy()
+		if !preBoundTo(v, claim) {
+			setAnn(&nv.ObjectMeta, annBoundByController, "yes")
+		}
+		nv.Spec.ClaimRef = &corev1.ObjectReference{
+			Kind: "PersistentVolumeClaim", APIVersion: "v1",
+			Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion,
+		}
+		if err := b.write("bind-1-volume-spec", nv, func() error { return b.o.Writer.Update(ctx, nv) }); err != nil {
+			b.unreserve(v.Name, claim.UID)
+			return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
+		}
+		v, wrote = nv, true
+	}
+	if v.Status.Phase != corev1.VolumeBound {
+		nv := v.DeepCopy()
+		nv.Status.Phase, nv.Status.Message = corev1.VolumeBound, ""
+		if err := b.write("bind-2-volume-status", nv, func() error { return b.o.Writer.Status().Update(ctx, nv) }); err != nil {
+			return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
+		}
+		v, wrote = nv, true
+	}
+	if !completed || claim.Spec.VolumeName != v.Name {
+		nc := claim.DeepCopy()
+		if nc.Spec.VolumeName == "" {
+			setAnn(&nc.ObjectMeta, annBoundByController, "yes")
+		}
+		nc.Spec.VolumeName = v.Name
+		setAnn(&nc.ObjectMeta, annBindCompleted, "yes")
+		if err := b.write("bind-3-claim-spec", nc, func() error { return b.o.Writer.Update(ctx, nc) }); err != nil {
+			return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
+		}
+		claim, wrote = nc, true
+	}
+	if claim.Status.Phase != corev1.ClaimBound || !slices.Equal(claim.Status.AccessModes, v.Spec.AccessModes) {
+		nc := claim.DeepCopy()
+		if claim.Status.Phase != corev1.ClaimBound {
+			// Capacity is set only when the claim becomes Bound: later differences can be a resize.
+			nc.Status.Capacity = v.Spec.Capacity.DeepCopy()
+		}
+		nc.Status.Phase = corev1.ClaimBound
+		nc.Status.AccessModes = v.Spec.AccessModes
+		if err := b.write("bind-4-claim-status", nc, func() error { return b.o.Writer.Status().Update(ctx, nc) }); err != nil {
+			return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
+		}
+		wrote = true
+	}
+	b.mu.Lock()
+	delete(b.bindStart, claim.UID)
+	b.mu.Unlock()
+	if wrote {
+		b.metrics.binds.Inc()
+		b.metrics.bindLatency.Observe(time.Since(start).Seconds())
+		b.o.Log.V(1).Info("bound", "claim", claim.Namespace+"/"+claim.Name, "volume", v.Name)
+	}
+	return nil
+}
+
+// denied asks policy about the binding the binder is about to make, judged as the webhook would
+// judge each half written afresh: the volume's claimRef set from nothing, and the claim's
+// volumeName set from nothing. (Judging only the literal writes would let through a claim that
+// named a volume before pvguard was installed: its volumeName does not change.) A denial is not
+// an error: the binder records it on the claim, keeps the pair out of plans for a while and looks
+// elsewhere.
+func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) (bool, error) {
+	oldV, newV := v.DeepCopy(), v.DeepCopy()
+	oldV.Spec.ClaimRef = nil
+	newV.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+	oldC, newC := claim.DeepCopy(), claim.DeepCopy()
+	oldC.Spec.VolumeName = ""
+	delete(oldC.Annotations, annBindCompleted)
+	newC.Spec.VolumeName = v.Name
+	setAnn(&newC.ObjectMeta, annBindCompleted, "yes")
+	var msgs []string
+	view := b.o.Views(ctx)
+	for _, r := range []*policy.Review{
+		{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: b.o.Identity, PV: newV, OldPV: oldV},
+		{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: b.o.Identity, PVC: newC, OldPVC: oldC},
+	} {
+		d, err := b.o.Engine().Admit(r, view)
+		if err != nil {
+			b.unreserve(v.Name, claim.UID)
+			return false, fmt.Errorf("asking policy about binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
+		}
+		for _, f := range d.Deny {
+			msgs = append(msgs, f.String())
+		}
+	}
+	if len(msgs) == 0 {
+		return false, nil
+	}
+	b.metrics.policyDenials.Inc()
+	b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonPolicyForbidsBinding,
+		fmt.Sprintf("pvguard did not bind volume %q: %s", v.Name, strings.Join(msgs, "; ")))
+	b.mu.Lock()
+	if b.forbidden[claim.UID] == nil {
+		b.forbidden[claim.UID] = map[string]time.Time{}
+	}
+	b.forbidden[claim.UID][v.Name] = time.Now()
+	delete(b.plan, claim.UID)
+	if b.reserved[v.Name] == claim.UID {
+		delete(b.reserved, v.Name)
+	}
+	b.mu.Unlock()
+	b.requestPlan()
+	return true, nil
+}
+
+func (b *Binder) unreserve(volume string, claim types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.reserved[volume] == claim {
+		delete(b.reserved, volume)
+	}
+}
+
+// isForbidden reports whether policy denied the pair recently; callers hold b.mu.
+func (b *Binder) isForbidden(claim types.UID, volume string) bool {
+	at, ok := b.forbidden[claim][volume]
+	return ok && time.Since(at) < forbidTTL
+}

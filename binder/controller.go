@@ -1,0 +1,524 @@
+package binder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// Mode is how the binder acts on its decisions.
+type Mode string
+
+const (
+	// ModeActive binds, unbinds and reclaims: the cluster's upstream binder must be disabled.
+	ModeActive Mode = "active"
+	// ModeShadow decides but writes nothing, and reports where the cluster's binder disagrees.
+	ModeShadow Mode = "shadow"
+)
+
+// Options configure the binder. Zero values get the defaults noted.
+type Options struct {
+	Mode Mode
+	// Workers is how many objects are synced in parallel (default 8); the client's QPS bounds
+	// the write rate.
+	Workers int
+	// Resync is how often every object is synced again (default 15s, as upstream).
+	Resync time.Duration
+	// Engine returns the current policy engine; the binder never makes a write it denies.
+	Engine func() *policy.Engine
+	// Views gives the policy's view of related objects.
+	Views func(ctx context.Context) policy.View
+	// Identity is the binder's own user, as the webhook will see its writes.
+	Identity policy.UserInfo
+	Registry prometheus.Registerer
+	Recorder record.EventRecorder
+	Log      logr.Logger
+	// Cache reads objects (normally the manager's cache); Live reads past it, to confirm an
+	// absence before acting on it. Tests substitute a lagging Cache.
+	Cache client.Reader
+	Live  client.Reader
+	// Writer performs the writes (normally the manager's client).
+	Writer client.Client
+	// BeforeWrite, when set, is called before every write with its name and object; an error
+	// stops the write. Tests use it to kill the binder between any two writes.
+	BeforeWrite func(op string, obj client.Object) error
+}
+
+// key identifies a unit of work: a claim, a volume, or the pool plan.
+type key struct {
+	kind      byte // 'c' claim, 'v' volume, 'p' plan
+	namespace string
+	name      string
+}
+
+var planKey = key{kind: 'p'}
+
+// Binder is pvguard's binder loop.
+type Binder struct {
+	o       Options
+	queue   workqueue.TypedRateLimitingInterface[key]
+	metrics *metrics
+
+	mu sync.Mutex
+	// plan maps a claim uid to the volume the last plan chose for it ("" when none fits);
+	// claims absent from it have not been planned yet.
+	plan map[types.UID]string
+	// reserved maps a volume to the claim a bind in flight gives it, so a new plan does not
+	// hand the same volume to another claim before the cache shows the first bind.
+	reserved map[string]types.UID
+	// forbidden holds pairs policy denied, and when, so the planner looks elsewhere.
+	forbidden map[types.UID]map[string]time.Time
+	// shadow maps a claim uid to the volume pvguard would have bound (shadow mode).
+	shadow map[types.UID]string
+	// bindStart records when a bind decision was made, for the latency histogram.
+	bindStart map[types.UID]time.Time
+}
+
+// New builds a binder. Register it with SetupInformers before the cache starts, then Start it
+// (under leader election in active mode).
+func New(o Options) (*Binder, error) {
+	if o.Mode != ModeActive && o.Mode != ModeShadow {
+		return nil, fmt.Errorf("binder mode %q: want active or shadow", o.Mode)
+	}
+	if o.Cache == nil || o.Live == nil || o.Writer == nil || o.Engine == nil || o.Views == nil || o.Recorder == nil {
+		return nil, errors.New("binder: Cache, Live, Writer, Engine, Views and Recorder are required")
+	}
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	if o.Resync <= 0 {
+		o.Resync = 15 * time.Second
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	return &Binder{
+		o:         o,
+		queue:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+		metrics:   newMetrics(o.Registry),
+		plan:      map[types.UID]string{},
+		reserved:  map[string]types.UID{},
+		forbidden: map[types.UID]map[string]time.Time{},
+		shadow:    map[types.UID]string{},
+		bindStart: map[types.UID]time.Time{},
+	}, nil
+}
+
+// NeedLeaderElection makes the manager run the binder only on the elected replica.
+func (b *Binder) NeedLeaderElection() bool { return true }
+
+// SetupInformers subscribes the binder to volume, claim and class changes.
+func (b *Binder) SetupInformers(ctx context.Context, c cache.Cache) error {
+	handlers := map[client.Object]toolscache.ResourceEventHandler{
+		&corev1.PersistentVolume{}:      toolscache.ResourceEventHandlerFuncs{AddFunc: b.onVolume, UpdateFunc: func(_, n any) { b.onVolume(n) }, DeleteFunc: b.onVolume},
+		&corev1.PersistentVolumeClaim{}: toolscache.ResourceEventHandlerFuncs{AddFunc: b.onClaim, UpdateFunc: func(_, n any) { b.onClaim(n) }, DeleteFunc: b.onClaim},
+		&storagev1.StorageClass{}:       toolscache.ResourceEventHandlerFuncs{AddFunc: b.onClass, UpdateFunc: func(_, n any) { b.onClass(n) }},
+	}
+	for obj, h := range handlers {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("binder informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("binder handler for %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+func unwrap(obj any) any {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}
+
+func (b *Binder) onVolume(obj any) {
+	v, ok := unwrap(obj).(*corev1.PersistentVolume)
+	if !ok {
+		return
+	}
+	b.queue.Add(key{kind: 'v', name: v.Name})
+	if ref := v.Spec.ClaimRef; ref != nil {
+		b.queue.Add(key{kind: 'c', namespace: ref.Namespace, name: ref.Name})
+	}
+	b.requestPlan()
+}
+
+func (b *Binder) onClaim(obj any) {
+	c, ok := unwrap(obj).(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return
+	}
+	b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
+	if c.Spec.VolumeName != "" {
+		b.queue.Add(key{kind: 'v', name: c.Spec.VolumeName})
+	}
+	if _, done := c.Annotations[annBindCompleted]; !done && c.Spec.VolumeName == "" {
+		b.requestPlan()
+	}
+}
+
+func (b *Binder) onClass(any) { b.requestPlan() }
+
+// requestPlan schedules a plan shortly, so a burst of changes is planned once.
+func (b *Binder) requestPlan() { b.queue.AddAfter(planKey, 20*time.Millisecond) }
+
+// Start runs the workers and the periodic resync until ctx ends.
+func (b *Binder) Start(ctx context.Context) error {
+	defer b.queue.ShutDown()
+	b.o.Log.Info("binder started", "mode", b.o.Mode, "workers", b.o.Workers)
+	var wg sync.WaitGroup
+	for range b.o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b.processNext(ctx) {
+			}
+		}()
+	}
+	b.resyncAll(ctx)
+	t := time.NewTicker(b.o.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.queue.ShutDown()
+			wg.Wait()
+			return nil
+		case <-t.C:
+			b.resyncAll(ctx)
+		}
+	}
+}
+
+func (b *Binder) resyncAll(ctx context.Context) {
+	var pvs corev1.PersistentVolumeList
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := b.o.Cache.List(ctx, &pvs); err == nil {
+		for i := range pvs.Items {
+			b.queue.Add(key{kind: 'v', name: pvs.Items[i].Name})
+		}
+	}
+	if err := b.o.Cache.List(ctx, &pvcs); err == nil {
+		for i := range pvcs.Items {
+			b.queue.Add(key{kind: 'c', namespace: pvcs.Items[i].Namespace, name: pvcs.Items[i].Name})
+		}
+	}
+	b.queue.Add(planKey)
+}
+
+func (b *Binder) processNext(ctx context.Context) bool {
+	k, quit := b.queue.Get()
+	if quit {
+		return false
+	}
+	defer b.queue.Done(k)
+	var err error
+	switch k.kind {
+	case 'c':
+		err = b.syncClaim(ctx, k.namespace, k.name)
+	case 'v':
+		err = b.syncVolume(ctx, k.name)
+	case 'p':
+		err = b.runPlan(ctx)
+	}
+	if err == nil {
+		b.queue.Forget(k)
+		return true
+	}
+	if ctx.Err() == nil {
+		op := map[byte]string{'c': "claim", 'v': "volume", 'p': "plan"}[k.kind]
+		b.metrics.errors.WithLabelValues(op).Inc()
+		if apierrors.IsConflict(err) {
+			b.o.Log.V(1).Info("retrying after a conflict", "object", k.namespace+"/"+k.name, "err", err.Error())
+		} else {
+			b.o.Log.Error(err, "sync failed; retrying", "kind", op, "object", k.namespace+"/"+k.name)
+		}
+	}
+	b.queue.AddRateLimited(k)
+	return true
+}
+
+// --- claims ---
+
+func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading claim %s/%s: %w", namespace, name, err)
+	}
+	s, err := b.claimState(ctx, claim)
+	if err != nil {
+		return err
+	}
+	a := DecideClaim(s)
+	if a.NeedLiveVolume {
+		v := &corev1.PersistentVolume{}
+		switch err := b.o.Live.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
+		case apierrors.IsNotFound(err):
+			s.Volume = nil
+		case err != nil:
+			return fmt.Errorf("reading volume %s of claim %s/%s: %w", claim.Spec.VolumeName, namespace, name, err)
+		default:
+			s.Volume = v
+		}
+		s.VolumeConfirmed = true
+		a = DecideClaim(s)
+	}
+	if b.o.Mode == ModeShadow {
+		b.shadowClaim(claim, a)
+		return nil
+	}
+	return b.applyClaim(ctx, claim, a)
+}
+
+func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeClaim) (ClaimState, error) {
+	s := ClaimState{Claim: claim}
+	if claim.Spec.VolumeName != "" {
+		v := &corev1.PersistentVolume{}
+		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
+		case err == nil:
+			s.Volume = v
+		case !apierrors.IsNotFound(err):
+			return s, fmt.Errorf("reading volume %s: %w", claim.Spec.VolumeName, err)
+		}
+	}
+	classes, err := b.classes(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.DefaultClass = defaultClass(classes)
+	if name := claimClass(claim); name != "" {
+		for _, sc := range classes {
+			if sc.Name == name {
+				s.Class = sc
+			}
+		}
+	}
+	b.mu.Lock()
+	assigned, planned := b.plan[claim.UID]
+	b.mu.Unlock()
+	s.Planned = planned
+	if assigned != "" {
+		v := &corev1.PersistentVolume{}
+		err := b.o.Cache.Get(ctx, client.ObjectKey{Name: assigned}, v)
+		switch {
+		case err == nil && fitsUnbound(claim, v, nil, false):
+			s.Assigned = v
+		case err == nil || apierrors.IsNotFound(err):
+			// The plan went stale (the volume was taken or changed): plan again.
+			s.Planned = false
+		default:
+			return s, fmt.Errorf("reading planned volume %s: %w", assigned, err)
+		}
+	}
+	return s, nil
+}
+
+func (b *Binder) classes(ctx context.Context) ([]*storagev1.StorageClass, error) {
+	var list storagev1.StorageClassList
+	if err := b.o.Cache.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing storage classes: %w", err)
+	}
+	out := make([]*storagev1.StorageClass, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func (b *Binder) applyClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, a ClaimAction) error {
+	if a.NeedPlan {
+		b.requestPlan()
+		return nil
+	}
+	if a.SetClass != "" {
+		c := claim.DeepCopy()
+		c.Spec.StorageClassName = &a.SetClass
+		return b.write("claim-default-class", c, func() error { return b.o.Writer.Update(ctx, c) })
+	}
+	if a.Provisioner != "" {
+		c := claim.DeepCopy()
+		setAnn(&c.ObjectMeta, annStorageProvisioner, a.Provisioner)
+		setAnn(&c.ObjectMeta, annBetaStorageProvisnr, a.Provisioner)
+		if err := b.write("claim-provisioner", c, func() error { return b.o.Writer.Update(ctx, c) }); err != nil {
+			return err
+		}
+		claim = c
+	}
+	if a.Bind != nil {
+		return b.bind(ctx, a.Bind, claim)
+	}
+	changed := false
+	if a.Phase != "" && claim.Status.Phase != a.Phase {
+		c := claim.DeepCopy()
+		c.Status.Phase = a.Phase
+		c.Status.AccessModes, c.Status.Capacity = nil, nil
+		if err := b.write("claim-status", c, func() error { return b.o.Writer.Status().Update(ctx, c) }); err != nil {
+			return err
+		}
+		changed = true
+		claim = c
+	}
+	if a.Event != nil && (!a.EventOnlyOn || changed) {
+		b.o.Recorder.Event(claim, a.Event.Type, a.Event.Reason, a.Event.Message)
+	}
+	return nil
+}
+
+// --- volumes ---
+
+func (b *Binder) syncVolume(ctx context.Context, name string) error {
+	v := &corev1.PersistentVolume{}
+	if err := b.o.Cache.Get(ctx, client.ObjectKey{Name: name}, v); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading volume %s: %w", name, err)
+	}
+	b.settleReservation(v)
+	s := VolumeState{Volume: v}
+	if ref := v.Spec.ClaimRef; ref != nil && ref.UID != "" {
+		c := &corev1.PersistentVolumeClaim{}
+		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, c); {
+		case err == nil:
+			s.Claim = c
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("reading claim %s/%s of volume %s: %w", ref.Namespace, ref.Name, name, err)
+		}
+	}
+	a := DecideVolume(s)
+	if a.NeedLiveClaim {
+		// The cache says the claim is gone (or re-created): only the apiserver may say so.
+		ref := v.Spec.ClaimRef
+		c := &corev1.PersistentVolumeClaim{}
+		switch err := b.o.Live.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, c); {
+		case apierrors.IsNotFound(err):
+			s.Claim = nil
+		case err != nil:
+			return fmt.Errorf("confirming claim %s/%s of volume %s: %w", ref.Namespace, ref.Name, name, err)
+		default:
+			s.Claim = c
+		}
+		s.ClaimConfirmed = true
+		a = DecideVolume(s)
+	}
+	if b.o.Mode == ModeShadow {
+		return nil
+	}
+	return b.applyVolume(ctx, v, a)
+}
+
+func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a VolumeAction) error {
+	if a.EnqueueClaim {
+		b.queue.Add(key{kind: 'c', namespace: v.Spec.ClaimRef.Namespace, name: v.Spec.ClaimRef.Name})
+	}
+	if a.ClaimEvent != nil {
+		ref := v.Spec.ClaimRef
+		b.o.Recorder.Event(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}},
+			a.ClaimEvent.Type, a.ClaimEvent.Reason, a.ClaimEvent.Message)
+	}
+	if a.Unbind || a.Reuse {
+		nv := v.DeepCopy()
+		if _, byController := nv.Annotations[annBoundByController]; byController || a.Reuse {
+			nv.Spec.ClaimRef = nil
+			delete(nv.Annotations, annBoundByController)
+		} else {
+			nv.Spec.ClaimRef.UID, nv.Spec.ClaimRef.ResourceVersion = "", ""
+		}
+		op := "volume-unbind"
+		if a.Reuse {
+			op = "volume-reuse"
+		}
+		if err := b.write(op, nv, func() error { return b.o.Writer.Update(ctx, nv) }); err != nil {
+			return err
+		}
+		if a.Reuse {
+			b.metrics.reclaims.WithLabelValues("reuse").Inc()
+		} else {
+			b.metrics.unbinds.Inc()
+		}
+		v = nv
+		a.Phase = corev1.VolumeAvailable
+	}
+	changed := false
+	if a.Phase != "" && v.Status.Phase != a.Phase {
+		nv := v.DeepCopy()
+		nv.Status.Phase, nv.Status.Message = a.Phase, a.Message
+		if err := b.write("volume-status", nv, func() error { return b.o.Writer.Status().Update(ctx, nv) }); err != nil {
+			return err
+		}
+		changed = true
+		switch a.Phase {
+		case corev1.VolumeReleased:
+			b.metrics.releases.Inc()
+		case corev1.VolumeFailed:
+			b.metrics.reclaims.WithLabelValues(string(v.Spec.PersistentVolumeReclaimPolicy)).Inc()
+		}
+		v = nv
+	}
+	if a.Event != nil && (changed || a.Reuse || a.Phase == "") {
+		b.o.Recorder.Event(v, a.Event.Type, a.Event.Reason, a.Event.Message)
+	}
+	return nil
+}
+
+// settleReservation drops a reservation once the cache shows the volume bound to its claim.
+func (b *Binder) settleReservation(v *corev1.PersistentVolume) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if uid, ok := b.reserved[v.Name]; ok && v.Spec.ClaimRef != nil && v.Spec.ClaimRef.UID == uid {
+		delete(b.reserved, v.Name)
+	}
+}
+
+// write performs one write of obj, giving tests the chance to stop it.
+func (b *Binder) write(op string, obj client.Object, f func() error) error {
+	if b.o.BeforeWrite != nil {
+		if err := b.o.BeforeWrite(op, obj); err != nil {
+			return fmt.Errorf("%s stopped: %w", op, err)
+		}
+	}
+	if err := f(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+func setAnn(m *metav1.ObjectMeta, k, v string) {
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[k] = v
+}
+
+// sortedKeys is used where map order would make plans nondeterministic.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

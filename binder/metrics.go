@@ -1,0 +1,44 @@
+package binder
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the binder's Prometheus metrics; labels come from fixed sets.
+type metrics struct {
+	pending       prometheus.Gauge
+	binds         prometheus.Counter
+	unbinds       prometheus.Counter
+	releases      prometheus.Counter
+	reclaims      *prometheus.CounterVec
+	errors        *prometheus.CounterVec
+	policyDenials prometheus.Counter
+	disagreements prometheus.Counter
+	bindLatency   prometheus.Histogram
+	planDuration  prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pvguard_binder_pending_claims",
+			Help: "Unbound claims considered by the last pool plan."}),
+		binds: prometheus.NewCounter(prometheus.CounterOpts{Name: "pvguard_binder_binds_total",
+			Help: "Bindings completed (all four writes)."}),
+		unbinds: prometheus.NewCounter(prometheus.CounterOpts{Name: "pvguard_binder_unbinds_total",
+			Help: "Volumes unbound from claims that went elsewhere."}),
+		releases: prometheus.NewCounter(prometheus.CounterOpts{Name: "pvguard_binder_releases_total",
+			Help: "Volumes released after a live read confirmed their claim gone."}),
+		reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pvguard_binder_reclaims_total",
+			Help: "Reclaim decisions on released volumes, by action."}, []string{"action"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pvguard_binder_errors_total",
+			Help: "Failed binder operations, by operation."}, []string{"operation"}),
+		policyDenials: prometheus.NewCounter(prometheus.CounterOpts{Name: "pvguard_binder_policy_denials_total",
+			Help: "Bindings the binder did not make because policy denies them."}),
+		disagreements: prometheus.NewCounter(prometheus.CounterOpts{Name: "pvguard_binder_shadow_disagreements_total",
+			Help: "In shadow mode, claims the cluster's binder bound to another volume than pvguard would have."}),
+		bindLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_binder_bind_duration_seconds",
+			Help: "Time from the binder's decision to the last of the four bind writes.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		planDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_binder_plan_duration_seconds",
+			Help: "Time to plan the assignment of the pending claims.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+	}
+	reg.MustRegister(m.pending, m.binds, m.unbinds, m.releases, m.reclaims, m.errors, m.policyDenials, m.disagreements, m.bindLatency, m.planDuration)
+	return m
+}

@@ -1,0 +1,151 @@
+package binder
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// runPlan assigns volumes to all pending claims at once (see Assign), class by class, and
+// enqueues the claims to carry it out. Volumes pre-bound to a claim go to that claim first, as
+// upstream does; claims of a WaitForFirstConsumer class take only a pre-bound volume until the
+// scheduler has picked a node, and then only volumes reachable from it.
+func (b *Binder) runPlan(ctx context.Context) error {
+	start := time.Now()
+	var pvcs corev1.PersistentVolumeClaimList
+	var pvs corev1.PersistentVolumeList
+	if err := b.o.Cache.List(ctx, &pvcs); err != nil {
+		return fmt.Errorf("listing claims: %w", err)
+	}
+	if err := b.o.Cache.List(ctx, &pvs); err != nil {
+		return fmt.Errorf("listing volumes: %w", err)
+	}
+	classes, err := b.classes(ctx)
+	if err != nil {
+		return err
+	}
+	byName := map[string]int{}
+	for i, sc := range classes {
+		byName[sc.Name] = i
+	}
+
+	type pending struct {
+		claim     *corev1.PersistentVolumeClaim
+		node      *corev1.Node
+		scheduled bool
+		delayed   bool
+	}
+	claimsByClass := map[string][]pending{}
+	for i := range pvcs.Items {
+		c := &pvcs.Items[i]
+		if _, done := c.Annotations[annBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
+			continue
+		}
+		p := pending{claim: c}
+		if i, ok := byName[claimClass(c)]; ok {
+			p.delayed = isDelayBinding(c, classes[i])
+		}
+		if nodeName, ok := c.Annotations[annSelectedNode]; ok {
+			p.scheduled = true
+			if p.node, err = b.node(ctx, nodeName); err != nil {
+				return err
+			}
+		}
+		claimsByClass[claimClass(c)] = append(claimsByClass[claimClass(c)], p)
+	}
+	volumesByClass := map[string][]*corev1.PersistentVolume{}
+	for i := range pvs.Items {
+		v := &pvs.Items[i]
+		// Volumes with a claimRef stay in: one pre-bound to a pending claim (by a user, by a
+		// provisioner with the claim's uid, or by a bind interrupted after its first write) is
+		// that claim's first choice.
+		if v.DeletionTimestamp != nil {
+			continue
+		}
+		volumesByClass[volumeClass(v)] = append(volumesByClass[volumeClass(v)], v)
+	}
+
+	plan := map[types.UID]string{}
+	var considered []*corev1.PersistentVolumeClaim
+	b.mu.Lock()
+	for _, class := range sortedKeys(claimsByClass) {
+		claims := claimsByClass[class]
+		sort.Slice(claims, func(i, j int) bool {
+			return claims[i].claim.Namespace+"/"+claims[i].claim.Name < claims[j].claim.Namespace+"/"+claims[j].claim.Name
+		})
+		volumes := volumesByClass[class]
+		usable := func(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
+			uid, inFlight := b.reserved[v.Name]
+			return (!inFlight || uid == c.UID) && !b.isForbidden(c.UID, v.Name)
+		}
+		used := map[string]bool{}
+		var poolClaims []pending
+		for _, p := range claims {
+			considered = append(considered, p.claim)
+			plan[p.claim.UID] = ""
+			for _, v := range volumes {
+				if !used[v.Name] && preBoundTo(v, p.claim) && usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled) {
+					plan[p.claim.UID], used[v.Name] = v.Name, true
+					break
+				}
+			}
+			if plan[p.claim.UID] == "" && (!p.delayed || p.scheduled) {
+				poolClaims = append(poolClaims, p)
+			}
+		}
+		var poolVolumes []*corev1.PersistentVolume
+		for _, v := range volumes {
+			if !used[v.Name] && v.Spec.ClaimRef == nil {
+				poolVolumes = append(poolVolumes, v)
+			}
+		}
+		claimObjs := make([]*corev1.PersistentVolumeClaim, len(poolClaims))
+		for i, p := range poolClaims {
+			claimObjs[i] = p.claim
+		}
+		for ci, vi := range Assign(claimObjs, poolVolumes, func(ci, vi int) bool {
+			p, v := poolClaims[ci], poolVolumes[vi]
+			return usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled)
+		}) {
+			plan[poolClaims[ci].claim.UID] = poolVolumes[vi].Name
+		}
+	}
+	b.plan = plan
+	for uid := range b.forbidden {
+		if _, pendingStill := plan[uid]; !pendingStill {
+			delete(b.forbidden, uid)
+		}
+	}
+	b.mu.Unlock()
+
+	for _, c := range considered {
+		b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
+	}
+	b.metrics.pending.Set(float64(len(considered)))
+	b.metrics.planDuration.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// node reads a node's name and labels (all node affinity needs); nil when it does not exist.
+func (b *Binder) node(ctx context.Context, name string) (*corev1.Node, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	err := b.o.Cache.Get(ctx, client.ObjectKey{Name: name}, m)
+	if apierrors.IsNotFound(err) {
+		err = b.o.Live.Get(ctx, client.ObjectKey{Name: name}, m)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading node %s: %w", name, err)
+	}
+	return &corev1.Node{ObjectMeta: m.ObjectMeta}, nil
+}

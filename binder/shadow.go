@@ -1,0 +1,35 @@
+package binder
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// ReasonBinderDisagreement is recorded in shadow mode on a claim the cluster's binder bound to
+// another volume than pvguard would have.
+const ReasonBinderDisagreement = "BinderDisagreement"
+
+// shadowClaim remembers what pvguard would do for a claim and, once the cluster's binder has
+// bound it, reports a different choice. Nothing is written.
+func (b *Binder) shadowClaim(claim *corev1.PersistentVolumeClaim, a ClaimAction) {
+	if a.NeedPlan {
+		b.requestPlan()
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	want, decided := b.shadow[claim.UID]
+	_, bound := claim.Annotations[annBindCompleted]
+	switch {
+	case !bound && a.Bind != nil:
+		b.shadow[claim.UID] = a.Bind.Name
+	case bound && decided && claim.Spec.VolumeName != "":
+		delete(b.shadow, claim.UID)
+		if want != claim.Spec.VolumeName {
+			b.metrics.disagreements.Inc()
+			b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonBinderDisagreement,
+				fmt.Sprintf("the cluster's binder bound volume %q; pvguard would have bound %q", claim.Spec.VolumeName, want))
+		}
+	}
+}

@@ -1,0 +1,446 @@
+package e2ebinder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+// fresh readies a builder's volume for creation. The tests share one cluster, so a classless
+// volume gets the test's own class (named after its namespace): a volume left Available by one
+// test is never in another test's pool.
+func fresh(ns string, pv *corev1.PersistentVolume) *corev1.PersistentVolume {
+	pv.Status = corev1.PersistentVolumeStatus{}
+	if pv.Spec.StorageClassName == "" {
+		pv.Spec.StorageClassName = ns
+	}
+	return pv
+}
+
+// freshClaim readies a builder's claim; a claim with the explicit empty class gets the test's class.
+func freshClaim(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	pvc.UID = ""
+	pvc.Status = corev1.PersistentVolumeClaimStatus{}
+	if pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName == "" {
+		ns := pvc.Namespace
+		pvc.Spec.StorageClassName = &ns
+	}
+	return pvc
+}
+
+// TestStaticPairsAllBound: 200 exactly-sized pairs (upstream's greedy matcher has been seen to
+// leave one Pending here) are all bound, each claim to its own size.
+func TestStaticPairsAllBound(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	c := admin(t)
+	const n = 200
+	for i := 1; i <= n; i++ {
+		size := fmt.Sprintf("%dMi", i)
+		must(t, c.Create(ctx, fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%d", ns, i), testobj.Capacity(size)))), "creating volume")
+		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%d", i), testobj.Request(size)))), "creating claim")
+	}
+	for i := 1; i <= n; i++ {
+		waitFor(t, 2*time.Minute, fmt.Sprintf("claim c-%d bound", i), boundTo(ns, fmt.Sprintf("c-%d", i), fmt.Sprintf("%s-pv-%d", ns, i)))
+	}
+	pv := getPV(t, fmt.Sprintf("%s-pv-%d", ns, 7))
+	pvc := getPVC(t, ns, "c-7")
+	if pv.Annotations["pv.kubernetes.io/bound-by-controller"] != "yes" || pvc.Annotations["pv.kubernetes.io/bound-by-controller"] != "yes" {
+		t.Errorf("bound-by-controller missing: pv %v, pvc %v", pv.Annotations, pvc.Annotations)
+	}
+	if got := pvc.Status.Capacity[corev1.ResourceStorage]; got.String() != "7Mi" {
+		t.Errorf("claim status capacity %s, want 7Mi", got.String())
+	}
+}
+
+// TestNoStrandedClaim: a small claim must not take the only volume a selective claim can use.
+func TestNoStrandedClaim(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	c := admin(t)
+	fast, big := ns+"-fast", ns+"-big"
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(fast, testobj.Capacity("5Gi"), testobj.PVMeta(testobj.Label("tier", "fast"))))), "creating fast volume")
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(big, testobj.Capacity("10Gi")))), "creating big volume")
+	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "small", testobj.Request("1Gi")))), "creating small claim")
+	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "picky", testobj.Request("5Gi"), testobj.Selector(map[string]string{"tier": "fast"})))), "creating picky claim")
+	startBinder(t, "active", nil)
+	waitFor(t, time.Minute, "picky claim on the fast volume", boundTo(ns, "picky", fast))
+	waitFor(t, time.Minute, "small claim on the big volume", boundTo(ns, "small", big))
+}
+
+func TestPreboundClaimAndVolume(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	c := admin(t)
+	named, reserved, decoy := ns+"-named", ns+"-reserved", ns+"-decoy"
+	// A claim that names its volume gets it, though a smaller one fits too.
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(decoy, testobj.Capacity("1Gi")))), "creating decoy")
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(named, testobj.Capacity("2Gi"), testobj.PVMeta(testobj.Annotation("pvguard.io/allowed-namespaces", ns))))), "creating named volume")
+	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "wants-named", testobj.VolumeName(named)))), "creating claim naming a volume")
+	// A volume pre-bound to a claim goes to that claim only.
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(reserved, testobj.Capacity("3Gi"), testobj.ClaimRef(ns, "owner", "")))), "creating pre-bound volume")
+	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "owner"))), "creating owner claim")
+	waitFor(t, time.Minute, "named volume bound", boundTo(ns, "wants-named", named))
+	waitFor(t, time.Minute, "reserved volume bound to its owner", boundTo(ns, "owner", reserved))
+	if pv := getPV(t, reserved); pv.Annotations["pv.kubernetes.io/bound-by-controller"] != "" {
+		t.Errorf("a volume the user pre-bound must not be marked bound-by-controller")
+	}
+	if pv := getPV(t, decoy); pv.Spec.ClaimRef != nil {
+		t.Errorf("decoy got claimed by %v", pv.Spec.ClaimRef)
+	}
+}
+
+func TestWaitForFirstConsumer(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	c := admin(t)
+	class := ns + "-local"
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	must(t, c.Create(ctx, testobj.StorageClass(class, "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
+	n1, n2 := ns+"-n1", ns+"-n2"
+	for _, n := range []string{n1, n2} {
+		must(t, c.Create(ctx, testobj.Node(n, nil)), "creating node")
+		must(t, c.Create(ctx, fresh(ns, testobj.PV(n+"-disk", testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", n)))), "creating local volume")
+	}
+	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
+	waitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
+	if pvc := getPVC(t, ns, "data"); pvc.Spec.VolumeName != "" {
+		t.Fatalf("claim bound before a node was selected: %s", pvc.Spec.VolumeName)
+	}
+	scheduler, err := controlplane.NewClient(h.Config, nil, "system:kube-scheduler")
+	must(t, err, "scheduler client")
+	must(t, controlplane.PatchPVC(ctx, scheduler, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
+		if pvc.Annotations == nil {
+			pvc.Annotations = map[string]string{}
+		}
+		pvc.Annotations["volume.kubernetes.io/selected-node"] = n2
+	}), "selecting a node")
+	waitFor(t, time.Minute, "claim bound to the disk on the selected node", boundTo(ns, "data", n2+"-disk"))
+}
+
+func TestLostClaimRecovers(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	gone := ns + "-gone"
+	// A claim bound (before pvguard) to a volume that does not exist.
+	claim := freshClaim(testobj.PVC(ns, "orphan", testobj.VolumeName(gone), testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))
+	must(t, seed(t).Create(ctx, claim), "seeding a bound claim")
+	waitFor(t, time.Minute, "claim Lost", func() (bool, error) { return getPVC(t, ns, "orphan").Status.Phase == corev1.ClaimLost, nil })
+	waitFor(t, 30*time.Second, "ClaimLost event", hasEvent(t, ns, "orphan", "ClaimLost"))
+	// The volume comes back (restored from backup) pointing at the claim: it recovers.
+	must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(gone, testobj.ClaimRef(ns, "orphan", string(claim.UID))))), "restoring the volume")
+	waitFor(t, time.Minute, "claim Bound again", boundTo(ns, "orphan", gone))
+}
+
+func TestMisboundClaimIsLost(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	pv := ns + "-pv"
+	createBoundPair(t, ns, "first", pv)
+	// A second claim that says it is bound to the same volume (seeded past admission).
+	must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "second", testobj.VolumeName(pv), testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))), "seeding a misbound claim")
+	waitFor(t, time.Minute, "second claim Lost as misbound", hasEvent(t, ns, "second", "ClaimMisbound"))
+	if got := getPVC(t, ns, "second").Status.Phase; got != corev1.ClaimLost {
+		t.Fatalf("misbound claim phase %s, want Lost", got)
+	}
+	waitFor(t, 10*time.Second, "first claim still bound", boundTo(ns, "first", pv))
+}
+
+// createBoundPair creates a claim and a volume and waits for the running binder to bind them.
+func createBoundPair(t *testing.T, ns, claim, pv string, pvMods ...testobj.PVMod) {
+	t.Helper()
+	ctx := context.Background()
+	c := admin(t)
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(pv, append([]testobj.PVMod{testobj.ClaimRef(ns, claim, "")}, pvMods...)...))), "creating volume")
+	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, claim))), "creating claim")
+	waitFor(t, time.Minute, claim+" bound", boundTo(ns, claim, pv))
+}
+
+// deleteClaim deletes a claim and, as kube-controller-manager's pvc-protection controller would
+// once no pod uses it, removes its protection finalizer.
+func deleteClaim(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, admin(t).Delete(ctx, getPVC(t, ns, name)), "deleting claim")
+	protector, err := controlplane.NewClient(h.Config, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
+	must(t, err, "protection controller client")
+	waitFor(t, 30*time.Second, "claim gone", func() (bool, error) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := protector.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		pvc.Finalizers = nil
+		return false, protector.Update(ctx, pvc)
+	})
+}
+
+func TestReleaseAndReclaim(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	for _, tc := range []struct {
+		name       string
+		mods       []testobj.PVMod
+		wantPhase  corev1.PersistentVolumePhase
+		wantReason string
+		available  bool
+	}{
+		{name: "retain", wantPhase: corev1.VolumeReleased},
+		{name: "reuse", mods: []testobj.PVMod{testobj.PVMeta(testobj.Annotation("pvguard.io/reuse-when-released", "true"))}, wantPhase: corev1.VolumeAvailable, wantReason: "VolumeReused", available: true},
+		{name: "delete", mods: []testobj.PVMod{testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)}, wantPhase: corev1.VolumeFailed, wantReason: "VolumeFailedDelete"},
+		{name: "recycle", mods: []testobj.PVMod{testobj.Reclaim(corev1.PersistentVolumeReclaimRecycle)}, wantPhase: corev1.VolumeFailed, wantReason: "VolumeFailedRecycle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pv := ns + "-" + tc.name
+			createBoundPair(t, ns, tc.name, pv, tc.mods...)
+			deleteClaim(t, ns, tc.name)
+			waitFor(t, time.Minute, "volume "+string(tc.wantPhase), func() (bool, error) { return getPV(t, pv).Status.Phase == tc.wantPhase, nil })
+			if tc.wantReason != "" {
+				waitFor(t, 30*time.Second, tc.wantReason+" event", hasEvent(t, "default", pv, tc.wantReason))
+			}
+			if got := getPV(t, pv).Spec.ClaimRef; tc.available != (got == nil) {
+				t.Fatalf("claimRef %v; want cleared=%v", got, tc.available)
+			}
+		})
+	}
+	_ = ctx
+}
+
+func TestExternalProvisionerAndDefaultClass(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	c := admin(t)
+	// A claim with no class waits until a default class appears, then gets it retroactively.
+	noClass := freshClaim(testobj.PVC(ns, "later", testobj.ClaimNoClass))
+	must(t, c.Create(ctx, noClass), "creating claim without class")
+	class := ns + "-csi"
+	must(t, c.Create(ctx, testobj.StorageClass(class, "csi.example.com", testobj.DefaultClass)), "creating default class")
+	t.Cleanup(func() { _ = c.Delete(ctx, testobj.StorageClass(class, "")) })
+	waitFor(t, time.Minute, "default class assigned", func() (bool, error) {
+		sc := getPVC(t, ns, "later").Spec.StorageClassName
+		return sc != nil && *sc == class, nil
+	})
+	// With no volume to bind, the external provisioner is asked through the annotations.
+	waitFor(t, time.Minute, "storage-provisioner annotation", func() (bool, error) {
+		a := getPVC(t, ns, "later").Annotations
+		return a["volume.kubernetes.io/storage-provisioner"] == "csi.example.com" && a["volume.beta.kubernetes.io/storage-provisioner"] == "csi.example.com", nil
+	})
+	waitFor(t, 30*time.Second, "ExternalProvisioning event", hasEvent(t, ns, "later", "ExternalProvisioning"))
+	// The provisioner creates a volume pre-bound to the claim; the binder completes the binding.
+	claim := getPVC(t, ns, "later")
+	pv := ns + "-provisioned"
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(pv, testobj.Class(class), testobj.ClaimRef(ns, "later", string(claim.UID)),
+		testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com"))))), "provisioning")
+	waitFor(t, time.Minute, "provisioned volume bound", boundTo(ns, "later", pv))
+}
+
+func TestUnbindsVolumeWhoseClaimWentElsewhere(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	home, stray := ns+"-home", ns+"-stray"
+	createBoundPair(t, ns, "data", home)
+	claim := getPVC(t, ns, "data")
+	// A volume the controller half-bound to the same claim (seeded: admission refuses it).
+	must(t, seed(t).Create(ctx, fresh(ns, testobj.PV(stray, testobj.ClaimRef(ns, "data", string(claim.UID)),
+		testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/bound-by-controller", "yes"))))), "seeding the stray volume")
+	waitFor(t, time.Minute, "stray volume unbound and Available", func() (bool, error) {
+		pv := getPV(t, stray)
+		return pv.Spec.ClaimRef == nil && pv.Status.Phase == corev1.VolumeAvailable, nil
+	})
+	waitFor(t, 10*time.Second, "home binding intact", boundTo(ns, "data", home))
+}
+
+// TestNeverBindsWhatPolicyDenies: a claim seeded past admission names a volume that policy
+// (volume-grab set to deny) says it may not take; the binder must not bind it.
+func TestNeverBindsWhatPolicyDenies(t *testing.T) {
+	must(t, h.SetPolicy(policyConfig+"rules:\n  volume-grab: {action: deny}\n"), "tightening policy")
+	t.Cleanup(func() { _ = h.SetPolicy(policyConfig) })
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	pv := ns + "-theirs"
+	must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(pv))), "creating volume")
+	must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "grab", testobj.VolumeName(pv)))), "seeding a grabbing claim")
+	waitFor(t, time.Minute, "PolicyForbidsBinding event", hasEvent(t, ns, "grab", "PolicyForbidsBinding"))
+	time.Sleep(2 * time.Second) // a few resyncs
+	if got := getPV(t, pv).Spec.ClaimRef; got != nil {
+		t.Fatalf("binder bound a pair policy denies: %v", got)
+	}
+}
+
+// TestKilledBetweenWritesCompletes kills the binder before each of the four bind writes in turn;
+// a fresh binder then completes the binding.
+func TestKilledBetweenWritesCompletes(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	for step, op := range []string{"bind-2-volume-status", "bind-3-claim-spec", "bind-4-claim-status"} {
+		t.Run(op, func(t *testing.T) {
+			claim, pv := fmt.Sprintf("c-%d", step), fmt.Sprintf("%s-pv-%d", ns, step)
+			c := admin(t)
+			must(t, c.Create(ctx, fresh(ns, testobj.PV(pv))), "creating volume")
+			must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, claim))), "creating claim")
+			var killed atomic.Bool
+			kill := make(chan struct{})
+			inst := startBinder(t, "active", func(o *app.ServeOptions) {
+				o.BinderHooks.BeforeWrite = func(w string, obj client.Object) error {
+					if w == op && (obj.GetName() == pv || obj.GetName() == claim) {
+						if killed.CompareAndSwap(false, true) {
+							close(kill)
+						}
+						return errors.New("killed")
+					}
+					return nil
+				}
+			})
+			select {
+			case <-kill:
+			case <-time.After(time.Minute):
+				t.Fatalf("binder never reached %s", op)
+			}
+			_ = inst.Stop()
+			if ok, _ := boundTo(ns, claim, pv)(); ok {
+				t.Fatalf("binding completed although the binder was killed before %s", op)
+			}
+			startBinder(t, "active", nil)
+			waitFor(t, time.Minute, "binding completed after restart", boundTo(ns, claim, pv))
+		})
+	}
+}
+
+// TestTwoReplicasBindNothingTwice runs two binders electing a leader on one Lease.
+func TestTwoReplicasBindNothingTwice(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	log := &writeLog{}
+	var insts []interface{ Stop() error }
+	for _, name := range []string{"a", "b"} {
+		insts = append(insts, startBinder(t, "active", func(o *app.ServeOptions) {
+			o.LeaderElect = true
+			o.LeaderElectionID = ns + "-binder"
+			o.BinderHooks.BeforeWrite = log.hook(name)
+		}))
+	}
+	c := admin(t)
+	const n = 30
+	for i := range n {
+		must(t, c.Create(ctx, fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%d", ns, i), testobj.Capacity(fmt.Sprintf("%dMi", i+1))))), "creating volume")
+		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%d", i), testobj.Request(fmt.Sprintf("%dMi", i+1))))), "creating claim")
+	}
+	for i := range n {
+		waitFor(t, 2*time.Minute, "claim bound", boundTo(ns, fmt.Sprintf("c-%d", i), fmt.Sprintf("%s-pv-%d", ns, i)))
+	}
+	a, b := log.count("instance a"), log.count("instance b")
+	if a > 0 && b > 0 {
+		t.Errorf("both replicas wrote: a=%d b=%d", a, b)
+	}
+	for i := range n {
+		if got := log.count(fmt.Sprintf("bind-1-volume-spec /%s-pv-%d", ns, i)); got != 1 {
+			t.Errorf("volume %d: claimRef written %d times, want once", i, got)
+		}
+	}
+	// The leader stops; the other replica takes over and binds new pairs.
+	leader := 0
+	if b > 0 {
+		leader = 1
+	}
+	_ = insts[leader].Stop()
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(ns+"-after"))), "creating volume")
+	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "after"))), "creating claim")
+	waitFor(t, 2*time.Minute, "the other replica binds after failover", boundTo(ns, "after", ns+"-after"))
+}
+
+// lagging hides some claims from the binder's cache, as an informer that has not caught up.
+type lagging struct {
+	client.Reader
+	hidden *atomic.Bool
+	name   string
+}
+
+func (l lagging) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.PersistentVolumeClaim); ok && key.Name == l.name && l.hidden.Load() {
+		return apierrors.NewNotFound(corev1.Resource("persistentvolumeclaims"), key.Name)
+	}
+	return l.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestStaleCacheNeverReleases: a volume provisioned for a claim the binder's cache has not seen
+// yet must not be Released; once the cache catches up it is bound.
+func TestStaleCacheNeverReleases(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	var hidden atomic.Bool
+	hidden.Store(true)
+	var releases atomic.Int32
+	startBinder(t, "active", func(o *app.ServeOptions) {
+		o.BinderHooks.WrapCache = func(r client.Reader) client.Reader { return lagging{Reader: r, hidden: &hidden, name: "late"} }
+		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
+			if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Status.Phase == corev1.VolumeReleased {
+				releases.Add(1)
+			}
+			return nil
+		}
+	})
+	claim := freshClaim(testobj.PVC(ns, "late"))
+	must(t, admin(t).Create(ctx, claim), "creating claim")
+	pv := ns + "-early"
+	must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(pv, testobj.ClaimRef(ns, "late", string(claim.UID))))), "provisioning a volume for it")
+	time.Sleep(4 * time.Second) // several resyncs with the claim invisible to the cache
+	if got := getPV(t, pv).Status.Phase; got == corev1.VolumeReleased || releases.Load() > 0 {
+		t.Fatalf("volume released on cache evidence alone (phase %s, %d release writes)", got, releases.Load())
+	}
+	hidden.Store(false)
+	waitFor(t, time.Minute, "bound once the cache catches up", boundTo(ns, "late", pv))
+}
+
+// TestShadowModeWritesNothingAndReportsDisagreement runs the binder in shadow mode while the
+// "cluster's binder" (upstream's writes, as its service account) binds differently.
+func TestShadowModeWritesNothingAndReportsDisagreement(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	var writes atomic.Int32
+	startBinder(t, "shadow", func(o *app.ServeOptions) {
+		o.BinderHooks.BeforeWrite = func(string, client.Object) error { writes.Add(1); return nil }
+	})
+	c := admin(t)
+	small, large := ns+"-small", ns+"-large"
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(small, testobj.Capacity("1Gi")))), "creating small volume")
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(large, testobj.Capacity("5Gi")))), "creating large volume")
+	// The cluster's binder marks new volumes Available, as kube-controller-manager does.
+	binder, err := controlplane.NewClient(h.Config, nil, controlplane.BinderUser, controlplane.BinderGroups...)
+	must(t, err, "binder client")
+	for _, name := range []string{small, large} {
+		pv := getPV(t, name)
+		pv.Status.Phase = corev1.VolumeAvailable
+		must(t, binder.Status().Update(ctx, pv), "marking "+name+" Available")
+	}
+	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data"))), "creating claim")
+	time.Sleep(3 * time.Second)
+	if pvc := getPVC(t, ns, "data"); pvc.Spec.VolumeName != "" || writes.Load() > 0 {
+		t.Fatalf("shadow mode wrote (%d writes, volumeName %q)", writes.Load(), pvc.Spec.VolumeName)
+	}
+	must(t, controlplane.UpstreamBind(ctx, binder, large, ns, "data"), "cluster's binder binding the large volume")
+	waitFor(t, time.Minute, "BinderDisagreement event", hasEvent(t, ns, "data", "BinderDisagreement"))
+}

@@ -1,0 +1,155 @@
+// Package harness runs pvguard end to end for tests: a real control plane, a policy config file,
+// serving certificates, and `pvguard serve` instances (the same code as the binary) with the
+// webhook configurations installed.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/pvguard/pvguard/certs"
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/controlplane"
+)
+
+// Harness is a running control plane with everything pvguard instances need.
+type Harness struct {
+	cp         *controlplane.ControlPlane
+	dir        string
+	Config     *rest.Config
+	Kubeconfig string
+	PolicyFile string
+	CertDir    string
+	CAPEM      []byte
+}
+
+// Start starts the control plane and writes the kubeconfig, policy config and certificates.
+func Start(policy string) (*Harness, error) {
+	assets, err := controlplane.AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := controlplane.Start(assets)
+	if err != nil {
+		return nil, err
+	}
+	h := &Harness{cp: cp, Config: cp.Config}
+	if err := h.prepare(policy); err != nil {
+		_ = h.Stop()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Harness) prepare(policy string) error {
+	var err error
+	if h.dir, err = os.MkdirTemp("", "pvguard-e2e-"); err != nil {
+		return err
+	}
+	h.Kubeconfig = filepath.Join(h.dir, "kubeconfig")
+	h.PolicyFile = filepath.Join(h.dir, "policy.yaml")
+	h.CertDir = filepath.Join(h.dir, "certs")
+	if err := os.WriteFile(h.Kubeconfig, h.cp.KubeConfig, 0o600); err != nil {
+		return err
+	}
+	if err := h.SetPolicy(policy); err != nil {
+		return err
+	}
+	bundle, err := certs.Issue(certs.Request{DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	if err != nil {
+		return fmt.Errorf("issuing certificates: %w", err)
+	}
+	h.CAPEM = bundle.CA.CertPEM
+	return bundle.WriteDir(h.CertDir)
+}
+
+// SetPolicy rewrites the policy config file; running instances reload it.
+func (h *Harness) SetPolicy(policy string) error {
+	return os.WriteFile(h.PolicyFile, []byte(policy), 0o600)
+}
+
+// Stop stops the control plane and removes the files.
+func (h *Harness) Stop() error {
+	err := h.cp.Stop()
+	if h.dir != "" {
+		err = errors.Join(err, os.RemoveAll(h.dir))
+	}
+	return err
+}
+
+// Instance is one running `pvguard serve`.
+type Instance struct {
+	BaseURL string
+	cancel  context.CancelFunc
+	done    chan error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Serve starts a pvguard serve instance on a free loopback port; mutate adjusts its options.
+// It returns once the instance is ready.
+func (h *Harness) Serve(mutate func(*app.ServeOptions)) (*Instance, error) {
+	opts := app.DefaultServeOptions()
+	opts.Kubeconfig = h.Kubeconfig
+	opts.Listen = "127.0.0.1:0"
+	opts.CertDir = h.CertDir
+	opts.ConfigFile = h.PolicyFile
+	opts.ShutdownTimeout = 5 * time.Second
+	if mutate != nil {
+		mutate(&opts)
+	}
+	ready := make(chan net.Addr, 1)
+	opts.Ready = func(a net.Addr) { ready <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	inst := &Instance{cancel: cancel, done: make(chan error, 1)}
+	go func() { inst.done <- app.Serve(ctx, opts, Logger()) }()
+	select {
+	case a := <-ready:
+		inst.BaseURL = "https://" + a.String()
+		return inst, nil
+	case err := <-inst.done:
+		cancel()
+		return nil, fmt.Errorf("pvguard serve: %w", err)
+	case <-time.After(2 * time.Minute):
+		cancel()
+		return nil, errors.New("pvguard serve did not become ready")
+	}
+}
+
+// Stop stops the instance gracefully and waits for it; later calls return the same result.
+func (i *Instance) Stop() error {
+	i.stopOnce.Do(func() {
+		i.cancel()
+		i.stopErr = <-i.done
+	})
+	return i.stopErr
+}
+
+// InstallWebhooks points the apiserver's webhook configurations at an instance.
+func (h *Harness) InstallWebhooks(i *Instance) error {
+	return controlplane.InstallWebhooks(context.Background(), h.Config, controlplane.WebhookOptions{BaseURL: i.BaseURL, CABundle: h.CAPEM})
+}
+
+// Logger keeps pvguard's logs out of test output unless PVGUARD_E2E_VERBOSE is set.
+func Logger() logr.Logger {
+	lvl := zapcore.ErrorLevel
+	if os.Getenv("PVGUARD_E2E_VERBOSE") != "" {
+		lvl = zapcore.DebugLevel
+	}
+	log := zap.New(zap.UseDevMode(true), zap.Level(lvl), zap.StacktraceLevel(zapcore.PanicLevel))
+	ctrllog.SetLogger(log) // for controller-runtime parts that log through its global logger
+	return log
+}
