@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,10 +23,6 @@ import (
 func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	warns := &controlplane.Warnings{}
 	user, err := controlplane.NewClient(cfg, warns, "")
-	if err != nil {
-		return err
-	}
-	binder, err := controlplane.NewClient(cfg, warns, controlplane.BinderUser, controlplane.BinderGroups...)
 	if err != nil {
 		return err
 	}
@@ -80,17 +78,20 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 		return err
 	}
 
-	step(5, "The binder binds them (kube-controller-manager's four writes, as its service account):")
-	if err := admitted(controlplane.UpstreamBind(ctx, binder, "pv-disk-block", "team-a", "db")); err != nil {
-		return err
-	}
+	step(5, "pvguard's binder binds them (the four upstream writes, each judged by policy first):")
 	pv := &corev1.PersistentVolume{}
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := user.Get(ctx, client.ObjectKey{Name: "pv-disk-block"}, pv); err != nil {
-		return err
-	}
-	if err := user.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "db"}, pvc); err != nil {
-		return err
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := user.Get(ctx, client.ObjectKey{Name: "pv-disk-block"}, pv); err != nil {
+			return false, err
+		}
+		if err := user.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "db"}, pvc); err != nil {
+			return false, err
+		}
+		return pv.Status.Phase == corev1.VolumeBound && pvc.Status.Phase == corev1.ClaimBound, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the binder to bind team-a/db: %w", err)
 	}
 	fmt.Fprintf(out, "   PersistentVolume pv-disk-block is %s to %s/%s; PersistentVolumeClaim team-a/db is %s to %s\n",
 		pv.Status.Phase, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pvc.Status.Phase, pvc.Spec.VolumeName)

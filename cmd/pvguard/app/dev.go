@@ -114,6 +114,8 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 	so := DefaultServeOptions()
 	so.Kubeconfig, so.Listen, so.CertDir, so.ConfigFile = kubeconfig, o.Listen, certDir, policyFile
 	so.ShutdownTimeout = 5 * time.Second
+	// No kube-controller-manager runs here: pvguard is the cluster's binder.
+	so.Binder, so.LeaderElect, so.BinderResync = "active", false, 2*time.Second
 	ready := make(chan net.Addr, 1)
 	so.Ready = func(a net.Addr) { ready <- a }
 	served := make(chan error, 1)
@@ -130,7 +132,7 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 	if err := controlplane.InstallWebhooks(ctx, cp.Config, controlplane.WebhookOptions{BaseURL: baseURL, CABundle: caPEM}); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "pvguard is serving at %s; webhook configurations installed.\n\n", baseURL)
+	fmt.Fprintf(o.Out, "pvguard is serving at %s with its binder active; webhook configurations installed.\n\n", baseURL)
 
 	if err := RunDemo(ctx, cp.Config, o.Out); err != nil {
 		return fmt.Errorf("demo: %w", err)
