@@ -157,10 +157,15 @@ func (b *Binder) onVolume(obj any) {
 		return
 	}
 	b.queue.Add(key{kind: 'v', name: v.Name})
-	if ref := v.Spec.ClaimRef; ref != nil {
+	ref := v.Spec.ClaimRef
+	if ref != nil {
 		b.queue.Add(key{kind: 'c', namespace: ref.Namespace, name: ref.Name})
 	}
-	b.requestPlan()
+	// Only new supply changes a plan: a free or pre-bound volume. The binder's own writes to
+	// bound volumes would otherwise replan once per write.
+	if ref == nil || ref.UID == "" || v.Status.Phase != corev1.VolumeBound {
+		b.requestPlan()
+	}
 }
 
 func (b *Binder) onClaim(obj any) {
@@ -309,7 +314,7 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 		return s, err
 	}
 	s.DefaultClass = defaultClass(classes)
-	if name := claimClass(claim); name != "" {
+	if name := policy.ClaimClass(claim); name != "" {
 		for _, sc := range classes {
 			if sc.Name == name {
 				s.Class = sc

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // The binder's decisions are pure functions of what it knows about one object. The loop reads
@@ -92,7 +94,7 @@ func DecideClaim(s ClaimState) ClaimAction {
 		return ClaimAction{SetClass: s.DefaultClass.Name}
 	}
 	a := ClaimAction{Phase: corev1.ClaimPending}
-	class := claimClass(c)
+	class := policy.ClaimClass(c)
 	_, scheduled := c.Annotations[annSelectedNode]
 	switch {
 	case isDelayBinding(c, s.Class) && !scheduled:
@@ -120,7 +122,7 @@ func decidePreboundClaim(s ClaimState) ClaimAction {
 	case v == nil:
 		return ClaimAction{Phase: corev1.ClaimPending}
 	case v.Spec.ClaimRef == nil:
-		if err := satisfies(v, c); err != nil {
+		if err := policy.Satisfies(v, c); err != nil {
 			return ClaimAction{Phase: corev1.ClaimPending, Event: &Event{corev1.EventTypeWarning, ReasonVolumeMismatch,
 				fmt.Sprintf("Cannot bind to requested volume %q: %s", v.Name, err)}}
 		}
@@ -211,7 +213,7 @@ func DecideVolume(s VolumeState) VolumeAction {
 	}
 	switch claim.Spec.VolumeName {
 	case "":
-		if mode(claim.Spec.VolumeMode) != mode(v.Spec.VolumeMode) {
+		if !policy.ModesMatch(v, claim) {
 			return VolumeAction{
 				Event: &Event{corev1.EventTypeWarning, ReasonVolumeMismatch,
 					fmt.Sprintf("Cannot bind PersistentVolume to requested PersistentVolumeClaim %q due to incompatible volumeMode.", claim.Name)},

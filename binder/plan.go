@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // runPlan assigns volumes to all pending claims at once (see Assign), class by class, and
@@ -49,7 +51,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 			continue
 		}
 		p := pending{claim: c}
-		if i, ok := byName[claimClass(c)]; ok {
+		if i, ok := byName[policy.ClaimClass(c)]; ok {
 			p.delayed = isDelayBinding(c, classes[i])
 		}
 		if nodeName, ok := c.Annotations[annSelectedNode]; ok {
@@ -58,7 +60,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 				return err
 			}
 		}
-		claimsByClass[claimClass(c)] = append(claimsByClass[claimClass(c)], p)
+		claimsByClass[policy.ClaimClass(c)] = append(claimsByClass[policy.ClaimClass(c)], p)
 	}
 	volumesByClass := map[string][]*corev1.PersistentVolume{}
 	for i := range pvs.Items {
@@ -69,7 +71,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		if v.DeletionTimestamp != nil {
 			continue
 		}
-		volumesByClass[volumeClass(v)] = append(volumesByClass[volumeClass(v)], v)
+		volumesByClass[policy.VolumeClass(v)] = append(volumesByClass[policy.VolumeClass(v)], v)
 	}
 
 	plan := map[types.UID]string{}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -115,26 +114,6 @@ func volumeMode(m *corev1.PersistentVolumeMode) corev1.PersistentVolumeMode {
 	return *m
 }
 
-// volumeClass is a volume's class, honouring the deprecated beta annotation as upstream does.
-func volumeClass(pv *corev1.PersistentVolume) string {
-	if c, ok := pv.Annotations[AnnBetaStorageClass]; ok {
-		return c
-	}
-	return pv.Spec.StorageClassName
-}
-
-// claimClass is a claim's class, honouring the deprecated beta annotation; nil and "" both mean
-// "no class" for matching, as upstream does.
-func claimClass(pvc *corev1.PersistentVolumeClaim) string {
-	if c, ok := pvc.Annotations[AnnBetaStorageClass]; ok {
-		return c
-	}
-	if pvc.Spec.StorageClassName != nil {
-		return *pvc.Spec.StorageClassName
-	}
-	return ""
-}
-
 // claimRequest is the storage a claim asks for.
 func claimRequest(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
 	return pvc.Spec.Resources.Requests[corev1.ResourceStorage]
@@ -143,9 +122,4 @@ func claimRequest(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
 // volumeCapacity is the storage a volume offers.
 func volumeCapacity(pv *corev1.PersistentVolume) resource.Quantity {
 	return pv.Spec.Capacity[corev1.ResourceStorage]
-}
-
-// isDefaultClass reports whether a StorageClass is marked as the cluster default.
-func isDefaultClass(sc *storagev1.StorageClass) bool {
-	return sc.Annotations[AnnDefaultClass] == "true" || sc.Annotations[AnnBetaDefaultClass] == "true"
 }

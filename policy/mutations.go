@@ -45,7 +45,7 @@ func AlignPreboundClaimClass(pvc *corev1.PersistentVolumeClaim, v View, c *Confi
 	}
 	isDefault := false
 	for _, sc := range classes {
-		if sc.Name == *pvc.Spec.StorageClassName && isDefaultClass(sc) {
+		if sc.Name == *pvc.Spec.StorageClassName && IsDefaultClass(sc) {
 			isDefault = true
 			break
 		}
@@ -57,7 +57,7 @@ func AlignPreboundClaimClass(pvc *corev1.PersistentVolumeClaim, v View, c *Confi
 	if err != nil || pv == nil {
 		return false, err
 	}
-	class := volumeClass(pv)
+	class := VolumeClass(pv)
 	if class == *pvc.Spec.StorageClassName {
 		return false, nil
 	}

@@ -14,10 +14,10 @@ func pvg001VolumeModeMatch() Rule {
 			if err != nil || b == nil {
 				return nil, err
 			}
-			claimMode, volMode := volumeMode(b.PVC.Spec.VolumeMode), volumeMode(b.PV.Spec.VolumeMode)
-			if claimMode == volMode {
+			if ModesMatch(b.PV, b.PVC) {
 				return nil, nil
 			}
+			claimMode, volMode := volumeMode(b.PVC.Spec.VolumeMode), volumeMode(b.PV.Spec.VolumeMode)
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,

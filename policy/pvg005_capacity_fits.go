@@ -25,10 +25,10 @@ func pvg005CapacityFits() Rule {
 }
 
 func pvg005AtBind(b *bindPair) []Finding {
-	request, offer := claimRequest(b.PVC), volumeCapacity(b.PV)
-	if offer.Cmp(request) >= 0 {
+	if CapacityFits(b.PV, b.PVC) {
 		return nil
 	}
+	request, offer := claimRequest(b.PVC), volumeCapacity(b.PV)
 	hint := fmt.Sprintf("use a volume of at least %s or drop %s", request.String(), b.Field)
 	if b.Field == "spec.claimRef" {
 		hint = fmt.Sprintf("point spec.claimRef at a claim of at most %s, or give the volume at least %s", offer.String(), request.String())

@@ -29,10 +29,10 @@ func pvg006AccessModesSubset() Rule {
 }
 
 func pvg006AtBind(b *bindPair) []Finding {
-	missing := missingAccessModes(b.PVC.Spec.AccessModes, b.PV.Spec.AccessModes)
-	if len(missing) == 0 {
+	if AccessModesFit(b.PV, b.PVC) {
 		return nil
 	}
+	missing := missingAccessModes(b.PVC.Spec.AccessModes, b.PV.Spec.AccessModes)
 	hint := fmt.Sprintf("use a volume that offers %s or drop %s", accessModeList(b.PVC.Spec.AccessModes), b.Field)
 	if b.Field == "spec.claimRef" {
 		hint = fmt.Sprintf("point spec.claimRef at a claim that needs only %s", accessModeList(b.PV.Spec.AccessModes))

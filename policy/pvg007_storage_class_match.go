@@ -19,7 +19,7 @@ func pvg007StorageClassMatch() Rule {
 			if err != nil || b == nil {
 				return nil, err
 			}
-			want, got := claimClass(b.PVC), volumeClass(b.PV)
+			want, got := ClaimClass(b.PVC), VolumeClass(b.PV)
 			if want == got {
 				return nil, nil
 			}

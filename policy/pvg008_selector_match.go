@@ -21,7 +21,7 @@ func pvg008SelectorMatch() Rule {
 			if err != nil || b == nil || b.PVC.Spec.Selector == nil {
 				return nil, err
 			}
-			sel, err := metav1.LabelSelectorAsSelector(b.PVC.Spec.Selector)
+			ok, err := SelectorAdmits(b.PVC, b.PV)
 			if err != nil {
 				// The apiserver validates selectors, so this is an offline manifest or an old
 				// object; it is the claim's field that is wrong, whichever half is under review.
@@ -32,9 +32,10 @@ func pvg008SelectorMatch() Rule {
 					Hint:    "fix or remove spec.selector",
 				}}, nil
 			}
-			if sel.Matches(labels.Set(b.PV.Labels)) {
+			if ok {
 				return nil, nil
 			}
+			sel, _ := metav1.LabelSelectorAsSelector(b.PVC.Spec.Selector) // valid: SelectorAdmits parsed it
 			hint := "use a volume whose labels match the selector, or drop spec.volumeName"
 			if b.Field == "spec.claimRef" {
 				hint = "label the volume to match the claim's selector, or point spec.claimRef at another claim"

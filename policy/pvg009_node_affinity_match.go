@@ -2,9 +2,6 @@ package policy
 
 import (
 	"fmt"
-
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
 func pvg009NodeAffinityMatch() Rule {
@@ -25,9 +22,7 @@ func pvg009NodeAffinityMatch() Rule {
 			}
 			// The selector is judged before the node is read: a volume no node can match is wrong
 			// whether or not the selected node still exists.
-			sel, err := nodeaffinity.NewNodeSelector(b.PV.Spec.NodeAffinity.Required,
-				field.WithPath(field.NewPath("spec", "nodeAffinity", "required")))
-			if err != nil {
+			if _, err := volumeNodeSelector(b.PV); err != nil {
 				return []Finding{{
 					Object:  pvRef(b.PV),
 					Field:   "spec.nodeAffinity",
@@ -41,7 +36,10 @@ func pvg009NodeAffinityMatch() Rule {
 			}
 			// A node that is gone (or not in the cache yet) cannot be judged; the scheduler will
 			// pick another node and rewrite the annotation.
-			if node == nil || sel.Match(node) {
+			if node == nil {
+				return nil, nil
+			}
+			if ok, _ := NodeAdmits(b.PV, node); ok {
 				return nil, nil
 			}
 			return []Finding{{

@@ -15,7 +15,7 @@ func pvg017SingleDefaultClass() Rule {
 		Summary: "at most one StorageClass is marked as the cluster default",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			sc := r.SC
-			if sc == nil || !isDefaultClass(sc) || (r.OldSC != nil && isDefaultClass(r.OldSC)) {
+			if sc == nil || !IsDefaultClass(sc) || (r.OldSC != nil && IsDefaultClass(r.OldSC)) {
 				return nil, nil
 			}
 			classes, err := v.StorageClasses()
@@ -24,7 +24,7 @@ func pvg017SingleDefaultClass() Rule {
 			}
 			var others []string
 			for _, other := range classes {
-				if other != nil && other.Name != sc.Name && isDefaultClass(other) {
+				if other != nil && other.Name != sc.Name && IsDefaultClass(other) {
 					others = append(others, other.Name)
 				}
 			}

@@ -1,0 +1,110 @@
+package policy
+
+import (
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+// Pair predicates: the at-bind checks of PVG001 and PVG005 to PVG009, exported so that the binder
+// chooses volumes by exactly the rules the webhook enforces. The rules call them too; only the
+// messages are the rules' own.
+
+// ModesMatch reports whether volume and claim have the same volumeMode (PVG001).
+func ModesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
+	return volumeMode(pv.Spec.VolumeMode) == volumeMode(pvc.Spec.VolumeMode)
+}
+
+// CapacityFits reports whether the volume offers at least what the claim requests (PVG005).
+func CapacityFits(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
+	offer, request := volumeCapacity(pv), claimRequest(pvc)
+	return offer.Cmp(request) >= 0
+}
+
+// AccessModesFit reports whether the volume offers every access mode the claim asks for (PVG006).
+func AccessModesFit(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
+	return len(missingAccessModes(pvc.Spec.AccessModes, pv.Spec.AccessModes)) == 0
+}
+
+// ClassesMatch reports whether volume and claim are of the same storage class (PVG007).
+func ClassesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
+	return ClaimClass(pvc) == VolumeClass(pv)
+}
+
+// SelectorAdmits reports whether the claim's label selector, if any, matches the volume (PVG008);
+// an invalid selector is an error.
+func SelectorAdmits(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (bool, error) {
+	if pvc.Spec.Selector == nil {
+		return true, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pvc.Spec.Selector)
+	if err != nil {
+		return false, err
+	}
+	return sel.Matches(labels.Set(pv.Labels)), nil
+}
+
+// volumeNodeSelector is the volume's required node affinity, nil when it has none.
+func volumeNodeSelector(pv *corev1.PersistentVolume) (*nodeaffinity.NodeSelector, error) {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return nil, nil
+	}
+	return nodeaffinity.NewNodeSelector(pv.Spec.NodeAffinity.Required,
+		field.WithPath(field.NewPath("spec", "nodeAffinity", "required")))
+}
+
+// NodeAdmits reports whether the volume's node affinity admits the node (PVG009); a volume
+// without affinity is reachable from every node, and no node admits a volume that has one.
+func NodeAdmits(pv *corev1.PersistentVolume, node *corev1.Node) (bool, error) {
+	sel, err := volumeNodeSelector(pv)
+	if err != nil || sel == nil {
+		return err == nil, err
+	}
+	return node != nil && sel.Match(node), nil
+}
+
+// Satisfies explains why a volume cannot serve a claim by the checks upstream's binder also makes
+// (capacity, class, volume mode, access modes), in upstream's words; nil when it can.
+func Satisfies(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) error {
+	switch {
+	case !CapacityFits(pv, pvc):
+		return errors.New("requested PV is too small")
+	case !ClassesMatch(pv, pvc):
+		return errors.New("storageClassName does not match")
+	case !ModesMatch(pv, pvc):
+		return errors.New("incompatible volumeMode")
+	case !AccessModesFit(pv, pvc):
+		return errors.New("incompatible accessMode")
+	}
+	return nil
+}
+
+// VolumeClass is a volume's class, honouring the deprecated beta annotation as upstream does.
+func VolumeClass(pv *corev1.PersistentVolume) string {
+	if c, ok := pv.Annotations[AnnBetaStorageClass]; ok {
+		return c
+	}
+	return pv.Spec.StorageClassName
+}
+
+// ClaimClass is a claim's class, honouring the deprecated beta annotation; nil and "" both mean
+// "no class" for matching, as upstream does.
+func ClaimClass(pvc *corev1.PersistentVolumeClaim) string {
+	if c, ok := pvc.Annotations[AnnBetaStorageClass]; ok {
+		return c
+	}
+	if pvc.Spec.StorageClassName != nil {
+		return *pvc.Spec.StorageClassName
+	}
+	return ""
+}
+
+// IsDefaultClass reports whether a StorageClass is marked as the cluster default.
+func IsDefaultClass(sc *storagev1.StorageClass) bool {
+	return sc.Annotations[AnnDefaultClass] == "true" || sc.Annotations[AnnBetaDefaultClass] == "true"
+}
