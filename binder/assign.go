@@ -20,8 +20,9 @@ import (
 // matching): it starts from an upstream-like greedy choice, each claim taking its most preferred
 // free volume, and rearranges that only along augmenting paths, which keep every matched claim
 // matched. So where the greedy choice strands nobody it is the answer, unchanged. Volumes are
-// preferred smallest capacity first, then fewest access modes, then by name, so that big and
-// versatile volumes stay free for the claims that need them.
+// preferred with the fewest access modes first, then the smallest capacity (upstream's order:
+// access-mode groups, then size), then by name, so that big and versatile volumes stay free for
+// the claims that need them.
 //
 // fits is called exactly once for each pair of non-nil claim and volume, before the search: the
 // caller's checks are the expensive part, and the search may look at a pair many times. Nil entries
@@ -229,8 +230,9 @@ func assignClaimOrder(claims []*corev1.PersistentVolumeClaim) []int32 {
 	return order
 }
 
-// assignVolumeOrder lists the non-nil volumes most preferred first: smallest capacity, then fewest
-// access modes, then name, then index.
+// assignVolumeOrder lists the non-nil volumes most preferred first: fewest access modes (upstream
+// searches its access-mode groups in that order, so a plain RWO volume is used before a
+// multi-mode one), then smallest capacity, then name, then index.
 func assignVolumeOrder(volumes []*corev1.PersistentVolume) []int32 {
 	type key struct {
 		capacity resource.Quantity
@@ -251,11 +253,13 @@ func assignVolumeOrder(volumes []*corev1.PersistentVolume) []int32 {
 		})
 	}
 	slices.SortFunc(keys, func(a, b key) int {
+		if d := cmp.Compare(a.modes, b.modes); d != 0 {
+			return d
+		}
 		if d := a.capacity.Cmp(b.capacity); d != 0 {
 			return d
 		}
 		return cmp.Or(
-			cmp.Compare(a.modes, b.modes),
 			cmp.Compare(a.name, b.name),
 			cmp.Compare(a.index, b.index),
 		)

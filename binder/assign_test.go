@@ -168,10 +168,17 @@ func TestAssign(t *testing.T) {
 			},
 			want: map[string]string{"c": "exact"},
 		},
-		"capacity outranks access modes": {
+		"fewer access modes outrank capacity, as upstream's access-mode groups do": {
 			claims: []*corev1.PersistentVolumeClaim{assignPVC("c", "1Gi")},
 			volumes: []*corev1.PersistentVolume{
 				assignPV("a", "10Gi"), assignPV("b", "5Gi", assignModes(rwo, rox, rwx)),
+			},
+			want: map[string]string{"c": "a"},
+		},
+		"smallest capacity within the fewest-modes group": {
+			claims: []*corev1.PersistentVolumeClaim{assignPVC("c", "1Gi")},
+			volumes: []*corev1.PersistentVolume{
+				assignPV("a", "10Gi"), assignPV("b", "2Gi"), assignPV("wide", "1Gi", assignModes(rwo, rwx)),
 			},
 			want: map[string]string{"c": "b"},
 		},
