@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/pvguard/pvguard/cmd/pvguard/app.Version=$(VERSION)
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all build tools demo dev test unit e2e vet fmt fmt-check clean
+.PHONY: all build tools demo dev test unit e2e race vet fmt fmt-check clean
 
 all: build
 
@@ -35,6 +35,10 @@ unit:
 ## e2e: only the end-to-end tests
 e2e: tools
 	$(GO) test -count=1 -v ./test/e2e/
+
+## race: the unit tests and the binder end-to-end suite under the race detector
+race: tools
+	$(GO) test -race -count=1 ./binder/ ./webhook/ ./policy/ ./certs/ ./test/e2ebinder/
 
 vet:
 	$(GO) vet ./...
