@@ -24,9 +24,9 @@ func Catalogue() []Rule {
 	}
 }
 
-// LookupRule finds a rule by ID or name.
+// LookupRule finds a rule, admission or audit, by ID or name.
 func LookupRule(key string) (Rule, bool) {
-	for _, rl := range Catalogue() {
+	for _, rl := range append(Catalogue(), AuditRules()...) {
 		if string(rl.ID) == key || rl.Name == key {
 			return rl, true
 		}

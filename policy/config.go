@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -43,6 +44,9 @@ type Config struct {
 	ReclaimConfirmAnnotation string `json:"reclaimConfirmAnnotation,omitempty"`
 	// Mutation switches the optional mutations of the mutating webhook.
 	Mutation Mutation `json:"mutation,omitempty"`
+	// ReleasedMaxAge is how long a Released Retain volume may wait before PVG023 reports it
+	// (default 7 days), e.g. "72h".
+	ReleasedMaxAge metav1.Duration `json:"releasedMaxAge,omitempty"`
 }
 
 // RuleConfig overrides one rule.

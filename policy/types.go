@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -220,6 +221,8 @@ type Rule struct {
 	// Check evaluates one review. Findings need only Object, Field, Message and Hint: the
 	// engine fills in the rule's identity and action.
 	Check func(r *Review, v View, c *Config) ([]Finding, error)
+	// audit evaluates a whole snapshot, for the rules that judge state (PVG020-PVG024).
+	audit func(s *Snapshot, c *Config, now time.Time) []Finding
 }
 
 func (rl *Rule) appliesTo(k Kind) bool {

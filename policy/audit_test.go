@@ -1,0 +1,105 @@
+package policy_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+func TestAudit(t *testing.T) {
+	now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	block := corev1.PersistentVolumeBlock
+	good := testobj.PVC("team-a", "good", testobj.ClaimBoundTo("pv-good"), testobj.ClaimPhase(corev1.ClaimBound))
+	modeClaim := testobj.PVC("team-a", "block", testobj.ClaimVolumeMode(block), testobj.ClaimBoundTo("pv-fs"))
+	released := func(age time.Duration) testobj.PVMod {
+		return func(pv *corev1.PersistentVolume) {
+			pv.Status.Phase = corev1.VolumeReleased
+			at := metav1.NewTime(now.Add(-age))
+			pv.Status.LastPhaseTransitionTime = &at
+		}
+	}
+	failed := testobj.PV("pv-failed", testobj.Phase(corev1.VolumeFailed))
+	failed.Status.Message = "no deleter"
+
+	for _, tc := range []struct {
+		name   string
+		snap   *policy.Snapshot
+		config string
+		want   []string // "RULE object" in report order
+	}{
+		{name: "a healthy pair reports nothing",
+			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, PVCs: []*corev1.PersistentVolumeClaim{good}}},
+		{name: "a mismatched bound pair is reported once, not from both halves",
+			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-fs", testobj.BoundTo(modeClaim))}, PVCs: []*corev1.PersistentVolumeClaim{modeClaim}},
+			want: []string{"PVG001 PersistentVolume pv-fs"}},
+		{name: "dangling claimRef",
+			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-d", testobj.ClaimRef("team-a", "gone", "u1"), testobj.Phase(corev1.VolumeBound))}},
+			want: []string{"PVG002 PersistentVolume pv-d", "PVG020 PersistentVolume pv-d"}},
+		{name: "lost claim and claim bound to a missing volume",
+			snap: &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{
+				testobj.PVC("team-a", "lost", testobj.ClaimPhase(corev1.ClaimLost)),
+				testobj.PVC("team-a", "orphan", testobj.ClaimBoundTo("pv-missing")),
+			}},
+			want: []string{"PVG021 PersistentVolumeClaim team-a/lost", "PVG021 PersistentVolumeClaim team-a/orphan"}},
+		{name: "misbound pair",
+			snap: &policy.Snapshot{
+				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))},
+				PVCs: []*corev1.PersistentVolumeClaim{good, testobj.PVC("team-b", "thief", testobj.ClaimBoundTo("pv-good"))},
+			},
+			want: []string{"PVG004 PersistentVolumeClaim team-b/thief", "PVG010 PersistentVolumeClaim team-b/thief", "PVG022 PersistentVolumeClaim team-b/thief"}},
+		{name: "released aging past the default week, not before",
+			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{
+				testobj.PV("pv-old", testobj.ClaimRef("team-a", "x", "u2"), released(8*24*time.Hour)),
+				testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour)),
+			}},
+			want: []string{"PVG002 PersistentVolume pv-new", "PVG002 PersistentVolume pv-old", "PVG023 PersistentVolume pv-old"}},
+		{name: "released aging with a configured age",
+			snap:   &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour))}},
+			config: "releasedMaxAge: 12h\nrules:\n  PVG002: {action: off}\n",
+			want:   []string{"PVG023 PersistentVolume pv-new"}},
+		{name: "failed volume", snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{failed}}, want: []string{"PVG024 PersistentVolume pv-failed"}},
+		{name: "two default classes",
+			snap: &policy.Snapshot{Classes: testobjClasses("a", "b")},
+			want: []string{"PVG017 StorageClass a", "PVG017 StorageClass b"}},
+		{name: "namespace exemption and rule off apply",
+			snap: &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{
+				testobj.PVC("sandbox", "lost", testobj.ClaimPhase(corev1.ClaimLost)),
+			}, PVs: []*corev1.PersistentVolume{failed}},
+			config: "exemptions:\n  namespaces: [sandbox]\nrules:\n  failed-volume: {action: off}\n"},
+		{name: "transition rules are not judged on state (binder annotations set by anyone)",
+			snap: &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "c", testobj.ClaimMeta(testobj.Annotation(policy.AnnBoundByController, "yes")))}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := mustConfig(t, tc.config)
+			got, err := policy.NewEngine(cfg).Audit(tc.snap, now)
+			if err != nil {
+				t.Fatalf("Audit: %v", err)
+			}
+			var keys []string
+			for _, f := range got {
+				keys = append(keys, string(f.Rule)+" "+f.Object.String())
+				if f.Message == "" || f.Name == "" || f.Action == "" {
+					t.Errorf("incomplete finding %+v", f)
+				}
+			}
+			if strings.Join(keys, "\n") != strings.Join(tc.want, "\n") {
+				t.Fatalf("findings:\n%s\nwant:\n%s", strings.Join(keys, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func testobjClasses(names ...string) []*storagev1.StorageClass {
+	var out []*storagev1.StorageClass
+	for _, n := range names {
+		out = append(out, testobj.StorageClass(n, "csi.example.com", testobj.DefaultClass))
+	}
+	return out
+}
