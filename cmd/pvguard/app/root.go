@@ -39,7 +39,7 @@ func NewRootCommand() *cobra.Command {
 		ctrllog.SetLogger(log)
 		return log
 	}
-	root.AddCommand(newServeCommand(logger), newDevCommand(logger), newCertsCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(logger), newDevCommand(logger), newAuditCommand(), newCertsCommand(), newVersionCommand())
 	return root
 }
 

@@ -1,0 +1,321 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// AuditOptions are the flags of `pvguard audit`.
+type AuditOptions struct {
+	Files      []string
+	Output     string
+	FailOn     string
+	ConfigFile string
+	Now        func() time.Time
+}
+
+// Exit codes of `pvguard audit`, for CI gates.
+const (
+	ExitFindings    = 1 // findings at or above --fail-on
+	ExitBadManifest = 2 // some documents could not be read; the rest was audited
+)
+
+// ExitError carries an exit code out of a command.
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitError) Error() string { return e.Msg }
+
+func newAuditCommand() *cobra.Command {
+	o := AuditOptions{Output: "table", Now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "audit -f FILE|DIR ...",
+		Short: "Audit manifests against the rule catalogue (offline; no cluster needed)",
+		Long: "Audit PersistentVolumes, PersistentVolumeClaims, StorageClasses and Nodes from YAML or JSON files\n" +
+			"and directories (multi-document files and Lists too). Exit code 1 when findings reach --fail-on,\n" +
+			"2 when some documents could not be read (the rest is still audited).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return RunAudit(o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable)")
+	f.StringVarP(&o.Output, "output", "o", o.Output, "table, json or yaml")
+	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding's action is at least this: deny or warn")
+	f.StringVar(&o.ConfigFile, "config", "", "policy config file (actions and exemptions as at admission)")
+	return cmd
+}
+
+// AuditReport is what `pvguard audit -o json|yaml` prints.
+type AuditReport struct {
+	Summary  AuditSummary   `json:"summary"`
+	Findings []AuditFinding `json:"findings"`
+	Errors   []string       `json:"errors,omitempty"`
+}
+
+// AuditSummary counts findings by action and the objects read.
+type AuditSummary struct {
+	Objects int            `json:"objects"`
+	Actions map[string]int `json:"actions"`
+}
+
+// AuditFinding is one finding in machine-readable form.
+type AuditFinding struct {
+	Rule      string `json:"rule"`
+	Name      string `json:"name"`
+	Action    string `json:"action"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Object    string `json:"object"`
+	Field     string `json:"field,omitempty"`
+	Message   string `json:"message"`
+	Hint      string `json:"hint,omitempty"`
+}
+
+// RunAudit audits the manifests named in o and writes the report to out; problems reading
+// documents go to errOut. The returned error is an *ExitError when the exit code matters.
+func RunAudit(o AuditOptions, out, errOut io.Writer) error {
+	if len(o.Files) == 0 {
+		return errors.New("give manifests with -f FILE|DIR (live cluster audits arrive with the audit controller)")
+	}
+	switch o.Output {
+	case "table", "json", "yaml":
+	default:
+		return fmt.Errorf("-o %s: want table, json or yaml", o.Output)
+	}
+	var failAt map[policy.Action]bool
+	switch o.FailOn {
+	case "":
+	case "deny":
+		failAt = map[policy.Action]bool{policy.ActionDeny: true}
+	case "warn":
+		failAt = map[policy.Action]bool{policy.ActionDeny: true, policy.ActionWarn: true}
+	default:
+		return fmt.Errorf("--fail-on=%s: want deny or warn", o.FailOn)
+	}
+	cfg := policy.DefaultConfig()
+	if o.ConfigFile != "" {
+		data, err := os.ReadFile(o.ConfigFile)
+		if err != nil {
+			return fmt.Errorf("reading policy config: %w", err)
+		}
+		if cfg, err = policy.ParseConfig(data); err != nil {
+			return fmt.Errorf("%s: %w", o.ConfigFile, err)
+		}
+	}
+	snap, objects, readErrs := LoadManifests(o.Files)
+	for _, e := range readErrs {
+		fmt.Fprintln(errOut, "pvguard audit:", e)
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	findings, err := policy.NewEngine(cfg).Audit(snap, now())
+	if err != nil {
+		return err
+	}
+	report := AuditReport{Summary: AuditSummary{Objects: objects, Actions: map[string]int{}}, Findings: []AuditFinding{}}
+	for _, e := range readErrs {
+		report.Errors = append(report.Errors, e.Error())
+	}
+	failed := false
+	for _, f := range findings {
+		report.Summary.Actions[string(f.Action)]++
+		failed = failed || failAt[f.Action]
+		report.Findings = append(report.Findings, AuditFinding{
+			Rule: string(f.Rule), Name: f.Name, Action: string(f.Action), Kind: string(f.Object.Kind),
+			Namespace: f.Object.Namespace, Object: f.Object.Name, Field: f.Field, Message: f.Message, Hint: f.Hint,
+		})
+	}
+	if err := writeAuditReport(out, o.Output, report); err != nil {
+		return err
+	}
+	switch {
+	case failed:
+		return &ExitError{Code: ExitFindings, Msg: fmt.Sprintf("findings at or above --fail-on=%s", o.FailOn)}
+	case len(readErrs) > 0:
+		return &ExitError{Code: ExitBadManifest, Msg: fmt.Sprintf("%d document(s) could not be read", len(readErrs))}
+	}
+	return nil
+}
+
+func writeAuditReport(out io.Writer, format string, r AuditReport) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case "yaml":
+		data, err := yaml.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(data)
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tACTION\tOBJECT\tFIELD\tMESSAGE")
+	for _, f := range r.Findings {
+		obj := f.Kind + " " + f.Object
+		if f.Namespace != "" {
+			obj = f.Kind + " " + f.Namespace + "/" + f.Object
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s; %s\n", f.Rule, f.Name, f.Action, obj, f.Field, f.Message, f.Hint)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	actions := make([]string, 0, len(r.Summary.Actions))
+	for a, n := range r.Summary.Actions {
+		actions = append(actions, fmt.Sprintf("%d %s", n, a))
+	}
+	sort.Strings(actions)
+	summary := "no findings"
+	if len(actions) > 0 {
+		summary = strings.Join(actions, ", ")
+	}
+	_, err := fmt.Fprintf(out, "\n%d objects audited: %s\n", r.Summary.Objects, summary)
+	return err
+}
+
+// LoadManifests reads the storage objects from files and directories (recursively: .yaml, .yml,
+// .json). A document that cannot be read is reported with its file and position and skipped;
+// the rest is still loaded. Kinds other than PersistentVolume, PersistentVolumeClaim,
+// StorageClass and Node are ignored.
+func LoadManifests(paths []string) (*policy.Snapshot, int, []error) {
+	snap := &policy.Snapshot{}
+	var errs []error
+	objects := 0
+	for _, root := range paths {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			if path != root {
+				switch strings.ToLower(filepath.Ext(path)) {
+				case ".yaml", ".yml", ".json":
+				default:
+					return nil
+				}
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				errs = append(errs, err)
+				return nil
+			}
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+			for doc := 1; ; doc++ {
+				var raw map[string]any
+				if err := dec.Decode(&raw); err != nil {
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					errs = append(errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
+					break // the decoder cannot resync after a syntax error
+				}
+				if raw == nil {
+					continue
+				}
+				n, err := addObject(snap, raw)
+				objects += n
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", root, err))
+		}
+	}
+	return snap, objects, errs
+}
+
+// addObject adds one decoded document (or the items of a List) to the snapshot.
+func addObject(snap *policy.Snapshot, raw map[string]any) (int, error) {
+	u := &unstructured.Unstructured{Object: raw}
+	kind, apiVersion := u.GetKind(), u.GetAPIVersion()
+	if strings.HasSuffix(kind, "List") {
+		items, _, err := unstructured.NestedSlice(raw, "items")
+		if err != nil {
+			return 0, fmt.Errorf("%s: items: %w", kind, err)
+		}
+		total := 0
+		var errs []error
+		for i, it := range items {
+			m, ok := it.(map[string]any)
+			if !ok {
+				errs = append(errs, fmt.Errorf("items[%d]: not an object", i))
+				continue
+			}
+			n, err := addObject(snap, m)
+			total += n
+			if err != nil {
+				errs = append(errs, fmt.Errorf("items[%d]: %w", i, err))
+			}
+		}
+		return total, errors.Join(errs...)
+	}
+	var target any
+	switch {
+	case kind == "PersistentVolume" && apiVersion == "v1":
+		target = &corev1.PersistentVolume{}
+	case kind == "PersistentVolumeClaim" && apiVersion == "v1":
+		target = &corev1.PersistentVolumeClaim{}
+	case kind == "Node" && apiVersion == "v1":
+		target = &corev1.Node{}
+	case kind == "StorageClass" && apiVersion == "storage.k8s.io/v1":
+		target = &storagev1.StorageClass{}
+	case kind == "":
+		return 0, errors.New("no kind")
+	default:
+		return 0, nil
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(raw, target, true); err != nil {
+		return 0, fmt.Errorf("%s %s: %w", kind, u.GetName(), err)
+	}
+	if u.GetName() == "" {
+		return 0, fmt.Errorf("%s without metadata.name", kind)
+	}
+	switch t := target.(type) {
+	case *corev1.PersistentVolume:
+		snap.PVs = append(snap.PVs, t)
+	case *corev1.PersistentVolumeClaim:
+		if t.Namespace == "" {
+			t.Namespace = "default"
+		}
+		snap.PVCs = append(snap.PVCs, t)
+	case *corev1.Node:
+		snap.Nodes = append(snap.Nodes, t)
+	case *storagev1.StorageClass:
+		snap.Classes = append(snap.Classes, t)
+	}
+	return 1, nil
+}

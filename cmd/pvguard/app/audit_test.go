@@ -1,0 +1,155 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+)
+
+const volumes = `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-fs}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: /data/fs}
+  claimRef: {kind: PersistentVolumeClaim, apiVersion: v1, namespace: team-a, name: db, uid: u-db}
+status: {phase: Bound}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-failed}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /data/failed}
+status: {phase: Failed}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ignored}
+`
+
+const claims = `{"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+   "metadata": {"name": "db", "namespace": "team-a", "uid": "u-db", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+   "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block", "storageClassName": "", "volumeName": "pv-fs",
+            "resources": {"requests": {"storage": "1Gi"}}},
+   "status": {"phase": "Bound"}}
+]}`
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func runAudit(t *testing.T, o app.AuditOptions) (string, string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	o.Now = func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) }
+	err := app.RunAudit(o, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func exitCode(err error) int {
+	var e *app.ExitError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestAuditManifests(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"volumes.yaml":       volumes,
+		"nested/claims.json": claims,
+		"notes.txt":          "not a manifest",
+	})
+
+	out, errOut, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "table"})
+	if err != nil || errOut != "" {
+		t.Fatalf("audit: %v, stderr %q", err, errOut)
+	}
+	for _, want := range []string{"RULE", "PVG001 volume-mode-match", "PersistentVolumeClaim team-a/db requests volumeMode Block", "PVG024 failed-volume", "3 objects audited"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, _, err = runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report app.AuditReport
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("json output: %v\n%s", err, out)
+	}
+	rules := map[string]bool{}
+	for _, f := range report.Findings {
+		rules[f.Rule] = true
+	}
+	if !rules["PVG001"] || !rules["PVG024"] || report.Summary.Objects != 3 || report.Summary.Actions["deny"] == 0 {
+		t.Fatalf("unexpected report: %+v", report)
+	}
+
+	if _, _, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "yaml", FailOn: "deny"}); exitCode(err) != app.ExitFindings {
+		t.Fatalf("--fail-on=deny with a deny finding: exit %d (%v), want %d", exitCode(err), err, app.ExitFindings)
+	}
+	clean := writeFiles(t, map[string]string{"ok.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: fine}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\nstatus: {phase: Available}\n"})
+	if _, _, err := runAudit(t, app.AuditOptions{Files: []string{clean}, Output: "table", FailOn: "warn"}); exitCode(err) != 0 {
+		t.Fatalf("clean manifests: exit %d (%v)", exitCode(err), err)
+	}
+}
+
+func TestAuditBadDocumentsAreNamedAndTheRestAudited(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"good.yaml":   volumes,
+		"bad.yaml":    "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: broken}\nspec: {capacity: {storage: lots}}\n---\nkind: [\n",
+		"nokind.yaml": "apiVersion: v1\nmetadata: {name: x}\n",
+	})
+	out, errOut, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "table"})
+	if exitCode(err) != app.ExitBadManifest {
+		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, app.ExitBadManifest)
+	}
+	for _, want := range []string{"bad.yaml: document 1: PersistentVolume broken", "bad.yaml: document 2", "nokind.yaml: document 1: no kind"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if !strings.Contains(out, "PVG024 failed-volume") {
+		t.Errorf("the good file was not audited:\n%s", out)
+	}
+}
+
+func TestAuditFlags(t *testing.T) {
+	for _, o := range []app.AuditOptions{
+		{Output: "table"},
+		{Files: []string{"x"}, Output: "html"},
+		{Files: []string{"x"}, Output: "table", FailOn: "sometimes"},
+	} {
+		if _, _, err := runAudit(t, o); err == nil || exitCode(err) != -1 {
+			t.Errorf("options %+v: want a usage error, got %v", o, err)
+		}
+	}
+}
