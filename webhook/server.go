@@ -51,6 +51,8 @@ type Options struct {
 	Registry *prometheus.Registry
 	// ReadyChecks must all pass for /readyz (caches synced, certificate loaded).
 	ReadyChecks map[string]func() error
+	// Report, when set, serves the latest audit report at GET /api/v1/report.
+	Report http.Handler
 	// ShutdownTimeout bounds how long in-flight reviews may take to drain (default 25s).
 	ShutdownTimeout time.Duration
 	Log             logr.Logger
@@ -101,6 +103,9 @@ func (s *Server) routes() chi.Router {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	r.Get("/readyz", s.readyz)
 	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	if s.opts.Report != nil {
+		r.Method(http.MethodGet, "/api/v1/report", s.opts.Report)
+	}
 
 	review := func(h admission.Handler) http.Handler {
 		wh := &admission.Webhook{Handler: h, RecoverPanic: ptr(true)}

@@ -22,6 +22,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -69,32 +70,6 @@ func newAuditCommand() *cobra.Command {
 	return cmd
 }
 
-// AuditReport is what `pvguard audit -o json|yaml` prints.
-type AuditReport struct {
-	Summary  AuditSummary   `json:"summary"`
-	Findings []AuditFinding `json:"findings"`
-	Errors   []string       `json:"errors,omitempty"`
-}
-
-// AuditSummary counts findings by action and the objects read.
-type AuditSummary struct {
-	Objects int            `json:"objects"`
-	Actions map[string]int `json:"actions"`
-}
-
-// AuditFinding is one finding in machine-readable form.
-type AuditFinding struct {
-	Rule      string `json:"rule"`
-	Name      string `json:"name"`
-	Action    string `json:"action"`
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace,omitempty"`
-	Object    string `json:"object"`
-	Field     string `json:"field,omitempty"`
-	Message   string `json:"message"`
-	Hint      string `json:"hint,omitempty"`
-}
-
 // RunAudit audits the manifests named in o and writes the report to out; problems reading
 // documents go to errOut. The returned error is an *ExitError when the exit code matters.
 func RunAudit(o AuditOptions, out, errOut io.Writer) error {
@@ -138,18 +113,13 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	report := AuditReport{Summary: AuditSummary{Objects: objects, Actions: map[string]int{}}, Findings: []AuditFinding{}}
+	report := audit.NewReport(objects, findings)
 	for _, e := range readErrs {
 		report.Errors = append(report.Errors, e.Error())
 	}
 	failed := false
 	for _, f := range findings {
-		report.Summary.Actions[string(f.Action)]++
 		failed = failed || failAt[f.Action]
-		report.Findings = append(report.Findings, AuditFinding{
-			Rule: string(f.Rule), Name: f.Name, Action: string(f.Action), Kind: string(f.Object.Kind),
-			Namespace: f.Object.Namespace, Object: f.Object.Name, Field: f.Field, Message: f.Message, Hint: f.Hint,
-		})
 	}
 	if err := writeAuditReport(out, o.Output, report); err != nil {
 		return err
@@ -163,7 +133,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	return nil
 }
 
-func writeAuditReport(out io.Writer, format string, r AuditReport) error {
+func writeAuditReport(out io.Writer, format string, r audit.Report) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(out)

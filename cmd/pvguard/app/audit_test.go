@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 )
 
@@ -101,7 +102,7 @@ func TestAuditManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var report app.AuditReport
+	var report audit.Report
 	if err := json.Unmarshal([]byte(out), &report); err != nil {
 		t.Fatalf("json output: %v\n%s", err, out)
 	}

@@ -64,6 +64,7 @@ func newServeCommand(logger func() logr.Logger) *cobra.Command {
 	f.StringSliceVar(&o.SelfSignedHosts, "self-signed-hosts", o.SelfSignedHosts, "DNS names and IPs of the self-signed certificate")
 	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "policy config file (YAML), reloaded on change")
 	f.StringVar(&o.Binder, "binder", o.Binder, "binder mode: active (pvguard binds; disable kube-controller-manager's persistentvolume-binder), shadow (decide and report, write nothing) or off")
+	f.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "how often the whole cache is audited (also after changes); 0 turns the audit off")
 	f.IntVar(&o.BinderWorkers, "binder-workers", o.BinderWorkers, "objects the binder syncs in parallel (writes are bounded by --kube-api-qps)")
 	f.DurationVar(&o.BinderResync, "binder-resync", o.BinderResync, "how often the binder syncs every object again")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to run the binder; webhooks run on every replica")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/policy"
@@ -43,9 +45,11 @@ type ServeOptions struct {
 	SelfSignedHosts []string
 	ConfigFile      string
 	Binder          string
-	BinderWorkers   int
-	BinderResync    time.Duration
-	LeaderElect     bool
+	// AuditInterval is how often the whole cache is audited (0 turns the audit off).
+	AuditInterval time.Duration
+	BinderWorkers int
+	BinderResync  time.Duration
+	LeaderElect   bool
 	// LeaderElectionNamespace holds the binder's Lease (default: pvguard's own namespace in a
 	// cluster, else kube-system).
 	LeaderElectionNamespace string
@@ -71,6 +75,7 @@ func DefaultServeOptions() ServeOptions {
 		Listen:           ":9443",
 		SelfSignedHosts:  []string{"localhost", "127.0.0.1"},
 		Binder:           "off",
+		AuditInterval:    time.Minute,
 		BinderWorkers:    8,
 		BinderResync:     15 * time.Second,
 		LeaderElect:      true,
@@ -184,14 +189,29 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var cacheSynced atomic.Bool
-	views := webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader())
 	engines := &engineRef{}
+	views := webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader())
+	var report http.Handler
+	if o.AuditInterval > 0 {
+		runner := audit.NewRunner(audit.Options{
+			Interval: o.AuditInterval, Cache: mgr.GetClient(), Live: mgr.GetAPIReader(),
+			Engine: engines.Engine, Registry: reg, Log: log.WithName("audit"),
+		})
+		if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
+			return err
+		}
+		if err := mgr.Add(runner); err != nil {
+			return fmt.Errorf("adding audit: %w", err)
+		}
+		report = audit.ReportHandler(runner)
+	}
 	srv := webhook.NewServer(webhook.Options{
 		Listen:          o.Listen,
 		MetricsListen:   o.MetricsListen,
 		GetCertificate:  watcher.GetCertificate,
 		Engines:         engines,
 		Views:           views,
+		Report:          report,
 		Registry:        reg,
 		ShutdownTimeout: o.ShutdownTimeout,
 		Log:             log.WithName("webhook"),

@@ -1,0 +1,42 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ReportHandler serves the runner's latest report as JSON (read-only).
+func ReportHandler(r *Runner) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(r.Latest())
+	})
+}
+
+// WatchChanges triggers an audit whenever a volume, claim or class changes.
+func WatchChanges(ctx context.Context, c cache.Cache, r *Runner) error {
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { r.Trigger() },
+		UpdateFunc: func(any, any) { r.Trigger() },
+		DeleteFunc: func(any) { r.Trigger() },
+	}
+	for _, obj := range []client.Object{&corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{}} {
+		inf, err := c.GetInformer(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("audit informer for %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("audit handler for %T: %w", obj, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package audit
+
+import (
+	"time"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// Report is an audit's result, as `pvguard audit -o json|yaml` prints it and /api/v1/report
+// serves it.
+type Report struct {
+	// Time is when the audit ran (zero for offline audits of manifests).
+	Time     time.Time `json:"time,omitzero"`
+	Summary  Summary   `json:"summary"`
+	Findings []Finding `json:"findings"`
+	Errors   []string  `json:"errors,omitempty"`
+}
+
+// Summary counts the objects read and the findings by action.
+type Summary struct {
+	Objects int            `json:"objects"`
+	Actions map[string]int `json:"actions"`
+}
+
+// Finding is one finding in machine-readable form.
+type Finding struct {
+	Rule      string `json:"rule"`
+	Name      string `json:"name"`
+	Action    string `json:"action"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Object    string `json:"object"`
+	Field     string `json:"field,omitempty"`
+	Message   string `json:"message"`
+	Hint      string `json:"hint,omitempty"`
+}
+
+// NewReport builds a report from policy findings.
+func NewReport(objects int, findings []policy.Finding) Report {
+	r := Report{Summary: Summary{Objects: objects, Actions: map[string]int{}}, Findings: make([]Finding, 0, len(findings))}
+	for _, f := range findings {
+		r.Summary.Actions[string(f.Action)]++
+		r.Findings = append(r.Findings, Finding{
+			Rule: string(f.Rule), Name: f.Name, Action: string(f.Action), Kind: string(f.Object.Kind),
+			Namespace: f.Object.Namespace, Object: f.Object.Name, Field: f.Field, Message: f.Message, Hint: f.Hint,
+		})
+	}
+	return r
+}
