@@ -74,18 +74,20 @@ var transitionRules = map[RuleID]bool{"PVG003": true, "PVG011": true, "PVG012": 
 
 // Audit judges every object of a snapshot: the admission rules that describe a state (each
 // object as if it had just been written), then the audit-only rules PVG020-PVG024. A violation
-// seen from both halves of a pair is reported once. Exemptions apply as at admission, matched
+// seen from both halves of a pair is reported once, on the claim. Exemptions apply as at admission, matched
 // by namespace only (an audit has no requester). now dates the released-aging rule.
 func (e *Engine) Audit(s *Snapshot, now time.Time) ([]Finding, error) {
 	var reviews []*Review
 	for _, sc := range s.Classes {
 		reviews = append(reviews, &Review{Kind: KindStorageClass, Operation: OperationCreate, SC: sc})
 	}
-	for _, pv := range s.PVs {
-		reviews = append(reviews, &Review{Kind: KindPersistentVolume, Operation: OperationCreate, PV: pv})
-	}
+	// Claims before volumes: a violated pair is then reported on the claim, in its namespace,
+	// where the tenant who owns it sees it.
 	for _, pvc := range s.PVCs {
 		reviews = append(reviews, &Review{Kind: KindPersistentVolumeClaim, Operation: OperationCreate, PVC: pvc})
+	}
+	for _, pv := range s.PVs {
+		reviews = append(reviews, &Review{Kind: KindPersistentVolume, Operation: OperationCreate, PV: pv})
 	}
 	var out []Finding
 	seen := map[string]bool{}

@@ -36,9 +36,9 @@ func TestAudit(t *testing.T) {
 	}{
 		{name: "a healthy pair reports nothing",
 			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, PVCs: []*corev1.PersistentVolumeClaim{good}}},
-		{name: "a mismatched bound pair is reported once, not from both halves",
+		{name: "a mismatched bound pair is reported once, on the claim",
 			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-fs", testobj.BoundTo(modeClaim))}, PVCs: []*corev1.PersistentVolumeClaim{modeClaim}},
-			want: []string{"PVG001 PersistentVolume pv-fs"}},
+			want: []string{"PVG001 PersistentVolumeClaim team-a/block"}},
 		{name: "dangling claimRef",
 			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-d", testobj.ClaimRef("team-a", "gone", "u1"), testobj.Phase(corev1.VolumeBound))}},
 			want: []string{"PVG002 PersistentVolume pv-d", "PVG020 PersistentVolume pv-d"}},

@@ -64,7 +64,7 @@ func newAuditCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable)")
-	f.StringVarP(&o.Output, "output", "o", o.Output, "table, json or yaml")
+	f.StringVarP(&o.Output, "output", "o", o.Output, "table, json, yaml, or report (openreports.io Report and ClusterReport objects)")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding's action is at least this: deny or warn")
 	f.StringVar(&o.ConfigFile, "config", "", "policy config file (actions and exemptions as at admission)")
 	return cmd
@@ -77,9 +77,9 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		return errors.New("give manifests with -f FILE|DIR (live cluster audits arrive with the audit controller)")
 	}
 	switch o.Output {
-	case "table", "json", "yaml":
+	case "table", "json", "yaml", "report":
 	default:
-		return fmt.Errorf("-o %s: want table, json or yaml", o.Output)
+		return fmt.Errorf("-o %s: want table, json, yaml or report", o.Output)
 	}
 	var failAt map[policy.Action]bool
 	switch o.FailOn {
@@ -121,7 +121,12 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	for _, f := range findings {
 		failed = failed || failAt[f.Action]
 	}
-	if err := writeAuditReport(out, o.Output, report); err != nil {
+	if o.Output == "report" {
+		err = writeOpenReports(out, findings, now())
+	} else {
+		err = writeAuditReport(out, o.Output, report)
+	}
+	if err != nil {
 		return err
 	}
 	switch {
@@ -129,6 +134,34 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		return &ExitError{Code: ExitFindings, Msg: fmt.Sprintf("findings at or above --fail-on=%s", o.FailOn)}
 	case len(readErrs) > 0:
 		return &ExitError{Code: ExitBadManifest, Msg: fmt.Sprintf("%d document(s) could not be read", len(readErrs))}
+	}
+	return nil
+}
+
+// writeOpenReports prints the openreports.io Report and ClusterReport objects the findings make,
+// as a multi-document YAML stream that kubectl apply accepts.
+func writeOpenReports(out io.Writer, findings []policy.Finding, now time.Time) error {
+	reports, cluster := audit.OpenReports(findings, now, audit.DefaultMaxResults)
+	var objs []any
+	for _, r := range reports {
+		objs = append(objs, r)
+	}
+	for _, c := range cluster {
+		objs = append(objs, c)
+	}
+	for i, obj := range objs {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			if _, err := io.WriteString(out, "---\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := out.Write(data); err != nil {
+			return err
+		}
 	}
 	return nil
 }

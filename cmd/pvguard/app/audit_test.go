@@ -114,6 +114,16 @@ func TestAuditManifests(t *testing.T) {
 		t.Fatalf("unexpected report: %+v", report)
 	}
 
+	out, _, err = runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "report"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"apiVersion: openreports.io/v1alpha1\nkind: Report", "namespace: team-a", "kind: ClusterReport", "rule: PVG001", "result: fail", "rule: PVG024"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-o report lacks %q:\n%s", want, out)
+		}
+	}
+
 	if _, _, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "yaml", FailOn: "deny"}); exitCode(err) != app.ExitFindings {
 		t.Fatalf("--fail-on=deny with a deny finding: exit %d (%v), want %d", exitCode(err), err, app.ExitFindings)
 	}
