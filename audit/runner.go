@@ -33,9 +33,12 @@ type Options struct {
 type Runner struct {
 	o       Options
 	trigger chan struct{}
+	updated chan struct{}
 
 	mu     sync.RWMutex
 	latest Report
+	found  []policy.Finding
+	at     time.Time
 
 	findings *prometheus.GaugeVec
 	duration prometheus.Histogram
@@ -56,6 +59,7 @@ func NewRunner(o Options) *Runner {
 	r := &Runner{
 		o:       o,
 		trigger: make(chan struct{}, 1),
+		updated: make(chan struct{}, 1),
 		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pvguard_audit_findings",
 			Help: "Findings of the last audit, by rule and action."}, []string{"rule", "action"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_audit_duration_seconds",
@@ -76,6 +80,15 @@ func (r *Runner) Trigger() {
 	case r.trigger <- struct{}{}:
 	default:
 	}
+}
+
+// Updated signals after each audit (coalesced: one pending signal at most).
+func (r *Runner) Updated() <-chan struct{} { return r.updated }
+
+func (r *Runner) latestFindings() ([]policy.Finding, time.Time) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.found, r.at
 }
 
 // Latest returns the last audit's report.
@@ -132,8 +145,12 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 	report := NewReport(n, confirmed)
 	report.Time = r.o.Now()
 	r.mu.Lock()
-	r.latest = report
+	r.latest, r.found, r.at = report, confirmed, report.Time
 	r.mu.Unlock()
+	select {
+	case r.updated <- struct{}{}:
+	default:
+	}
 	r.findings.Reset()
 	for _, f := range confirmed {
 		r.findings.WithLabelValues(string(f.Rule), string(f.Action)).Inc()

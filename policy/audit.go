@@ -69,8 +69,10 @@ func (s *Snapshot) Node(name string) (*corev1.Node, error) {
 
 func (s *Snapshot) StorageClasses() ([]*storagev1.StorageClass, error) { return s.Classes, nil }
 
-// transitionRules judge a change, not a state, so the audit does not evaluate them.
-var transitionRules = map[RuleID]bool{"PVG003": true, "PVG011": true, "PVG012": true, "PVG013": true}
+// transitionRules judge a change, not a state, so the audit does not evaluate them. PVG002 is
+// among them: a claimRef naming a claim that is gone describes a released volume once it has been
+// written, and PVG020 reports the states that are wrong (a Bound volume whose claim is gone).
+var transitionRules = map[RuleID]bool{"PVG002": true, "PVG003": true, "PVG011": true, "PVG012": true, "PVG013": true}
 
 // Audit judges every object of a snapshot: the admission rules that describe a state (each
 // object as if it had just been written), then the audit-only rules PVG020-PVG024. A violation

@@ -9,7 +9,10 @@ import (
 	"net/http"
 	"testing"
 
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
@@ -67,6 +70,26 @@ func TestLiveAuditReportsAndClears(t *testing.T) {
 		}
 		return nil
 	})
+	// The elected replica writes it into the ClusterReport.
+	rc := reportsClient(t)
+	inClusterReport := func() (bool, error) {
+		var cr openreports.ClusterReport
+		if err := rc.Get(ctx, client.ObjectKey{Name: "pvguard"}, &cr); err != nil {
+			return false, err
+		}
+		for _, r := range cr.Results {
+			if r.Rule == "PVG024" && len(r.Subjects) == 1 && r.Subjects[0].Name == name {
+				return r.Result == "warn" && r.Source == "pvguard", nil
+			}
+		}
+		return false, nil
+	}
+	eventually(t, "PVG024 in ClusterReport pvguard", func() error {
+		if ok, err := inClusterReport(); !ok {
+			return fmt.Errorf("not in the ClusterReport yet (%v)", err)
+		}
+		return nil
+	})
 	setPhase(corev1.VolumeAvailable)
 	eventually(t, "PVG024 gone from the report", func() error {
 		if hasFinding(report(t), "PVG024", name) {
@@ -74,4 +97,57 @@ func TestLiveAuditReportsAndClears(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, "PVG024 gone from the ClusterReport", func() error {
+		if ok, _ := inClusterReport(); ok {
+			return fmt.Errorf("still in the ClusterReport")
+		}
+		return nil
+	})
+}
+
+// TestNamespaceReportWrittenAndRemoved: a Lost claim gets its namespace a Report; once the claim
+// is gone, the stale Report is deleted.
+func TestNamespaceReportWrittenAndRemoved(t *testing.T) {
+	ctx := context.Background()
+	a := admin(t)
+	ns := namespace(t, "report")
+	pvc := freshPVC(testobj.PVC(ns, "lost"))
+	mustSucceed(t, a.Create(ctx, pvc), "creating claim")
+	pvc.Status.Phase = corev1.ClaimLost
+	mustSucceed(t, a.Status().Update(ctx, pvc), "marking the claim Lost")
+	rc := reportsClient(t)
+	eventually(t, "Report with PVG021 in the namespace", func() error {
+		var r openreports.Report
+		if err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pvguard"}, &r); err != nil {
+			return err
+		}
+		if len(r.Results) != 1 || r.Results[0].Rule != "PVG021" || r.Summary.Warn != 1 {
+			return fmt.Errorf("unexpected report: %+v", r.Results)
+		}
+		return nil
+	})
+	mustSucceed(t, a.Delete(ctx, pvc), "deleting the claim")
+	mustSucceed(t, patchPVC(ctx, a, ns, "lost", func(c *corev1.PersistentVolumeClaim) { c.Finalizers = nil }), "releasing the finalizer")
+	eventually(t, "stale Report deleted", func() error {
+		var r openreports.Report
+		err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pvguard"}, &r)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("report still there (%v)", err)
+	})
+}
+
+// reportsClient reads openreports.io objects as the admin.
+func reportsClient(t *testing.T) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := openreports.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(suite.cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -56,6 +56,10 @@ func runSuite(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "e2e: stopping control plane:", err)
 		}
 	}()
+	if err := h.InstallOpenReportsCRDs(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	inst, err := h.Serve(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

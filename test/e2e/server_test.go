@@ -128,6 +128,7 @@ func TestDemo(t *testing.T) {
 		"PersistentVolume pv-disk-block is Bound to team-a/db; PersistentVolumeClaim team-a/db is Bound to pv-disk-block",
 		"[PVG011 reclaim-downgrade]",
 		"[PVG004 no-double-binding]",
+		"[PVG024 failed-volume] audit PersistentVolume pv-scratch: PersistentVolume pv-scratch is Failed",
 		"export KUBECONFIG=",
 	} {
 		if !strings.Contains(out.String(), want) {

@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -152,4 +155,19 @@ func Logger() logr.Logger {
 	log := zap.New(zap.UseDevMode(true), zap.Level(lvl), zap.StacktraceLevel(zapcore.PanicLevel))
 	ctrllog.SetLogger(log) // for controller-runtime parts that log through its global logger
 	return log
+}
+
+// InstallOpenReportsCRDs installs the openreports.io CRDs from the reports-api module pvguard
+// builds against (found through the go command), so tests use exactly the schema the types are
+// for.
+func (h *Harness) InstallOpenReportsCRDs() error {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openreports/reports-api").Output()
+	if err != nil {
+		return fmt.Errorf("locating the reports-api module: %w", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
+	if _, err := envtest.InstallCRDs(h.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("installing the openreports.io CRDs from %s: %w", dir, err)
+	}
+	return nil
 }

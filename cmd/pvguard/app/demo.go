@@ -107,6 +107,56 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	if err := refused(user.Create(ctx, demoPVC("team-a", "db-copy", corev1.PersistentVolumeBlock, "pv-disk-block")), "PVG004"); err != nil {
 		return err
 	}
+
+	step(8, "team-a deletes a claim on a static disk whose reclaim policy is Delete; nothing can delete that storage:")
+	scratch := demoPV("pv-scratch", corev1.PersistentVolumeFilesystem)
+	scratch.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+	scratch.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "scratch"}
+	if err := user.Create(ctx, scratch); err != nil {
+		return fmt.Errorf("creating pv-scratch: %w", err)
+	}
+	claim := demoPVC("team-a", "scratch", corev1.PersistentVolumeFilesystem, "")
+	if err := user.Create(ctx, claim); err != nil {
+		return fmt.Errorf("creating team-a/scratch: %w", err)
+	}
+	if err := waitPhase(ctx, user, "pv-scratch", corev1.VolumeBound); err != nil {
+		return err
+	}
+	if err := user.Delete(ctx, claim); err != nil {
+		return fmt.Errorf("deleting team-a/scratch: %w", err)
+	}
+	// No kube-controller-manager runs here: act as its pvc-protection controller, which lets a
+	// deleted claim go once no pod uses it.
+	protector, err := controlplane.NewClient(cfg, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
+	if err != nil {
+		return err
+	}
+	deleted := &corev1.PersistentVolumeClaim{}
+	if err := protector.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "scratch"}, deleted); err != nil {
+		return fmt.Errorf("reading team-a/scratch: %w", err)
+	}
+	deleted.Finalizers = nil // it updates, as the real controller does (its role has no patch)
+	if err := protector.Update(ctx, deleted); err != nil {
+		return fmt.Errorf("releasing team-a/scratch: %w", err)
+	}
+	if err := waitPhase(ctx, user, "pv-scratch", corev1.VolumeFailed); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "   the binder released pv-scratch after a live read confirmed the claim gone, then marked it Failed (VolumeFailedDelete)")
+	return nil
+}
+
+func waitPhase(ctx context.Context, c client.Client, name string, phase corev1.PersistentVolumePhase) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pv := &corev1.PersistentVolume{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, pv); err != nil {
+			return false, err
+		}
+		return pv.Status.Phase == phase, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s to be %s: %w", name, phase, err)
+	}
 	return nil
 }
 

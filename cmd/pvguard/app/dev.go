@@ -2,10 +2,14 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,7 +18,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/test/controlplane"
 )
@@ -137,6 +143,9 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 	if err := RunDemo(ctx, cp.Config, o.Out); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
+	if err := printAuditReport(ctx, o.Out, baseURL, caPEM); err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
 
 	fmt.Fprintf(o.Out, "\nTry it yourself:\n  export KUBECONFIG=%s\n  policy config: %s (reloaded on save)\n  metrics: curl -k %s/metrics\n", kubeconfig, policyFile, baseURL)
 	if o.ExitAfterDemo {
@@ -151,6 +160,48 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 	case err := <-served:
 		return err
 	}
+}
+
+// printAuditReport waits for the live audit to see the demo's Failed volume and prints the
+// report served at /api/v1/report.
+func printAuditReport(ctx context.Context, out io.Writer, baseURL string, caPEM []byte) error {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	var r audit.Report
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/api/v1/report", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		r = audit.Report{}
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+			return false, nil
+		}
+		for _, f := range r.Findings {
+			if f.Rule == "PVG024" && f.Object == "pv-scratch" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the audit to report pv-scratch: %w", err)
+	}
+	fmt.Fprintf(out, "   audit report (GET %s/api/v1/report, %d objects):\n", baseURL, r.Summary.Objects)
+	for _, f := range r.Findings {
+		obj := f.Kind + " " + f.Object
+		if f.Namespace != "" {
+			obj = f.Kind + " " + f.Namespace + "/" + f.Object
+		}
+		fmt.Fprintf(out, "   - [%s %s] %s %s: %s\n", f.Rule, f.Name, f.Action, obj, f.Message)
+	}
+	return nil
 }
 
 func portOf(a net.Addr) string {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -79,7 +80,7 @@ func DefaultServeOptions() ServeOptions {
 		BinderWorkers:    8,
 		BinderResync:     15 * time.Second,
 		LeaderElect:      true,
-		LeaderElectionID: "pvguard-binder",
+		LeaderElectionID: "pvguard-leader",
 		KubeAPIQPS:       50,
 		KubeAPIBurst:     100,
 		ShutdownTimeout:  25 * time.Second,
@@ -140,6 +141,9 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return fmt.Errorf("building scheme: %w", err)
 	}
+	if err := openreports.AddToScheme(scheme); err != nil {
+		return fmt.Errorf("building scheme: %w", err)
+	}
 	// The manager provides the shared informer cache and the uncached reader; pvguard's own chi
 	// router serves every endpoint, so the manager's metrics and probe servers stay off.
 	mgrOpts := manager.Options{
@@ -148,8 +152,9 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	}
-	if o.Binder != "off" && o.LeaderElect {
-		// Only the binder is elected: every replica serves webhooks, one binds.
+	if (o.Binder != "off" || o.AuditInterval > 0) && o.LeaderElect {
+		// Only the binder and the report writer are elected: every replica serves webhooks and
+		// audits, one binds and writes reports.
 		mgrOpts.LeaderElection = true
 		mgrOpts.LeaderElectionID = o.LeaderElectionID
 		mgrOpts.LeaderElectionNamespace = o.LeaderElectionNamespace
@@ -204,6 +209,9 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 			return fmt.Errorf("adding audit: %w", err)
 		}
 		report = audit.ReportHandler(runner)
+		if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), log.WithName("reports"))); err != nil {
+			return fmt.Errorf("adding report writer: %w", err)
+		}
 	}
 	srv := webhook.NewServer(webhook.Options{
 		Listen:          o.Listen,

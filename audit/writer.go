@@ -1,0 +1,140 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Writer keeps the cluster's pvguard-owned OpenReports objects equal to the latest audit: it
+// creates and updates them only when their results change (timestamps aside) and deletes those
+// no finding needs any more. It runs on the elected replica only.
+type Writer struct {
+	runner     *Runner
+	c          client.Client
+	log        logr.Logger
+	maxResults int
+	missingCRD atomic.Bool
+}
+
+// NewWriter returns a writer publishing the runner's results through c (which must know the
+// openreports.io types).
+func NewWriter(r *Runner, c client.Client, log logr.Logger) *Writer {
+	return &Writer{runner: r, c: c, log: log, maxResults: DefaultMaxResults}
+}
+
+// NeedLeaderElection makes only the elected replica write reports.
+func (w *Writer) NeedLeaderElection() bool { return true }
+
+// Start publishes after every audit until ctx ends.
+func (w *Writer) Start(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.runner.Updated():
+			if err := w.Sync(ctx); err != nil && ctx.Err() == nil {
+				w.log.Error(err, "writing audit reports")
+			}
+		}
+	}
+}
+
+// Sync writes the reports for the runner's latest audit.
+func (w *Writer) Sync(ctx context.Context) error {
+	findings, at := w.runner.latestFindings()
+	reports, cluster := OpenReports(findings, at, w.maxResults)
+	owned := client.MatchingLabels{ManagedByLabel: "pvguard"}
+
+	var existing openreports.ReportList
+	if err := w.c.List(ctx, &existing, owned); err != nil {
+		if meta.IsNoMatchError(err) {
+			if !w.missingCRD.Swap(true) {
+				w.log.Info("the openreports.io CRDs are not installed; audit reports are served at /api/v1/report only")
+			}
+			return nil
+		}
+		return fmt.Errorf("listing reports: %w", err)
+	}
+	w.missingCRD.Store(false)
+	var existingCluster openreports.ClusterReportList
+	if err := w.c.List(ctx, &existingCluster, owned); err != nil {
+		return fmt.Errorf("listing cluster reports: %w", err)
+	}
+
+	var errs []error
+	have := map[string]*openreports.Report{}
+	for i := range existing.Items {
+		have[existing.Items[i].Namespace+"/"+existing.Items[i].Name] = &existing.Items[i]
+	}
+	for _, want := range reports {
+		key := want.Namespace + "/" + want.Name
+		cur, ok := have[key]
+		delete(have, key)
+		errs = append(errs, w.apply(ctx, want, cur, ok && sameResults(cur.Results, want.Results)))
+	}
+	for _, stale := range have {
+		errs = append(errs, client.IgnoreNotFound(w.c.Delete(ctx, stale)))
+	}
+	haveCluster := map[string]*openreports.ClusterReport{}
+	for i := range existingCluster.Items {
+		haveCluster[existingCluster.Items[i].Name] = &existingCluster.Items[i]
+	}
+	for _, want := range cluster {
+		cur, ok := haveCluster[want.Name]
+		delete(haveCluster, want.Name)
+		errs = append(errs, w.apply(ctx, want, cur, ok && sameResults(cur.Results, want.Results)))
+	}
+	for _, stale := range haveCluster {
+		errs = append(errs, client.IgnoreNotFound(w.c.Delete(ctx, stale)))
+	}
+	return errors.Join(errs...)
+}
+
+// apply creates want, or updates cur to want unless they already agree.
+func (w *Writer) apply(ctx context.Context, want, cur client.Object, same bool) error {
+	if same {
+		return nil
+	}
+	if cur == nil || isNil(cur) {
+		err := w.c.Create(ctx, want)
+		if apierrors.IsNotFound(err) { // the namespace went away since the audit
+			return nil
+		}
+		return err
+	}
+	want.SetResourceVersion(cur.GetResourceVersion())
+	return w.c.Update(ctx, want)
+}
+
+func isNil(o client.Object) bool {
+	switch t := o.(type) {
+	case *openreports.Report:
+		return t == nil
+	case *openreports.ClusterReport:
+		return t == nil
+	}
+	return false
+}
+
+// sameResults compares results ignoring their timestamps, so an unchanged audit writes nothing.
+func sameResults(a, b []openreports.ReportResult) bool {
+	strip := func(in []openreports.ReportResult) []openreports.ReportResult {
+		out := make([]openreports.ReportResult, len(in))
+		for i, r := range in {
+			r.Timestamp = metav1.Timestamp{}
+			out[i] = r
+		}
+		return out
+	}
+	return equality.Semantic.DeepEqual(strip(a), strip(b))
+}
