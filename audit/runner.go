@@ -91,6 +91,13 @@ func (r *Runner) latestFindings() ([]policy.Finding, time.Time) {
 	return r.found, r.at
 }
 
+// LatestFindings returns the last audit's findings and the number of objects it read.
+func (r *Runner) LatestFindings() ([]policy.Finding, int) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.found, r.latest.Summary.Objects
+}
+
 // Latest returns the last audit's report.
 func (r *Runner) Latest() Report {
 	r.mu.RLock()

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -150,4 +154,32 @@ func reportsClient(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestAuditCLIAgainstTheCluster runs `pvguard audit --kubeconfig` against the test apiserver.
+func TestAuditCLIAgainstTheCluster(t *testing.T) {
+	ctx := context.Background()
+	a := admin(t)
+	ns := namespace(t, "cli")
+	pvc := freshPVC(testobj.PVC(ns, "lost"))
+	mustSucceed(t, a.Create(ctx, pvc), "creating claim")
+	pvc.Status.Phase = corev1.ClaimLost
+	mustSucceed(t, a.Status().Update(ctx, pvc), "marking it Lost")
+
+	var out, errOut bytes.Buffer
+	err := app.RunAudit(app.AuditOptions{Kubeconfig: suite.kubeconfig, Output: "json", FailOn: "deny"}, &out, &errOut)
+	var exit *app.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("audit: %v", err)
+	}
+	var r audit.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("output: %v\n%s", err, out.String())
+	}
+	if !hasFinding(r, "PVG021", "lost") || r.Summary.Objects == 0 {
+		t.Fatalf("PVG021 on %s/lost not reported; %d findings over %d objects", ns, len(r.Findings), r.Summary.Objects)
+	}
+	if !strings.Contains(errOut.String(), "objects audited") {
+		t.Errorf("no progress on stderr: %q", errOut.String())
+	}
 }

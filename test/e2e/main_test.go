@@ -22,6 +22,7 @@ var suite struct {
 	configFile string
 	baseURL    string
 	caPEM      []byte
+	kubeconfig string
 }
 
 // Identities the tests write as. The binder and scheduler are impersonated: the apiserver's
@@ -71,6 +72,7 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	suite.cfg, suite.configFile, suite.baseURL, suite.caPEM = h.Config, h.PolicyFile, inst.BaseURL, h.CAPEM
+	suite.kubeconfig = h.Kubeconfig
 	return m.Run()
 }
 

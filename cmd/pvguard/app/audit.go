@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,12 +15,14 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/audit"
@@ -28,7 +31,9 @@ import (
 
 // AuditOptions are the flags of `pvguard audit`.
 type AuditOptions struct {
-	Files      []string
+	Files []string
+	// Kubeconfig audits a live cluster instead of files.
+	Kubeconfig string
 	Output     string
 	FailOn     string
 	ConfigFile string
@@ -64,6 +69,7 @@ func newAuditCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "audit the live cluster of this kubeconfig instead of files")
 	f.StringVarP(&o.Output, "output", "o", o.Output, "table, json, yaml, or report (openreports.io Report and ClusterReport objects)")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding's action is at least this: deny or warn")
 	f.StringVar(&o.ConfigFile, "config", "", "policy config file (actions and exemptions as at admission)")
@@ -73,8 +79,8 @@ func newAuditCommand() *cobra.Command {
 // RunAudit audits the manifests named in o and writes the report to out; problems reading
 // documents go to errOut. The returned error is an *ExitError when the exit code matters.
 func RunAudit(o AuditOptions, out, errOut io.Writer) error {
-	if len(o.Files) == 0 {
-		return errors.New("give manifests with -f FILE|DIR (live cluster audits arrive with the audit controller)")
+	if (len(o.Files) == 0) == (o.Kubeconfig == "") {
+		return errors.New("give either manifests with -f FILE|DIR or a cluster with --kubeconfig")
 	}
 	switch o.Output {
 	case "table", "json", "yaml", "report":
@@ -101,17 +107,30 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 			return fmt.Errorf("%s: %w", o.ConfigFile, err)
 		}
 	}
-	snap, objects, readErrs := LoadManifests(o.Files)
-	for _, e := range readErrs {
-		fmt.Fprintln(errOut, "pvguard audit:", e)
-	}
 	now := time.Now
 	if o.Now != nil {
 		now = o.Now
 	}
-	findings, err := policy.NewEngine(cfg).Audit(snap, now())
-	if err != nil {
-		return err
+	var (
+		findings []policy.Finding
+		objects  int
+		readErrs []error
+	)
+	if o.Kubeconfig != "" {
+		var err error
+		if findings, objects, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
+			return err
+		}
+	} else {
+		var snap *policy.Snapshot
+		snap, objects, readErrs = LoadManifests(o.Files)
+		for _, e := range readErrs {
+			fmt.Fprintln(errOut, "pvguard audit:", e)
+		}
+		var err error
+		if findings, err = policy.NewEngine(cfg).Audit(snap, now()); err != nil {
+			return err
+		}
 	}
 	report := audit.NewReport(objects, findings)
 	for _, e := range readErrs {
@@ -121,13 +140,14 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	for _, f := range findings {
 		failed = failed || failAt[f.Action]
 	}
+	var werr error
 	if o.Output == "report" {
-		err = writeOpenReports(out, findings, now())
+		werr = writeOpenReports(out, findings, now())
 	} else {
-		err = writeAuditReport(out, o.Output, report)
+		werr = writeAuditReport(out, o.Output, report)
 	}
-	if err != nil {
-		return err
+	if werr != nil {
+		return werr
 	}
 	switch {
 	case failed:
@@ -136,6 +156,28 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		return &ExitError{Code: ExitBadManifest, Msg: fmt.Sprintf("%d document(s) could not be read", len(readErrs))}
 	}
 	return nil
+}
+
+// auditCluster audits a live cluster: it lists the objects through the apiserver (a cache of
+// one read) and confirms missing objects with a second read, exactly as the in-server audit does.
+func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, int, error) {
+	rc, err := RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, 0, err
+	}
+	c, err := client.New(rc, client.Options{})
+	if err != nil {
+		return nil, 0, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	fmt.Fprintf(errOut, "pvguard audit: reading volumes, claims, classes and nodes from %s\n", rc.Host)
+	engine := policy.NewEngine(cfg)
+	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return engine }, Log: logr.Discard(), Now: now})
+	if err := r.RunOnce(context.Background()); err != nil {
+		return nil, 0, fmt.Errorf("auditing %s: %w", rc.Host, err)
+	}
+	findings, objects := r.LatestFindings()
+	fmt.Fprintf(errOut, "pvguard audit: %d objects audited\n", objects)
+	return findings, objects, nil
 }
 
 // writeOpenReports prints the openreports.io Report and ClusterReport objects the findings make,
