@@ -10,14 +10,11 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// View is an in-memory policy.View over a fixed set of objects. Err, when set, is returned by
-// every lookup, to test how callers handle a failed read.
+// View is an in-memory policy.View over a fixed set of objects (a policy.Snapshot). Err, when
+// set, is returned by every lookup, to test how callers handle a failed read.
 type View struct {
-	PVs     []*corev1.PersistentVolume
-	PVCs    []*corev1.PersistentVolumeClaim
-	Nodes   []*corev1.Node
-	Classes []*storagev1.StorageClass
-	Err     error
+	policy.Snapshot
+	Err error
 }
 
 var _ policy.View = &View{}
@@ -47,67 +44,40 @@ func (v *View) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	for _, pv := range v.PVs {
-		if pv.Name == name {
-			return pv, nil
-		}
-	}
-	return nil, nil
+	return v.Snapshot.PersistentVolume(name)
 }
 
 func (v *View) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	for _, pvc := range v.PVCs {
-		if pvc.Namespace == namespace && pvc.Name == name {
-			return pvc, nil
-		}
-	}
-	return nil, nil
+	return v.Snapshot.PersistentVolumeClaim(namespace, name)
 }
 
 func (v *View) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	var out []*corev1.PersistentVolumeClaim
-	for _, pvc := range v.PVCs {
-		if pvc.Spec.VolumeName == volumeName {
-			out = append(out, pvc)
-		}
-	}
-	return out, nil
+	return v.Snapshot.ClaimsNamingVolume(volumeName)
 }
 
 func (v *View) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	var out []*corev1.PersistentVolume
-	for _, pv := range v.PVs {
-		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == namespace && ref.Name == name {
-			out = append(out, pv)
-		}
-	}
-	return out, nil
+	return v.Snapshot.VolumesClaiming(namespace, name)
 }
 
 func (v *View) Node(name string) (*corev1.Node, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	for _, n := range v.Nodes {
-		if n.Name == name {
-			return n, nil
-		}
-	}
-	return nil, nil
+	return v.Snapshot.Node(name)
 }
 
 func (v *View) StorageClasses() ([]*storagev1.StorageClass, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	return v.Classes, nil
+	return v.Snapshot.StorageClasses()
 }
