@@ -35,10 +35,11 @@ type Runner struct {
 	trigger chan struct{}
 	updated chan struct{}
 
-	mu     sync.RWMutex
-	latest Report
-	found  []policy.Finding
-	at     time.Time
+	mu       sync.RWMutex
+	latest   Report
+	found    []policy.Finding
+	at       time.Time
+	bindings []Binding
 
 	findings *prometheus.GaugeVec
 	duration prometheus.Histogram
@@ -89,6 +90,13 @@ func (r *Runner) latestFindings() ([]policy.Finding, time.Time) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.found, r.at
+}
+
+// Bindings returns the PV <-> PVC table of the last audit.
+func (r *Runner) Bindings() []Binding {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.bindings
 }
 
 // LatestFindings returns the last audit's findings and the number of objects it read.
@@ -151,8 +159,9 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 	}
 	report := NewReport(n, confirmed)
 	report.Time = r.o.Now()
+	bindings := bindingsOf(snap)
 	r.mu.Lock()
-	r.latest, r.found, r.at = report, confirmed, report.Time
+	r.latest, r.found, r.at, r.bindings = report, confirmed, report.Time, bindings
 	r.mu.Unlock()
 	select {
 	case r.updated <- struct{}{}:

@@ -51,8 +51,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// ReadyChecks must all pass for /readyz (caches synced, certificate loaded).
 	ReadyChecks map[string]func() error
-	// Report, when set, serves the latest audit report at GET /api/v1/report.
-	Report http.Handler
+	// Report and Dashboard, when set, serve the latest audit at GET /api/v1/report (JSON) and
+	// GET / (a page).
+	Report, Dashboard http.Handler
 	// ShutdownTimeout bounds how long in-flight reviews may take to drain (default 25s).
 	ShutdownTimeout time.Duration
 	Log             logr.Logger
@@ -105,6 +106,9 @@ func (s *Server) routes() chi.Router {
 	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 	if s.opts.Report != nil {
 		r.Method(http.MethodGet, "/api/v1/report", s.opts.Report)
+	}
+	if s.opts.Dashboard != nil {
+		r.Method(http.MethodGet, "/", s.opts.Dashboard)
 	}
 
 	review := func(h admission.Handler) http.Handler {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,13 +24,17 @@ import (
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
+// tlsClient trusts the suite's CA.
+func tlsClient() *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(suite.caPEM)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
 // report fetches /api/v1/report from the running pvguard over TLS.
 func report(t *testing.T) audit.Report {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(suite.caPEM)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	resp, err := hc.Get(suite.baseURL + "/api/v1/report")
+	resp, err := tlsClient().Get(suite.baseURL + "/api/v1/report")
 	if err != nil {
 		t.Fatalf("GET /api/v1/report: %v", err)
 	}
@@ -71,6 +76,22 @@ func TestLiveAuditReportsAndClears(t *testing.T) {
 	eventually(t, "PVG024 in the report", func() error {
 		if r := report(t); !hasFinding(r, "PVG024", name) {
 			return fmt.Errorf("not yet reported (%d findings, audited %s)", len(r.Findings), r.Time)
+		}
+		return nil
+	})
+	// The dashboard shows it too.
+	eventually(t, "the failed volume on the dashboard", func() error {
+		resp, err := tlsClient().Get(suite.baseURL + "/")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		page, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(page), "PersistentVolume "+name+" is Failed") || !strings.Contains(string(page), "<td>"+name+"</td><td>Failed</td>") {
+			return fmt.Errorf("not on the dashboard yet")
 		}
 		return nil
 	})

@@ -196,7 +196,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	var cacheSynced atomic.Bool
 	engines := &engineRef{}
 	views := webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader())
-	var report http.Handler
+	var report, dashboard http.Handler
 	if o.AuditInterval > 0 {
 		runner := audit.NewRunner(audit.Options{
 			Interval: o.AuditInterval, Cache: mgr.GetClient(), Live: mgr.GetAPIReader(),
@@ -208,7 +208,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		if err := mgr.Add(runner); err != nil {
 			return fmt.Errorf("adding audit: %w", err)
 		}
-		report = audit.ReportHandler(runner)
+		report, dashboard = audit.ReportHandler(runner), audit.DashboardHandler(runner)
 		if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), log.WithName("reports"))); err != nil {
 			return fmt.Errorf("adding report writer: %w", err)
 		}
@@ -220,6 +220,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		Engines:         engines,
 		Views:           views,
 		Report:          report,
+		Dashboard:       dashboard,
 		Registry:        reg,
 		ShutdownTimeout: o.ShutdownTimeout,
 		Log:             log.WithName("webhook"),

@@ -1,0 +1,89 @@
+package audit
+
+import (
+	_ "embed"
+	"html/template"
+	"net/http"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// Binding is one row of the dashboard's PV <-> PVC table.
+type Binding struct {
+	Volume, VolumePhase, Capacity, Class, ReclaimPolicy string
+	Claim, ClaimPhase                                   string
+}
+
+// bindingsOf lists every volume with the claim it points at (and the claim's phase).
+func bindingsOf(s *policy.Snapshot) []Binding {
+	out := make([]Binding, 0, len(s.PVs))
+	for _, pv := range s.PVs {
+		b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: policy.VolumeClass(pv),
+			ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy)}
+		if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+			b.Capacity = q.String()
+		}
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			b.Claim = ref.Namespace + "/" + ref.Name
+			b.ClaimPhase = "missing"
+			if pvc, _ := s.PersistentVolumeClaim(ref.Namespace, ref.Name); pvc != nil && (ref.UID == "" || ref.UID == pvc.UID) {
+				b.ClaimPhase = string(pvc.Status.Phase)
+			}
+		}
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Volume < out[j].Volume })
+	return out
+}
+
+//go:embed dashboard.html
+var dashboardHTML string
+
+var dashboardTemplate = template.Must(template.New("dashboard").Parse(dashboardHTML))
+
+// bar is one bar of the findings-by-rule chart, laid out server-side so the page needs no
+// charting library (nothing outside the cluster can be reached).
+type bar struct {
+	Rule  string
+	Count int
+	Y     int
+	Width int
+}
+
+// DashboardHandler serves the read-only dashboard: totals, a chart of findings by rule, the
+// findings (filterable in the page) and the PV <-> PVC bindings of the latest audit.
+func DashboardHandler(r *Runner) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/" {
+			http.NotFound(w, req)
+			return
+		}
+		report := r.Latest()
+		counts := map[string]int{}
+		for _, f := range report.Findings {
+			counts[f.Rule]++
+		}
+		rules := make([]string, 0, len(counts))
+		max := 0
+		for rule, n := range counts {
+			rules = append(rules, rule)
+			if n > max {
+				max = n
+			}
+		}
+		sort.Strings(rules)
+		bars := make([]bar, len(rules))
+		for i, rule := range rules {
+			bars[i] = bar{Rule: rule, Count: counts[rule], Y: i * 24, Width: 10 + 400*counts[rule]/max}
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:")
+		_ = dashboardTemplate.Execute(w, map[string]any{
+			"Report": report, "Bars": bars, "ChartHeight": len(bars)*24 + 4, "Bindings": r.Bindings(),
+		})
+	})
+}
