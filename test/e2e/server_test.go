@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -118,7 +119,8 @@ func TestMoreWarnings(t *testing.T) {
 func TestDemo(t *testing.T) {
 	var out bytes.Buffer
 	ctx := context.Background()
-	err := app.Dev(ctx, app.DevOptions{Dir: t.TempDir(), Listen: "127.0.0.1:0", ExitAfterDemo: true, Out: &out}, logr.Discard())
+	// A --dir that does not exist yet is created.
+	err := app.Dev(ctx, app.DevOptions{Dir: filepath.Join(t.TempDir(), "new", "dir"), Listen: "127.0.0.1:0", ExitAfterDemo: true, Out: &out}, logr.Discard())
 	if err != nil {
 		t.Fatalf("pvguard dev: %v\n%s", err, out.String())
 	}

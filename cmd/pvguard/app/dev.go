@@ -79,6 +79,8 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 		if o.Dir, err = os.MkdirTemp("", "pvguard-dev-"); err != nil {
 			return fmt.Errorf("creating working directory: %w", err)
 		}
+	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating working directory %s: %w", o.Dir, err)
 	}
 	fmt.Fprintf(o.Out, "Starting kube-apiserver and etcd from %s ...\n", o.Assets)
 	cp, err := controlplane.Start(o.Assets)
