@@ -86,12 +86,6 @@ func (r *Runner) Trigger() {
 // Updated signals after each audit (coalesced: one pending signal at most).
 func (r *Runner) Updated() <-chan struct{} { return r.updated }
 
-func (r *Runner) latestFindings() ([]policy.Finding, time.Time) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.found, r.at
-}
-
 // Bindings returns the PV <-> PVC table of the last audit.
 func (r *Runner) Bindings() []Binding {
 	r.mu.RLock()
@@ -99,11 +93,11 @@ func (r *Runner) Bindings() []Binding {
 	return r.bindings
 }
 
-// LatestFindings returns the last audit's findings and the number of objects it read.
-func (r *Runner) LatestFindings() ([]policy.Finding, int) {
+// LatestFindings returns the last audit's findings, when it ran and how many objects it read.
+func (r *Runner) LatestFindings() ([]policy.Finding, time.Time, int) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.found, r.latest.Summary.Objects
+	return r.found, r.at, r.latest.Summary.Objects
 }
 
 // Latest returns the last audit's report.

@@ -51,7 +51,7 @@ func (w *Writer) Start(ctx context.Context) error {
 
 // Sync writes the reports for the runner's latest audit.
 func (w *Writer) Sync(ctx context.Context) error {
-	findings, at := w.runner.latestFindings()
+	findings, at, _ := w.runner.LatestFindings()
 	reports, cluster := OpenReports(findings, at, w.maxResults)
 	owned := client.MatchingLabels{ManagedByLabel: "pvguard"}
 
@@ -80,7 +80,13 @@ func (w *Writer) Sync(ctx context.Context) error {
 		key := want.Namespace + "/" + want.Name
 		cur, ok := have[key]
 		delete(have, key)
-		errs = append(errs, w.apply(ctx, want, cur, ok && sameResults(cur.Results, want.Results)))
+		switch {
+		case !ok:
+			errs = append(errs, w.create(ctx, want))
+		case !sameResults(cur.Results, want.Results):
+			want.ResourceVersion = cur.ResourceVersion
+			errs = append(errs, w.c.Update(ctx, want))
+		}
 	}
 	for _, stale := range have {
 		errs = append(errs, client.IgnoreNotFound(w.c.Delete(ctx, stale)))
@@ -92,7 +98,13 @@ func (w *Writer) Sync(ctx context.Context) error {
 	for _, want := range cluster {
 		cur, ok := haveCluster[want.Name]
 		delete(haveCluster, want.Name)
-		errs = append(errs, w.apply(ctx, want, cur, ok && sameResults(cur.Results, want.Results)))
+		switch {
+		case !ok:
+			errs = append(errs, w.create(ctx, want))
+		case !sameResults(cur.Results, want.Results):
+			want.ResourceVersion = cur.ResourceVersion
+			errs = append(errs, w.c.Update(ctx, want))
+		}
 	}
 	for _, stale := range haveCluster {
 		errs = append(errs, client.IgnoreNotFound(w.c.Delete(ctx, stale)))
@@ -100,30 +112,12 @@ func (w *Writer) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// apply creates want, or updates cur to want unless they already agree.
-func (w *Writer) apply(ctx context.Context, want, cur client.Object, same bool) error {
-	if same {
-		return nil
-	}
-	if cur == nil || isNil(cur) {
-		err := w.c.Create(ctx, want)
-		if apierrors.IsNotFound(err) { // the namespace went away since the audit
-			return nil
-		}
+// create creates a report; a namespace deleted since the audit is not an error.
+func (w *Writer) create(ctx context.Context, obj client.Object) error {
+	if err := w.c.Create(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	want.SetResourceVersion(cur.GetResourceVersion())
-	return w.c.Update(ctx, want)
-}
-
-func isNil(o client.Object) bool {
-	switch t := o.(type) {
-	case *openreports.Report:
-		return t == nil
-	case *openreports.ClusterReport:
-		return t == nil
-	}
-	return false
+	return nil
 }
 
 // sameResults compares results ignoring their timestamps, so an unchanged audit writes nothing.

@@ -175,7 +175,7 @@ func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, e
 	if err := r.RunOnce(context.Background()); err != nil {
 		return nil, 0, fmt.Errorf("auditing %s: %w", rc.Host, err)
 	}
-	findings, objects := r.LatestFindings()
+	findings, _, objects := r.LatestFindings()
 	fmt.Fprintf(errOut, "pvguard audit: %d objects audited\n", objects)
 	return findings, objects, nil
 }
