@@ -2,7 +2,9 @@ package audit
 
 import (
 	_ "embed"
+	"fmt"
 	"html/template"
+	"io"
 	"net/http"
 	"sort"
 
@@ -17,22 +19,34 @@ type Binding struct {
 	Claim, ClaimPhase                                   string
 }
 
-// bindingsOf lists every volume with the claim it points at (and the claim's phase).
-func bindingsOf(s *policy.Snapshot) []Binding {
+// bindingOf is a volume's row: the claim it points at and that claim's phase ("missing" when the
+// claim is gone or was re-created).
+func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
+	b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: policy.VolumeClass(pv),
+		ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy)}
+	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+		b.Capacity = q.String()
+	}
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		b.Claim = ref.Namespace + "/" + ref.Name
+		b.ClaimPhase = "missing"
+		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+		if err != nil {
+			return b, fmt.Errorf("reading the claim of %s: %w", pv.Name, err)
+		}
+		if pvc != nil && (ref.UID == "" || ref.UID == pvc.UID) {
+			b.ClaimPhase = string(pvc.Status.Phase)
+		}
+	}
+	return b, nil
+}
+
+// BindingsOf lists every volume of a snapshot with the claim it points at, by volume name.
+func BindingsOf(s *policy.Snapshot) []Binding {
+	v := s.Indexed()
 	out := make([]Binding, 0, len(s.PVs))
 	for _, pv := range s.PVs {
-		b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: policy.VolumeClass(pv),
-			ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy)}
-		if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-			b.Capacity = q.String()
-		}
-		if ref := pv.Spec.ClaimRef; ref != nil {
-			b.Claim = ref.Namespace + "/" + ref.Name
-			b.ClaimPhase = "missing"
-			if pvc, _ := s.PersistentVolumeClaim(ref.Namespace, ref.Name); pvc != nil && (ref.UID == "" || ref.UID == pvc.UID) {
-				b.ClaimPhase = string(pvc.Status.Phase)
-			}
-		}
+		b, _ := bindingOf(pv, v) // a snapshot's lookups cannot fail
 		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Volume < out[j].Volume })
@@ -61,29 +75,35 @@ func DashboardHandler(r *Runner) http.Handler {
 			http.NotFound(w, req)
 			return
 		}
-		report := r.Latest()
-		counts := map[string]int{}
-		for _, f := range report.Findings {
-			counts[f.Rule]++
-		}
-		rules := make([]string, 0, len(counts))
-		max := 0
-		for rule, n := range counts {
-			rules = append(rules, rule)
-			if n > max {
-				max = n
-			}
-		}
-		sort.Strings(rules)
-		bars := make([]bar, len(rules))
-		for i, rule := range rules {
-			bars[i] = bar{Rule: rule, Count: counts[rule], Y: i * 24, Width: 10 + 400*counts[rule]/max}
-		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:")
-		_ = dashboardTemplate.Execute(w, map[string]any{
-			"Report": report, "Bars": bars, "ChartHeight": len(bars)*24 + 4, "Bindings": r.Bindings(),
-		})
+		_ = RenderDashboard(w, r.Latest(), r.Bindings())
 	})
+}
+
+// RenderDashboard writes the dashboard page for a report as one self-contained HTML document
+// (inline style and script, no external resources): the server's page and `pvguard audit -o html`.
+func RenderDashboard(w io.Writer, report Report, bindings []Binding) error {
+	counts := map[string]int{}
+	for _, f := range report.Findings {
+		counts[f.Rule]++
+	}
+	rules := make([]string, 0, len(counts))
+	most := 0
+	for rule, n := range counts {
+		rules = append(rules, rule)
+		most = max(most, n)
+	}
+	sort.Strings(rules)
+	bars := make([]bar, len(rules))
+	for i, rule := range rules {
+		bars[i] = bar{Rule: rule, Count: counts[rule], Y: i * 24, Width: 10 + 400*counts[rule]/most}
+	}
+	if err := dashboardTemplate.Execute(w, map[string]any{
+		"Report": report, "Bars": bars, "ChartHeight": len(bars)*24 + 4, "Bindings": bindings,
+	}); err != nil {
+		return fmt.Errorf("rendering the dashboard: %w", err)
+	}
+	return nil
 }

@@ -22,12 +22,13 @@ func ReportHandler(r *Runner) http.Handler {
 	})
 }
 
-// WatchChanges triggers an audit whenever a volume, claim or class changes.
+// WatchChanges has the runner re-audit each volume and claim as it changes (with its
+// neighbours), and everything when a class changes.
 func WatchChanges(ctx context.Context, c cache.Cache, r *Runner) error {
 	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { r.Trigger() },
-		UpdateFunc: func(any, any) { r.Trigger() },
-		DeleteFunc: func(any) { r.Trigger() },
+		AddFunc:    func(obj any) { r.Changed(obj) },
+		UpdateFunc: func(old, obj any) { r.Changed(old, obj) },
+		DeleteFunc: func(obj any) { r.Changed(obj) },
 	}
 	for _, obj := range []client.Object{&corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{}} {
 		inf, err := c.GetInformer(ctx, obj)

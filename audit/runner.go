@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/policy"
@@ -23,26 +25,49 @@ type Options struct {
 	Interval time.Duration
 	// Cache lists the objects; Live confirms an absence before it is reported.
 	Cache, Live client.Reader
-	Engine      func() *policy.Engine
-	Registry    prometheus.Registerer
-	Log         logr.Logger
-	Now         func() time.Time
+	// View, when set, is what incremental audits read related objects through (the admission
+	// webhook's cache view, with its indexes); without it each incremental audit lists the cache.
+	View   func(ctx context.Context) policy.View
+	Engine func() *policy.Engine
+	// Progress, when set, is told during a full audit how many of how many objects are done.
+	Progress func(done, total int)
+	Registry prometheus.Registerer
+	Log      logr.Logger
+	Now      func() time.Time
 }
 
-// Runner audits the cluster periodically and on demand.
+// objectKey names one audited object.
+type objectKey struct {
+	kind            policy.Kind
+	namespace, name string
+}
+
+// judged is what the last audit of one object found.
+type judged struct {
+	findings []policy.Finding
+	binding  *Binding // volumes only
+}
+
+// Runner audits the cluster: every object in full each interval, and between full audits the
+// objects that changed, with their neighbours (a claim and the volumes that name it or that it
+// names), as the informers report them.
 type Runner struct {
 	o       Options
-	trigger chan struct{}
+	wake    chan struct{}
 	updated chan struct{}
 
+	pending sync.Mutex
+	full    bool
+	dirty   map[objectKey]struct{}
+
 	mu       sync.RWMutex
+	objects  map[objectKey]judged
 	latest   Report
 	found    []policy.Finding
-	at       time.Time
 	bindings []Binding
 
 	findings *prometheus.GaugeVec
-	duration prometheus.Histogram
+	duration *prometheus.HistogramVec
 	lastRun  prometheus.Gauge
 }
 
@@ -59,12 +84,15 @@ func NewRunner(o Options) *Runner {
 	}
 	r := &Runner{
 		o:       o,
-		trigger: make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
 		updated: make(chan struct{}, 1),
+		dirty:   map[objectKey]struct{}{},
+		objects: map[objectKey]judged{},
 		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pvguard_audit_findings",
 			Help: "Findings of the last audit, by rule and action."}, []string{"rule", "action"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_audit_duration_seconds",
-			Help: "Time to audit the whole cache.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pvguard_audit_duration_seconds",
+			Help:    "Time to audit: the whole cache (scope full) or the objects that changed (scope incremental).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"scope"}),
 		lastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pvguard_audit_last_run_timestamp_seconds",
 			Help: "When the last audit finished (Unix time)."}),
 	}
@@ -75,10 +103,46 @@ func NewRunner(o Options) *Runner {
 // NeedLeaderElection lets every replica audit, so each serves a current report.
 func (r *Runner) NeedLeaderElection() bool { return false }
 
-// Trigger asks for an audit soon (changes are coalesced).
+// Trigger asks for a full audit soon (requests are coalesced).
 func (r *Runner) Trigger() {
+	r.pending.Lock()
+	r.full = true
+	r.pending.Unlock()
+	r.poke()
+}
+
+// Changed asks for the given objects (and their neighbours) to be audited again soon. It takes
+// the old and new states of an update, so that a claimRef or volumeName that changed still
+// leads to the object it used to name. A class or node change asks for a full audit: every
+// claim and volume may depend on it.
+func (r *Runner) Changed(objs ...any) {
+	r.pending.Lock()
+	for _, obj := range objs {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		switch o := obj.(type) {
+		case *corev1.PersistentVolume:
+			r.dirty[objectKey{kind: policy.KindPersistentVolume, name: o.Name}] = struct{}{}
+			if ref := o.Spec.ClaimRef; ref != nil {
+				r.dirty[objectKey{kind: policy.KindPersistentVolumeClaim, namespace: ref.Namespace, name: ref.Name}] = struct{}{}
+			}
+		case *corev1.PersistentVolumeClaim:
+			r.dirty[objectKey{kind: policy.KindPersistentVolumeClaim, namespace: o.Namespace, name: o.Name}] = struct{}{}
+			if o.Spec.VolumeName != "" {
+				r.dirty[objectKey{kind: policy.KindPersistentVolume, name: o.Spec.VolumeName}] = struct{}{}
+			}
+		default:
+			r.full = true
+		}
+	}
+	r.pending.Unlock()
+	r.poke()
+}
+
+func (r *Runner) poke() {
 	select {
-	case r.trigger <- struct{}{}:
+	case r.wake <- struct{}{}:
 	default:
 	}
 }
@@ -97,7 +161,7 @@ func (r *Runner) Bindings() []Binding {
 func (r *Runner) LatestFindings() ([]policy.Finding, time.Time, int) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.found, r.at, r.latest.Summary.Objects
+	return r.found, r.latest.Time, r.latest.Summary.Objects
 }
 
 // Latest returns the last audit's report.
@@ -107,67 +171,276 @@ func (r *Runner) Latest() Report {
 	return r.latest
 }
 
-// Start audits at once, then every interval and after changes (at most once a second), until
-// ctx ends.
+// Start audits everything at once, then every interval, and the objects that changed as they
+// change (batched for up to a second), until ctx ends.
 func (r *Runner) Start(ctx context.Context) error {
 	tick := time.NewTicker(r.o.Interval)
 	defer tick.Stop()
+	if err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		r.o.Log.Error(err, "audit failed")
+	}
 	for {
-		if err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			r.o.Log.Error(err, "audit failed")
-		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-		case <-r.trigger:
-			select { // coalesce a burst of changes
-			case <-ctx.Done():
-				return nil
-			case <-time.After(time.Second):
-			}
+			r.Trigger()
+			continue
+		case <-r.wake:
+		}
+		select { // batch a burst of changes
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+		if err := r.RunPending(ctx); err != nil && ctx.Err() == nil {
+			r.o.Log.Error(err, "audit failed")
 		}
 	}
 }
 
-// RunOnce audits the cache now.
+// RunPending audits what changed since the last audit: everything if a full audit was asked
+// for, else the changed objects and their neighbours. Objects that could not be audited stay
+// pending.
+func (r *Runner) RunPending(ctx context.Context) error {
+	r.pending.Lock()
+	full, dirty := r.full, r.dirty
+	r.full, r.dirty = false, map[objectKey]struct{}{}
+	r.pending.Unlock()
+	if full {
+		err := r.RunOnce(ctx)
+		if err != nil {
+			r.Trigger()
+		}
+		return err
+	}
+	if len(dirty) == 0 {
+		return nil
+	}
+	err := r.runIncremental(ctx, dirty)
+	if err != nil {
+		r.pending.Lock()
+		for k := range dirty {
+			r.dirty[k] = struct{}{}
+		}
+		r.pending.Unlock()
+		r.poke()
+	}
+	return err
+}
+
+// RunOnce audits the whole cache now.
 func (r *Runner) RunOnce(ctx context.Context) error {
 	start := time.Now()
-	snap, n, err := r.snapshot(ctx)
+	snap, err := r.snapshot(ctx)
 	if err != nil {
 		return err
 	}
-	found, err := r.o.Engine().Audit(snap, r.o.Now())
+	v := snap.Indexed()
+	all := snap.Objects()
+	objects := make(map[objectKey]judged, len(all))
+	for i, obj := range all {
+		k, j, err := r.judge(ctx, obj, v)
+		if err != nil {
+			return err
+		}
+		objects[k] = j
+		if r.o.Progress != nil {
+			r.o.Progress(i+1, len(all))
+		}
+	}
+	r.mu.Lock()
+	r.objects = objects
+	r.mu.Unlock()
+	r.publish(start, "full")
+	return nil
+}
+
+// runIncremental re-audits the changed objects and their neighbours two links out: a claim, the
+// volumes it names or that name it, and the other claims of those volumes (whose double-binding
+// and pair findings mention it).
+func (r *Runner) runIncremental(ctx context.Context, dirty map[objectKey]struct{}) error {
+	start := time.Now()
+	v, err := r.view(ctx)
 	if err != nil {
 		return err
+	}
+	todo := make(map[objectKey]any, len(dirty))
+	frontier := dirty
+	for hop := 0; hop <= 2 && len(frontier) > 0; hop++ {
+		next := map[objectKey]struct{}{}
+		for k := range frontier {
+			if _, done := todo[k]; done {
+				continue
+			}
+			obj, neighbours, err := lookup(v, k)
+			if err != nil {
+				return err
+			}
+			todo[k] = obj
+			for _, n := range neighbours {
+				next[n] = struct{}{}
+			}
+		}
+		frontier = next
+	}
+	results := make(map[objectKey]*judged, len(todo))
+	for k, obj := range todo {
+		if obj == nil {
+			results[k] = nil // gone
+			continue
+		}
+		_, j, err := r.judge(ctx, obj, v)
+		if err != nil {
+			return err
+		}
+		results[k] = &j
+	}
+	r.mu.Lock()
+	for k, j := range results {
+		if j == nil {
+			delete(r.objects, k)
+		} else {
+			r.objects[k] = *j
+		}
+	}
+	r.mu.Unlock()
+	r.publish(start, "incremental")
+	return nil
+}
+
+// lookup reads one object through the view (nil when it is gone) and lists its neighbours.
+func lookup(v policy.View, k objectKey) (any, []objectKey, error) {
+	var out []objectKey
+	switch k.kind {
+	case policy.KindPersistentVolume:
+		pv, err := v.PersistentVolume(k.name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("re-auditing volume %s: %w", k.name, err)
+		}
+		claims, err := v.ClaimsNamingVolume(k.name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("re-auditing volume %s: %w", k.name, err)
+		}
+		for _, c := range claims {
+			out = append(out, objectKey{kind: policy.KindPersistentVolumeClaim, namespace: c.Namespace, name: c.Name})
+		}
+		if pv == nil {
+			return nil, out, nil
+		}
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			out = append(out, objectKey{kind: policy.KindPersistentVolumeClaim, namespace: ref.Namespace, name: ref.Name})
+		}
+		return pv, out, nil
+	case policy.KindPersistentVolumeClaim:
+		pvc, err := v.PersistentVolumeClaim(k.namespace, k.name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("re-auditing claim %s/%s: %w", k.namespace, k.name, err)
+		}
+		vols, err := v.VolumesClaiming(k.namespace, k.name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("re-auditing claim %s/%s: %w", k.namespace, k.name, err)
+		}
+		for _, pv := range vols {
+			out = append(out, objectKey{kind: policy.KindPersistentVolume, name: pv.Name})
+		}
+		if pvc == nil {
+			return nil, out, nil
+		}
+		if pvc.Spec.VolumeName != "" {
+			out = append(out, objectKey{kind: policy.KindPersistentVolume, name: pvc.Spec.VolumeName})
+		}
+		return pvc, out, nil
+	}
+	return nil, nil, fmt.Errorf("re-auditing %s %s: not a volume or claim", k.kind, k.name)
+}
+
+// judge audits one object, confirming absences live, and computes its binding row.
+func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (objectKey, judged, error) {
+	found, err := r.o.Engine().AuditObject(obj, v, r.o.Now())
+	if err != nil {
+		return objectKey{}, judged{}, err
 	}
 	confirmed := found[:0]
 	for _, f := range found {
 		ok, err := r.confirm(ctx, f)
 		if err != nil {
-			return err
+			return objectKey{}, judged{}, err
 		}
 		if ok {
 			confirmed = append(confirmed, f)
 		}
 	}
-	report := NewReport(n, confirmed)
-	report.Time = r.o.Now()
-	bindings := bindingsOf(snap)
+	j := judged{findings: confirmed}
+	var k objectKey
+	switch o := obj.(type) {
+	case *corev1.PersistentVolume:
+		k = objectKey{kind: policy.KindPersistentVolume, name: o.Name}
+		b, err := bindingOf(o, v)
+		if err != nil {
+			return objectKey{}, judged{}, err
+		}
+		j.binding = &b
+	case *corev1.PersistentVolumeClaim:
+		k = objectKey{kind: policy.KindPersistentVolumeClaim, namespace: o.Namespace, name: o.Name}
+	case *storagev1.StorageClass:
+		k = objectKey{kind: policy.KindStorageClass, name: o.Name}
+	}
+	return k, j, nil
+}
+
+// publish merges the per-object results into the report, the bindings and the metrics.
+func (r *Runner) publish(start time.Time, scope string) {
 	r.mu.Lock()
-	r.latest, r.found, r.at, r.bindings = report, confirmed, report.Time, bindings
+	keys := make([]objectKey, 0, len(r.objects))
+	for k := range r.objects {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if oa, ob := policy.AuditOrder(a.kind), policy.AuditOrder(b.kind); oa != ob {
+			return oa < ob
+		}
+		if a.namespace != b.namespace {
+			return a.namespace < b.namespace
+		}
+		return a.name < b.name
+	})
+	perObject := make([][]policy.Finding, 0, len(keys))
+	var bindings []Binding
+	for _, k := range keys {
+		j := r.objects[k]
+		perObject = append(perObject, j.findings)
+		if j.binding != nil {
+			bindings = append(bindings, *j.binding)
+		}
+	}
+	found := policy.Merge(perObject)
+	report := NewReport(len(keys), found)
+	report.Time = r.o.Now()
+	r.latest, r.found, r.bindings = report, found, bindings
 	r.mu.Unlock()
 	select {
 	case r.updated <- struct{}{}:
 	default:
 	}
 	r.findings.Reset()
-	for _, f := range confirmed {
+	for _, f := range found {
 		r.findings.WithLabelValues(string(f.Rule), string(f.Action)).Inc()
 	}
-	r.duration.Observe(time.Since(start).Seconds())
+	r.duration.WithLabelValues(scope).Observe(time.Since(start).Seconds())
 	r.lastRun.Set(float64(time.Now().Unix()))
-	return nil
+}
+
+func (r *Runner) view(ctx context.Context) (policy.View, error) {
+	if r.o.View != nil {
+		return r.o.View(ctx), nil
+	}
+	snap, err := r.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return snap.Indexed(), nil
 }
 
 // confirm re-reads, past the cache, the object whose absence a finding is about: an informer
@@ -215,7 +488,7 @@ func ignoreNotFound(err error) error {
 	return err
 }
 
-func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, int, error) {
+func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, error) {
 	var pvs corev1.PersistentVolumeList
 	var pvcs corev1.PersistentVolumeClaimList
 	var scs storagev1.StorageClassList
@@ -223,7 +496,7 @@ func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, int, error) {
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	for _, l := range []client.ObjectList{&pvs, &pvcs, &scs, &nodes} {
 		if err := r.o.Cache.List(ctx, l); err != nil {
-			return nil, 0, fmt.Errorf("listing %T for the audit: %w", l, err)
+			return nil, fmt.Errorf("listing %T for the audit: %w", l, err)
 		}
 	}
 	s := &policy.Snapshot{}
@@ -239,5 +512,5 @@ func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, int, error) {
 	for i := range nodes.Items {
 		s.Nodes = append(s.Nodes, &corev1.Node{ObjectMeta: nodes.Items[i].ObjectMeta})
 	}
-	return s, len(s.PVs) + len(s.PVCs) + len(s.Classes), nil
+	return s, nil
 }

@@ -69,76 +69,130 @@ func (s *Snapshot) Node(name string) (*corev1.Node, error) {
 
 func (s *Snapshot) StorageClasses() ([]*storagev1.StorageClass, error) { return s.Classes, nil }
 
+// Objects lists the snapshot's classes, claims and volumes in AuditOrder.
+func (s *Snapshot) Objects() []any {
+	out := make([]any, 0, len(s.Classes)+len(s.PVCs)+len(s.PVs))
+	for _, sc := range s.Classes {
+		out = append(out, sc)
+	}
+	for _, pvc := range s.PVCs {
+		out = append(out, pvc)
+	}
+	for _, pv := range s.PVs {
+		out = append(out, pv)
+	}
+	return out
+}
+
 // transitionRules judge a change, not a state, so the audit does not evaluate them. PVG002 is
 // among them: a claimRef naming a claim that is gone describes a released volume once it has been
 // written, and PVG020 reports the states that are wrong (a Bound volume whose claim is gone).
 var transitionRules = map[RuleID]bool{"PVG002": true, "PVG003": true, "PVG011": true, "PVG012": true, "PVG013": true}
 
-// Audit judges every object of a snapshot: the admission rules that describe a state (each
-// object as if it had just been written), then the audit-only rules PVG020-PVG024. A violation
-// seen from both halves of a pair is reported once, on the claim. Exemptions apply as at admission, matched
-// by namespace only (an audit has no requester). now dates the released-aging rule.
-func (e *Engine) Audit(s *Snapshot, now time.Time) ([]Finding, error) {
-	var reviews []*Review
-	for _, sc := range s.Classes {
-		reviews = append(reviews, &Review{Kind: KindStorageClass, Operation: OperationCreate, SC: sc})
+// Audit judges every object of a snapshot with AuditObject and merges the results. progress,
+// when not nil, is told after each object how many of how many are done.
+func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int)) ([]Finding, error) {
+	v := indexSnapshot(s)
+	objs := s.Objects()
+	perObject := make([][]Finding, 0, len(objs))
+	for _, obj := range objs {
+		found, err := e.AuditObject(obj, v, now)
+		if err != nil {
+			return nil, err
+		}
+		perObject = append(perObject, found)
+		if progress != nil {
+			progress(len(perObject), len(objs))
+		}
 	}
-	// Claims before volumes: a violated pair is then reported on the claim, in its namespace,
-	// where the tenant who owns it sees it.
-	for _, pvc := range s.PVCs {
-		reviews = append(reviews, &Review{Kind: KindPersistentVolumeClaim, Operation: OperationCreate, PVC: pvc})
+	return Merge(perObject), nil
+}
+
+// AuditObject judges one existing object (a *PersistentVolume, *PersistentVolumeClaim or
+// *StorageClass) as it stands: the admission rules that describe a state, each applied as if the
+// object had just been created, then the audit-only rules PVG020-PVG024. Exemptions apply as at
+// admission, matched by namespace only (an audit has no requester). now dates the
+// released-aging rule. The findings are not yet deduplicated against the object's neighbours:
+// Merge does that.
+func (e *Engine) AuditObject(obj any, v View, now time.Time) ([]Finding, error) {
+	r := &Review{Operation: OperationCreate}
+	switch o := obj.(type) {
+	case *corev1.PersistentVolume:
+		r.Kind, r.PV = KindPersistentVolume, o
+	case *corev1.PersistentVolumeClaim:
+		r.Kind, r.PVC = KindPersistentVolumeClaim, o
+	case *storagev1.StorageClass:
+		r.Kind, r.SC = KindStorageClass, o
+	default:
+		return nil, fmt.Errorf("auditing %T: not a PersistentVolume, PersistentVolumeClaim or StorageClass", obj)
 	}
-	for _, pv := range s.PVs {
-		reviews = append(reviews, &Review{Kind: KindPersistentVolume, Operation: OperationCreate, PV: pv})
-	}
+	ns := r.namespaces()
 	var out []Finding
-	seen := map[string]bool{}
-	add := func(f Finding) {
-		k := string(f.Rule) + "\x00" + f.Message
-		if !seen[k] {
-			seen[k] = true
+	judge := func(rl *Rule, check func() ([]Finding, error)) error {
+		action := e.cfg.ActionFor(rl)
+		if action == ActionOff || e.cfg.Exempt(rl, ns, UserInfo{}) {
+			return nil
+		}
+		found, err := check()
+		if err != nil {
+			return fmt.Errorf("auditing %s with %s: %w", r.Object(), rl.ID, err)
+		}
+		for _, f := range found {
+			f.Rule, f.Name, f.Action = rl.ID, rl.Name, action
+			if f.Object.Kind == "" {
+				f.Object = r.Object()
+			}
 			out = append(out, f)
 		}
+		return nil
 	}
-	for _, r := range reviews {
-		ns := r.namespaces()
-		for i := range e.rules {
-			rl := &e.rules[i]
-			if transitionRules[rl.ID] || !rl.appliesTo(r.Kind) {
-				continue
-			}
-			action := e.cfg.ActionFor(rl)
-			if action == ActionOff || e.cfg.Exempt(rl, ns, UserInfo{}) {
-				continue
-			}
-			found, err := rl.Check(r, s, e.cfg)
-			if err != nil {
-				return nil, fmt.Errorf("auditing %s with %s: %w", r.Object(), rl.ID, err)
-			}
-			for _, f := range found {
-				f.Rule, f.Name, f.Action = rl.ID, rl.Name, action
-				if f.Object.Kind == "" {
-					f.Object = r.Object()
-				}
-				add(f)
-			}
-		}
-	}
-	for _, rl := range AuditRules() {
-		action := e.cfg.ActionFor(&rl)
-		if action == ActionOff {
+	for i := range e.rules {
+		rl := &e.rules[i]
+		if transitionRules[rl.ID] || !rl.appliesTo(r.Kind) {
 			continue
 		}
-		for _, f := range rl.audit(s, e.cfg, now) {
-			var ns []string
-			if f.Object.Namespace != "" {
-				ns = []string{f.Object.Namespace}
+		if err := judge(rl, func() ([]Finding, error) { return rl.Check(r, v, e.cfg) }); err != nil {
+			return nil, err
+		}
+	}
+	for i := range e.auditRules {
+		rl := &e.auditRules[i]
+		if !rl.appliesTo(r.Kind) {
+			continue
+		}
+		if err := judge(rl, func() ([]Finding, error) { return rl.audit(r, v, e.cfg, now) }); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// AuditOrder ranks kinds in the order Merge expects their findings: classes, then claims, then
+// volumes. A violated pair is seen from both of its objects; judging the claim first puts the
+// finding on the claim, in its namespace, where the tenant who owns it sees it.
+func AuditOrder(k Kind) int {
+	switch k {
+	case KindStorageClass:
+		return 0
+	case KindPersistentVolumeClaim:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// Merge joins per-object audit findings, given in AuditOrder, keeping the first of any two with
+// the same rule and message, and sorts the result by rule, then object.
+func Merge(perObject [][]Finding) []Finding {
+	var out []Finding
+	seen := map[string]bool{}
+	for _, found := range perObject {
+		for _, f := range found {
+			k := string(f.Rule) + "\x00" + f.Message
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, f)
 			}
-			if e.cfg.Exempt(&rl, ns, UserInfo{}) {
-				continue
-			}
-			f.Rule, f.Name, f.Action = rl.ID, rl.Name, action
-			add(f)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -147,5 +201,66 @@ func (e *Engine) Audit(s *Snapshot, now time.Time) ([]Finding, error) {
 		}
 		return out[i].Object.String() < out[j].Object.String()
 	})
-	return out, nil
+	return out
+}
+
+// indexedSnapshot answers a Snapshot's lookups from maps, so a whole audit costs linear time
+// rather than a scan of the snapshot per lookup.
+type indexedSnapshot struct {
+	s        *Snapshot
+	pvs      map[string]*corev1.PersistentVolume
+	pvcs     map[string]*corev1.PersistentVolumeClaim
+	naming   map[string][]*corev1.PersistentVolumeClaim
+	claiming map[string][]*corev1.PersistentVolume
+	nodes    map[string]*corev1.Node
+}
+
+// Indexed returns a View over the snapshot that answers each lookup from a map. The snapshot must
+// not change while the view is in use.
+func (s *Snapshot) Indexed() View { return indexSnapshot(s) }
+
+func indexSnapshot(s *Snapshot) *indexedSnapshot {
+	x := &indexedSnapshot{s: s,
+		pvs: make(map[string]*corev1.PersistentVolume, len(s.PVs)), pvcs: make(map[string]*corev1.PersistentVolumeClaim, len(s.PVCs)),
+		naming: map[string][]*corev1.PersistentVolumeClaim{}, claiming: map[string][]*corev1.PersistentVolume{},
+		nodes: make(map[string]*corev1.Node, len(s.Nodes))}
+	for _, pv := range s.PVs {
+		x.pvs[pv.Name] = pv
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			k := ref.Namespace + "/" + ref.Name
+			x.claiming[k] = append(x.claiming[k], pv)
+		}
+	}
+	for _, pvc := range s.PVCs {
+		x.pvcs[pvc.Namespace+"/"+pvc.Name] = pvc
+		if pvc.Spec.VolumeName != "" {
+			x.naming[pvc.Spec.VolumeName] = append(x.naming[pvc.Spec.VolumeName], pvc)
+		}
+	}
+	for _, n := range s.Nodes {
+		x.nodes[n.Name] = n
+	}
+	return x
+}
+
+func (x *indexedSnapshot) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+	return x.pvs[name], nil
+}
+
+func (x *indexedSnapshot) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return x.pvcs[namespace+"/"+name], nil
+}
+
+func (x *indexedSnapshot) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
+	return x.naming[volumeName], nil
+}
+
+func (x *indexedSnapshot) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	return x.claiming[namespace+"/"+name], nil
+}
+
+func (x *indexedSnapshot) Node(name string) (*corev1.Node, error) { return x.nodes[name], nil }
+
+func (x *indexedSnapshot) StorageClasses() ([]*storagev1.StorageClass, error) {
+	return x.s.Classes, nil
 }

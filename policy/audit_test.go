@@ -78,7 +78,7 @@ func TestAudit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := mustConfig(t, tc.config)
-			got, err := policy.NewEngine(cfg).Audit(tc.snap, now)
+			got, err := policy.NewEngine(cfg).Audit(tc.snap, now, nil)
 			if err != nil {
 				t.Fatalf("Audit: %v", err)
 			}

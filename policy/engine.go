@@ -18,8 +18,9 @@ func (d *Decision) Allowed() bool { return len(d.Deny) == 0 }
 // Engine evaluates reviews against the catalogue under one Config. It is immutable and safe for
 // concurrent use; a config reload builds a new Engine.
 type Engine struct {
-	cfg   *Config
-	rules []Rule
+	cfg        *Config
+	rules      []Rule
+	auditRules []Rule
 }
 
 // NewEngine returns an engine for the config; a nil config means DefaultConfig.
@@ -27,7 +28,7 @@ func NewEngine(cfg *Config) *Engine {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	return &Engine{cfg: cfg, rules: Catalogue()}
+	return &Engine{cfg: cfg, rules: Catalogue(), auditRules: AuditRules()}
 }
 
 // Config returns the engine's configuration.

@@ -221,8 +221,9 @@ type Rule struct {
 	// Check evaluates one review. Findings need only Object, Field, Message and Hint: the
 	// engine fills in the rule's identity and action.
 	Check func(r *Review, v View, c *Config) ([]Finding, error)
-	// audit evaluates a whole snapshot, for the rules that judge state (PVG020-PVG024).
-	audit func(s *Snapshot, c *Config, now time.Time) []Finding
+	// audit judges one existing object, for the rules that judge state (PVG020-PVG024); now
+	// dates the ones that age.
+	audit func(r *Review, v View, c *Config, now time.Time) ([]Finding, error)
 }
 
 func (rl *Rule) appliesTo(k Kind) bool {

@@ -70,7 +70,7 @@ func newAuditCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "audit the live cluster of this kubeconfig instead of files")
-	f.StringVarP(&o.Output, "output", "o", o.Output, "table, json, yaml, or report (openreports.io Report and ClusterReport objects)")
+	f.StringVarP(&o.Output, "output", "o", o.Output, "table, json, yaml, report (openreports.io Report and ClusterReport objects) or html (the dashboard page as one file)")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding's action is at least this: deny or warn")
 	f.StringVar(&o.ConfigFile, "config", "", "policy config file (actions and exemptions as at admission)")
 	return cmd
@@ -83,9 +83,9 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		return errors.New("give either manifests with -f FILE|DIR or a cluster with --kubeconfig")
 	}
 	switch o.Output {
-	case "table", "json", "yaml", "report":
+	case "table", "json", "yaml", "report", "html":
 	default:
-		return fmt.Errorf("-o %s: want table, json, yaml or report", o.Output)
+		return fmt.Errorf("-o %s: want table, json, yaml, report or html", o.Output)
 	}
 	var failAt map[policy.Action]bool
 	switch o.FailOn {
@@ -113,12 +113,13 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	}
 	var (
 		findings []policy.Finding
+		bindings []audit.Binding
 		objects  int
 		readErrs []error
 	)
 	if o.Kubeconfig != "" {
 		var err error
-		if findings, objects, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
+		if findings, bindings, objects, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
 			return err
 		}
 	} else {
@@ -127,10 +128,14 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		for _, e := range readErrs {
 			fmt.Fprintln(errOut, "pvguard audit:", e)
 		}
+		if objects >= progressMin {
+			fmt.Fprintf(errOut, "pvguard audit: auditing %d objects\n", objects)
+		}
 		var err error
-		if findings, err = policy.NewEngine(cfg).Audit(snap, now()); err != nil {
+		if findings, err = policy.NewEngine(cfg).Audit(snap, now(), progressTo(errOut)); err != nil {
 			return err
 		}
+		bindings = audit.BindingsOf(snap)
 	}
 	report := audit.NewReport(objects, findings)
 	for _, e := range readErrs {
@@ -141,9 +146,15 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		failed = failed || failAt[f.Action]
 	}
 	var werr error
-	if o.Output == "report" {
+	switch o.Output {
+	case "report":
 		werr = writeOpenReports(out, findings, now())
-	} else {
+	case "html":
+		if o.Kubeconfig != "" {
+			report.Time = now()
+		}
+		werr = audit.RenderDashboard(out, report, bindings)
+	default:
 		werr = writeAuditReport(out, o.Output, report)
 	}
 	if werr != nil {
@@ -160,24 +171,43 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 
 // auditCluster audits a live cluster: it lists the objects through the apiserver (a cache of
 // one read) and confirms missing objects with a second read, exactly as the in-server audit does.
-func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, int, error) {
+func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, []audit.Binding, int, error) {
 	rc, err := RESTConfig(kubeconfig)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	c, err := client.New(rc, client.Options{})
 	if err != nil {
-		return nil, 0, fmt.Errorf("connecting to the cluster: %w", err)
+		return nil, nil, 0, fmt.Errorf("connecting to the cluster: %w", err)
 	}
 	fmt.Fprintf(errOut, "pvguard audit: reading volumes, claims, classes and nodes from %s\n", rc.Host)
 	engine := policy.NewEngine(cfg)
-	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return engine }, Log: logr.Discard(), Now: now})
+	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
+		Log: logr.Discard(), Now: now, Progress: progressTo(errOut)})
 	if err := r.RunOnce(context.Background()); err != nil {
-		return nil, 0, fmt.Errorf("auditing %s: %w", rc.Host, err)
+		return nil, nil, 0, fmt.Errorf("auditing %s: %w", rc.Host, err)
 	}
 	findings, _, objects := r.LatestFindings()
 	fmt.Fprintf(errOut, "pvguard audit: %d objects audited\n", objects)
-	return findings, objects, nil
+	return findings, r.Bindings(), objects, nil
+}
+
+// progressMin is the size from which an audit reports its progress: smaller ones finish before
+// anyone would look.
+const progressMin = 1000
+
+// progressTo reports an audit's progress on w in tenths.
+func progressTo(w io.Writer) func(done, total int) {
+	last := 0
+	return func(done, total int) {
+		if total < progressMin {
+			return
+		}
+		if tenth := done * 10 / total; tenth > last {
+			last = tenth
+			fmt.Fprintf(w, "pvguard audit: %d%% (%d of %d objects)\n", tenth*10, done, total)
+		}
+	}
 }
 
 // writeOpenReports prints the openreports.io Report and ClusterReport objects the findings make,

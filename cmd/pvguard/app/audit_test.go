@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -156,11 +157,49 @@ func TestAuditBadDocumentsAreNamedAndTheRestAudited(t *testing.T) {
 func TestAuditFlags(t *testing.T) {
 	for _, o := range []app.AuditOptions{
 		{Output: "table"},
-		{Files: []string{"x"}, Output: "html"},
+		{Files: []string{"x"}, Output: "xml"},
 		{Files: []string{"x"}, Output: "table", FailOn: "sometimes"},
 	} {
 		if _, _, err := runAudit(t, o); err == nil || exitCode(err) != -1 {
 			t.Errorf("options %+v: want a usage error, got %v", o, err)
+		}
+	}
+}
+
+// TestAuditHTML: -o html writes the dashboard page as one file, with the findings and the
+// bindings, and nothing it would have to fetch.
+func TestAuditHTML(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"volumes.yaml": volumes, "claims.json": claims})
+	out, _, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "html"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<!doctype html>", "PersistentVolumeClaim team-a/db requests volumeMode Block", "PVG024", "<td>pv-failed</td><td>Failed</td>"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-o html lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"http://", "https://", "src=\""} {
+		if strings.Contains(out, banned) {
+			t.Errorf("-o html refers to something outside the file (%q)", banned)
+		}
+	}
+}
+
+// TestAuditProgress: a large audit reports its progress on stderr, a small one stays quiet.
+func TestAuditProgress(t *testing.T) {
+	var b strings.Builder
+	for i := range 1500 {
+		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-%d}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\n", i)
+	}
+	dir := writeFiles(t, map[string]string{"many.yaml": b.String()})
+	_, errOut, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"auditing 1500 objects", "10% (150 of 1500 objects)", "100% (1500 of 1500 objects)"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
 	}
 }

@@ -199,7 +199,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	var report, dashboard http.Handler
 	if o.AuditInterval > 0 {
 		runner := audit.NewRunner(audit.Options{
-			Interval: o.AuditInterval, Cache: mgr.GetClient(), Live: mgr.GetAPIReader(),
+			Interval: o.AuditInterval, Cache: mgr.GetClient(), Live: mgr.GetAPIReader(), View: views.View,
 			Engine: engines.Engine, Registry: reg, Log: log.WithName("audit"),
 		})
 		if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
