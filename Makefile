@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/pvguard/pvguard/cmd/pvguard/app.Version=$(VERSION)
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all build tools demo dev test unit e2e race vet fmt fmt-check clean
+.PHONY: all build tools browser demo dev test unit e2e race vet fmt fmt-check clean
 
 all: build
 
@@ -16,6 +16,10 @@ build:
 tools:
 	hack/build-tools.sh
 
+## browser: Debian's chromium, for the dashboard's headless browser test
+browser:
+	hack/install-chromium.sh
+
 ## demo: local control plane + pvguard + the misbinding demo, then exit
 demo: tools build
 	bin/pvguard dev --exit-after-demo
@@ -25,7 +29,7 @@ dev: tools build
 	bin/pvguard dev
 
 ## test: formatting, vet, unit tests and end-to-end tests on a real kube-apiserver
-test: tools fmt-check vet
+test: tools browser fmt-check vet
 	$(GO) test -count=1 ./...
 
 ## unit: the tests that need no control plane
@@ -33,7 +37,7 @@ unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
 
 ## e2e: only the end-to-end tests
-e2e: tools
+e2e: tools browser
 	$(GO) test -count=1 -v ./test/e2e/
 
 ## race: the unit tests and the binder end-to-end suite under the race detector

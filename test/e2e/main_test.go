@@ -40,6 +40,7 @@ rules:
   volume-grab: {action: warn}
 exemptions:
   namespaces: [exempt-*]
+  users: [` + seederUser + `]
 `
 
 func TestMain(m *testing.M) {

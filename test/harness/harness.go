@@ -9,9 +9,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
+	goruntime "runtime"
 	"sync"
 	"time"
 
@@ -157,17 +156,18 @@ func Logger() logr.Logger {
 	return log
 }
 
-// InstallOpenReportsCRDs installs the openreports.io CRDs from the reports-api module pvguard
-// builds against (found through the go command), so tests use exactly the schema the types are
-// for.
+// InstallOpenReportsCRDs installs the openreports.io CRDs the chart ships (charts/pvguard/crds,
+// kept equal to the reports-api module pvguard builds against by hack/sync-crds.sh and a test).
 func (h *Harness) InstallOpenReportsCRDs() error {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openreports/reports-api").Output()
-	if err != nil {
-		return fmt.Errorf("locating the reports-api module: %w", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
+	dir := filepath.Join(RepoRoot(), "charts", "pvguard", "crds")
 	if _, err := envtest.InstallCRDs(h.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("installing the openreports.io CRDs from %s: %w", dir, err)
 	}
 	return nil
+}
+
+// RepoRoot is the checkout this package was built from.
+func RepoRoot() string {
+	_, file, _, _ := goruntime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
