@@ -12,6 +12,7 @@ type metrics struct {
 	errors        *prometheus.CounterVec
 	policyDenials prometheus.Counter
 	disagreements prometheus.Counter
+	shadowDecided prometheus.Gauge
 	bindLatency   prometheus.Histogram
 	planDuration  prometheus.Histogram
 }
@@ -34,11 +35,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Bindings the binder did not make because policy denies them."}),
 		disagreements: prometheus.NewCounter(prometheus.CounterOpts{Name: "pvguard_binder_shadow_disagreements_total",
 			Help: "In shadow mode, claims the cluster's binder bound to another volume than pvguard would have."}),
+		shadowDecided: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pvguard_binder_shadow_decided_claims",
+			Help: "In shadow mode, pending claims for which pvguard has chosen a volume, waiting for the cluster's binder."}),
 		bindLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_binder_bind_duration_seconds",
 			Help: "Time from the binder's decision to the last of the four bind writes.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		planDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_binder_plan_duration_seconds",
 			Help: "Time to plan the assignment of the pending claims.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 	}
-	reg.MustRegister(m.pending, m.binds, m.unbinds, m.releases, m.reclaims, m.errors, m.policyDenials, m.disagreements, m.bindLatency, m.planDuration)
+	reg.MustRegister(m.pending, m.binds, m.unbinds, m.releases, m.reclaims, m.errors, m.policyDenials, m.disagreements, m.shadowDecided, m.bindLatency, m.planDuration)
 	return m
 }

@@ -19,6 +19,7 @@ func (b *Binder) shadowClaim(claim *corev1.PersistentVolumeClaim, a ClaimAction)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer func() { b.metrics.shadowDecided.Set(float64(len(b.shadow))) }()
 	want, decided := b.shadow[claim.UID]
 	_, bound := claim.Annotations[annBindCompleted]
 	switch {

@@ -51,9 +51,19 @@ type Bundle struct {
 
 // Issue creates a new CA and a serving certificate for the request.
 func Issue(req Request) (*Bundle, error) {
-	if len(req.DNSNames) == 0 && len(req.IPs) == 0 {
-		return nil, errors.New("issuing a serving certificate: no DNS names or IP addresses")
+	req.defaults()
+	ca, err := IssueCA(req)
+	if err != nil {
+		return nil, err
 	}
+	serving, err := IssueServing(ca, req)
+	if err != nil {
+		return nil, err
+	}
+	return &Bundle{CA: ca, Serving: serving}, nil
+}
+
+func (req *Request) defaults() {
 	if req.Now == nil {
 		req.Now = time.Now
 	}
@@ -63,9 +73,14 @@ func Issue(req Request) (*Bundle, error) {
 	if req.CAValidity == 0 {
 		req.CAValidity = 10 * 365 * 24 * time.Hour
 	}
+}
+
+// IssueCA creates a self-signed CA valid for req.CAValidity.
+func IssueCA(req Request) (*KeyPair, error) {
+	req.defaults()
 	now := req.Now()
 	ca, err := sign(&x509.Certificate{
-		Subject:               pkix.Name{CommonName: "pvguard-ca"},
+		Subject:               pkix.Name{CommonName: "pvguard-ca", SerialNumber: fmt.Sprint(now.UnixNano())},
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(req.CAValidity),
 		IsCA:                  true,
@@ -75,16 +90,31 @@ func Issue(req Request) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("issuing the CA: %w", err)
 	}
+	return ca, nil
+}
+
+// IssueServing creates a serving certificate for the request, signed by ca. It never outlives
+// the CA.
+func IssueServing(ca *KeyPair, req Request) (*KeyPair, error) {
+	if len(req.DNSNames) == 0 && len(req.IPs) == 0 {
+		return nil, errors.New("issuing a serving certificate: no DNS names or IP addresses")
+	}
+	req.defaults()
+	now := req.Now()
 	cn := "pvguard"
 	if len(req.DNSNames) > 0 {
 		cn = req.DNSNames[0]
+	}
+	notAfter := now.Add(req.Validity)
+	if notAfter.After(ca.Cert.NotAfter) {
+		notAfter = ca.Cert.NotAfter
 	}
 	serving, err := sign(&x509.Certificate{
 		Subject:               pkix.Name{CommonName: cn},
 		DNSNames:              req.DNSNames,
 		IPAddresses:           req.IPs,
 		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(req.Validity),
+		NotAfter:              notAfter,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
@@ -92,7 +122,24 @@ func Issue(req Request) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("issuing the serving certificate for %v: %w", req.DNSNames, err)
 	}
-	return &Bundle{CA: ca, Serving: serving}, nil
+	return serving, nil
+}
+
+// ParseKeyPair decodes a PEM certificate and its PEM private key, checking that they belong
+// together.
+func ParseKeyPair(certPEM, keyPEM []byte) (*KeyPair, error) {
+	cert, err := pki.DecodeX509CertificateBytes(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("decoding certificate: %w", err)
+	}
+	key, err := pki.DecodePrivateKeyBytes(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("decoding private key: %w", err)
+	}
+	if ok, err := pki.PublicKeyMatchesCertificate(key.Public(), cert); err != nil || !ok {
+		return nil, fmt.Errorf("private key does not match certificate %s", cert.Subject.CommonName)
+	}
+	return &KeyPair{Cert: cert, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
 }
 
 // sign creates a key and signs the template with the issuer, or self-signs without one.

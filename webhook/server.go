@@ -3,12 +3,15 @@ package webhook
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log"
 	"mime"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +59,15 @@ type Options struct {
 	Report, Dashboard http.Handler
 	// ShutdownTimeout bounds how long in-flight reviews may take to drain (default 25s).
 	ShutdownTimeout time.Duration
-	Log             logr.Logger
+	// ShutdownDelay is how long the server keeps serving, already not ready, after it is told to
+	// stop: the time for the Service's endpoints to drop this replica, so the apiserver's new
+	// connections go elsewhere before this one closes its listener.
+	ShutdownDelay time.Duration
+	// ClientCAs, when set, makes the webhook paths require a client certificate that these CAs
+	// signed (for apiservers configured to present one). Probes, metrics, the report and the
+	// dashboard do not require one.
+	ClientCAs *x509.CertPool
+	Log       logr.Logger
 }
 
 func (o *Options) applyDefaults() {
@@ -116,6 +127,9 @@ func (s *Server) routes() chi.Router {
 		wh.LogConstructor = func(base logr.Logger, req *admission.Request) logr.Logger {
 			return admission.DefaultLogConstructor(s.opts.Log, req)
 		}
+		if s.opts.ClientCAs != nil {
+			return requireClientCert(reviewGuard(wh))
+		}
 		return reviewGuard(wh)
 	}
 	v := func(k policy.Kind) http.Handler {
@@ -133,6 +147,26 @@ func (s *Server) routes() chi.Router {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// logrWriter turns net/http's error log lines into structured log entries.
+type logrWriter struct{ l logr.Logger }
+
+func (w logrWriter) Write(p []byte) (int, error) {
+	w.l.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// requireClientCert refuses a request whose TLS connection did not present a client certificate
+// that verified against Options.ClientCAs.
+func requireClientCert(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			http.Error(w, "pvguard: a client certificate is required", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // reviewGuard answers requests that are not AdmissionReviews at all with a plain HTTP error,
 // before controller-runtime decodes the body (it answers those in-band with HTTP 200).
@@ -179,9 +213,23 @@ func (s *Server) Addr() net.Addr {
 	return s.addr
 }
 
-// TLSConfig is the server's TLS configuration: TLS 1.2 or later with the certificate source.
+// modernCiphers are the TLS 1.2 suites offered: forward-secret AEAD only. TLS 1.3 suites are
+// not configurable and all modern.
+var modernCiphers = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// TLSConfig is the server's TLS configuration: TLS 1.2 or later, forward-secret AEAD suites, the
+// certificate source, and client certificates verified when ClientCAs is set.
 func (s *Server) TLSConfig() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.opts.GetCertificate, NextProtos: []string{"h2", "http/1.1"}}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: modernCiphers, GetCertificate: s.opts.GetCertificate, NextProtos: []string{"h2", "http/1.1"}}
+	if s.opts.ClientCAs != nil {
+		// Optional at the handshake so kubelet probes work; the webhook paths insist.
+		c.ClientCAs, c.ClientAuth = s.opts.ClientCAs, tls.VerifyClientCertIfGiven
+	}
+	return c
 }
 
 // Start serves until ctx ends, then stops accepting, reports not-ready, and drains in-flight
@@ -194,7 +242,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.opts.Listen, err)
 	}
-	servers := []*http.Server{{Handler: s.router, ReadHeaderTimeout: 10 * time.Second}}
+	// Handshake errors (probes, scanners, an apiserver with a stale caBundle) go to the debug log
+	// rather than stderr.
+	errorLog := log.New(logrWriter{s.opts.Log.V(1)}, "", 0)
+	servers := []*http.Server{{Handler: s.router, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog}}
 	listeners := []net.Listener{ln}
 	if s.opts.MetricsListen != "" {
 		mln, err := net.Listen("tcp", s.opts.MetricsListen)
@@ -206,7 +257,7 @@ func (s *Server) Start(ctx context.Context) error {
 		plain.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		plain.Get("/readyz", s.readyz)
 		plain.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Handler: plain, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, &http.Server{Handler: plain, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog})
 		listeners = append(listeners, mln)
 	}
 	s.mu.Lock()
@@ -231,6 +282,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
+	if s.opts.ShutdownDelay > 0 {
+		s.opts.Log.Info("not ready; serving on while endpoints drop this replica", "delay", s.opts.ShutdownDelay)
+		time.Sleep(s.opts.ShutdownDelay)
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	var errs []error

@@ -421,7 +421,7 @@ func TestShadowModeWritesNothingAndReportsDisagreement(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	var writes atomic.Int32
-	startBinder(t, "shadow", func(o *app.ServeOptions) {
+	inst := startBinder(t, "shadow", func(o *app.ServeOptions) {
 		o.BinderHooks.BeforeWrite = func(string, client.Object) error { writes.Add(1); return nil }
 	})
 	c := admin(t)
@@ -437,7 +437,11 @@ func TestShadowModeWritesNothingAndReportsDisagreement(t *testing.T) {
 		must(t, binder.Status().Update(ctx, pv), "marking "+name+" Available")
 	}
 	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data"))), "creating claim")
-	time.Sleep(3 * time.Second)
+	// The cluster's binder must bind only after pvguard has made its choice, or there is nothing
+	// to disagree with.
+	waitFor(t, time.Minute, "pvguard's shadow choice", func() (bool, error) {
+		return metricValue(t, inst, "pvguard_binder_shadow_decided_claims") >= 1, nil
+	})
 	if pvc := getPVC(t, ns, "data"); pvc.Spec.VolumeName != "" || writes.Load() > 0 {
 		t.Fatalf("shadow mode wrote (%d writes, volumeName %q)", writes.Load(), pvc.Spec.VolumeName)
 	}

@@ -110,6 +110,7 @@ func (h *Harness) Serve(mutate func(*app.ServeOptions)) (*Instance, error) {
 	opts.CertDir = h.CertDir
 	opts.ConfigFile = h.PolicyFile
 	opts.ShutdownTimeout = 5 * time.Second
+	opts.ShutdownDelay = 0
 	if mutate != nil {
 		mutate(&opts)
 	}

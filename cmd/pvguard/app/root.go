@@ -62,6 +62,16 @@ func newServeCommand(logger func() logr.Logger) *cobra.Command {
 	f.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory with tls.crt and tls.key, reloaded on change")
 	f.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "issue a CA and serving certificate at start-up (local use); written to --cert-dir if given")
 	f.StringSliceVar(&o.SelfSignedHosts, "self-signed-hosts", o.SelfSignedHosts, "DNS names and IPs of the self-signed certificate")
+	f.StringVar(&o.CertSecret, "cert-secret", o.CertSecret, "self-managed certificates: keep a CA and serving certificate in this Secret (in --namespace), rotated by the elected replica, with the caBundle of --webhook-configuration-name kept in step")
+	f.StringVar(&o.Namespace, "namespace", o.Namespace, "pvguard's namespace (default $POD_NAMESPACE)")
+	f.StringVar(&o.ServiceName, "service-name", o.ServiceName, "pvguard's Service: the self-managed certificate is valid for its DNS names")
+	f.StringVar(&o.WebhookConfigurationName, "webhook-configuration-name", o.WebhookConfigurationName, "the Validating and Mutating webhook configurations whose caBundle self-managed certificates keep current")
+	f.StringSliceVar(&o.CertHosts, "cert-hosts", o.CertHosts, "extra DNS names and IPs for the self-managed certificate")
+	f.DurationVar(&o.CertValidity, "cert-validity", o.CertValidity, "lifetime of self-managed serving certificates (renewed with a third left)")
+	f.DurationVar(&o.CAValidity, "ca-validity", o.CAValidity, "lifetime of the self-managed CA (a new one is trusted with a third left, and used --ca-overlap later)")
+	f.DurationVar(&o.CAOverlap, "ca-overlap", o.CAOverlap, "how long a new CA is trusted in the caBundle before it signs the serving certificate")
+	f.DurationVar(&o.CertCheckInterval, "cert-check-interval", o.CertCheckInterval, "how often the elected replica checks the self-managed certificates")
+	f.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle: webhook requests must present a client certificate it signed")
 	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "policy config file (YAML), reloaded on change")
 	f.StringVar(&o.Binder, "binder", o.Binder, "binder mode: active (pvguard binds; disable kube-controller-manager's persistentvolume-binder), shadow (decide and report, write nothing) or off")
 	f.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "how often the whole cache is audited (also after changes); 0 turns the audit off")
@@ -73,6 +83,7 @@ func newServeCommand(logger func() logr.Logger) *cobra.Command {
 	f.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client QPS towards the apiserver")
 	f.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client burst towards the apiserver")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may take to drain on shutdown")
+	f.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on shutdown, how long to keep serving while not ready, so endpoints drop this replica first")
 	return cmd
 }
 

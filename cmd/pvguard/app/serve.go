@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -17,13 +19,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -44,8 +50,23 @@ type ServeOptions struct {
 	CertDir         string
 	SelfSigned      bool
 	SelfSignedHosts []string
-	ConfigFile      string
-	Binder          string
+	// CertSecret turns on self-managed certificates: the elected replica issues a CA and serving
+	// certificate into this Secret in Namespace and rotates them, every replica serves from it,
+	// and the caBundle of the webhook configurations named WebhookConfigurationName follows it.
+	CertSecret               string
+	Namespace                string
+	ServiceName              string
+	WebhookConfigurationName string
+	// CertHosts are extra DNS names and IPs for the self-managed certificate (beyond the Service's).
+	CertHosts         []string
+	CertValidity      time.Duration
+	CAValidity        time.Duration
+	CAOverlap         time.Duration
+	CertCheckInterval time.Duration
+	// ClientCAFile, when set, makes the webhook paths require a client certificate it signed.
+	ClientCAFile string
+	ConfigFile   string
+	Binder       string
 	// AuditInterval is how often the whole cache is audited (0 turns the audit off).
 	AuditInterval time.Duration
 	BinderWorkers int
@@ -58,6 +79,7 @@ type ServeOptions struct {
 	KubeAPIQPS              float32
 	KubeAPIBurst            int
 	ShutdownTimeout         time.Duration
+	ShutdownDelay           time.Duration
 	// Ready, when set, is called with the bound address once the server is ready.
 	Ready func(addr net.Addr)
 	// BinderHooks let end-to-end tests kill the binder between writes and make its cache lag.
@@ -84,13 +106,30 @@ func DefaultServeOptions() ServeOptions {
 		KubeAPIQPS:       50,
 		KubeAPIBurst:     100,
 		ShutdownTimeout:  25 * time.Second,
+		ShutdownDelay:    5 * time.Second,
+
+		Namespace:                os.Getenv("POD_NAMESPACE"),
+		ServiceName:              "pvguard",
+		WebhookConfigurationName: "pvguard",
+		CertValidity:             365 * 24 * time.Hour,
+		CAValidity:               10 * 365 * 24 * time.Hour,
+		CAOverlap:                10 * time.Minute,
+		CertCheckInterval:        time.Minute,
 	}
 }
 
 func (o *ServeOptions) validate() error {
 	var errs []error
-	if o.CertDir == "" && !o.SelfSigned {
-		errs = append(errs, errors.New("--cert-dir or --self-signed is required: the apiserver only calls webhooks over TLS"))
+	switch {
+	case o.CertDir == "" && !o.SelfSigned && o.CertSecret == "":
+		errs = append(errs, errors.New("--cert-dir, --cert-secret or --self-signed is required: the apiserver only calls webhooks over TLS"))
+	case o.CertSecret != "" && (o.CertDir != "" || o.SelfSigned):
+		errs = append(errs, errors.New("--cert-secret (self-managed certificates) excludes --cert-dir and --self-signed"))
+	case o.CertSecret != "" && o.Namespace == "":
+		errs = append(errs, errors.New("--cert-secret needs --namespace (or $POD_NAMESPACE)"))
+	}
+	if o.CertSecret != "" && (o.CertValidity <= 0 || o.CAValidity < o.CertValidity || o.CAOverlap <= 0 || o.CertCheckInterval <= 0) {
+		errs = append(errs, errors.New("--cert-validity, --ca-overlap and --cert-check-interval must be positive and --ca-validity at least --cert-validity"))
 	}
 	switch o.Binder {
 	case "off", string(binder.ModeActive), string(binder.ModeShadow):
@@ -152,12 +191,26 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	}
-	if (o.Binder != "off" || o.AuditInterval > 0) && o.LeaderElect {
-		// Only the binder and the report writer are elected: every replica serves webhooks and
-		// audits, one binds and writes reports.
+	if o.CertSecret != "" {
+		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
+		// of anyone else's.
+		mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{&corev1.Secret{}: {
+			Namespaces: map[string]cache.Config{o.Namespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", o.CertSecret),
+		}}
+	}
+	// Drain the webhook server (delay, then in-flight reviews) before the manager gives up.
+	grace := o.ShutdownDelay + o.ShutdownTimeout + 5*time.Second
+	mgrOpts.GracefulShutdownTimeout = &grace
+	if (o.Binder != "off" || o.AuditInterval > 0 || o.CertSecret != "") && o.LeaderElect {
+		// Only the binder, the report writer and the certificate rotator are elected: every
+		// replica serves webhooks and audits, one binds, writes reports and rotates certificates.
 		mgrOpts.LeaderElection = true
 		mgrOpts.LeaderElectionID = o.LeaderElectionID
 		mgrOpts.LeaderElectionNamespace = o.LeaderElectionNamespace
+		if mgrOpts.LeaderElectionNamespace == "" {
+			mgrOpts.LeaderElectionNamespace = o.Namespace
+		}
 		if mgrOpts.LeaderElectionNamespace == "" {
 			mgrOpts.LeaderElectionNamespace = "kube-system"
 		}
@@ -171,24 +224,20 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		return err
 	}
 
-	certDir := o.CertDir
-	if o.SelfSigned {
-		if certDir == "" {
-			if certDir, err = os.MkdirTemp("", "pvguard-certs-"); err != nil {
-				return fmt.Errorf("creating certificate directory: %w", err)
-			}
-		}
-		if err := issueSelfSigned(certDir, o.SelfSignedHosts); err != nil {
-			return err
-		}
-		log.Info("issued a self-signed serving certificate", "dir", certDir, "ca", filepath.Join(certDir, certs.CAFile))
-	}
-	watcher, err := certwatcher.New(filepath.Join(certDir, certs.CertFile), filepath.Join(certDir, certs.KeyFile))
+	getCertificate, certReady, err := servingCertificates(ctx, mgr, o, log)
 	if err != nil {
-		return fmt.Errorf("loading serving certificate from %s: %w", certDir, err)
+		return err
 	}
-	if err := mgr.Add(watcher); err != nil {
-		return fmt.Errorf("adding certificate watcher: %w", err)
+	var clientCAs *x509.CertPool
+	if o.ClientCAFile != "" {
+		pemData, err := os.ReadFile(o.ClientCAFile)
+		if err != nil {
+			return fmt.Errorf("reading --client-ca-file: %w", err)
+		}
+		clientCAs = x509.NewCertPool()
+		if !clientCAs.AppendCertsFromPEM(pemData) {
+			return fmt.Errorf("--client-ca-file %s: no PEM certificates", o.ClientCAFile)
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -216,7 +265,9 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	srv := webhook.NewServer(webhook.Options{
 		Listen:          o.Listen,
 		MetricsListen:   o.MetricsListen,
-		GetCertificate:  watcher.GetCertificate,
+		GetCertificate:  getCertificate,
+		ClientCAs:       clientCAs,
+		ShutdownDelay:   o.ShutdownDelay,
 		Engines:         engines,
 		Views:           views,
 		Report:          report,
@@ -225,6 +276,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		ShutdownTimeout: o.ShutdownTimeout,
 		Log:             log.WithName("webhook"),
 		ReadyChecks: map[string]func() error{
+			"serving certificate": certReady,
 			"informer cache": func() error {
 				if !cacheSynced.Load() {
 					return errors.New("not synced yet")
@@ -267,6 +319,74 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		return fmt.Errorf("adding readiness: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// servingCertificates sets up where the serving certificate comes from: a directory reloaded on
+// change (--cert-dir, optionally filled by --self-signed), or the self-managed Secret, which the
+// elected replica keeps current and every replica serves from.
+func servingCertificates(ctx context.Context, mgr manager.Manager, o ServeOptions, log logr.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), func() error, error) {
+	if o.CertSecret == "" {
+		certDir := o.CertDir
+		if o.SelfSigned {
+			if certDir == "" {
+				var err error
+				if certDir, err = os.MkdirTemp("", "pvguard-certs-"); err != nil {
+					return nil, nil, fmt.Errorf("creating certificate directory: %w", err)
+				}
+			}
+			if err := issueSelfSigned(certDir, o.SelfSignedHosts); err != nil {
+				return nil, nil, err
+			}
+			log.Info("issued a self-signed serving certificate", "dir", certDir, "ca", filepath.Join(certDir, certs.CAFile))
+		}
+		watcher, err := certwatcher.New(filepath.Join(certDir, certs.CertFile), filepath.Join(certDir, certs.KeyFile))
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading serving certificate from %s: %w", certDir, err)
+		}
+		if err := mgr.Add(watcher); err != nil {
+			return nil, nil, fmt.Errorf("adding certificate watcher: %w", err)
+		}
+		return watcher.GetCertificate, func() error { return nil }, nil
+	}
+
+	svc := o.ServiceName
+	sm := certs.SelfManaged{
+		Namespace: o.Namespace, SecretName: o.CertSecret, WebhookConfigurationName: o.WebhookConfigurationName,
+		DNSNames: []string{svc, svc + "." + o.Namespace, svc + "." + o.Namespace + ".svc", svc + "." + o.Namespace + ".svc.cluster.local"},
+		Validity: o.CertValidity, CAValidity: o.CAValidity, Overlap: o.CAOverlap,
+	}
+	for _, h := range o.CertHosts {
+		if ip := net.ParseIP(h); ip != nil {
+			sm.IPs = append(sm.IPs, ip)
+		} else if h = strings.TrimSpace(h); h != "" {
+			sm.DNSNames = append(sm.DNSNames, h)
+		}
+	}
+	rotator := certs.NewRotator(sm, mgr.GetClient(), mgr.GetAPIReader(), o.CertCheckInterval, log.WithName("certs"))
+	if err := mgr.Add(rotator); err != nil {
+		return nil, nil, fmt.Errorf("adding certificate rotator: %w", err)
+	}
+	source := &certs.SecretSource{}
+	load := func(obj any) {
+		if secret, ok := obj.(*corev1.Secret); ok {
+			if err := source.Load(secret); err != nil {
+				log.Error(err, "keeping the previous serving certificate")
+			}
+		}
+		rotator.Trigger()
+	}
+	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("watching Secret %s/%s: %w", o.Namespace, o.CertSecret, err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    load,
+		UpdateFunc: func(_, obj any) { load(obj) },
+		DeleteFunc: func(any) { rotator.Trigger() },
+	}); err != nil {
+		return nil, nil, fmt.Errorf("watching Secret %s/%s: %w", o.Namespace, o.CertSecret, err)
+	}
+	return source.GetCertificate, source.Ready, nil
 }
 
 // everyReplica is a runnable that runs on every replica, leader or not.
