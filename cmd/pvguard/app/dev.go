@@ -18,7 +18,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/certs"
@@ -64,6 +68,12 @@ rules:
   volume-grab: {action: deny}
 `
 
+// The namespace and Secret of the demo's self-managed certificates.
+const (
+	devNamespace = "pvguard-system"
+	devSecret    = "pvguard-tls"
+)
+
 // Dev starts a control plane, serves pvguard against it with the webhook configurations
 // installed, and runs the demo scenario.
 func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
@@ -95,7 +105,6 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 
 	kubeconfig := filepath.Join(o.Dir, "kubeconfig")
 	policyFile := filepath.Join(o.Dir, "policy.yaml")
-	certDir := filepath.Join(o.Dir, "certs")
 	if err := os.WriteFile(kubeconfig, cp.KubeConfig, 0o600); err != nil {
 		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
@@ -109,19 +118,23 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	if err := issueSelfSigned(certDir, []string{"localhost", host}); err != nil {
-		return err
-	}
-	caPEM, err := os.ReadFile(filepath.Join(certDir, certs.CAFile))
+	// Self-managed certificates, as the chart installs by default: pvguard issues its CA and
+	// serving certificate into a Secret and puts the CA into the webhook configurations itself.
+	boot, err := client.New(cp.Config, client.Options{})
 	if err != nil {
-		return fmt.Errorf("reading CA: %w", err)
+		return fmt.Errorf("connecting to the control plane: %w", err)
+	}
+	if err := boot.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: devNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", devNamespace, err)
 	}
 
 	serveCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	so := DefaultServeOptions()
-	so.Kubeconfig, so.Listen, so.CertDir, so.ConfigFile = kubeconfig, o.Listen, certDir, policyFile
-	so.ShutdownTimeout = 5 * time.Second
+	so.Kubeconfig, so.Listen, so.ConfigFile = kubeconfig, o.Listen, policyFile
+	so.CertSecret, so.Namespace, so.CertHosts = devSecret, devNamespace, []string{"localhost", host}
+	so.CertCheckInterval = time.Second // the webhook configurations appear just after start
+	so.ShutdownTimeout, so.ShutdownDelay = 5*time.Second, 0
 	// No kube-controller-manager runs here: pvguard is the cluster's binder.
 	so.Binder, so.LeaderElect, so.BinderResync = "active", false, 2*time.Second
 	ready := make(chan net.Addr, 1)
@@ -137,10 +150,16 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 		return ctx.Err()
 	}
 	baseURL := "https://" + net.JoinHostPort(host, portOf(addr))
-	if err := controlplane.InstallWebhooks(ctx, cp.Config, controlplane.WebhookOptions{BaseURL: baseURL, CABundle: caPEM}); err != nil {
+	if err := controlplane.InstallWebhooks(ctx, cp.Config, controlplane.WebhookOptions{BaseURL: baseURL}); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "pvguard is serving at %s with its binder active; webhook configurations installed.\n\n", baseURL)
+	secret := &corev1.Secret{}
+	if err := boot.Get(ctx, client.ObjectKey{Namespace: devNamespace, Name: devSecret}, secret); err != nil {
+		return fmt.Errorf("reading the self-managed certificates: %w", err)
+	}
+	caPEM := secret.Data[certs.CAFile]
+	fmt.Fprintf(o.Out, "pvguard is serving at %s with its binder active; webhook configurations installed,\n"+
+		"their caBundle filled in by pvguard from its self-managed CA (Secret %s/%s).\n\n", baseURL, devNamespace, devSecret)
 
 	if err := RunDemo(ctx, cp.Config, o.Out); err != nil {
 		return fmt.Errorf("demo: %w", err)
