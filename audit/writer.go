@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -35,19 +36,31 @@ func NewWriter(r *Runner, c client.Client, log logr.Logger) *Writer {
 // NeedLeaderElection makes only the elected replica write reports.
 func (w *Writer) NeedLeaderElection() bool { return true }
 
-// Start publishes after every audit until ctx ends.
+// Start publishes after every audit until ctx ends. A sync that found its cache behind its own
+// writes is retried a second later.
 func (w *Writer) Start(ctx context.Context) error {
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-w.runner.Updated():
-			if err := w.Sync(ctx); err != nil && ctx.Err() == nil {
-				w.log.Error(err, "writing audit reports")
-			}
+		case <-retry:
+		}
+		retry = nil
+		err := w.Sync(ctx)
+		switch {
+		case errors.Is(err, errCacheBehind):
+			retry = time.After(time.Second)
+		case err != nil && ctx.Err() == nil:
+			w.log.Error(err, "writing audit reports")
 		}
 	}
 }
+
+// errCacheBehind says a report the cache did not list already exists: the writer's own create,
+// not yet seen by its informer.
+var errCacheBehind = errors.New("report cache behind its own writes")
 
 // Sync writes the reports for the runner's latest audit.
 func (w *Writer) Sync(ctx context.Context) error {
@@ -112,9 +125,14 @@ func (w *Writer) Sync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// create creates a report; a namespace deleted since the audit is not an error.
+// create creates a report; a namespace deleted since the audit is not an error, and a report
+// that already exists asks for a retry once the cache has caught up.
 func (w *Writer) create(ctx context.Context, obj client.Object) error {
-	if err := w.c.Create(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+	err := w.c.Create(ctx, obj)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return errCacheBehind
+	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
 	return nil

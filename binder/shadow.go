@@ -23,7 +23,10 @@ func (b *Binder) shadowClaim(claim *corev1.PersistentVolumeClaim, a ClaimAction)
 	want, decided := b.shadow[claim.UID]
 	_, bound := claim.Annotations[annBindCompleted]
 	switch {
-	case !bound && a.Bind != nil:
+	case !bound && a.Bind != nil && a.Bind.Spec.ClaimRef == nil:
+		// Only a free choice is pvguard's. A volume whose claimRef already names the claim was
+		// pre-bound, possibly by the cluster's binder halfway through its own four writes, and
+		// recording it would erase the choice to compare against.
 		b.shadow[claim.UID] = a.Bind.Name
 	case bound && decided && claim.Spec.VolumeName != "":
 		delete(b.shadow, claim.UID)

@@ -15,6 +15,18 @@ minor=$(echo "$k8s_version" | cut -d. -f2)
 ldflags="-X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 want=$( (cat "$tools/go.mod" "$tools/go.sum" "$tools/etcd/main.go"; echo "$ldflags") | sha256sum | cut -d' ' -f1)
 
+# With --with-controller-manager, also kube-controller-manager (for the binder benchmark against
+# the upstream persistentvolume-binder), under its own stamp.
+if [[ ${1:-} == --with-controller-manager ]]; then
+  kcm_stamp="$bin/.kcm-stamp"
+  if ! [[ -x $bin/kube-controller-manager && -f $kcm_stamp && "$(cat "$kcm_stamp")" == "$want" ]]; then
+    mkdir -p "$bin"
+    echo "build-tools: building kube-controller-manager $k8s_version into $bin (first time: several minutes)" >&2
+    (cd "$tools" && go build -ldflags "$ldflags" -o "$bin/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager)
+    echo "$want" > "$kcm_stamp"
+  fi
+fi
+
 if [[ -x $bin/kube-apiserver && -x $bin/etcd && -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
   exit 0
 fi

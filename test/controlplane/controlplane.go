@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/pvguard/pvguard/webhook"
+	"github.com/pvguard/pvguard/charts"
 )
 
 // ControlPlane is a running kube-apiserver with its etcd.
@@ -86,19 +86,27 @@ type WebhookOptions struct {
 	FailurePolicy admissionregistrationv1.FailurePolicyType
 }
 
-// InstallWebhooks creates (or replaces) pvguard's webhook configurations, pointed at a URL
-// instead of a Service, and waits until the apiserver calls them.
+// InstallWebhooks creates (or replaces) pvguard's webhook configurations exactly as the Helm chart
+// renders them (charts.WebhookConfigurations), but pointed at a URL instead of a Service, and
+// waits until the apiserver calls them.
 func InstallWebhooks(ctx context.Context, cfg *rest.Config, o WebhookOptions) error {
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
-	v, m := webhook.Configurations(webhook.ConfigurationOptions{CABundle: o.CABundle, FailurePolicy: o.FailurePolicy})
+	values := map[string]any{}
+	if o.FailurePolicy != "" {
+		values["webhook"] = map[string]any{"failurePolicy": string(o.FailurePolicy)}
+	}
+	v, m, err := charts.WebhookConfigurations(ChartRelease, ChartNamespace, values)
+	if err != nil {
+		return fmt.Errorf("rendering the chart's webhook configurations: %w", err)
+	}
 	for i := range v.Webhooks {
-		toURL(&v.Webhooks[i].ClientConfig, o.BaseURL)
+		toURL(&v.Webhooks[i].ClientConfig, o.BaseURL, o.CABundle)
 	}
 	for i := range m.Webhooks {
-		toURL(&m.Webhooks[i].ClientConfig, o.BaseURL)
+		toURL(&m.Webhooks[i].ClientConfig, o.BaseURL, o.CABundle)
 	}
 	for _, obj := range []client.Object{v, m} {
 		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
@@ -111,10 +119,21 @@ func InstallWebhooks(ctx context.Context, cfg *rest.Config, o WebhookOptions) er
 	return WaitForWebhook(ctx, c)
 }
 
-func toURL(cc *admissionregistrationv1.WebhookClientConfig, base string) {
+// toURL points a webhook rendered for in-cluster use (a Service) at a URL: a test apiserver
+// cannot reach a Service.
+func toURL(cc *admissionregistrationv1.WebhookClientConfig, base string, caBundle []byte) {
 	url := strings.TrimSuffix(base, "/") + *cc.Service.Path
 	cc.URL, cc.Service = &url, nil
+	if len(caBundle) > 0 {
+		cc.CABundle = caBundle
+	}
 }
+
+// The release the chart is rendered as for the test control plane and `pvguard dev`.
+const (
+	ChartRelease   = "pvguard"
+	ChartNamespace = "pvguard-system"
+)
 
 // WaitForWebhook waits until the apiserver sends volumes to pvguard: a dry-run create of a
 // volume whose claimRef has the wrong kind is refused by PVG014.

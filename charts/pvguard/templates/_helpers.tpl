@@ -1,0 +1,180 @@
+{{/*
+The chart name, overridable with nameOverride.
+*/}}
+{{- define "pvguard.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The fully qualified name of every object the chart creates: the Service, the webhook
+configurations, the RBAC objects and the certificate Secret are all named after it, and the
+self-managed certificate code finds them by it. Kept to 52 characters so that the longest
+derived name ("<fullname>-selfsigned") stays a valid DNS label.
+*/}}
+{{- define "pvguard.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "pvguard.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Selector labels: stable across upgrades, used by the Deployment, Service, PodDisruptionBudget,
+anti-affinity and NetworkPolicy.
+*/}}
+{{- define "pvguard.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pvguard.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "pvguard.labels" -}}
+helm.sh/chart: {{ include "pvguard.chart" . }}
+{{ include "pvguard.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/component: admission-webhook
+app.kubernetes.io/part-of: pvguard
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "pvguard.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "pvguard.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+"true" when the live audit runs: --audit-interval is a Go duration (values.schema.json checks
+its form) and any zero duration ("0", "0s", "0m0s") turns it off.
+*/}}
+{{- define "pvguard.auditEnabled" -}}
+{{- if regexMatch "[1-9]" (toString .Values.audit.interval) }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/*
+"true" when pvguard runs leader-elected components and so holds a Lease: serve.go elects only
+when the binder (--binder not off), the report writer (audit on) or the certificate rotator
+(--cert-secret) runs.
+*/}}
+{{- define "pvguard.leaderElection" -}}
+{{- if or (ne .Values.binder.mode "off") (eq (include "pvguard.auditEnabled" .) "true") (not .Values.certManager.enabled) }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/*
+"true" when pvguard manages its own CA and serving certificate (certManager.enabled=false).
+*/}}
+{{- define "pvguard.selfManagedCerts" -}}
+{{- if .Values.certManager.enabled }}false{{ else }}true{{ end }}
+{{- end }}
+
+{{- define "pvguard.tlsSecretName" -}}
+{{ include "pvguard.fullname" . }}-tls
+{{- end }}
+
+{{- define "pvguard.leaseName" -}}
+{{ include "pvguard.fullname" . }}-leader
+{{- end }}
+
+{{/*
+The Service's DNS names, as the serving certificate must list them.
+*/}}
+{{- define "pvguard.dnsNames" -}}
+{{- $svc := include "pvguard.fullname" . -}}
+- {{ $svc }}
+- {{ $svc }}.{{ .Release.Namespace }}
+- {{ $svc }}.{{ .Release.Namespace }}.svc
+- {{ $svc }}.{{ .Release.Namespace }}.svc.cluster.local
+{{- end }}
+
+{{/*
+The webhook client configuration for a path: the Service on port 443. With cert-manager the
+cainjector fills caBundle; with self-managed certificates pvguard patches it in.
+*/}}
+{{- define "pvguard.clientConfig" -}}
+clientConfig:
+  service:
+    namespace: {{ .root.Release.Namespace }}
+    name: {{ include "pvguard.fullname" .root }}
+    path: {{ .path }}
+    port: 443
+{{- end }}
+
+{{/*
+Claims in pvguard's own namespace are never sent to pvguard, so a broken pvguard can always be
+repaired; webhook.namespaceSelector adds to this.
+*/}}
+{{- define "pvguard.claimNamespaceSelector" -}}
+namespaceSelector:
+  {{- with .Values.webhook.namespaceSelector.matchLabels }}
+  matchLabels:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values:
+        - {{ .Release.Namespace }}
+    {{- with .Values.webhook.namespaceSelector.matchExpressions }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
+
+{{/*
+Settings shared by every webhook, as webhook.Configurations built them.
+*/}}
+{{- define "pvguard.webhookCommon" -}}
+failurePolicy: {{ .Values.webhook.failurePolicy }}
+matchPolicy: Equivalent
+sideEffects: None
+timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
+admissionReviewVersions:
+  - v1
+{{- end }}
+
+{{/*
+Extra CEL matchConditions for the PersistentVolume webhooks (namespaceSelector never applies to
+cluster-scoped volumes).
+*/}}
+{{- define "pvguard.volumeMatchConditions" -}}
+{{- with .Values.webhook.matchConditions }}
+matchConditions:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "pvguard.webhookAnnotations" -}}
+{{- if .Values.certManager.enabled }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "pvguard.fullname" . }}-serving
+{{- end }}
+{{- end }}
+
+{{/*
+The policy config pvguard reads from --config. With binder.mode=active, pvguard's own service
+account is added to controllers.serviceAccounts (docs/binder.md), so its binder-annotation writes
+are not reported by PVG013.
+*/}}
+{{- define "pvguard.policy" -}}
+{{- $policy := deepCopy .Values.policy -}}
+{{- if eq .Values.binder.mode "active" -}}
+{{- $self := printf "%s/%s" .Release.Namespace (include "pvguard.serviceAccountName" .) -}}
+{{- $controllers := get $policy "controllers" | default dict -}}
+{{- $sas := get $controllers "serviceAccounts" | default list -}}
+{{- if not (has $self $sas) -}}
+{{- $_ := set $controllers "serviceAccounts" (append $sas $self) -}}
+{{- end -}}
+{{- $_ := set $policy "controllers" $controllers -}}
+{{- end -}}
+{{- if $policy }}{{ toYaml $policy }}{{ else }}{}{{ end }}
+{{- end }}
