@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -43,19 +44,23 @@ func NewRootCommand() *cobra.Command {
 	return root
 }
 
-func newServeCommand(logger func() logr.Logger) *cobra.Command {
+// ParseServeArgs parses `pvguard serve` arguments (flags only) into options, exactly as the
+// command does: tests run the chart's container arguments through it.
+func ParseServeArgs(args []string) (ServeOptions, error) {
 	o := DefaultServeOptions()
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the admission webhooks against a cluster",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			return Serve(ctx, o, logger())
-		},
+	f := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	bindServeFlags(f, &o)
+	if err := f.Parse(args); err != nil {
+		return o, fmt.Errorf("pvguard serve %v: %w", args, err)
 	}
-	f := cmd.Flags()
+	if f.NArg() > 0 {
+		return o, fmt.Errorf("pvguard serve: unexpected arguments %v", f.Args())
+	}
+	return o, nil
+}
+
+// bindServeFlags defines the flags of `pvguard serve` on f, writing into o.
+func bindServeFlags(f *pflag.FlagSet, o *ServeOptions) {
 	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster, else $KUBECONFIG)")
 	f.StringVar(&o.Listen, "listen", o.Listen, "address of the TLS listener for webhooks, health, readiness and metrics")
 	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "optional plain-HTTP address for /metrics, /healthz and /readyz")
@@ -84,6 +89,21 @@ func newServeCommand(logger func() logr.Logger) *cobra.Command {
 	f.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client burst towards the apiserver")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may take to drain on shutdown")
 	f.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on shutdown, how long to keep serving while not ready, so endpoints drop this replica first")
+}
+
+func newServeCommand(logger func() logr.Logger) *cobra.Command {
+	o := DefaultServeOptions()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the admission webhooks against a cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return Serve(ctx, o, logger())
+		},
+	}
+	bindServeFlags(cmd.Flags(), &o)
 	return cmd
 }
 
