@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/pvguard/pvguard/cmd/pvguard/app.Version=$(VERSION)
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all build tools browser demo dev test unit e2e race vet fmt fmt-check clean
+.PHONY: all build tools browser bench demo dev test unit e2e race vet fmt fmt-check clean
 
 all: build
 
@@ -43,6 +43,18 @@ e2e: tools browser
 ## race: the unit tests and the binder end-to-end suite under the race detector
 race: tools
 	$(GO) test -race -count=1 ./binder/ ./webhook/ ./policy/ ./certs/ ./test/e2ebinder/
+
+## bench: every benchmark of docs/benchmarks.md at a size that finishes in minutes; BENCH_LARGE=1
+## for the documented sizes (100k-object audit, 1,000-pair binder race)
+bench: tools
+	hack/build-tools.sh --with-controller-manager
+	$(GO) test -run '^$$' -bench 'Assign|Audit|AdmissionHandler|AdmissionTLS' -benchmem ./binder/ ./policy/ ./webhook/
+	$(GO) run ./hack/bench/admission $(if $(BENCH_LARGE),,-duration 3s -rounds 3)
+	$(GO) run ./hack/bench/audit -sizes $(if $(BENCH_LARGE),10000$(comma)50000$(comma)100000,10000$(comma)50000) $(if $(BENCH_LARGE),,-runs 1)
+	$(GO) test -run '^$$' -bench ApplyOverhead -benchtime 300x ./test/e2e/
+	$(GO) run ./hack/bench/binder -pairs $(if $(BENCH_LARGE),1000,200) -qps 20:30,200:400
+
+comma := ,
 
 vet:
 	$(GO) vet ./...
