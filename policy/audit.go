@@ -1,8 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,11 +93,14 @@ var transitionRules = map[RuleID]bool{"PVG002": true, "PVG003": true, "PVG011": 
 // Audit judges every object of a snapshot with AuditObject and merges the results. progress,
 // when not nil, is told after each object how many of how many are done.
 func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int)) ([]Finding, error) {
-	v := indexSnapshot(s)
+	// One review and one memo serve every object in turn, so judging an object allocates only
+	// what its findings need.
+	r, memo := &Review{}, &memoView{View: indexSnapshot(s)}
 	objs := s.Objects()
 	perObject := make([][]Finding, 0, len(objs))
 	for _, obj := range objs {
-		found, err := e.AuditObject(obj, v, now)
+		memo.reset()
+		found, err := e.auditObject(obj, r, memo, now)
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +119,13 @@ func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int
 // released-aging rule. The findings are not yet deduplicated against the object's neighbours:
 // Merge does that.
 func (e *Engine) AuditObject(obj any, v View, now time.Time) ([]Finding, error) {
-	r := &Review{Operation: OperationCreate}
+	return e.auditObject(obj, &Review{}, newMemoView(v), now)
+}
+
+// auditObject is AuditObject with the review to fill in and the memo to read through supplied
+// by the caller.
+func (e *Engine) auditObject(obj any, r *Review, v *memoView, now time.Time) ([]Finding, error) {
+	*r = Review{Operation: OperationCreate}
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
 		r.Kind, r.PV = KindPersistentVolume, o
@@ -128,30 +138,13 @@ func (e *Engine) AuditObject(obj any, v View, now time.Time) ([]Finding, error) 
 	}
 	ns := r.namespaces()
 	var out []Finding
-	judge := func(rl *Rule, check func() ([]Finding, error)) error {
-		action := e.cfg.ActionFor(rl)
-		if action == ActionOff || e.cfg.Exempt(rl, ns, UserInfo{}) {
-			return nil
-		}
-		found, err := check()
-		if err != nil {
-			return fmt.Errorf("auditing %s with %s: %w", r.Object(), rl.ID, err)
-		}
-		for _, f := range found {
-			f.Rule, f.Name, f.Action = rl.ID, rl.Name, action
-			if f.Object.Kind == "" {
-				f.Object = r.Object()
-			}
-			out = append(out, f)
-		}
-		return nil
-	}
 	for i := range e.rules {
 		rl := &e.rules[i]
 		if transitionRules[rl.ID] || !rl.appliesTo(r.Kind) {
 			continue
 		}
-		if err := judge(rl, func() ([]Finding, error) { return rl.Check(r, v, e.cfg) }); err != nil {
+		var err error
+		if out, err = e.judge(out, rl, false, r, v, ns, now); err != nil {
 			return nil, err
 		}
 	}
@@ -160,9 +153,37 @@ func (e *Engine) AuditObject(obj any, v View, now time.Time) ([]Finding, error) 
 		if !rl.appliesTo(r.Kind) {
 			continue
 		}
-		if err := judge(rl, func() ([]Finding, error) { return rl.audit(r, v, e.cfg, now) }); err != nil {
+		var err error
+		if out, err = e.judge(out, rl, true, r, v, ns, now); err != nil {
 			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// judge applies one rule to an existing object for AuditObject, an audit-only rule through its
+// audit function and an admission rule through Check, and appends the findings to out.
+func (e *Engine) judge(out []Finding, rl *Rule, auditOnly bool, r *Review, v View, ns []string, now time.Time) ([]Finding, error) {
+	action := e.cfg.ActionFor(rl)
+	if action == ActionOff || e.cfg.Exempt(rl, ns, UserInfo{}) {
+		return out, nil
+	}
+	var found []Finding
+	var err error
+	if auditOnly {
+		found, err = rl.audit(r, v, e.cfg, now)
+	} else {
+		found, err = rl.Check(r, v, e.cfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auditing %s with %s: %w", r.Object(), rl.ID, err)
+	}
+	for _, f := range found {
+		f.Rule, f.Name, f.Action = rl.ID, rl.Name, action
+		if f.Object.Kind == "" {
+			f.Object = r.Object()
+		}
+		out = append(out, f)
 	}
 	return out, nil
 }
@@ -195,13 +216,26 @@ func Merge(perObject [][]Finding) []Finding {
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Rule != out[j].Rule {
-			return out[i].Rule < out[j].Rule
+	// Each object's name is rendered once rather than at every comparison.
+	keyed := make([]keyedFinding, len(out))
+	for i, f := range out {
+		keyed[i] = keyedFinding{object: f.Object.String(), f: f}
+	}
+	slices.SortStableFunc(keyed, func(a, b keyedFinding) int {
+		if c := cmp.Compare(a.f.Rule, b.f.Rule); c != 0 {
+			return c
 		}
-		return out[i].Object.String() < out[j].Object.String()
+		return cmp.Compare(a.object, b.object)
 	})
+	for i := range keyed {
+		out[i] = keyed[i].f
+	}
 	return out
+}
+
+type keyedFinding struct {
+	object string
+	f      Finding
 }
 
 // indexedSnapshot answers a Snapshot's lookups from maps, so a whole audit costs linear time
@@ -209,11 +243,14 @@ func Merge(perObject [][]Finding) []Finding {
 type indexedSnapshot struct {
 	s        *Snapshot
 	pvs      map[string]*corev1.PersistentVolume
-	pvcs     map[string]*corev1.PersistentVolumeClaim
+	pvcs     map[objectKey]*corev1.PersistentVolumeClaim
 	naming   map[string][]*corev1.PersistentVolumeClaim
-	claiming map[string][]*corev1.PersistentVolume
+	claiming map[objectKey][]*corev1.PersistentVolume
 	nodes    map[string]*corev1.Node
 }
+
+// objectKey names a namespaced object in the index; a lookup by it builds no string.
+type objectKey struct{ namespace, name string }
 
 // Indexed returns a View over the snapshot that answers each lookup from a map. The snapshot must
 // not change while the view is in use.
@@ -221,18 +258,18 @@ func (s *Snapshot) Indexed() View { return indexSnapshot(s) }
 
 func indexSnapshot(s *Snapshot) *indexedSnapshot {
 	x := &indexedSnapshot{s: s,
-		pvs: make(map[string]*corev1.PersistentVolume, len(s.PVs)), pvcs: make(map[string]*corev1.PersistentVolumeClaim, len(s.PVCs)),
-		naming: map[string][]*corev1.PersistentVolumeClaim{}, claiming: map[string][]*corev1.PersistentVolume{},
+		pvs: make(map[string]*corev1.PersistentVolume, len(s.PVs)), pvcs: make(map[objectKey]*corev1.PersistentVolumeClaim, len(s.PVCs)),
+		naming: map[string][]*corev1.PersistentVolumeClaim{}, claiming: map[objectKey][]*corev1.PersistentVolume{},
 		nodes: make(map[string]*corev1.Node, len(s.Nodes))}
 	for _, pv := range s.PVs {
 		x.pvs[pv.Name] = pv
 		if ref := pv.Spec.ClaimRef; ref != nil {
-			k := ref.Namespace + "/" + ref.Name
+			k := objectKey{ref.Namespace, ref.Name}
 			x.claiming[k] = append(x.claiming[k], pv)
 		}
 	}
 	for _, pvc := range s.PVCs {
-		x.pvcs[pvc.Namespace+"/"+pvc.Name] = pvc
+		x.pvcs[objectKey{pvc.Namespace, pvc.Name}] = pvc
 		if pvc.Spec.VolumeName != "" {
 			x.naming[pvc.Spec.VolumeName] = append(x.naming[pvc.Spec.VolumeName], pvc)
 		}
@@ -248,7 +285,7 @@ func (x *indexedSnapshot) PersistentVolume(name string) (*corev1.PersistentVolum
 }
 
 func (x *indexedSnapshot) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	return x.pvcs[namespace+"/"+name], nil
+	return x.pvcs[objectKey{namespace, name}], nil
 }
 
 func (x *indexedSnapshot) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
@@ -256,7 +293,7 @@ func (x *indexedSnapshot) ClaimsNamingVolume(volumeName string) ([]*corev1.Persi
 }
 
 func (x *indexedSnapshot) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
-	return x.claiming[namespace+"/"+name], nil
+	return x.claiming[objectKey{namespace, name}], nil
 }
 
 func (x *indexedSnapshot) Node(name string) (*corev1.Node, error) { return x.nodes[name], nil }

@@ -42,6 +42,7 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 		return d, nil
 	}
 	ns := r.namespaces()
+	v = newMemoView(v)
 	for i := range e.rules {
 		rl := &e.rules[i]
 		if !rl.appliesTo(r.Kind) {

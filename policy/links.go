@@ -55,8 +55,24 @@ func sameClaimRef(a, b *corev1.ObjectReference) bool {
 
 // newBinding resolves the pair a write links, or nil when the write links nothing or the other
 // half does not exist yet. A volume whose claimRef uid is not the live claim's forms no pair:
-// that is PVG002's finding, and the other rules would only repeat it.
+// that is PVG002's finding, and the other rules would only repeat it. Within one evaluation
+// (a memoView) the pair is resolved once and shared by the rules, which only read it.
 func newBinding(r *Review, v View) (*bindPair, error) {
+	m, ok := v.(*memoView)
+	if !ok {
+		return resolveBinding(r, v)
+	}
+	if m.bindingOf == r {
+		return m.binding, nil
+	}
+	b, err := resolveBinding(r, v)
+	if err == nil {
+		m.bindingOf, m.binding = r, b
+	}
+	return b, err
+}
+
+func resolveBinding(r *Review, v View) (*bindPair, error) {
 	switch {
 	case claimLinkChanged(r):
 		pv, err := v.PersistentVolume(r.PVC.Spec.VolumeName)

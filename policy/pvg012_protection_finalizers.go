@@ -2,13 +2,17 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 )
+
+// protectionFinalizer is a finalizer PVG012 guards and what to do instead of removing it.
+type protectionFinalizer struct {
+	Name, Hint string
+}
 
 // protectionFinalizers are the finalizers that keep a volume or claim, and the storage behind
 // it, alive while it is in use, each with what the owning controller waits for.
-var protectionFinalizers = []struct {
-	Name, Hint string
-}{
+var protectionFinalizers = []protectionFinalizer{
 	{"kubernetes.io/pv-protection", "the pv-protection controller removes it once no claim is bound to the volume; delete the bound claim instead"},
 	{"kubernetes.io/pvc-protection", "the pvc-protection controller removes it once no pod uses the claim; delete the pods that use the claim instead"},
 	{"kubernetes.io/pv-controller", "the PersistentVolume controller removes it once the volume is reclaimed; wait for the reclaim to finish"},
@@ -26,6 +30,12 @@ func pvg012ProtectionFinalizers() Rule {
 			if r.Operation != OperationUpdate || c.IsController(r.User) {
 				return nil, nil
 			}
+			old, cur := reviewMeta(r)
+			// Most updates keep every finalizer; the in-use description is built only for
+			// those that drop one.
+			if !slices.ContainsFunc(protectionFinalizers, func(pf protectionFinalizer) bool { return finalizerRemoved(old, cur, pf.Name) }) {
+				return nil, nil
+			}
 			var use string
 			var inUse bool
 			switch r.Kind {
@@ -37,7 +47,6 @@ func pvg012ProtectionFinalizers() Rule {
 			if !inUse {
 				return nil, nil
 			}
-			old, cur := reviewMeta(r)
 			var out []Finding
 			for _, pf := range protectionFinalizers {
 				if !finalizerRemoved(old, cur, pf.Name) {

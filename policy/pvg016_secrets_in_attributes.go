@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -30,6 +31,10 @@ func pvg016SecretsInAttributes() Rule {
 			}
 			attrs := csiAttributes(r.PV)
 			if r.OldPV != nil && maps.Equal(csiAttributes(r.OldPV), attrs) {
+				return nil, nil
+			}
+			// Most volumes have no such key; only those that do pay for sorting the keys.
+			if !anyCredentialKey(attrs) {
 				return nil, nil
 			}
 			// Messages carry only the key: PV objects, warnings and reports are readable by far
@@ -59,17 +64,50 @@ func csiAttributes(pv *corev1.PersistentVolume) map[string]string {
 	return pv.Spec.CSI.VolumeAttributes
 }
 
-func credentialKey(key string) bool {
-	k := strings.ToLower(key)
-	for _, s := range secretReferenceSuffixes {
-		if strings.HasSuffix(k, s) {
-			return false
-		}
-	}
-	for _, w := range credentialWords {
-		if strings.Contains(k, w) {
+func anyCredentialKey(attrs map[string]string) bool {
+	for key := range attrs {
+		if credentialKey(key) {
 			return true
 		}
 	}
 	return false
+}
+
+// credentialKey reports whether a key looks like a credential, case-insensitively. ASCII keys
+// (all real ones) are compared letter by letter without lowering a copy of the key.
+func credentialKey(key string) bool {
+	for i := range len(key) {
+		if key[i] >= utf8.RuneSelf {
+			key = strings.ToLower(key)
+			break
+		}
+	}
+	for _, s := range secretReferenceSuffixes {
+		if len(key) >= len(s) && equalFoldASCII(key[len(key)-len(s):], s) {
+			return false
+		}
+	}
+	for _, w := range credentialWords {
+		for i := 0; i+len(w) <= len(key); i++ {
+			if equalFoldASCII(key[i:i+len(w)], w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// equalFoldASCII reports whether s equals lower, a lower-case ASCII word, ignoring the case of
+// s's ASCII letters.
+func equalFoldASCII(s, lower string) bool {
+	for i := range len(lower) {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }

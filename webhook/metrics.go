@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/pvguard/pvguard/policy"
@@ -48,12 +49,7 @@ func (m *Metrics) observeReview(kind policy.Kind, handler string, req admission.
 	if m == nil {
 		return
 	}
-	op := strings.ToLower(string(req.Operation))
-	switch op {
-	case "create", "update", "delete", "connect":
-	default:
-		op = "unknown"
-	}
+	op := operationLabel(req.Operation)
 	m.reviews.WithLabelValues(string(kind), handler, op, decision).Inc()
 	m.duration.WithLabelValues(string(kind), handler).Observe(d.Seconds())
 }
@@ -78,4 +74,24 @@ func (m *Metrics) observeConfigLoad(err error) {
 		result = "error"
 	}
 	m.configReloads.WithLabelValues(result).Inc()
+}
+
+// operationLabel is the operation label of a review: its operation in lower case, or "unknown".
+// The four operations the apiserver sends are answered without building a string.
+func operationLabel(o admissionv1.Operation) string {
+	switch o {
+	case admissionv1.Create:
+		return "create"
+	case admissionv1.Update:
+		return "update"
+	case admissionv1.Delete:
+		return "delete"
+	case admissionv1.Connect:
+		return "connect"
+	}
+	switch op := strings.ToLower(string(o)); op {
+	case "create", "update", "delete", "connect":
+		return op
+	}
+	return "unknown"
 }

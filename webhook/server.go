@@ -125,7 +125,7 @@ func (s *Server) routes() chi.Router {
 	review := func(h admission.Handler) http.Handler {
 		wh := &admission.Webhook{Handler: h, RecoverPanic: ptr(true)}
 		wh.LogConstructor = func(base logr.Logger, req *admission.Request) logr.Logger {
-			return admission.DefaultLogConstructor(s.opts.Log, req)
+			return requestLogger(s.opts.Log, req)
 		}
 		if s.opts.ClientCAs != nil {
 			return requireClientCert(reviewGuard(wh))
