@@ -84,45 +84,43 @@ func (w *Writer) Sync(ctx context.Context) error {
 		return fmt.Errorf("listing cluster reports: %w", err)
 	}
 
-	var errs []error
-	have := map[string]*openreports.Report{}
+	existingReports := make([]*openreports.Report, len(existing.Items))
 	for i := range existing.Items {
-		have[existing.Items[i].Namespace+"/"+existing.Items[i].Name] = &existing.Items[i]
+		existingReports[i] = &existing.Items[i]
 	}
-	for _, want := range reports {
-		key := want.Namespace + "/" + want.Name
+	existingClusterReports := make([]*openreports.ClusterReport, len(existingCluster.Items))
+	for i := range existingCluster.Items {
+		existingClusterReports[i] = &existingCluster.Items[i]
+	}
+	errs := reconcile(ctx, w, reports, existingReports, func(r *openreports.Report) []openreports.ReportResult { return r.Results })
+	errs = append(errs, reconcile(ctx, w, cluster, existingClusterReports, func(r *openreports.ClusterReport) []openreports.ReportResult { return r.Results })...)
+	return errors.Join(errs...)
+}
+
+// reconcile makes the existing reports of one kind equal to want: it creates what is missing,
+// updates what changed (timestamps aside) and deletes what no finding needs any more.
+func reconcile[T client.Object](ctx context.Context, w *Writer, want, existing []T, results func(T) []openreports.ReportResult) []error {
+	have := make(map[client.ObjectKey]T, len(existing))
+	for _, e := range existing {
+		have[client.ObjectKeyFromObject(e)] = e
+	}
+	var errs []error
+	for _, obj := range want {
+		key := client.ObjectKeyFromObject(obj)
 		cur, ok := have[key]
 		delete(have, key)
 		switch {
 		case !ok:
-			errs = append(errs, w.create(ctx, want))
-		case !sameResults(cur.Results, want.Results):
-			want.ResourceVersion = cur.ResourceVersion
-			errs = append(errs, w.c.Update(ctx, want))
+			errs = append(errs, w.create(ctx, obj))
+		case !sameResults(results(cur), results(obj)):
+			obj.SetResourceVersion(cur.GetResourceVersion())
+			errs = append(errs, w.c.Update(ctx, obj))
 		}
 	}
 	for _, stale := range have {
 		errs = append(errs, client.IgnoreNotFound(w.c.Delete(ctx, stale)))
 	}
-	haveCluster := map[string]*openreports.ClusterReport{}
-	for i := range existingCluster.Items {
-		haveCluster[existingCluster.Items[i].Name] = &existingCluster.Items[i]
-	}
-	for _, want := range cluster {
-		cur, ok := haveCluster[want.Name]
-		delete(haveCluster, want.Name)
-		switch {
-		case !ok:
-			errs = append(errs, w.create(ctx, want))
-		case !sameResults(cur.Results, want.Results):
-			want.ResourceVersion = cur.ResourceVersion
-			errs = append(errs, w.c.Update(ctx, want))
-		}
-	}
-	for _, stale := range haveCluster {
-		errs = append(errs, client.IgnoreNotFound(w.c.Delete(ctx, stale)))
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // create creates a report; a namespace deleted since the audit is not an error, and a report
