@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -86,6 +87,13 @@ type Binder struct {
 	reserved map[string]types.UID
 	// forbidden holds pairs policy denied, and when, so the planner looks elsewhere.
 	forbidden map[types.UID]map[string]time.Time
+	// superseded holds, per object, the resourceVersions the binder's own writes replaced: a
+	// cache still showing one of them lags behind those writes, and acting on it would repeat a
+	// write bound to fail with a conflict (a request spent from the client's rate limit).
+	superseded map[key][]string
+	// assigned holds the volumes the last plan gave to a claim; planned is set once a plan ran.
+	assigned map[string]bool
+	planned  bool
 	// shadow maps a claim uid to the volume pvguard would have bound (shadow mode).
 	shadow map[types.UID]string
 	// bindStart records when a bind decision was made, for the latency histogram.
@@ -111,14 +119,16 @@ func New(o Options) (*Binder, error) {
 		o.Registry = prometheus.NewRegistry()
 	}
 	return &Binder{
-		o:         o,
-		queue:     workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
-		metrics:   newMetrics(o.Registry),
-		plan:      map[types.UID]string{},
-		reserved:  map[string]types.UID{},
-		forbidden: map[types.UID]map[string]time.Time{},
-		shadow:    map[types.UID]string{},
-		bindStart: map[types.UID]time.Time{},
+		o:          o,
+		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+		metrics:    newMetrics(o.Registry),
+		plan:       map[types.UID]string{},
+		reserved:   map[string]types.UID{},
+		forbidden:  map[types.UID]map[string]time.Time{},
+		shadow:     map[types.UID]string{},
+		bindStart:  map[types.UID]time.Time{},
+		assigned:   map[string]bool{},
+		superseded: map[key][]string{},
 	}, nil
 }
 
@@ -269,9 +279,13 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim); err != nil {
 		if apierrors.IsNotFound(err) {
+			b.forget(key{kind: 'c', namespace: namespace, name: name})
 			return nil
 		}
 		return fmt.Errorf("reading claim %s/%s: %w", namespace, name, err)
+	}
+	if b.lagging(key{kind: 'c', namespace: namespace, name: name}, claim) {
+		return nil // the informer's event for the binder's own write re-enqueues the claim
 	}
 	s, err := b.claimState(ctx, claim)
 	if err != nil {
@@ -329,7 +343,7 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 		v := &corev1.PersistentVolume{}
 		err := b.o.Cache.Get(ctx, client.ObjectKey{Name: assigned}, v)
 		switch {
-		case err == nil && fitsUnbound(claim, v, nil, false):
+		case err == nil && fitsUnbound(claim, v, nil, false, b.pendingFree()):
 			s.Assigned = v
 		case err == nil || apierrors.IsNotFound(err):
 			// The plan went stale (the volume was taken or changed): plan again.
@@ -398,9 +412,13 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	v := &corev1.PersistentVolume{}
 	if err := b.o.Cache.Get(ctx, client.ObjectKey{Name: name}, v); err != nil {
 		if apierrors.IsNotFound(err) {
+			b.forget(key{kind: 'v', name: name})
 			return nil
 		}
 		return fmt.Errorf("reading volume %s: %w", name, err)
+	}
+	if b.lagging(key{kind: 'v', name: name}, v) {
+		return nil
 	}
 	b.settleReservation(v)
 	s := VolumeState{Volume: v}
@@ -432,7 +450,33 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	if b.o.Mode == ModeShadow {
 		return nil
 	}
+	if b.holdAvailable(v, a) {
+		return nil
+	}
 	return b.applyVolume(ctx, v, a)
+}
+
+// pendingFree reports whether free volumes still Pending may be bound: in active mode they are,
+// going Pending → Bound without the Available write upstream makes first, one write less per
+// binding. Pending means only that no binder has synced the volume yet. Shadow mode keeps
+// upstream's choice (Available volumes only), so that it compares like with like.
+func (b *Binder) pendingFree() bool { return b.o.Mode == ModeActive }
+
+// holdAvailable reports whether to skip, for now, marking a free Pending volume Available: until
+// a plan has run, and while the plan gives it to a claim (the bind writes Bound directly). The
+// plan syncs the volumes it leaves unassigned, and a new plan is asked for until one has run.
+func (b *Binder) holdAvailable(v *corev1.PersistentVolume, a VolumeAction) bool {
+	if a.Phase != corev1.VolumeAvailable || a.Unbind || a.Reuse || v.Spec.ClaimRef != nil || !isPending(v) {
+		return false
+	}
+	b.mu.Lock()
+	planned, assigned := b.planned, b.assigned[v.Name]
+	_, reserved := b.reserved[v.Name]
+	b.mu.Unlock()
+	if !planned {
+		b.requestPlan()
+	}
+	return !planned || assigned || reserved
 }
 
 func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a VolumeAction) error {
@@ -498,17 +542,57 @@ func (b *Binder) settleReservation(v *corev1.PersistentVolume) {
 	}
 }
 
-// write performs one write of obj, giving tests the chance to stop it.
+// write performs one write of obj, giving tests the chance to stop it, and remembers the
+// resourceVersion it replaced.
 func (b *Binder) write(op string, obj client.Object, f func() error) error {
 	if b.o.BeforeWrite != nil {
 		if err := b.o.BeforeWrite(op, obj); err != nil {
 			return fmt.Errorf("%s stopped: %w", op, err)
 		}
 	}
+	old := obj.GetResourceVersion()
 	if err := f(); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	if k, ok := keyOf(obj); ok && old != "" && obj.GetResourceVersion() != old {
+		b.mu.Lock()
+		b.superseded[k] = append(b.superseded[k], old)
+		b.mu.Unlock()
+	}
 	return nil
+}
+
+// lagging reports whether the cached obj is a version the binder's own writes replaced. Once
+// the cache shows a version it did not replace, it has caught up and the record is dropped.
+func (b *Binder) lagging(k key, obj client.Object) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old, ok := b.superseded[k]
+	if !ok {
+		return false
+	}
+	if slices.Contains(old, obj.GetResourceVersion()) {
+		return true
+	}
+	delete(b.superseded, k)
+	return false
+}
+
+// forget drops what the binder remembers of an object that is gone.
+func (b *Binder) forget(k key) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.superseded, k)
+}
+
+func keyOf(obj client.Object) (key, bool) {
+	switch obj.(type) {
+	case *corev1.PersistentVolume:
+		return key{kind: 'v', name: obj.GetName()}, true
+	case *corev1.PersistentVolumeClaim:
+		return key{kind: 'c', namespace: obj.GetNamespace(), name: obj.GetName()}, true
+	}
+	return key{}, false
 }
 
 func setAnn(m *metav1.ObjectMeta, k, v string) {

@@ -45,16 +45,17 @@ func isDelayBinding(c *corev1.PersistentVolumeClaim, class *storagev1.StorageCla
 }
 
 // fitsUnbound reports whether an unbound claim may take a volume in the pool: the volume is
-// Available, not reserved for another claim, not being deleted, satisfies the claim, matches its
-// selector, and, for a claim scheduled to a node, is reachable from it.
-func fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, node *corev1.Node, scheduled bool) bool {
+// free (Available; or Pending, never synced by a binder, when pendingFree), not being deleted,
+// satisfies the claim, matches its selector, and, for a claim scheduled to a node, is reachable
+// from it.
+func fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, node *corev1.Node, scheduled, pendingFree bool) bool {
 	if v.DeletionTimestamp != nil {
 		return false
 	}
 	if v.Spec.ClaimRef != nil && !preBoundTo(v, c) {
 		return false
 	}
-	if v.Spec.ClaimRef == nil && v.Status.Phase != corev1.VolumeAvailable {
+	if v.Spec.ClaimRef == nil && v.Status.Phase != corev1.VolumeAvailable && !(pendingFree && isPending(v)) {
 		return false
 	}
 	// The checks are policy's own (PVG001, PVG005-PVG009), so the binder never picks a volume
@@ -85,4 +86,9 @@ func defaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
 		}
 	}
 	return best
+}
+
+// isPending reports whether no binder has synced the volume yet: it has no phase, or Pending.
+func isPending(v *corev1.PersistentVolume) bool {
+	return v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
 }

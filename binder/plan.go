@@ -75,6 +75,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 	}
 
 	plan := map[types.UID]string{}
+	assigned := map[string]bool{}
 	var considered []*corev1.PersistentVolumeClaim
 	b.mu.Lock()
 	for _, class := range sortedKeys(claimsByClass) {
@@ -93,7 +94,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 			considered = append(considered, p.claim)
 			plan[p.claim.UID] = ""
 			for _, v := range volumes {
-				if !used[v.Name] && preBoundTo(v, p.claim) && usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled) {
+				if !used[v.Name] && preBoundTo(v, p.claim) && usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
 					plan[p.claim.UID], used[v.Name] = v.Name, true
 					break
 				}
@@ -114,12 +115,28 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		}
 		for ci, vi := range Assign(claimObjs, poolVolumes, func(ci, vi int) bool {
 			p, v := poolClaims[ci], poolVolumes[vi]
-			return usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled)
+			return usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree())
 		}) {
 			plan[poolClaims[ci].claim.UID] = poolVolumes[vi].Name
 		}
 	}
 	b.plan = plan
+	for _, name := range plan {
+		if name != "" {
+			assigned[name] = true
+		}
+	}
+	// Free volumes still Pending wait for a plan before being marked Available (see
+	// holdAvailable); those it left unassigned are synced now to get that write.
+	var unassigned []string
+	for _, v := range volumesByClass {
+		for _, v := range v {
+			if v.Spec.ClaimRef == nil && isPending(v) && !assigned[v.Name] {
+				unassigned = append(unassigned, v.Name)
+			}
+		}
+	}
+	b.assigned, b.planned = assigned, true
 	for uid := range b.forbidden {
 		if _, pendingStill := plan[uid]; !pendingStill {
 			delete(b.forbidden, uid)
@@ -129,6 +146,9 @@ func (b *Binder) runPlan(ctx context.Context) error {
 
 	for _, c := range considered {
 		b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
+	}
+	for _, name := range unassigned {
+		b.queue.Add(key{kind: 'v', name: name})
 	}
 	b.metrics.pending.Set(float64(len(considered)))
 	b.metrics.planDuration.Observe(time.Since(start).Seconds())

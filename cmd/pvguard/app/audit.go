@@ -1,15 +1,12 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -17,11 +14,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -275,122 +267,4 @@ func writeAuditReport(out io.Writer, format string, r audit.Report) error {
 	}
 	_, err := fmt.Fprintf(out, "\n%d objects audited: %s\n", r.Summary.Objects, summary)
 	return err
-}
-
-// LoadManifests reads the storage objects from files and directories (recursively: .yaml, .yml,
-// .json). A document that cannot be read is reported with its file and position and skipped;
-// the rest is still loaded. Kinds other than PersistentVolume, PersistentVolumeClaim,
-// StorageClass and Node are ignored.
-func LoadManifests(paths []string) (*policy.Snapshot, int, []error) {
-	snap := &policy.Snapshot{}
-	var errs []error
-	objects := 0
-	for _, root := range paths {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				return nil
-			}
-			if path != root {
-				switch strings.ToLower(filepath.Ext(path)) {
-				case ".yaml", ".yml", ".json":
-				default:
-					return nil
-				}
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				errs = append(errs, err)
-				return nil
-			}
-			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-			for doc := 1; ; doc++ {
-				var raw map[string]any
-				if err := dec.Decode(&raw); err != nil {
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					errs = append(errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
-					break // the decoder cannot resync after a syntax error
-				}
-				if raw == nil {
-					continue
-				}
-				n, err := addObject(snap, raw)
-				objects += n
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("reading %s: %w", root, err))
-		}
-	}
-	return snap, objects, errs
-}
-
-// addObject adds one decoded document (or the items of a List) to the snapshot.
-func addObject(snap *policy.Snapshot, raw map[string]any) (int, error) {
-	u := &unstructured.Unstructured{Object: raw}
-	kind, apiVersion := u.GetKind(), u.GetAPIVersion()
-	if strings.HasSuffix(kind, "List") {
-		items, _, err := unstructured.NestedSlice(raw, "items")
-		if err != nil {
-			return 0, fmt.Errorf("%s: items: %w", kind, err)
-		}
-		total := 0
-		var errs []error
-		for i, it := range items {
-			m, ok := it.(map[string]any)
-			if !ok {
-				errs = append(errs, fmt.Errorf("items[%d]: not an object", i))
-				continue
-			}
-			n, err := addObject(snap, m)
-			total += n
-			if err != nil {
-				errs = append(errs, fmt.Errorf("items[%d]: %w", i, err))
-			}
-		}
-		return total, errors.Join(errs...)
-	}
-	var target any
-	switch {
-	case kind == "PersistentVolume" && apiVersion == "v1":
-		target = &corev1.PersistentVolume{}
-	case kind == "PersistentVolumeClaim" && apiVersion == "v1":
-		target = &corev1.PersistentVolumeClaim{}
-	case kind == "Node" && apiVersion == "v1":
-		target = &corev1.Node{}
-	case kind == "StorageClass" && apiVersion == "storage.k8s.io/v1":
-		target = &storagev1.StorageClass{}
-	case kind == "":
-		return 0, errors.New("no kind")
-	default:
-		return 0, nil
-	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(raw, target, true); err != nil {
-		return 0, fmt.Errorf("%s %s: %w", kind, u.GetName(), err)
-	}
-	if u.GetName() == "" {
-		return 0, fmt.Errorf("%s without metadata.name", kind)
-	}
-	switch t := target.(type) {
-	case *corev1.PersistentVolume:
-		snap.PVs = append(snap.PVs, t)
-	case *corev1.PersistentVolumeClaim:
-		if t.Namespace == "" {
-			t.Namespace = "default"
-		}
-		snap.PVCs = append(snap.PVCs, t)
-	case *corev1.Node:
-		snap.Nodes = append(snap.Nodes, t)
-	case *storagev1.StorageClass:
-		snap.Classes = append(snap.Classes, t)
-	}
-	return 1, nil
 }

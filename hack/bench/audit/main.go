@@ -47,9 +47,8 @@ func main() {
 	keep := flag.String("dir", "", "write the YAML here (kept) instead of a temporary directory")
 	profile := flag.String("cpuprofile", "", "write each measurement's CPU profile to PREFIX-<mode>-<size>.pprof")
 	runs := flag.Int("runs", 3, "measurements of each kind (each in a new process): the median wall time and the largest memory are shown")
-	prototype := flag.Bool("prototype", false, "also measure a prototype typed, parallel loader (see typedload.go) followed by the engine audit")
 	only := flag.String("modes", "engine,offline,load", "measurements to make: engine, offline, load")
-	child := flag.String("child", "", "internal: run one measurement (engine, offline, load or typed)")
+	child := flag.String("child", "", "internal: run one measurement (engine, offline or load)")
 	size := flag.Int("size", 0, "internal: objects for -child engine")
 	flag.Parse()
 
@@ -91,9 +90,6 @@ func main() {
 			log.Fatal(err)
 		}
 		modes := strings.Split(*only, ",")
-		if *prototype {
-			modes = append(modes, "typed")
-		}
 		for _, mode := range modes {
 			var r result
 			var walls []time.Duration
@@ -109,7 +105,7 @@ func main() {
 			slices.Sort(walls)
 			r.Wall = walls[len(walls)/2]
 			path := map[string]string{"engine": "engine (Engine.Audit)", "offline": "offline (RunAudit -o json)",
-				"load": "  of which LoadManifests", "typed": "prototype: typed parallel load + audit"}[mode]
+				"load": "  of which LoadManifests"}[mode]
 			findings := strconv.Itoa(r.Findings)
 			if mode == "load" {
 				findings = "-"
@@ -175,16 +171,6 @@ func measure(mode string, n int, dir, profile string) (result, error) {
 				return 0, errs[0]
 			}
 			return objects, nil
-		}
-	case "typed":
-		engine := policy.NewEngine(nil)
-		run = func() (int, error) {
-			snap, _, err := loadTyped([]string{dir})
-			if err != nil {
-				return 0, err
-			}
-			found, err := engine.Audit(snap, auditgen.Now, nil)
-			return len(found), err
 		}
 	default:
 		return result{}, fmt.Errorf("unknown mode %q", mode)

@@ -1,0 +1,132 @@
+package app_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/policy"
+)
+
+func names(s *policy.Snapshot) []string {
+	var out []string
+	for _, v := range s.PVs {
+		out = append(out, "pv/"+v.Name)
+	}
+	for _, c := range s.PVCs {
+		out = append(out, "pvc/"+c.Namespace+"/"+c.Name)
+	}
+	for _, sc := range s.Classes {
+		out = append(out, "sc/"+sc.Name)
+	}
+	for _, n := range s.Nodes {
+		out = append(out, "node/"+n.Name)
+	}
+	return out
+}
+
+func pvYAML(name string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: %s}\nspec: {capacity: {storage: 1Gi}, hostPath: {path: /d}}\n", name)
+}
+
+func TestLoadManifests(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		want    []string // objects loaded, in order
+		wantErr []string // substrings, one per expected error, in order
+	}{{
+		name:  "a broken document does not hide the ones after it",
+		files: map[string]string{"a.yaml": pvYAML("one") + "---\nkind: [\n---\n" + pvYAML("three")},
+		want:  []string{"pv/one", "pv/three"}, wantErr: []string{"a.yaml: document 2:"},
+	}, {
+		name: "a JSON stream of objects and a List",
+		files: map[string]string{"a.json": `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"one"}}
+{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"c"}},
+ {"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"fast"},"provisioner":"x"}]}`},
+		want: []string{"pv/one", "pvc/default/c", "sc/fast"},
+	}, {
+		name: "a bad item of a List is named and the other items load",
+		files: map[string]string{"l.yaml": "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n" +
+			"- {apiVersion: v1, kind: Node, metadata: {name: n2}, spec: {unschedulable: maybe}}\n"},
+		want: []string{"node/n1"}, wantErr: []string{"l.yaml: document 1: items[1]: Node n2:"},
+	}, {
+		name:    "an unknown field is refused, not dropped",
+		files:   map[string]string{"u.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: u}\nspec:\n  claimRefs: {name: x}\n"},
+		wantErr: []string{`u.yaml: document 1: PersistentVolume u: unknown field "spec.claimRefs"`},
+	}, {
+		name:    "field names are case-sensitive, as in the apiserver",
+		files:   map[string]string{"c.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: c}\nSpec: {capacity: {storage: 1Gi}}\n"},
+		wantErr: []string{`PersistentVolume c: unknown field "Spec"`},
+	}, {
+		name:    "a duplicate field is refused",
+		files:   map[string]string{"d.json": `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"d"},"spec":{"storageClassName":"a","storageClassName":"b"}}`},
+		wantErr: []string{`PersistentVolume d: duplicate field "spec.storageClassName"`},
+	}, {
+		name: "a bad value is named by its field path",
+		files: map[string]string{"v.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: q}\nspec: {capacity: {storage: lots}}\n---\n" +
+			"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: m}\nspec: {accessModes: [ReadWriteOnce, 5]}\n"},
+		wantErr: []string{"v.yaml: document 1: PersistentVolume q: spec.capacity.storage: quantities must match",
+			"v.yaml: document 2: PersistentVolumeClaim m: spec.accessModes[1]: a JSON number where"},
+	}, {
+		name:    "no kind, no name",
+		files:   map[string]string{"k.yaml": "apiVersion: v1\nmetadata: {name: x}\n---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {}\n"},
+		wantErr: []string{"k.yaml: document 1: no kind", "k.yaml: document 2: PersistentVolume without metadata.name"},
+	}, {
+		name: "other kinds, empty documents and other files are skipped",
+		files: map[string]string{"a.yaml": "---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n" + pvYAML("kept"),
+			"notes.txt": "not: [yaml", "b.json": "null"},
+		want: []string{"pv/kept"},
+	}, {
+		name: "files load in walk order whatever the decoding order",
+		files: func() map[string]string {
+			m := map[string]string{}
+			for i := range 40 {
+				m[fmt.Sprintf("d%d/f%02d.yaml", i%3, i)] = pvYAML(fmt.Sprintf("v%02d", i))
+			}
+			return m
+		}(),
+		want: func() []string {
+			var w []string
+			for d := range 3 {
+				for i := range 40 {
+					if i%3 == d {
+						w = append(w, fmt.Sprintf("pv/v%02d", i))
+					}
+				}
+			}
+			return w
+		}(),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, tc.files)
+			snap, objects, errs := app.LoadManifests([]string{dir})
+			got := names(snap)
+			if !slices.Equal(got, tc.want) || objects != len(tc.want) {
+				t.Errorf("loaded %d: %v, want %v", objects, got, tc.want)
+			}
+			if len(errs) != len(tc.wantErr) {
+				t.Fatalf("errors %v, want %d matching %q", errs, len(tc.wantErr), tc.wantErr)
+			}
+			for i, e := range errs {
+				if !strings.Contains(e.Error(), tc.wantErr[i]) || !strings.Contains(e.Error(), dir) {
+					t.Errorf("error %d: %q, want the path and %q", i, e, tc.wantErr[i])
+				}
+			}
+		})
+	}
+}
+
+func TestLoadManifestsNamedFileAndMissingPath(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"volumes.txt": pvYAML("named")})
+	snap, _, errs := app.LoadManifests([]string{filepath.Join(dir, "volumes.txt"), filepath.Join(dir, "absent")})
+	if got := names(snap); !slices.Equal(got, []string{"pv/named"}) {
+		t.Errorf("a file named directly is read whatever its extension: got %v", got)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "absent") {
+		t.Errorf("errors %v, want one naming the missing path", errs)
+	}
+}
