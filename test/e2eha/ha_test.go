@@ -1,6 +1,8 @@
 // Package e2eha tests pvguard as the chart runs it: two replicas behind one Service, with
 // self-managed certificates, on a real kube-apiserver. Reviews flow the whole time; none may fail
-// while a replica stops gracefully or while the certificates rotate.
+// while a replica stops gracefully, while the replicas are replaced by rolling restarts, or while
+// the certificates rotate. With both replicas down, failurePolicy Fail must refuse storage writes
+// (and Ignore must let the audit catch up afterwards); the read endpoints must refuse writes.
 package e2eha
 
 import (
@@ -63,23 +65,7 @@ func replicas(t *testing.T, n int, secret string, mutate func(*app.ServeOptions)
 	t.Cleanup(lb.Close)
 	var insts []*harness.Instance
 	for range n {
-		inst, err := h.Serve(func(o *app.ServeOptions) {
-			o.CertDir, o.CertSecret, o.Namespace = "", secret, namespace
-			o.CertHosts = []string{"127.0.0.1"}
-			o.CertCheckInterval = time.Second
-			o.LeaderElect, o.LeaderElectionID = true, secret+"-leader"
-			o.AuditInterval = 0 // the certificates alone are elected work here
-			o.ShutdownDelay = time.Second
-			if mutate != nil {
-				mutate(o)
-			}
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = inst.Stop() })
-		insts = append(insts, inst)
-		lb.Add(strings.TrimPrefix(inst.BaseURL, "https://"))
+		insts = append(insts, startReplica(t, lb, secret, mutate))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -88,6 +74,32 @@ func replicas(t *testing.T, n int, secret string, mutate func(*app.ServeOptions)
 	}
 	return lb, insts
 }
+
+// startReplica starts one replica as replicas does and puts it behind lb; a rolling update
+// starts its new pods the same way. It is stopped when the test ends, if not before.
+func startReplica(t *testing.T, lb *harness.Balancer, secret string, mutate func(*app.ServeOptions)) *harness.Instance {
+	t.Helper()
+	inst, err := h.Serve(func(o *app.ServeOptions) {
+		o.CertDir, o.CertSecret, o.Namespace = "", secret, namespace
+		o.CertHosts = []string{"127.0.0.1"}
+		o.CertCheckInterval = time.Second
+		o.LeaderElect, o.LeaderElectionID = true, secret+"-leader"
+		o.AuditInterval = 0 // the certificates alone are elected work here
+		o.ShutdownDelay = time.Second
+		if mutate != nil {
+			mutate(o)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inst.Stop() })
+	lb.Add(backend(inst))
+	return inst
+}
+
+// backend is the balancer's name for an instance.
+func backend(inst *harness.Instance) string { return strings.TrimPrefix(inst.BaseURL, "https://") }
 
 // load sends reviews through the apiserver until stopped: dry-run creates of a volume pvguard
 // must refuse (PVG014) and of a claim it must admit. Anything else is a failed review.

@@ -62,6 +62,14 @@ func (b *Balancer) Connections() map[string]int64 {
 	return out
 }
 
+// Ready reports whether the last probe of backend passed, that is whether new connections may be
+// given to it.
+func (b *Balancer) Ready(backend string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ready[backend]
+}
+
 // Close stops accepting and probing; open connections are cut.
 func (b *Balancer) Close() {
 	select {
