@@ -9,8 +9,10 @@
 //     its own goroutine, as an apiserver under load would), and it prints the client-observed and
 //     server-side latency quantiles.
 //
-// Both servers run in this process, on 127.0.0.1 with pvguard's TLS configuration, and share the
-// CPU with the load generator. See docs/benchmarks.md.
+// Each server runs in a child process of its own (as pvguard runs apart from the apiserver that
+// calls it), on 127.0.0.1 with pvguard's TLS configuration; -in-process runs both in this process
+// instead, sharing its heap and GC with the load generator. Either way they share the machine's
+// cores with it. See docs/benchmarks.md.
 package main
 
 import (
@@ -33,8 +35,10 @@ import (
 type server struct {
 	name string
 	url  string
-	rec  *atomic.Pointer[admissionbench.Recorder]
 	c    *http.Client
+	// record starts recording server-side durations (room for n); recorded stops and returns them.
+	record   func(n int) error
+	recorded func() ([]time.Duration, error)
 }
 
 func main() {
@@ -44,26 +48,31 @@ func main() {
 	round := flag.Duration("round", time.Second, "closed loop: length of one round on one server")
 	concurrency := flag.Int("concurrency", 16, "closed loop: concurrent requests")
 	only := flag.String("cases", "pv-create,pvc-create,pvc-update", "cases to run")
+	inProcess := flag.Bool("in-process", false, "run both servers in this process instead of one child process each")
+	child := flag.String("child", "", "internal: serve pvguard or noop in this process and print where")
 	flag.Parse()
 
-	t, err := admissionbench.IssueTLS()
-	if err != nil {
-		log.Fatal(err)
-	}
-	logger := admissionbench.Logger()
-	pvguard := admissionbench.PVGuard(t, admissionbench.View(), logger)
-	var servers []server
-	for _, h := range []struct {
-		name string
-		h    http.Handler
-	}{{"pvguard", pvguard.Handler()}, {"noop", admissionbench.Noop()}} {
-		rec := new(atomic.Pointer[admissionbench.Recorder])
-		addr, stop, err := admissionbench.Serve(admissionbench.Timed(h.h, rec), pvguard.TLSConfig())
-		if err != nil {
+	if *child != "" {
+		if err := serveChild(*child); err != nil {
 			log.Fatal(err)
 		}
+		return
+	}
+	var servers []server
+	for _, name := range []string{"pvguard", "noop"} {
+		var s server
+		var stop func()
+		var err error
+		if *inProcess {
+			s, stop, err = startInProcess(name)
+		} else {
+			s, stop, err = startChild(name)
+		}
+		if err != nil {
+			log.Fatalf("starting %s: %v", name, err)
+		}
 		defer stop()
-		servers = append(servers, server{name: h.name, url: "https://" + addr, rec: rec, c: admissionbench.Client(t.Pool)})
+		servers = append(servers, s)
 	}
 	var cases []admissionbench.Case
 	for _, c := range admissionbench.Cases() {
@@ -79,7 +88,11 @@ func main() {
 		}
 	}
 
-	fmt.Printf("%s, GOMAXPROCS %d, load average %s\n\n", runtime.Version(), runtime.GOMAXPROCS(0), loadavg())
+	where := "one child process per server"
+	if *inProcess {
+		where = "servers in the load generator's process"
+	}
+	fmt.Printf("%s, GOMAXPROCS %d, %s, load average %s\n\n", runtime.Version(), runtime.GOMAXPROCS(0), where, loadavg())
 	fmt.Printf("closed loop: %d concurrent requests over one HTTP/2 connection, %d alternating rounds of %s\n\n", *concurrency, *rounds, *round)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tpvguard reviews/s\tnoop reviews/s\tpvguard/noop (median of rounds)\tper round")
@@ -108,7 +121,10 @@ func main() {
 	fmt.Fprintln(tw, "case\tserver\tsent/s\terrors\tp50\tp90\tp99\tp99.9\tmax\tserver p50\tserver p99")
 	for _, c := range cases {
 		for _, s := range servers {
-			res := openLoop(s, c, *rate, *duration)
+			res, err := openLoop(s, c, *rate, *duration)
+			if err != nil {
+				log.Fatal(err)
+			}
 			q := func(d []time.Duration, x float64) string {
 				return fmt.Sprintf("%.0f", float64(admissionbench.Quantile(d, x))/float64(time.Microsecond))
 			}
@@ -157,12 +173,13 @@ type openResult struct {
 
 // openLoop sends the case's review at a fixed rate for d, each request on its own goroutine, and
 // records client-observed latency (from the moment the request is sent) and server-side time.
-func openLoop(s server, c admissionbench.Case, rate int, d time.Duration) openResult {
+func openLoop(s server, c admissionbench.Case, rate int, d time.Duration) (openResult, error) {
 	total := int(d.Seconds() * float64(rate))
 	interval := time.Second / time.Duration(rate)
-	client, srv := admissionbench.NewRecorder(total), admissionbench.NewRecorder(total)
-	s.rec.Store(srv)
-	defer s.rec.Store(nil)
+	client := admissionbench.NewRecorder(total)
+	if err := s.record(total); err != nil {
+		return openResult{}, err
+	}
 	var errs atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -181,7 +198,11 @@ func openLoop(s server, c admissionbench.Case, rate int, d time.Duration) openRe
 	}
 	sent := time.Since(start)
 	wg.Wait()
-	return openResult{sentPerSec: float64(total) / sent.Seconds(), errors: errs.Load(), client: client.Durations(), server: srv.Durations()}
+	srv, err := s.recorded()
+	if err != nil {
+		return openResult{}, err
+	}
+	return openResult{sentPerSec: float64(total) / sent.Seconds(), errors: errs.Load(), client: client.Durations(), server: srv}, nil
 }
 
 func median(xs []float64) float64 {

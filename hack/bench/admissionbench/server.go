@@ -36,8 +36,9 @@ func Logger() logr.Logger {
 
 // TLS is a serving certificate for 127.0.0.1 and a pool that trusts it.
 type TLS struct {
-	Cert tls.Certificate
-	Pool *x509.CertPool
+	Cert  tls.Certificate
+	Pool  *x509.CertPool
+	CAPEM []byte
 }
 
 // IssueTLS issues a CA and a serving certificate with pvguard's certs package.
@@ -52,7 +53,7 @@ func IssueTLS() (*TLS, error) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(b.CA.Cert)
-	return &TLS{Cert: pair, Pool: pool}, nil
+	return &TLS{Cert: pair, Pool: pool, CAPEM: b.CA.CertPEM}, nil
 }
 
 // PVGuard builds pvguard's server (default config) over a view. Its TLSConfig is also the one
