@@ -34,12 +34,16 @@ func NewEngine(cfg *Config) *Engine {
 // Config returns the engine's configuration.
 func (e *Engine) Config() *Config { return e.cfg }
 
-// Admit evaluates a write. An error means a related object could not be read, so the write
-// could not be judged; the caller decides whether that fails open or closed.
+// Admit evaluates a write. An error means the write could not be judged: the review lacks what
+// its operation needs (see Review), or a related object could not be read; the caller decides
+// whether that fails open or closed.
 func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 	var d Decision
 	if r.Operation == OperationDelete {
 		return d, nil
+	}
+	if err := r.judgeable(); err != nil {
+		return Decision{}, err
 	}
 	ns := r.namespaces()
 	v = newMemoView(v)
@@ -72,4 +76,31 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// judgeable reports why a review that is not a DELETE cannot be judged: an operation other than
+// CREATE or UPDATE, an unknown kind, no new object, or an UPDATE without the old one. Judging such
+// a review would mean allowing a write nobody looked at (an UPDATE without its old object would
+// pass every rule that guards a change).
+func (r *Review) judgeable() error {
+	var cur, old bool
+	switch r.Kind {
+	case KindPersistentVolume:
+		cur, old = r.PV != nil, r.OldPV != nil
+	case KindPersistentVolumeClaim:
+		cur, old = r.PVC != nil, r.OldPVC != nil
+	case KindStorageClass:
+		cur, old = r.SC != nil, r.OldSC != nil
+	default:
+		return fmt.Errorf("cannot judge a write of kind %q", r.Kind)
+	}
+	switch {
+	case r.Operation != OperationCreate && r.Operation != OperationUpdate:
+		return fmt.Errorf("cannot judge operation %q on a %s", r.Operation, r.Kind)
+	case !cur:
+		return fmt.Errorf("%s of a %s without the object", r.Operation, r.Kind)
+	case r.Operation == OperationUpdate && !old:
+		return fmt.Errorf("UPDATE of %s without the old object", r.Object())
+	}
+	return nil
 }

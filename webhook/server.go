@@ -127,10 +127,11 @@ func (s *Server) routes() chi.Router {
 		wh.LogConstructor = func(base logr.Logger, req *admission.Request) logr.Logger {
 			return requestLogger(s.opts.Log, req)
 		}
+		guarded := reviewGuard(reviewHandler{wh: wh, log: s.opts.Log})
 		if s.opts.ClientCAs != nil {
-			return requireClientCert(reviewGuard(wh))
+			return requireClientCert(guarded)
 		}
-		return reviewGuard(wh)
+		return guarded
 	}
 	v := func(k policy.Kind) http.Handler {
 		return review(NewValidator(k, s.opts.Engines, s.opts.Views, s.metrics))
@@ -169,7 +170,8 @@ func requireClientCert(next http.Handler) http.Handler {
 }
 
 // reviewGuard answers requests that are not AdmissionReviews at all with a plain HTTP error,
-// before controller-runtime decodes the body (it answers those in-band with HTTP 200).
+// before reviewHandler reads the body (it answers bodies that are not reviews in-band, with HTTP
+// 200), and bounds the body it reads.
 func reviewGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -181,8 +183,6 @@ func reviewGuard(next http.Handler) http.Handler {
 			http.Error(w, "pvguard: AdmissionReview larger than "+strconv.Itoa(maxReviewBytes)+" bytes", http.StatusRequestEntityTooLarge)
 			return
 		}
-		// controller-runtime compares the header literally; parameters such as charset are fine.
-		r.Header.Set("Content-Type", "application/json")
 		r.Body = http.MaxBytesReader(w, r.Body, maxReviewBytes)
 		next.ServeHTTP(w, r)
 	})

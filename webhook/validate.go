@@ -3,15 +3,18 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -87,9 +90,10 @@ var expectedKinds = map[policy.Kind]metav1.GroupKind{
 }
 
 // decodeReview turns an admission request into a policy review. When it cannot, it returns the
-// response to send instead: an error for a body that does not decode, or an allowed response
-// with a warning for a kind this endpoint does not judge (a misconfigured webhook must not block
-// unrelated writes).
+// response to send instead: an error for a request that does not carry what its operation needs
+// in a form pvguard can read (a validating webhook must not admit what it could not judge), or an
+// allowed response with a warning for a kind this endpoint does not judge (a misconfigured webhook
+// must not block unrelated writes).
 func decodeReview(kind policy.Kind, req admission.Request) (*policy.Review, admission.Response, bool) {
 	if req.UID == "" && req.Kind.Kind == "" {
 		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("AdmissionReview has no request")), false
@@ -99,12 +103,13 @@ func decodeReview(kind policy.Kind, req admission.Request) (*policy.Review, admi
 	}
 	want := expectedKinds[kind]
 	if req.Kind.Group != want.Group || req.Kind.Kind != want.Kind {
-		got := req.Kind.Kind
-		if req.Kind.Group != "" {
-			got = req.Kind.Kind + "." + req.Kind.Group
-		}
 		return nil, admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"pvguard: %s sent to the %s endpoint was not checked; fix the webhook configuration's rules", got, kind)), false
+			"pvguard: %s sent to the %s endpoint was not checked; fix the webhook configuration's rules", groupKind(req.Kind.Group, req.Kind.Kind), kind)), false
+	}
+	switch req.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete:
+	default:
+		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("%s request has operation %q; pvguard judges CREATE, UPDATE and DELETE", kind, req.Operation)), false
 	}
 	r := &policy.Review{
 		Kind:        kind,
@@ -113,46 +118,126 @@ func decodeReview(kind policy.Kind, req admission.Request) (*policy.Review, admi
 		User:        policy.UserInfo{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups},
 		DryRun:      req.DryRun != nil && *req.DryRun,
 	}
-	var err error
+	var (
+		err          error
+		cur, old     *metav1.ObjectMeta
+		curTM, oldTM *metav1.TypeMeta
+	)
 	switch kind {
 	case policy.KindPersistentVolume:
-		r.PV, r.OldPV, err = decodePair[corev1.PersistentVolume](req)
+		if r.PV, r.OldPV, err = decodePair[corev1.PersistentVolume](req); err == nil {
+			cur, old, curTM, oldTM = metaOf(r.PV), metaOf(r.OldPV), typeOf(r.PV), typeOf(r.OldPV)
+		}
 	case policy.KindPersistentVolumeClaim:
-		r.PVC, r.OldPVC, err = decodePair[corev1.PersistentVolumeClaim](req)
+		if r.PVC, r.OldPVC, err = decodePair[corev1.PersistentVolumeClaim](req); err == nil {
+			cur, old, curTM, oldTM = metaOf(r.PVC), metaOf(r.OldPVC), typeOf(r.PVC), typeOf(r.OldPVC)
+		}
 	case policy.KindStorageClass:
-		r.SC, r.OldSC, err = decodePair[storagev1.StorageClass](req)
+		if r.SC, r.OldSC, err = decodePair[storagev1.StorageClass](req); err == nil {
+			cur, old, curTM, oldTM = metaOf(r.SC), metaOf(r.OldSC), typeOf(r.SC), typeOf(r.OldSC)
+		}
+	}
+	if err == nil {
+		err = errors.Join(checkType(want, "object", curTM), checkType(want, "oldObject", oldTM))
+	}
+	if err == nil && req.Operation != admissionv1.Delete {
+		switch {
+		case cur == nil:
+			err = fmt.Errorf("%s request carries no object", req.Operation)
+		case cur.Name == "" && cur.GenerateName == "":
+			// A mutating webhook sees a generateName object before the apiserver names it.
+			err = errors.New("object has neither metadata.name nor metadata.generateName")
+		case req.Operation == admissionv1.Update && old == nil:
+			err = errors.New("UPDATE request carries no oldObject")
+		}
 	}
 	if err != nil {
-		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s %s: %w", kind, objectName(req), err)), false
-	}
-	if req.Operation != admissionv1.Delete && r.Object().Name == "" {
-		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("%s request carries no object", kind)), false
+		return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("decoding %s%s: %w", kind, objectName(req), err)), false
 	}
 	return r, admission.Response{}, true
 }
 
+// objectName is " <namespace>/<name>" of the request, or "" when the request names no object
+// (a create with generateName).
 func objectName(req admission.Request) string {
-	if req.Namespace != "" {
-		return req.Namespace + "/" + req.Name
+	switch {
+	case req.Name == "":
+		return ""
+	case req.Namespace != "":
+		return " " + req.Namespace + "/" + req.Name
 	}
-	return req.Name
+	return " " + req.Name
 }
 
-// decodePair decodes the new and old object; either may be absent.
-func decodePair[T any](req admission.Request) (obj, old *T, err error) {
-	if len(req.Object.Raw) > 0 {
-		obj = new(T)
-		if err := json.Unmarshal(req.Object.Raw, obj); err != nil {
-			return nil, nil, fmt.Errorf("object: %w", err)
-		}
+func groupKind(group, kind string) string {
+	if group == "" {
+		return kind
 	}
-	if len(req.OldObject.Raw) > 0 {
-		old = new(T)
-		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
-			return nil, nil, fmt.Errorf("oldObject: %w", err)
-		}
+	return kind + "." + group
+}
+
+// metaOf and typeOf return nil for an absent object.
+func metaOf[T any, PT interface {
+	*T
+	GetObjectMeta() metav1.Object
+}](o PT) *metav1.ObjectMeta {
+	if o == nil {
+		return nil
+	}
+	return o.GetObjectMeta().(*metav1.ObjectMeta)
+}
+
+func typeOf[T any, PT interface {
+	*T
+	GetObjectKind() schema.ObjectKind
+}](o PT) *metav1.TypeMeta {
+	if o == nil {
+		return nil
+	}
+	return o.GetObjectKind().(*metav1.TypeMeta)
+}
+
+// checkType refuses an object whose own kind or API group, when it states them, is not the kind
+// the request names: the object would be judged as something it is not.
+func checkType(want metav1.GroupKind, which string, tm *metav1.TypeMeta) error {
+	if tm == nil {
+		return nil
+	}
+	group := ""
+	if g, _, ok := strings.Cut(tm.APIVersion, "/"); ok {
+		group = g
+	}
+	if (tm.Kind != "" && tm.Kind != want.Kind) || (tm.APIVersion != "" && group != want.Group) {
+		return fmt.Errorf("%s is apiVersion %q kind %q, not a %s", which, tm.APIVersion, tm.Kind, groupKind(want.Group, want.Kind))
+	}
+	return nil
+}
+
+// decodePair decodes the new and old object; either may be absent (empty or JSON null).
+func decodePair[T any](req admission.Request) (obj, old *T, err error) {
+	if obj, err = decodeRaw[T](req.Object.Raw); err != nil {
+		return nil, nil, fmt.Errorf("object: %w", err)
+	}
+	if old, err = decodeRaw[T](req.OldObject.Raw); err != nil {
+		return nil, nil, fmt.Errorf("oldObject: %w", err)
 	}
 	return obj, old, nil
+}
+
+func decodeRaw[T any](raw []byte) (*T, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	// encoding/json would read invalid UTF-8 as U+FFFD and judge a name or annotation that is
+	// not the one written.
+	if !utf8.Valid(raw) {
+		return nil, errors.New("not valid UTF-8")
+	}
+	obj := new(T)
+	if err := json.Unmarshal(raw, obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
 }
 
 // responseFor turns a decision into the admission response: denials as a Forbidden status whose

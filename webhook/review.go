@@ -1,0 +1,110 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// reviewKind and reviewVersions are the AdmissionReviews pvguard answers. v1beta1 has the same
+// JSON shape as v1 and is answered in v1beta1.
+const reviewKind = "AdmissionReview"
+
+var reviewVersions = map[string]bool{"admission.k8s.io/v1": true, "admission.k8s.io/v1beta1": true}
+
+// reviewHandler serves one webhook endpoint. It reads and decodes the AdmissionReview itself
+// instead of leaving that to admission.Webhook's ServeHTTP, which decodes a body of any
+// apiVersion and kind (admission.k8s.io/v2, a Pod, none at all) as a v1 review and answers it.
+// The admission.Webhook still handles the decoded request: it recovers panics and fills in the
+// response's uid and code.
+//
+// A body that is not a review pvguard answers gets a denial with code 400 that says what is
+// wrong, in an HTTP 200 as controller-runtime answers; a body over the size limit gets HTTP 413.
+type reviewHandler struct {
+	wh  *admission.Webhook
+	log logr.Logger
+}
+
+var _ http.Handler = reviewHandler{}
+
+func (h reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("pvguard: AdmissionReview larger than %d bytes", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+			return
+		}
+		h.refuse(w, reviewKind, "admission.k8s.io/v1", "", fmt.Errorf("reading the request body: %w", err))
+		return
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		h.refuse(w, reviewKind, "admission.k8s.io/v1", "", errors.New("request body is empty"))
+		return
+	}
+	var ar admissionv1.AdmissionReview
+	if err := utiljson.Unmarshal(body, &ar); err != nil {
+		h.refuse(w, reviewKind, "admission.k8s.io/v1", "", fmt.Errorf("decoding the AdmissionReview: %w", err))
+		return
+	}
+	var uid types.UID
+	if ar.Request != nil {
+		uid = ar.Request.UID
+	}
+	if ar.Kind != reviewKind || !reviewVersions[ar.APIVersion] {
+		h.refuse(w, reviewKind, "admission.k8s.io/v1", uid, fmt.Errorf(
+			"body is apiVersion %q kind %q; pvguard answers kind AdmissionReview of admission.k8s.io/v1 or admission.k8s.io/v1beta1", ar.APIVersion, ar.Kind))
+		return
+	}
+	if ar.Request == nil {
+		h.refuse(w, ar.Kind, ar.APIVersion, "", errors.New("AdmissionReview has no request"))
+		return
+	}
+	if uid == "" {
+		h.refuse(w, ar.Kind, ar.APIVersion, "", errors.New("AdmissionReview request has no uid"))
+		return
+	}
+	resp := h.wh.Handle(r.Context(), admission.Request{AdmissionRequest: *ar.Request})
+	writeReview(w, ar.Kind, ar.APIVersion, &resp.AdmissionResponse, h.log)
+}
+
+// readBody reads the whole body; reviewGuard bounds it.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	size := int64(bytes.MinRead)
+	if r.ContentLength > 0 && r.ContentLength <= maxReviewBytes {
+		size += r.ContentLength
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(r.Body)
+	return buf.Bytes(), err
+}
+
+// refuse answers a body that is not a review pvguard can judge with a denial, code 400, that
+// names the problem. It echoes the request's uid when the body had one.
+func (h reviewHandler) refuse(w http.ResponseWriter, kind, apiVersion string, uid types.UID, err error) {
+	h.log.Error(err, "refusing a malformed AdmissionReview")
+	resp := admission.Errored(http.StatusBadRequest, fmt.Errorf("pvguard: %w", err))
+	resp.UID = uid
+	writeReview(w, kind, apiVersion, &resp.AdmissionResponse, h.log)
+}
+
+func writeReview(w http.ResponseWriter, kind, apiVersion string, resp *admissionv1.AdmissionResponse, log logr.Logger) {
+	out := admissionv1.AdmissionReview{Response: resp}
+	out.Kind, out.APIVersion = kind, apiVersion
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(out); err != nil {
+		// The response is pvguard's own and always encodes; this is the connection failing.
+		log.Error(err, "writing the AdmissionReview response")
+	}
+}
