@@ -114,7 +114,7 @@ func (s *Server) routes() chi.Router {
 	r.Use(middleware.CleanPath, middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	r.Get("/readyz", s.readyz)
-	r.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 	if s.opts.Report != nil {
 		r.Method(http.MethodGet, "/api/v1/report", s.opts.Report)
 	}
@@ -256,7 +256,7 @@ func (s *Server) Start(ctx context.Context) error {
 		plain := chi.NewRouter()
 		plain.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 		plain.Get("/readyz", s.readyz)
-		plain.Handle("/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+		plain.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 		servers = append(servers, &http.Server{Handler: plain, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog})
 		listeners = append(listeners, mln)
 	}
