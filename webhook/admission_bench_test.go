@@ -2,7 +2,6 @@ package webhook_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -11,12 +10,11 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/pvguard/pvguard/hack/bench/admissionbench"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/webhook"
 )
 
 // Admission benchmarks: pvguard's webhook against a no-op controller-runtime webhook, over TLS
@@ -169,58 +167,42 @@ func BenchmarkAdmissionHandler(b *testing.B) {
 	}
 }
 
-// BenchmarkAdmissionLayers splits a pvguard review into its layers: controller-runtime's decoding
-// of the AdmissionReview, pvguard's decoding of the object, the policy engine, and the encoding
-// of the response.
+// BenchmarkAdmissionLayers splits a pvguard review into its layers, each the function the
+// server runs: decoding the AdmissionReview, decoding and checking the object(s), the policy
+// engine, and encoding the response.
 func BenchmarkAdmissionLayers(b *testing.B) {
-	scheme := runtime.NewScheme()
-	if err := admissionv1.AddToScheme(scheme); err != nil {
-		b.Fatal(err)
-	}
-	decoder := serializer.NewCodecFactory(scheme).UniversalDeserializer()
 	engine := policy.NewEngine(nil)
 	view := admissionbench.View()
 	for _, c := range admissionbench.Cases() {
-		var ar admissionv1.AdmissionReview
-		if _, _, err := decoder.Decode(c.Body, nil, &ar); err != nil {
+		ar, err := webhook.DecodeAdmissionReview(c.Body)
+		if err != nil {
 			b.Fatal(err)
 		}
-		req := ar.Request
+		req := admission.Request{AdmissionRequest: *ar.Request}
+		kind := policy.KindPersistentVolumeClaim
+		if req.Kind.Kind == "PersistentVolume" {
+			kind = policy.KindPersistentVolume
+		}
 		b.Run(c.Name+"/decode-review", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				var ar admissionv1.AdmissionReview
-				if _, _, err := decoder.Decode(c.Body, nil, &ar); err != nil {
+				if _, err := webhook.DecodeAdmissionReview(c.Body); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		r := &policy.Review{Operation: policy.Operation(req.Operation), User: policy.UserInfo{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups}}
-		decode := func() {
-			var err error
-			switch req.Kind.Kind {
-			case "PersistentVolume":
-				r.Kind, r.PV = policy.KindPersistentVolume, new(corev1.PersistentVolume)
-				err = json.Unmarshal(req.Object.Raw, r.PV)
-			default:
-				r.Kind, r.PVC = policy.KindPersistentVolumeClaim, new(corev1.PersistentVolumeClaim)
-				err = json.Unmarshal(req.Object.Raw, r.PVC)
-				if err == nil && len(req.OldObject.Raw) > 0 {
-					r.OldPVC = new(corev1.PersistentVolumeClaim)
-					err = json.Unmarshal(req.OldObject.Raw, r.OldPVC)
-				}
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
 		b.Run(c.Name+"/decode-objects", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				decode()
+				if _, resp, ok := webhook.DecodeReview(kind, req); !ok {
+					b.Fatalf("%+v", resp)
+				}
 			}
 		})
-		decode()
+		r, resp, ok := webhook.DecodeReview(kind, req)
+		if !ok {
+			b.Fatalf("%+v", resp)
+		}
 		b.Run(c.Name+"/engine", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -232,14 +214,11 @@ func BenchmarkAdmissionLayers(b *testing.B) {
 		})
 		b.Run(c.Name+"/encode-response", func(b *testing.B) {
 			b.ReportAllocs()
-			var buf bytes.Buffer
-			out := admissionv1.AdmissionReview{Response: &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}}
-			out.APIVersion, out.Kind = "admission.k8s.io/v1", "AdmissionReview"
+			w := &discardWriter{h: http.Header{}}
+			out := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 			for b.Loop() {
-				buf.Reset()
-				if err := json.NewEncoder(&buf).Encode(out); err != nil {
-					b.Fatal(err)
-				}
+				w.reset()
+				webhook.WriteReview(w, webhook.ReviewKind, "admission.k8s.io/v1", out, logr.Discard())
 			}
 		})
 	}

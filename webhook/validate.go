@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -228,13 +228,14 @@ func decodeRaw[T any](raw []byte) (*T, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	// encoding/json would read invalid UTF-8 as U+FFFD and judge a name or annotation that is
-	// not the one written.
+	// Invalid UTF-8 is refused (read as U+FFFD, a name or annotation that is not the one written
+	// would be judged); so are duplicate names. Unknown fields are ignored: a newer apiserver may
+	// send fields this build does not know.
 	if !utf8.Valid(raw) {
 		return nil, errors.New("not valid UTF-8")
 	}
 	obj := new(T)
-	if err := json.Unmarshal(raw, obj); err != nil {
+	if err := jsonv2.Unmarshal(raw, obj); err != nil {
 		return nil, err
 	}
 	return obj, nil
