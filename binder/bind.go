@@ -122,11 +122,22 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	setAnn(&newC.ObjectMeta, annBindCompleted, "yes")
 	var msgs []string
 	view := b.o.Views(ctx)
-	for _, r := range []*policy.Review{
-		{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: b.o.Identity, PV: newV, OldPV: oldV},
-		{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: b.o.Identity, PVC: newC, OldPVC: oldC},
+	// A volume the claim did not name is the binder's own choice: the claim half is judged as
+	// the webhook judges the binder's claim write, after the volume write has pointed the volume
+	// at the claim, or volume-grab (PVG010) set to deny would refuse every such binding. A claim
+	// that named its volume is judged against the volume as it is, so a grab is still refused.
+	claimView := view
+	if claim.Spec.VolumeName == "" {
+		claimView = withVolume{View: view, pv: newV}
+	}
+	for _, r := range []struct {
+		review *policy.Review
+		view   policy.View
+	}{
+		{&policy.Review{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: b.o.Identity, PV: newV, OldPV: oldV}, view},
+		{&policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: b.o.Identity, PVC: newC, OldPVC: oldC}, claimView},
 	} {
-		d, err := b.o.Engine().Admit(r, view)
+		d, err := b.o.Engine().Admit(r.review, r.view)
 		if err != nil {
 			b.unreserve(v.Name, claim.UID)
 			return false, fmt.Errorf("asking policy about binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
@@ -153,6 +164,19 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	b.mu.Unlock()
 	b.requestPlan()
 	return true, nil
+}
+
+// withVolume is a policy view in which one volume is as the binder is about to write it.
+type withVolume struct {
+	policy.View
+	pv *corev1.PersistentVolume
+}
+
+func (w withVolume) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+	if name == w.pv.Name {
+		return w.pv, nil
+	}
+	return w.View.PersistentVolume(name)
 }
 
 func (b *Binder) unreserve(volume string, claim types.UID) {

@@ -1,0 +1,59 @@
+package binder
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+// TestDeniedJudgesTheBindersOwnChoiceAfterItsVolumeWrite: with volume-grab set to deny, a
+// binding the binder chose (the claim names no volume) is allowed, since the binder's first
+// write pre-binds the volume to the claim before the claim names it; a claim that named a volume
+// it was not granted is still refused. Found by test/e2echaos: the binder bound no unbound claim
+// at all under that config.
+func TestDeniedJudgesTheBindersOwnChoiceAfterItsVolumeWrite(t *testing.T) {
+	cfg, err := policy.ParseConfig([]byte("rules:\n  volume-grab: {action: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := policy.NewEngine(cfg)
+	free := testobj.PV("free", testobj.Phase(corev1.VolumeAvailable))
+	granted := testobj.PV("granted", testobj.Phase(corev1.VolumeAvailable), testobj.PVMeta(testobj.Annotation(policy.DefaultGrantAnnotation, "ns")))
+	for _, tc := range []struct {
+		name   string
+		volume *corev1.PersistentVolume
+		claim  *corev1.PersistentVolumeClaim
+		denied bool
+	}{
+		{name: "binder's choice for an unbound claim", volume: free, claim: testobj.PVC("ns", "c")},
+		{name: "claim named a volume not granted to it", volume: free, claim: testobj.PVC("ns", "c", testobj.VolumeName("free")), denied: true},
+		{name: "claim named a volume granted to its namespace", volume: granted, claim: testobj.PVC("ns", "c", testobj.VolumeName("granted"))},
+		{name: "claim named a volume pre-bound to it", volume: testobj.PVWith(free, testobj.ClaimRef("ns", "c", "")), claim: testobj.PVC("ns", "c", testobj.VolumeName("free"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			view := testobj.NewView(tc.volume, tc.claim)
+			c := fake.NewClientBuilder().Build()
+			b, err := New(Options{
+				Mode: ModeActive, Engine: func() *policy.Engine { return engine },
+				Views:    func(context.Context) policy.View { return view },
+				Recorder: record.NewFakeRecorder(10), Cache: c, Live: c, Writer: c,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.denied(context.Background(), tc.volume, tc.claim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.denied {
+				t.Fatalf("denied = %v, want %v", got, tc.denied)
+			}
+		})
+	}
+}

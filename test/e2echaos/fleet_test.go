@@ -1,0 +1,341 @@
+package e2echaos
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
+)
+
+// A fleet of binders on one Lease: in-process replicas whose BeforeWrite hook can kill them
+// between two writes and inject conflicts, and real `pvguard serve` processes to SIGKILL.
+
+type replica struct {
+	name   string
+	inst   *harness.Instance
+	killAt int64 // the write attempt that kills it; 0 never
+	writes atomic.Int64
+	killed atomic.Bool
+	fired  chan struct{}
+	once   sync.Once
+}
+
+// kill stops every later write of the replica, as if the process died at this instant.
+func (r *replica) kill() {
+	r.killed.Store(true)
+	r.once.Do(func() { close(r.fired) })
+}
+
+type fleet struct {
+	t     *testing.T
+	cfg   config
+	lease string
+	rng   *lockedRand
+
+	mu          sync.Mutex
+	ops         map[string]int
+	lastWrite   time.Time
+	lastWriter  string
+	pastWriters map[string]bool
+	overlaps    []string
+	// claimRefWrites lists, by claim uid, the volume claimRef writes that passed the hook
+	// ("replica:volume"), to show claims given two volumes.
+	claimRefWrites map[string][]string
+	leaders        int
+
+	conflicts                           atomic.Int64
+	writeKills, timerKills, leaderKills atomic.Int64
+	sigkills                            []string
+}
+
+func newFleet(t *testing.T, cfg config, lease string) *fleet {
+	return &fleet{t: t, cfg: cfg, lease: lease, rng: newRand(cfg.Seed, 3), ops: map[string]int{}, pastWriters: map[string]bool{}, claimRefWrites: map[string][]string{}}
+}
+
+// killedError is what a dead replica's writes return. It is a conflict so that the binder
+// retries quietly, as it would after a real one.
+func killedError(obj client.Object) error {
+	return apierrors.NewConflict(resourceOf(obj), obj.GetName(), errKilled)
+}
+
+func resourceOf(obj client.Object) schema.GroupResource {
+	if _, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		return corev1.Resource("persistentvolumeclaims")
+	}
+	return corev1.Resource("persistentvolumes")
+}
+
+func (f *fleet) hook(r *replica) func(op string, obj client.Object) error {
+	return func(op string, obj client.Object) error {
+		if r.killed.Load() {
+			return killedError(obj)
+		}
+		if n := r.writes.Add(1); r.killAt > 0 && n >= r.killAt {
+			r.kill()
+			return killedError(obj)
+		}
+		if f.cfg.ConflictRate > 0 && f.rng.Float64() < f.cfg.ConflictRate {
+			f.conflicts.Add(1)
+			return apierrors.NewConflict(resourceOf(obj), obj.GetName(), fmt.Errorf("injected by the chaos test"))
+		}
+		f.mu.Lock()
+		f.ops[op]++
+		f.lastWrite = time.Now()
+		if pv, ok := obj.(*corev1.PersistentVolume); ok && op == "bind-1-volume-spec" && pv.Spec.ClaimRef != nil {
+			k := string(pv.Spec.ClaimRef.UID)
+			f.claimRefWrites[k] = append(f.claimRefWrites[k], r.name+":"+pv.Name)
+		}
+		// Only the leader writes, and a leader stops only by dying: once another replica has
+		// written, an earlier writer must never write again.
+		if f.lastWriter != r.name {
+			if f.pastWriters[r.name] {
+				f.overlaps = append(f.overlaps, fmt.Sprintf("%s wrote (%s %s) after %s had taken over", r.name, op, obj.GetName(), f.lastWriter))
+			}
+			f.pastWriters[f.lastWriter] = true
+			f.lastWriter = r.name
+			f.leaders++
+		}
+		f.mu.Unlock()
+		return nil
+	}
+}
+
+// start runs an in-process replica; armed ones die at a random write attempt.
+func (f *fleet) start(name string, armed bool) *replica {
+	f.t.Helper()
+	r := &replica{name: name, fired: make(chan struct{})}
+	if armed {
+		r.killAt = int64(1 + f.rng.IntN(40))
+	}
+	inst, err := cluster(f.t).Serve(func(o *app.ServeOptions) {
+		o.Binder = "active"
+		o.BinderResync = time.Second
+		o.AuditInterval = 0
+		o.LeaderElect, o.LeaderElectionID = true, f.lease
+		o.KubeAPIQPS, o.KubeAPIBurst = f.cfg.QPS, int(2*f.cfg.QPS)
+		o.BinderHooks.BeforeWrite = f.hook(r)
+	})
+	if err != nil {
+		f.t.Fatalf("starting replica %s: %v", name, err)
+	}
+	r.inst = inst
+	return r
+}
+
+// chaos keeps two armed replicas running and kills one, kills times: at its random write, or at
+// a random moment, whichever comes first; a replacement starts after a short pause.
+func (f *fleet) chaos(kills int) {
+	type firing struct {
+		slot int
+		r    *replica
+		how  string
+	}
+	fire := make(chan firing, 2)
+	watch := func(slot int, r *replica) {
+		select {
+		case <-r.fired:
+			fire <- firing{slot, r, "write"}
+		case <-time.After(f.rng.Between(500*time.Millisecond, 4*time.Second)):
+			r.kill()
+			fire <- firing{slot, r, "timer"}
+		}
+	}
+	var slots [2]*replica
+	var gens [2]int
+	for i := range slots {
+		gens[i] = 1
+		slots[i] = f.start(fmt.Sprintf("%c1", 'a'+i), true)
+		go watch(i, slots[i])
+	}
+	for range kills {
+		fr := <-fire
+		if fr.how == "write" {
+			f.writeKills.Add(1)
+		} else {
+			f.timerKills.Add(1)
+		}
+		if fr.r.writes.Load() > 0 {
+			f.leaderKills.Add(1)
+		}
+		_ = fr.r.inst.Stop()
+		time.Sleep(f.rng.Between(0, 300*time.Millisecond))
+		gens[fr.slot]++
+		slots[fr.slot] = f.start(fmt.Sprintf("%c%d", 'a'+fr.slot, gens[fr.slot]), true)
+		go watch(fr.slot, slots[fr.slot])
+	}
+	for _, r := range slots {
+		r.kill()
+		_ = r.inst.Stop()
+	}
+}
+
+// calm runs two unarmed replicas (conflicts are still injected) until the test ends.
+func (f *fleet) calm() {
+	for _, name := range []string{"calm-a", "calm-b"} {
+		r := f.start(name, false)
+		f.t.Cleanup(func() { _ = r.inst.Stop() })
+	}
+}
+
+// sigkill runs real `pvguard serve --binder=active` processes (the test binary re-executed) one
+// after another and SIGKILLs each at a random moment once its binder has started: after its
+// k-th binding or a random delay. Only the last one uses the Lease (leader election cannot be
+// shortened: a killed leader's Lease blocks the next replica for its full 15 s), so the replicas
+// that follow must wait out a dead leader's Lease.
+func (f *fleet) sigkill(n int) {
+	for i := 1; i <= n; i++ {
+		leader := i == n
+		p := f.startProcess(leader)
+		k := 1 + f.rng.IntN(8)
+		d := f.rng.Between(200*time.Millisecond, 3*time.Second)
+		how := ""
+		select {
+		case <-p.started:
+		case <-p.exited:
+			f.t.Fatalf("pvguard process exited before its binder started:\n%s", p.tail())
+		case <-time.After(time.Minute):
+			f.t.Fatalf("pvguard process: binder did not start within a minute:\n%s", p.tail())
+		}
+		select {
+		case <-p.boundN(k):
+			how = fmt.Sprintf("after its binding #%d", k)
+		case <-time.After(d):
+			how = fmt.Sprintf("%v after its binder started (%d bindings)", d.Round(time.Millisecond), p.bound.Load())
+		case <-p.exited:
+			f.t.Fatalf("pvguard process exited by itself:\n%s", p.tail())
+		}
+		if err := p.cmd.Process.Kill(); err != nil {
+			f.t.Fatalf("SIGKILL: %v", err)
+		}
+		<-p.exited
+		f.sigkills = append(f.sigkills, fmt.Sprintf("process %d (lease %v) killed %s", i, leader, how))
+	}
+}
+
+type process struct {
+	cmd     *exec.Cmd
+	started chan struct{}
+	exited  chan struct{}
+	bound   atomic.Int64
+
+	mu      sync.Mutex
+	lines   []string
+	waiters map[int64]chan struct{}
+}
+
+func (f *fleet) startProcess(leaderElect bool) *process {
+	f.t.Helper()
+	h := cluster(f.t)
+	self, err := os.Executable()
+	must(f.t, err, "finding the test binary")
+	args := []string{"serve", "--kubeconfig=" + h.Kubeconfig, "--listen=127.0.0.1:0", "--cert-dir=" + h.CertDir,
+		"--config=" + h.PolicyFile, "--binder=active", "--binder-resync=1s", "--audit-interval=0",
+		fmt.Sprintf("--leader-elect=%v", leaderElect), "--leader-election-id=" + f.lease,
+		fmt.Sprintf("--kube-api-qps=%v", f.cfg.QPS), fmt.Sprintf("--kube-api-burst=%d", int(2*f.cfg.QPS)),
+		"--shutdown-delay=0s", "-v"}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\n"))
+	stderr, err := cmd.StderrPipe()
+	must(f.t, err, "stderr pipe")
+	cmd.Stdout = io.Discard
+	p := &process{cmd: cmd, started: make(chan struct{}), exited: make(chan struct{}), waiters: map[int64]chan struct{}{}}
+	must(f.t, cmd.Start(), "starting pvguard")
+	f.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	go func() {
+		var once sync.Once
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			if len(p.lines) > 40 {
+				p.lines = p.lines[1:]
+			}
+			p.mu.Unlock()
+			switch {
+			case strings.Contains(line, `"msg":"binder started"`):
+				once.Do(func() { close(p.started) })
+			case strings.Contains(line, `"msg":"bound"`):
+				n := p.bound.Add(1)
+				p.mu.Lock()
+				for k, ch := range p.waiters {
+					if n >= k {
+						close(ch)
+						delete(p.waiters, k)
+					}
+				}
+				p.mu.Unlock()
+			}
+		}
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	return p
+}
+
+// boundN is closed once the process has logged k bindings.
+func (p *process) boundN(k int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch := make(chan struct{})
+	if p.bound.Load() >= int64(k) {
+		close(ch)
+		return ch
+	}
+	p.waiters[int64(k)] = ch
+	return ch
+}
+
+func (p *process) tail() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// twoVolumes lists the claims whose claimRef the binder wrote into two different volumes.
+func (f *fleet) twoVolumes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for uid, ws := range f.claimRefWrites {
+		vols := map[string]bool{}
+		for _, w := range ws {
+			vols[w[strings.Index(w, ":")+1:]] = true
+		}
+		if len(vols) > 1 {
+			out = append(out, fmt.Sprintf("claim uid %s: %v", uid, ws))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (f *fleet) summary() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ops []string
+	total := 0
+	for op, n := range f.ops {
+		ops = append(ops, fmt.Sprintf("%s=%d", op, n))
+		total += n
+	}
+	sort.Strings(ops)
+	return fmt.Sprintf("in-process kills: %d at a random write, %d at a random moment (%d of them replicas that had written, i.e. leaders); %d successive in-process leaders wrote; injected conflicts: %d; write attempts passed on to the apiserver: %d (%s); SIGKILLs: %s",
+		f.writeKills.Load(), f.timerKills.Load(), f.leaderKills.Load(), f.leaders, f.conflicts.Load(), total, strings.Join(ops, " "), strings.Join(f.sigkills, "; "))
+}

@@ -1,0 +1,36 @@
+package e2echaos
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+// TestCrashedBindResumesOnItsVolume: a binder died after the first bind write (the volume holds
+// the claim's uid, phase still Available); a fresh binder must complete that binding rather than
+// give the claim a second volume.
+func TestCrashedBindResumesOnItsVolume(t *testing.T) {
+	h := cluster(t)
+	ctx := context.Background()
+	ns := namespace(t, "")
+	c := admin(t)
+	class := ns
+	claim := freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))
+	must(t, c.Create(ctx, claim), "creating claim")
+	held, smaller := ns+"-held", ns+"-smaller"
+	must(t, c.Create(ctx, testobj.PV(smaller, testobj.Class(class), testobj.Capacity("1Gi"))), "creating volume")
+	v := testobj.PV(held, testobj.Class(class), testobj.Capacity("2Gi"), testobj.ClaimRef(ns, "data", string(claim.UID)),
+		testobj.PVMeta(testobj.Annotation(annBoundByController, "yes")))
+	must(t, seed(t).Create(ctx, v), "creating the half-bound volume")
+	v.Status.Phase = "Available"
+	must(t, seed(t).Status().Update(ctx, v), "marking it Available")
+	inst, err := h.Serve(func(o *app.ServeOptions) {
+		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
+	})
+	must(t, err, "starting binder")
+	t.Cleanup(func() { _ = inst.Stop() })
+	waitFor(t, time.Minute, "the claim bound to the volume that holds it", boundTo(t, ns, "data", held))
+}
