@@ -23,9 +23,9 @@ const forbidTTL = time.Minute
 // repeated bind writes nothing. Every spec write is first judged by policy as the webhook would.
 func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) error {
 	b.mu.Lock()
-	if uid, ok := b.reserved[v.Name]; ok && uid != claim.UID {
+	if uid, ok := b.reserved[v.Name]; (ok && uid != claim.UID) || b.marking[v.Name] {
 		b.mu.Unlock()
-		b.requestPlan() // another claim's bind of this volume is in flight
+		b.requestPlan() // another claim's bind of this volume, or its Available write, is in flight
 		return nil
 	}
 	b.reserved[v.Name] = claim.UID

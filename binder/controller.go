@@ -91,6 +91,8 @@ type Binder struct {
 	// cache still showing one of them lags behind those writes, and acting on it would repeat a
 	// write bound to fail with a conflict (a request spent from the client's rate limit).
 	superseded map[key][]string
+	// marking holds the Pending volumes whose Available write is in flight (see holdAvailable).
+	marking map[string]bool
 	// assigned holds the volumes the last plan gave to a claim; planned is set once a plan ran.
 	assigned map[string]bool
 	planned  bool
@@ -128,6 +130,7 @@ func New(o Options) (*Binder, error) {
 		shadow:     map[types.UID]string{},
 		bindStart:  map[types.UID]time.Time{},
 		assigned:   map[string]bool{},
+		marking:    map[string]bool{},
 		superseded: map[key][]string{},
 	}, nil
 }
@@ -450,10 +453,17 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	if b.o.Mode == ModeShadow {
 		return nil
 	}
-	if b.holdAvailable(v, a) {
+	hold, marking := b.holdAvailable(v, a)
+	if hold {
 		return nil
 	}
-	return b.applyVolume(ctx, v, a)
+	err := b.applyVolume(ctx, v, a)
+	if marking && err != nil {
+		b.mu.Lock()
+		delete(b.marking, name)
+		b.mu.Unlock()
+	}
+	return err
 }
 
 // pendingFree reports whether free volumes still Pending may be bound: in active mode they are,
@@ -465,18 +475,27 @@ func (b *Binder) pendingFree() bool { return b.o.Mode == ModeActive }
 // holdAvailable reports whether to skip, for now, marking a free Pending volume Available: until
 // a plan has run, and while the plan gives it to a claim (the bind writes Bound directly). The
 // plan syncs the volumes it leaves unassigned, and a new plan is asked for until one has run.
-func (b *Binder) holdAvailable(v *corev1.PersistentVolume, a VolumeAction) bool {
-	if a.Phase != corev1.VolumeAvailable || a.Unbind || a.Reuse || v.Spec.ClaimRef != nil || !isPending(v) {
-		return false
-	}
+// When the write goes ahead (marking), the volume is kept out of plans and binds until the cache
+// shows it Available, so that a bind never races the status write on the same object (the loser
+// would spend a request on a conflict).
+func (b *Binder) holdAvailable(v *corev1.PersistentVolume, a VolumeAction) (hold, marking bool) {
 	b.mu.Lock()
-	planned, assigned := b.planned, b.assigned[v.Name]
+	defer b.mu.Unlock()
+	if !isPending(v) {
+		delete(b.marking, v.Name)
+	}
+	if a.Phase != corev1.VolumeAvailable || a.Unbind || a.Reuse || v.Spec.ClaimRef != nil || !isPending(v) {
+		return false, false
+	}
 	_, reserved := b.reserved[v.Name]
-	b.mu.Unlock()
-	if !planned {
+	if !b.planned {
 		b.requestPlan()
 	}
-	return !planned || assigned || reserved
+	if !b.planned || b.assigned[v.Name] || reserved {
+		return true, false
+	}
+	b.marking[v.Name] = true
+	return false, true
 }
 
 func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a VolumeAction) error {
@@ -583,6 +602,9 @@ func (b *Binder) forget(k key) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.superseded, k)
+	if k.kind == 'v' {
+		delete(b.marking, k.name)
+	}
 }
 
 func keyOf(obj client.Object) (key, bool) {

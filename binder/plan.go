@@ -86,7 +86,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		volumes := volumesByClass[class]
 		usable := func(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
 			uid, inFlight := b.reserved[v.Name]
-			return (!inFlight || uid == c.UID) && !b.isForbidden(c.UID, v.Name)
+			return (!inFlight || uid == c.UID) && !b.marking[v.Name] && !b.isForbidden(c.UID, v.Name)
 		}
 		used := map[string]bool{}
 		var poolClaims []pending
