@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
@@ -113,38 +112,14 @@ func seed(t *testing.T) client.Client {
 
 // namespace creates a fresh namespace; its name also prefixes the test's cluster-scoped objects.
 func namespace(t *testing.T) string {
-	t.Helper()
-	prefix := strings.ToLower(strings.TrimPrefix(t.Name(), "Test"))
-	prefix = strings.NewReplacer("/", "-", "_", "-").Replace(prefix)
-	if len(prefix) > 30 {
-		prefix = prefix[:30]
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.Trim(prefix, "-") + "-"}}
-	if err := admin(t).Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	return ns.Name
+	return harness.Namespace(t, admin(t), 30, "")
 }
 
-func must(t *testing.T, err error, what string) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
+func must(t *testing.T, err error, what string) { harness.Must(t, err, what) }
 
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
+	harness.WaitFor(t, 100*time.Millisecond, timeout, what, cond)
 }
 
 func getPV(t *testing.T, name string) *corev1.PersistentVolume {

@@ -16,7 +16,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -223,38 +222,14 @@ func protector(t *testing.T) client.Client {
 
 // namespace creates a fresh namespace named after the test.
 func namespace(t *testing.T, suffix string) string {
-	t.Helper()
-	prefix := strings.ToLower(strings.TrimPrefix(t.Name(), "Test"))
-	prefix = strings.NewReplacer("/", "-", "_", "-").Replace(prefix)
-	if len(prefix) > 20 {
-		prefix = prefix[:20]
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: strings.Trim(prefix, "-") + suffix + "-"}}
-	if err := admin(t).Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	return ns.Name
+	return harness.Namespace(t, admin(t), 20, suffix)
 }
 
-func must(t *testing.T, err error, what string) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
+func must(t *testing.T, err error, what string) { harness.Must(t, err, what) }
 
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
-	}
+	harness.WaitFor(t, 200*time.Millisecond, timeout, what, cond)
 }
 
 // liveClaim reads a claim from the apiserver; nil when it does not exist.
