@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -152,63 +153,46 @@ func (m *manifestFile) add(path string, doc int, js []byte) {
 	}
 }
 
-// header is the part of a document that says what it is.
-type header struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
-	Items []jsontext.Value `json:"items"`
-}
-
 // strict makes a typed decode refuse unknown fields; duplicate names and case-insensitive
 // matches are refused by default.
 var strict = json.RejectUnknownMembers(true)
 
 // addDocument adds one JSON document (or the items of a List) to the snapshot and returns how
-// many objects it added.
+// many objects it added. Each object is parsed once to find its kind (stopping as soon as
+// apiVersion and kind are read) and once into its typed object; a List's items are streamed
+// from it without being copied.
 func addDocument(snap *policy.Snapshot, js []byte) (int, error) {
 	js = bytes.TrimSpace(js)
 	if len(js) == 0 || bytes.Equal(js, []byte("null")) {
 		return 0, nil // an empty document
 	}
-	var h header
-	if err := json.Unmarshal(js, &h, jsontext.AllowDuplicateNames(true)); err != nil {
-		return 0, fmt.Errorf("reading apiVersion, kind and metadata.name: %w", err)
+	apiVersion, kind, err := typeOfDocument(js)
+	if err != nil {
+		return 0, fmt.Errorf("reading apiVersion and kind: %w", err)
 	}
-	if strings.HasSuffix(h.Kind, "List") {
-		total := 0
-		var errs []error
-		for i, it := range h.Items {
-			n, err := addDocument(snap, it)
-			total += n
-			if err != nil {
-				errs = append(errs, fmt.Errorf("items[%d]: %w", i, err))
-			}
-		}
-		return total, errors.Join(errs...)
+	if strings.HasSuffix(kind, "List") {
+		return addItems(snap, js)
 	}
 	var target any
 	switch {
-	case h.Kind == "PersistentVolume" && h.APIVersion == "v1":
+	case kind == "PersistentVolume" && apiVersion == "v1":
 		target = &corev1.PersistentVolume{}
-	case h.Kind == "PersistentVolumeClaim" && h.APIVersion == "v1":
+	case kind == "PersistentVolumeClaim" && apiVersion == "v1":
 		target = &corev1.PersistentVolumeClaim{}
-	case h.Kind == "Node" && h.APIVersion == "v1":
+	case kind == "Node" && apiVersion == "v1":
 		target = &corev1.Node{}
-	case h.Kind == "StorageClass" && h.APIVersion == "storage.k8s.io/v1":
+	case kind == "StorageClass" && apiVersion == "storage.k8s.io/v1":
 		target = &storagev1.StorageClass{}
-	case h.Kind == "":
+	case kind == "":
 		return 0, errors.New("no kind")
 	default:
 		return 0, nil
 	}
 	if err := json.Unmarshal(js, target, strict); err != nil {
-		return 0, fmt.Errorf("%s %s: %w", h.Kind, h.Metadata.Name, fieldError(err))
+		return 0, fmt.Errorf("%s %s: %w", kind, nameOfDocument(js), fieldError(err))
 	}
-	if h.Metadata.Name == "" {
-		return 0, fmt.Errorf("%s without metadata.name", h.Kind)
+	if target.(metav1.Object).GetName() == "" {
+		return 0, fmt.Errorf("%s without metadata.name", kind)
 	}
 	switch t := target.(type) {
 	case *corev1.PersistentVolume:
@@ -224,6 +208,112 @@ func addDocument(snap *policy.Snapshot, js []byte) (int, error) {
 		snap.Classes = append(snap.Classes, t)
 	}
 	return 1, nil
+}
+
+// typeOfDocument reads a JSON object's apiVersion and kind, skipping the values of the other
+// members unread and stopping once it has both.
+func typeOfDocument(js []byte) (apiVersion, kind string, err error) {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(js), jsontext.AllowDuplicateNames(true))
+	if tok, err := dec.ReadToken(); err != nil {
+		return "", "", err
+	} else if tok.Kind() != '{' {
+		return "", "", fmt.Errorf("%s, not an object", jsonKind(tok.Kind()))
+	}
+	var haveVersion, haveKind bool
+	for dec.PeekKind() != '}' && !(haveVersion && haveKind) {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return "", "", err
+		}
+		// A token is valid only until the next read.
+		switch name := tok.String(); name {
+		case "apiVersion", "kind":
+			v, err := dec.ReadToken()
+			if err != nil {
+				return "", "", err
+			}
+			if v.Kind() != '"' {
+				return "", "", fmt.Errorf("%s is %s, not a string", name, jsonKind(v.Kind()))
+			}
+			if name == "kind" {
+				kind, haveKind = v.String(), true
+			} else {
+				apiVersion, haveVersion = v.String(), true
+			}
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return "", "", err
+			}
+		}
+	}
+	return apiVersion, kind, nil
+}
+
+// jsonKind names a JSON value's kind for an error message.
+func jsonKind(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a " + k.String()
+}
+
+// addItems adds the items of a List, each read straight from the document.
+func addItems(snap *policy.Snapshot, js []byte) (int, error) {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(js), jsontext.AllowDuplicateNames(true))
+	if _, err := dec.ReadToken(); err != nil { // '{', checked by typeOfDocument
+		return 0, err
+	}
+	total := 0
+	var errs []error
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return total, errors.Join(append(errs, err)...)
+		}
+		if tok.String() != "items" || dec.PeekKind() != '[' {
+			if err := dec.SkipValue(); err != nil {
+				return total, errors.Join(append(errs, err)...)
+			}
+			continue
+		}
+		if _, err := dec.ReadToken(); err != nil {
+			return total, errors.Join(append(errs, err)...)
+		}
+		for i := 0; dec.PeekKind() != ']'; i++ {
+			// The value is valid until the next read; addDocument copies what it keeps.
+			item, err := dec.ReadValue()
+			if err != nil {
+				return total, errors.Join(append(errs, fmt.Errorf("items[%d]: %w", i, err))...)
+			}
+			n, err := addDocument(snap, item)
+			total += n
+			if err != nil {
+				errs = append(errs, fmt.Errorf("items[%d]: %w", i, err))
+			}
+		}
+		if _, err := dec.ReadToken(); err != nil { // ']'
+			return total, errors.Join(append(errs, err)...)
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// nameOfDocument is the document's metadata.name, for an error message ("" when unreadable).
+func nameOfDocument(js []byte) string {
+	var doc struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(js, &doc, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	return doc.Metadata.Name
 }
 
 // fieldError restates a decoding error in terms of the object's field path

@@ -49,6 +49,15 @@ func TestLoadManifests(t *testing.T) {
  {"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"fast"},"provisioner":"x"}]}`},
 		want: []string{"pv/one", "pvc/default/c", "sc/fast"},
 	}, {
+		name: "a List as kubectl prints it (items before kind) and objects with kind last",
+		files: map[string]string{"k.json": `{"apiVersion":"v1","items":[{"metadata":{"name":"x"},"spec":{},"kind":"PersistentVolume","apiVersion":"v1"},
+ {"metadata":{"name":"c","namespace":"n"},"kind":"PersistentVolumeClaim","apiVersion":"v1"}],"kind":"List","metadata":{"resourceVersion":""}}`},
+		want: []string{"pv/x", "pvc/n/c"},
+	}, {
+		name:    "a document that is not an object, or whose kind is not a string",
+		files:   map[string]string{"n.yaml": "[1, 2]\n---\napiVersion: v1\nkind: 7\nmetadata: {name: x}\n"},
+		wantErr: []string{"n.yaml: document 1: reading apiVersion and kind: an array, not an object", "n.yaml: document 2: reading apiVersion and kind: kind is a number, not a string"},
+	}, {
 		name: "a bad item of a List is named and the other items load",
 		files: map[string]string{"l.yaml": "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n" +
 			"- {apiVersion: v1, kind: Node, metadata: {name: n2}, spec: {unschedulable: maybe}}\n"},
