@@ -93,10 +93,15 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		for _, p := range claims {
 			considered = append(considered, p.claim)
 			plan[p.claim.UID] = ""
-			for _, v := range volumes {
-				if !used[v.Name] && preBoundTo(v, p.claim) && usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
-					plan[p.claim.UID], used[v.Name] = v.Name, true
-					break
+			// A volume that already carries the claim's uid (a bind begun before a crash, or a
+			// provisioner's volume) comes before one pre-bound by name only: taking the latter
+			// would cost an unbind of the former.
+			for _, withUID := range []bool{true, false} {
+				for _, v := range volumes {
+					if plan[p.claim.UID] == "" && !used[v.Name] && preBoundTo(v, p.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
+						usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
+						plan[p.claim.UID], used[v.Name] = v.Name, true
+					}
 				}
 			}
 			if plan[p.claim.UID] == "" && (!p.delayed || p.scheduled) {
