@@ -24,8 +24,9 @@ import (
 //     (so the binder's updates from its cache hit real 409s) and adds finalizers, and the
 //     BeforeWrite hook fails CHAOS_CONFLICT_RATE of the writes with a 409.
 //  3. More objects, then CHAOS_SIGKILLS real `pvguard serve` processes are SIGKILLed one after
-//     another; the last held the Lease.
-//  4. Two calm replicas must take over (after the dead leader's Lease expires) and settle.
+//     another, each while it holds the Lease (short timings: 6 s lease, 4 s renew deadline), so
+//     each successor must wait for the dead leader's Lease to expire.
+//  4. Two calm replicas must take over (after the last dead leader's Lease expires) and settle.
 //
 // The checker (checker.go) then judges the live objects and the monitor judges every change it
 // saw on the way.

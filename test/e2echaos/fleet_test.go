@@ -115,8 +115,9 @@ func (f *fleet) hook(r *replica) func(op string, obj client.Object) error {
 	}
 }
 
-// start runs an in-process replica; armed ones die at a random write attempt.
-func (f *fleet) start(name string, armed bool) *replica {
+// start runs an in-process replica; armed ones die at a random write attempt. tune, if given,
+// adjusts its options last.
+func (f *fleet) start(name string, armed bool, tune ...func(*app.ServeOptions)) *replica {
 	f.t.Helper()
 	r := &replica{name: name, fired: make(chan struct{})}
 	if armed {
@@ -129,6 +130,9 @@ func (f *fleet) start(name string, armed bool) *replica {
 		o.LeaderElect, o.LeaderElectionID = true, f.lease
 		o.KubeAPIQPS, o.KubeAPIBurst = f.cfg.QPS, int(2*f.cfg.QPS)
 		o.BinderHooks.BeforeWrite = f.hook(r)
+		for _, t := range tune {
+			t(o)
+		}
 	})
 	if err != nil {
 		f.t.Fatalf("starting replica %s: %v", name, err)
@@ -187,20 +191,29 @@ func (f *fleet) chaos(kills int) {
 // calm runs two unarmed replicas (conflicts are still injected) until the test ends.
 func (f *fleet) calm() {
 	for _, name := range []string{"calm-a", "calm-b"} {
-		r := f.start(name, false)
+		r := f.start(name, false, func(o *app.ServeOptions) {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = chaosLeaseDuration, chaosRenewDeadline, chaosRetryPeriod
+		})
 		f.t.Cleanup(func() { _ = r.inst.Stop() })
 	}
 }
 
+// Lease timings of the SIGKILLed processes and the calm replicas: short, so that each dead
+// leader costs the test seconds, not kube-controller-manager's 15 s, and long enough that a
+// leader on a busy two-core machine still renews in time.
+const (
+	chaosLeaseDuration = 6 * time.Second
+	chaosRenewDeadline = 4 * time.Second
+	chaosRetryPeriod   = 500 * time.Millisecond
+)
+
 // sigkill runs real `pvguard serve --binder=active` processes (the test binary re-executed) one
 // after another and SIGKILLs each at a random moment once its binder has started: after its
-// k-th binding or a random delay. Only the last one uses the Lease (leader election cannot be
-// shortened: a killed leader's Lease blocks the next replica for its full 15 s), so the replicas
-// that follow must wait out a dead leader's Lease.
+// k-th binding or a random delay. Each holds the Lease when it dies, so the next one starts
+// only once that Lease has expired, as a replacement pod would.
 func (f *fleet) sigkill(n int) {
 	for i := 1; i <= n; i++ {
-		leader := i == n
-		p := f.startProcess(leader)
+		p := f.startProcess()
 		k := 1 + f.rng.IntN(8)
 		d := f.rng.Between(200*time.Millisecond, 3*time.Second)
 		how := ""
@@ -223,7 +236,7 @@ func (f *fleet) sigkill(n int) {
 			f.t.Fatalf("SIGKILL: %v", err)
 		}
 		<-p.exited
-		f.sigkills = append(f.sigkills, fmt.Sprintf("process %d (lease %v) killed %s", i, leader, how))
+		f.sigkills = append(f.sigkills, fmt.Sprintf("process %d killed %s", i, how))
 	}
 }
 
@@ -238,14 +251,17 @@ type process struct {
 	waiters map[int64]chan struct{}
 }
 
-func (f *fleet) startProcess(leaderElect bool) *process {
+func (f *fleet) startProcess() *process {
 	f.t.Helper()
 	h := cluster(f.t)
 	self, err := os.Executable()
 	must(f.t, err, "finding the test binary")
 	args := []string{"serve", "--kubeconfig=" + h.Kubeconfig, "--listen=127.0.0.1:0", "--cert-dir=" + h.CertDir,
 		"--config=" + h.PolicyFile, "--binder=active", "--binder-resync=1s", "--audit-interval=0",
-		fmt.Sprintf("--leader-elect=%v", leaderElect), "--leader-election-id=" + f.lease,
+		"--leader-elect=true", "--leader-election-id=" + f.lease,
+		"--leader-elect-lease-duration=" + chaosLeaseDuration.String(),
+		"--leader-elect-renew-deadline=" + chaosRenewDeadline.String(),
+		"--leader-elect-retry-period=" + chaosRetryPeriod.String(),
 		fmt.Sprintf("--kube-api-qps=%v", f.cfg.QPS), fmt.Sprintf("--kube-api-burst=%d", int(2*f.cfg.QPS)),
 		"--shutdown-delay=0s", "-v"}
 	cmd := exec.Command(self)

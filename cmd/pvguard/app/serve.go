@@ -77,10 +77,15 @@ type ServeOptions struct {
 	// cluster, else kube-system).
 	LeaderElectionNamespace string
 	LeaderElectionID        string
-	KubeAPIQPS              float32
-	KubeAPIBurst            int
-	ShutdownTimeout         time.Duration
-	ShutdownDelay           time.Duration
+	// LeaseDuration, RenewDeadline and RetryPeriod time the election as in kube-controller-manager:
+	// a leader that dies without releasing the Lease is replaced after LeaseDuration.
+	LeaseDuration   time.Duration
+	RenewDeadline   time.Duration
+	RetryPeriod     time.Duration
+	KubeAPIQPS      float32
+	KubeAPIBurst    int
+	ShutdownTimeout time.Duration
+	ShutdownDelay   time.Duration
 	// Ready, when set, is called with the bound address once the server is ready.
 	Ready func(addr net.Addr)
 	// BinderHooks let end-to-end tests kill the binder between writes and make its cache lag.
@@ -104,6 +109,9 @@ func DefaultServeOptions() ServeOptions {
 		BinderResync:     15 * time.Second,
 		LeaderElect:      true,
 		LeaderElectionID: "pvguard-leader",
+		LeaseDuration:    15 * time.Second,
+		RenewDeadline:    10 * time.Second,
+		RetryPeriod:      2 * time.Second,
 		KubeAPIQPS:       50,
 		KubeAPIBurst:     100,
 		ShutdownTimeout:  25 * time.Second,
@@ -136,6 +144,10 @@ func (o *ServeOptions) validate() error {
 	case "off", string(binder.ModeActive), string(binder.ModeShadow):
 	default:
 		errs = append(errs, fmt.Errorf("--binder=%s: want active, shadow or off", o.Binder))
+	}
+	if o.LeaderElect && !(0 < o.RetryPeriod && o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
+		errs = append(errs, fmt.Errorf("--leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s) must hold, all positive",
+			o.RetryPeriod, o.RenewDeadline, o.LeaseDuration))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
@@ -220,6 +232,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 			mgrOpts.LeaderElectionNamespace = "kube-system"
 		}
 		mgrOpts.LeaderElectionReleaseOnCancel = true
+		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline, mgrOpts.RetryPeriod = &o.LeaseDuration, &o.RenewDeadline, &o.RetryPeriod
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {

@@ -1,0 +1,34 @@
+package app
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLeaderElectionTimings(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr bool
+	}{
+		{args: nil},
+		{args: []string{"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}},
+		{args: []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=4s"}, wantErr: true},
+		{args: []string{"--leader-elect-retry-period=10s"}, wantErr: true},
+		{args: []string{"--leader-elect-retry-period=0s"}, wantErr: true},
+		{args: []string{"--leader-elect=false", "--leader-elect-retry-period=0s"}},
+	} {
+		o, err := ParseServeArgs(append([]string{"--self-signed"}, tc.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		err = o.validate()
+		if (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "--leader-elect-renew-deadline")) {
+			t.Errorf("%v: validate() = %v, want error %v", tc.args, err, tc.wantErr)
+		}
+	}
+	o, _ := ParseServeArgs([]string{"--self-signed"})
+	if o.LeaseDuration != 15*time.Second || o.RenewDeadline != 10*time.Second || o.RetryPeriod != 2*time.Second {
+		t.Errorf("defaults %s/%s/%s, want kube-controller-manager's 15s/10s/2s", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+	}
+}
