@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -186,7 +187,7 @@ func addDocument(snap *policy.Snapshot, js []byte) (int, error) {
 	case kind == "":
 		return 0, errors.New("no kind")
 	default:
-		return 0, nil
+		return 0, versionError(apiVersion, kind, js)
 	}
 	if err := json.Unmarshal(js, target, strict); err != nil {
 		return 0, fmt.Errorf("%s %s: %w", kind, nameOfDocument(js), fieldError(err))
@@ -208,6 +209,34 @@ func addDocument(snap *policy.Snapshot, js []byte) (int, error) {
 		snap.Classes = append(snap.Classes, t)
 	}
 	return 1, nil
+}
+
+// readVersions are the API versions the audit reads, by kind. A document of one of these kinds
+// in the same API group or the core group but another version (or with none) is refused rather
+// than skipped, so that no volume or claim leaves the audit unseen; the same kind in another
+// named group is another resource and is skipped with the other kinds.
+var readVersions = map[string]string{
+	"PersistentVolume":      "v1",
+	"PersistentVolumeClaim": "v1",
+	"Node":                  "v1",
+	"StorageClass":          "storage.k8s.io/v1",
+}
+
+// versionError explains why a document of an audited kind was not read, or returns nil for a
+// kind the audit does not read.
+func versionError(apiVersion, kind string, js []byte) error {
+	want, audited := readVersions[kind]
+	if !audited {
+		return nil
+	}
+	group, _ := schema.ParseGroupVersion(want)
+	if apiVersion == "" {
+		return fmt.Errorf("%s %s: no apiVersion (want %s)", kind, nameOfDocument(js), want)
+	}
+	if gv, err := schema.ParseGroupVersion(apiVersion); err != nil || gv.Group == group.Group || gv.Group == "" {
+		return fmt.Errorf("%s %s: apiVersion %q is not read by pvguard (want %s)", kind, nameOfDocument(js), apiVersion, want)
+	}
+	return nil
 }
 
 // typeOfDocument reads a JSON object's apiVersion and kind, skipping the values of the other

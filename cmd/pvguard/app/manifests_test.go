@@ -85,6 +85,20 @@ func TestLoadManifests(t *testing.T) {
 		files:   map[string]string{"k.yaml": "apiVersion: v1\nmetadata: {name: x}\n---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {}\n"},
 		wantErr: []string{"k.yaml: document 1: no kind", "k.yaml: document 2: PersistentVolume without metadata.name"},
 	}, {
+		name: "an audited kind in another version of its group, or with no apiVersion, is refused, not skipped",
+		files: map[string]string{"o.yaml": "apiVersion: v2\nkind: PersistentVolume\nmetadata: {name: p}\n---\n" +
+			"kind: PersistentVolumeClaim\nmetadata: {name: c}\n---\n" +
+			"apiVersion: storage.k8s.io/v1beta1\nkind: StorageClass\nmetadata: {name: s}\n---\n" +
+			"apiVersion: a/b/c\nkind: Node\nmetadata: {name: node-1}\n---\n" +
+			"apiVersion: example.com/v1\nkind: PersistentVolume\nmetadata: {name: other-group}\n---\n" +
+			"apiVersion: v1\nkind: StorageClass\nmetadata: {name: core-group}\n---\n" + pvYAML("kept")},
+		want: []string{"pv/kept"},
+		wantErr: []string{`o.yaml: document 1: PersistentVolume p: apiVersion "v2" is not read by pvguard (want v1)`,
+			`o.yaml: document 2: PersistentVolumeClaim c: no apiVersion (want v1)`,
+			`o.yaml: document 3: StorageClass s: apiVersion "storage.k8s.io/v1beta1" is not read by pvguard (want storage.k8s.io/v1)`,
+			`o.yaml: document 4: Node node-1: apiVersion "a/b/c" is not read by pvguard (want v1)`,
+			`o.yaml: document 6: StorageClass core-group: apiVersion "v1" is not read by pvguard (want storage.k8s.io/v1)`},
+	}, {
 		name: "other kinds, empty documents and other files are skipped",
 		files: map[string]string{"a.yaml": "---\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n" + pvYAML("kept"),
 			"notes.txt": "not: [yaml", "b.json": "null"},
