@@ -728,7 +728,8 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 		ObjectMeta: meta,
 		Webhooks: []admissionregistrationv1.MutatingWebhook{
 			mutating("mutate-pv.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, c.matchConditions),
-			mutating("mutate-pvc.pvguard.io", "/mutate/persistentvolumeclaims", rules([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "persistentvolumeclaims"), claims, nil),
+			mutating("mutate-pvc.pvguard.io", "/mutate/persistentvolumeclaims", rules([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "persistentvolumeclaims"), claims,
+				[]admissionregistrationv1.MatchCondition{{Name: "names-a-volume", Expression: "has(object.spec.volumeName) && object.spec.volumeName != ''"}}),
 		},
 	}
 	return v, m

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+// TestClaimMutationOnlyForClaimsThatNameAVolume: with mutation.alignPreboundClaimClass on, a new
+// claim that names a volume of another class, and so gets the default class from the
+// DefaultStorageClass admission plugin, is given the volume's class by the mutating webhook. A
+// claim that names no volume is never sent to that webhook (the chart's matchCondition): it
+// pays for one webhook call, the validating one, not two.
+func TestClaimMutationOnlyForClaimsThatNameAVolume(t *testing.T) {
+	ctx := context.Background()
+	a := admin(t)
+	ns := namespace(t, "align")
+	writeConfig := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(suite.configFile, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { writeConfig(baseConfig) })
+	writeConfig(baseConfig + "mutation:\n  alignPreboundClaimClass: true\n")
+
+	def := testobj.StorageClass(uniq(t, "sc-default"), "example.com/csi", testobj.DefaultClass)
+	mustSucceed(t, a.Create(ctx, def), "creating a default class")
+	t.Cleanup(func() { _ = a.Delete(context.Background(), def) })
+	slow := uniq(t, "pv-slow")
+	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(slow, testobj.Class("slow"), testobj.ClaimRef(ns, "data", "")))), "creating volume")
+
+	eventually(t, "a pre-bound claim given its volume's class", func() error {
+		pvc := freshPVC(testobj.PVC(ns, "data", testobj.ClaimNoClass, testobj.VolumeName(slow)))
+		if err := a.Create(ctx, pvc, client.DryRunAll); err != nil {
+			return err
+		}
+		if got := pvc.Spec.StorageClassName; got == nil || *got != "slow" {
+			return fmt.Errorf("class %s, want slow (the config or the cache not caught up yet?)", className(got))
+		}
+		return nil
+	})
+
+	mutated, validated := claimReviews(t, "mutate"), claimReviews(t, "validate")
+	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "dynamic", testobj.ClaimNoClass))), "creating a claim that names no volume")
+	if got := claimReviews(t, "mutate"); got != mutated {
+		t.Errorf("a claim that names no volume was sent to the mutating webhook (%v reviews, was %v)", got, mutated)
+	}
+	if got := claimReviews(t, "validate"); got != validated+1 {
+		t.Errorf("validating reviews of claims: %v, want %v", got, validated+1)
+	}
+
+	pvc := freshPVC(testobj.PVC(ns, "data", testobj.ClaimNoClass, testobj.VolumeName(slow)))
+	mustSucceed(t, a.Create(ctx, pvc), "creating the pre-bound claim")
+	if got := claimReviews(t, "mutate"); got != mutated+1 {
+		t.Errorf("mutating reviews of claims after a pre-bound claim: %v, want %v", got, mutated+1)
+	}
+	if got := pvc.Spec.StorageClassName; got == nil || *got != "slow" {
+		t.Errorf("stored class %s, want slow", className(got))
+	}
+}
+
+func className(c *string) string {
+	if c == nil {
+		return "<nil>"
+	}
+	return strconv.Quote(*c)
+}
+
+// claimReviews reads pvguard_admission_reviews_total for claims and one handler (mutate or
+// validate), summed over operations and decisions, from the suite's pvguard.
+func claimReviews(t *testing.T, handler string) float64 {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(suite.caPEM)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := hc.Get(suite.baseURL + "/metrics")
+	if err != nil {
+		t.Fatalf("reading metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "pvguard_admission_reviews_total{") ||
+			!strings.Contains(line, `handler="`+handler+`"`) || !strings.Contains(line, `kind="PersistentVolumeClaim"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading metrics: %v", err)
+	}
+	return sum
+}
