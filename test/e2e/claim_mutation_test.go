@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,11 +8,11 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -85,27 +84,10 @@ func claimReviews(t *testing.T, handler string) float64 {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(suite.caPEM)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	resp, err := hc.Get(suite.baseURL + "/metrics")
+	n, err := harness.CounterSum(hc, suite.baseURL, "pvguard_admission_reviews_total",
+		map[string]string{"kind": "PersistentVolumeClaim", "handler": handler})
 	if err != nil {
-		t.Fatalf("reading metrics: %v", err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "pvguard_admission_reviews_total{") ||
-			!strings.Contains(line, `handler="`+handler+`"`) || !strings.Contains(line, `kind="PersistentVolumeClaim"`) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("reading metrics: %v", err)
-	}
-	return sum
+	return n
 }

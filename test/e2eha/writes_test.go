@@ -5,10 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -255,30 +253,11 @@ func replicaHTTP(t *testing.T, secret string) *http.Client {
 // reviewsServed sums pvguard_admission_reviews_total over its labels on one replica.
 func reviewsServed(t *testing.T, hc *http.Client, inst *harness.Instance) float64 {
 	t.Helper()
-	resp, err := hc.Get(inst.BaseURL + "/metrics")
+	n, err := harness.CounterSum(hc, inst.BaseURL, "pvguard_admission_reviews_total", nil)
 	if err != nil {
-		t.Errorf("reading metrics of %s: %v", inst.BaseURL, err)
-		return 0
+		t.Error(err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Errorf("reading metrics of %s: %v", inst.BaseURL, err)
-		return 0
-	}
-	var sum float64
-	for line := range strings.Lines(string(body)) {
-		if !strings.HasPrefix(line, "pvguard_admission_reviews_total{") {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			t.Errorf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
+	return n
 }
 
 // waitRouted waits until the balancer gives new connections to inst, as a Service does once a
