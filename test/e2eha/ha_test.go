@@ -137,36 +137,25 @@ func startLoad(t *testing.T, workers int) *load {
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
-	for w := range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				var err error
-				var ok bool
-				if (i+w)%2 == 0 {
-					err = c.Create(ctx, bad.DeepCopy(), client.DryRunAll)
-					ok = err != nil && strings.Contains(err.Error(), "[PVG014")
-				} else {
-					err = c.Create(ctx, good.DeepCopy(), client.DryRunAll)
-					ok = err == nil
-				}
-				cancel()
-				l.reviews.Add(1)
-				if !ok {
-					l.mu.Lock()
-					l.failures = append(l.failures, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
-					l.mu.Unlock()
-				}
-			}
-		}()
-	}
+	runWorkers(&l.wg, l.stop, workers, func(w, i int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		var ok bool
+		if (i+w)%2 == 0 {
+			err = c.Create(ctx, bad.DeepCopy(), client.DryRunAll)
+			ok = err != nil && strings.Contains(err.Error(), "[PVG014")
+		} else {
+			err = c.Create(ctx, good.DeepCopy(), client.DryRunAll)
+			ok = err == nil
+		}
+		l.reviews.Add(1)
+		if !ok {
+			l.mu.Lock()
+			l.failures = append(l.failures, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+			l.mu.Unlock()
+		}
+	})
 	return l
 }
 

@@ -115,21 +115,27 @@ const loadLabel = "e2eha.pvguard.io/load"
 func startWriteLoad(t *testing.T, c client.Client, ns string, workers int) *writeLoad {
 	t.Helper()
 	l := &writeLoad{ns: ns, stop: make(chan struct{}), started: time.Now()}
-	for w := range workers {
-		l.wg.Add(1)
+	runWorkers(&l.wg, l.stop, workers, func(w, i int) { l.iteration(c, w, i) })
+	return l
+}
+
+// runWorkers calls iteration(w, i) in a loop on each of n goroutines (w the worker, i its
+// iteration) until stop is closed; wg counts the goroutines.
+func runWorkers(wg *sync.WaitGroup, stop <-chan struct{}, n int, iteration func(w, i int)) {
+	for w := range n {
+		wg.Add(1)
 		go func() {
-			defer l.wg.Done()
+			defer wg.Done()
 			for i := 0; ; i++ {
 				select {
-				case <-l.stop:
+				case <-stop:
 					return
 				default:
 				}
-				l.iteration(c, w, i)
+				iteration(w, i)
 			}
 		}()
 	}
-	return l
 }
 
 // do sends one request, times it and checks its outcome.
