@@ -84,7 +84,7 @@ func claimReviews(t *testing.T, handler string) float64 {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(suite.caPEM)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	n, err := harness.CounterSum(hc, suite.baseURL, "pvguard_admission_reviews_total",
+	n, err := harness.MetricSum(hc, suite.baseURL, "pvguard_admission_reviews_total",
 		map[string]string{"kind": "PersistentVolumeClaim", "handler": handler})
 	if err != nil {
 		t.Fatal(err)

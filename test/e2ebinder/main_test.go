@@ -5,14 +5,8 @@ package e2ebinder
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,29 +202,13 @@ func (w *writeLog) count(k string) int {
 	return w.counts[k]
 }
 
-// metricValue reads an unlabelled metric from an instance's /metrics (0 when absent).
+// metricValue reads a metric from an instance's /metrics, summed over its series (0 when
+// absent).
 func metricValue(t *testing.T, inst *harness.Instance, name string) float64 {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(h.CAPEM)
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	resp, err := hc.Get(inst.BaseURL + "/metrics")
+	v, err := harness.MetricSum(h.HTTPSClient(), inst.BaseURL, name, nil)
 	if err != nil {
-		t.Fatalf("GET /metrics: %v", err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading /metrics: %v", err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, name+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", line, err)
-			}
-			return v
-		}
-	}
-	return 0
+	return v
 }

@@ -259,7 +259,7 @@ func replicaHTTP(t *testing.T, secret string) *http.Client {
 // reviewsServed sums pvguard_admission_reviews_total over its labels on one replica.
 func reviewsServed(t *testing.T, hc *http.Client, inst *harness.Instance) float64 {
 	t.Helper()
-	n, err := harness.CounterSum(hc, inst.BaseURL, "pvguard_admission_reviews_total", nil)
+	n, err := harness.MetricSum(hc, inst.BaseURL, "pvguard_admission_reviews_total", nil)
 	if err != nil {
 		t.Error(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -177,6 +179,28 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // Serve runs the webhook server until ctx ends.
+// withOwnBucket copies cfg with a token bucket of its own, of the --kube-api-qps and
+// --kube-api-burst size, for requests that admission reviews wait on. In the shared bucket they
+// would queue behind the binder's writes, and a binding backlog at a low QPS (after a leader
+// takes over, say) would hold reviews past the apiserver's webhook timeout, which with
+// failurePolicy Fail refuses the write (TestReviewsDoNotWaitForBinderWrites).
+func withOwnBucket(cfg *rest.Config, o ServeOptions, userAgent string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
+	cfg.UserAgent = userAgent
+	return cfg
+}
+
+// reviewLiveReader is the client the webhooks read through when the cache misses (an object
+// created a moment ago), with its own token bucket.
+func reviewLiveReader(cfg *rest.Config, o ServeOptions, mgr ctrl.Manager) (client.Reader, error) {
+	c, err := client.New(withOwnBucket(cfg, o, "pvguard-webhook"), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, fmt.Errorf("building the webhooks' live reader: %w", err)
+	}
+	return c, nil
+}
+
 func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	if err := o.validate(); err != nil {
 		return err
@@ -189,7 +213,8 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	// One token bucket for every client made from this config: client-go otherwise gives each
 	// resource type its own, and --kube-api-qps would bound volume writes and claim writes
-	// separately (found by the binder benchmark against kube-controller-manager).
+	// separately (found by the binder benchmark against kube-controller-manager). The webhooks'
+	// live reads have their own (reviewLiveReader).
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
 	cfg.UserAgent = "pvguard"
 
@@ -207,6 +232,13 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		Logger:                 log,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// The cache resolves a type's REST mapping by discovery when its first informer is
+		// made (the report writer's, when this replica is elected), and holds the lock every
+		// cache read takes, admission reviews' included, while it does: discovery gets its own
+		// bucket so that it never waits for the binder's writes.
+		MapperProvider: func(c *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
+			return apiutil.NewDynamicRESTMapper(withOwnBucket(c, o, "pvguard-discovery"), hc)
+		},
 	}
 	if o.CertSecret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
@@ -262,7 +294,11 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var cacheSynced atomic.Bool
 	engines := &engineRef{}
-	views := webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader())
+	reviewReader, err := reviewLiveReader(cfg, o, mgr)
+	if err != nil {
+		return err
+	}
+	views := webhook.NewClusterView(mgr.GetCache(), reviewReader)
 	var report, dashboard http.Handler
 	if o.AuditInterval > 0 {
 		runner := audit.NewRunner(audit.Options{
