@@ -475,14 +475,16 @@ func (b *Binder) pendingFree() bool { return b.o.Mode == ModeActive }
 // holdAvailable reports whether to skip, for now, marking a free Pending volume Available: until
 // a plan has run, and while the plan gives it to a claim (the bind writes Bound directly). The
 // plan syncs the volumes it leaves unassigned, and a new plan is asked for until one has run.
-// When the write goes ahead (marking), the volume is kept out of plans and binds until the cache
-// shows it Available, so that a bind never races the status write on the same object (the loser
-// would spend a request on a conflict).
+// When the write goes ahead (marking), binds of the volume wait until the cache shows it
+// Available, so that a bind never races the status write on the same object (the loser would
+// spend a request on a conflict); plans still count it, and the claim a plan gives it is
+// retried once the write shows.
 func (b *Binder) holdAvailable(v *corev1.PersistentVolume, a VolumeAction) (hold, marking bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !isPending(v) {
+	if !isPending(v) && b.marking[v.Name] {
 		delete(b.marking, v.Name)
+		b.requestPlan()
 	}
 	if a.Phase != corev1.VolumeAvailable || a.Unbind || a.Reuse || v.Spec.ClaimRef != nil || !isPending(v) {
 		return false, false

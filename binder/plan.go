@@ -84,9 +84,13 @@ func (b *Binder) runPlan(ctx context.Context) error {
 			return claims[i].claim.Namespace+"/"+claims[i].claim.Name < claims[j].claim.Namespace+"/"+claims[j].claim.Name
 		})
 		volumes := volumesByClass[class]
+		// A volume whose Available write is in flight (marking) stays in the plan: only its
+		// bind waits for that write (bind). Left out, it would be invisible to the claim it
+		// fits best, which would then take a larger volume for good, and a later claim that
+		// needed that one would be stranded.
 		usable := func(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
 			uid, inFlight := b.reserved[v.Name]
-			return (!inFlight || uid == c.UID) && !b.marking[v.Name] && !b.isForbidden(c.UID, v.Name)
+			return (!inFlight || uid == c.UID) && !b.isForbidden(c.UID, v.Name)
 		}
 		used := map[string]bool{}
 		var poolClaims []pending

@@ -38,3 +38,62 @@ func TestPlanPrefersTheVolumeThatHasTheClaimsUID(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCountsVolumesBeingMarkedAvailable: a volume whose Available write is in flight is
+// still the best fit for the claim it fits: the plan gives it to that claim (whose bind waits
+// for the write). Left out of plans, the claim got either no volume or, when the larger claim
+// did not exist yet (volumes and claims created one pair at a time), the larger volume for
+// good, which stranded the larger claim once it came (TestStaticPairsAllBound, rarely).
+func TestPlanCountsVolumesBeingMarkedAvailable(t *testing.T) {
+	small, large := testobj.PVC("ns", "small", testobj.Request("1Gi")), testobj.PVC("ns", "large", testobj.Request("2Gi"))
+	pv1 := testobj.PV("pv-1gi", testobj.Capacity("1Gi"), testobj.Phase(corev1.VolumePending))
+	pv2 := testobj.PV("pv-2gi", testobj.Capacity("2Gi"), testobj.Phase(corev1.VolumeAvailable))
+	for _, tc := range []struct {
+		name    string
+		claims  []*corev1.PersistentVolumeClaim
+		marking bool
+	}{
+		{name: "no write in flight", claims: []*corev1.PersistentVolumeClaim{small, large}},
+		{name: "the small volume's Available write in flight", claims: []*corev1.PersistentVolumeClaim{small, large}, marking: true},
+		{name: "in flight, before the large claim exists", claims: []*corev1.PersistentVolumeClaim{small}, marking: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []client.Object{pv1.DeepCopy(), pv2.DeepCopy()}
+			for _, c := range tc.claims {
+				objs = append(objs, c.DeepCopy())
+			}
+			c := fake.NewClientBuilder().WithObjects(objs...).Build()
+			b, err := New(Options{
+				Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+				Views: func(context.Context) policy.View {
+					return testobj.NewView(small.DeepCopy(), large.DeepCopy(), pv1.DeepCopy(), pv2.DeepCopy())
+				},
+				Recorder: record.NewFakeRecorder(10), Cache: c, Live: c, Writer: c,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.marking[pv1.Name] = tc.marking
+			if err := b.runPlan(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := b.plan[small.UID], pv1.Name; got != want {
+				t.Errorf("claim small planned on %q, want %q", got, want)
+			}
+			if got, planned := b.plan[large.UID]; planned && got != pv2.Name {
+				t.Errorf("claim large planned on %q, want %q", got, pv2.Name)
+			}
+			// The bind itself still waits for the write.
+			if err := b.bind(context.Background(), pv1.DeepCopy(), small.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+			got := &corev1.PersistentVolume{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(pv1), got); err != nil {
+				t.Fatal(err)
+			}
+			if bound := got.Spec.ClaimRef != nil; bound == tc.marking {
+				t.Errorf("volume pv-1gi claimRef %v with its Available write in flight %v: a bind must wait for that write, and only for it", got.Spec.ClaimRef, tc.marking)
+			}
+		})
+	}
+}
