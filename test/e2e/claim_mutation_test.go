@@ -2,11 +2,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net/http"
-	"os"
 	"strconv"
 	"testing"
 
@@ -25,14 +21,7 @@ func TestClaimMutationOnlyForClaimsThatNameAVolume(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
 	ns := namespace(t, "align")
-	writeConfig := func(s string) {
-		t.Helper()
-		if err := os.WriteFile(suite.configFile, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { writeConfig(baseConfig) })
-	writeConfig(baseConfig + "mutation:\n  alignPreboundClaimClass: true\n")
+	setConfig(t, baseConfig+"mutation:\n  alignPreboundClaimClass: true\n")
 
 	def := testobj.StorageClass(uniq(t, "sc-default"), "example.com/csi", testobj.DefaultClass)
 	mustSucceed(t, a.Create(ctx, def), "creating a default class")
@@ -81,10 +70,7 @@ func className(c *string) string {
 // validate), summed over operations and decisions, from the suite's pvguard.
 func claimReviews(t *testing.T, handler string) float64 {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(suite.caPEM)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	n, err := harness.MetricSum(hc, suite.baseURL, "pvguard_admission_reviews_total",
+	n, err := harness.MetricSum(tlsClient(), suite.baseURL, "pvguard_admission_reviews_total",
 		map[string]string{"kind": "PersistentVolumeClaim", "handler": handler})
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"net/http"
 	"os"
@@ -28,14 +26,7 @@ func TestConfigReloadChangesEnforcement(t *testing.T) {
 	free := uniq(t, "pv")
 	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(free))), "creating volume")
 
-	setConfig := func(s string) {
-		t.Helper()
-		if err := os.WriteFile(suite.configFile, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { setConfig(baseConfig) })
-	setConfig(strings.Replace(baseConfig, "volume-grab: {action: warn}", "volume-grab: {action: deny}", 1))
+	setConfig(t, strings.Replace(baseConfig, "volume-grab: {action: warn}", "volume-grab: {action: deny}", 1))
 	eventually(t, "grab refused after reload", func() error {
 		err := a.Create(ctx, freshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free))), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "[PVG010 ") {
@@ -43,10 +34,25 @@ func TestConfigReloadChangesEnforcement(t *testing.T) {
 		}
 		return nil
 	})
-	setConfig(baseConfig)
+	setConfig(t, baseConfig)
 	eventually(t, "grab admitted again after reload", func() error {
 		return a.Create(ctx, freshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free))), client.DryRunAll)
 	})
+}
+
+// setConfig rewrites the suite's policy config (the server reloads it); the test's cleanup
+// restores baseConfig.
+func setConfig(t *testing.T, s string) {
+	t.Helper()
+	write := func(s string) error { return os.WriteFile(suite.configFile, []byte(s), 0o600) }
+	t.Cleanup(func() {
+		if err := write(baseConfig); err != nil {
+			t.Errorf("restoring the policy config: %v", err)
+		}
+	})
+	if err := write(s); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func errString(err error) string {
@@ -57,9 +63,7 @@ func errString(err error) string {
 }
 
 func TestLiveServerSurvivesGarbage(t *testing.T) {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(suite.caPEM)
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	hc := tlsClient()
 	for _, body := range []string{"", "{{{", "\xff\xfe", `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"1","kind":{"kind":"PersistentVolume","version":"v1"},"operation":"CREATE","object":{"spec":7}}}`} {
 		resp, err := hc.Post(suite.baseURL+webhook.PathValidatePV, "application/json", bytes.NewBufferString(body))
 		if err != nil {
