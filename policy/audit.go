@@ -3,7 +3,10 @@ package policy
 import (
 	"cmp"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,26 +94,56 @@ func (s *Snapshot) Objects() []any {
 var transitionRules = map[RuleID]bool{"PVG002": true, "PVG003": true, "PVG011": true, "PVG012": true, "PVG013": true}
 
 // Audit judges every object of a snapshot with AuditObject and merges the results. progress,
-// when not nil, is told after each object how many of how many are done.
+// when not nil, is told after each object how many of how many are done; its calls are
+// serialised and count up by one. The objects are judged on up to GOMAXPROCS goroutines (the
+// snapshot is only read, and each goroutine has its own review and memo), and the result does not
+// depend on their scheduling: each object's findings keep its place before Merge.
 func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int)) ([]Finding, error) {
-	// One review and one memo serve every object in turn, so judging an object allocates only
-	// what its findings need.
-	r, memo := &Review{}, &memoView{View: indexSnapshot(s)}
+	view := indexSnapshot(s)
 	objs := s.Objects()
-	perObject := make([][]Finding, 0, len(objs))
-	for _, obj := range objs {
-		memo.reset()
-		found, err := e.auditObject(obj, r, memo, now)
-		if err != nil {
-			return nil, err
-		}
-		perObject = append(perObject, found)
-		if progress != nil {
-			progress(len(perObject), len(objs))
-		}
+	perObject := make([][]Finding, len(objs))
+	errs := make([]error, len(objs))
+	var (
+		next atomic.Int64 // the first object of the next block to take
+		mu   sync.Mutex   // serialises progress
+		done int
+		wg   sync.WaitGroup
+	)
+	workers := min(runtime.GOMAXPROCS(0), (len(objs)+auditBlock-1)/auditBlock)
+	for range workers {
+		wg.Go(func() {
+			// One review and one memo serve each object in turn, so judging an object allocates
+			// only what its findings need.
+			r, memo := &Review{}, &memoView{View: view}
+			for {
+				start := int(next.Add(auditBlock)) - auditBlock
+				if start >= len(objs) {
+					return
+				}
+				for i := start; i < min(start+auditBlock, len(objs)); i++ {
+					memo.reset()
+					perObject[i], errs[i] = e.auditObject(objs[i], r, memo, now)
+					if progress != nil {
+						mu.Lock()
+						done++
+						progress(done, len(objs))
+						mu.Unlock()
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The first error in the snapshot's order, whichever goroutine met it first.
+	if err := cmp.Or(errs...); err != nil {
+		return nil, err
 	}
 	return Merge(perObject), nil
 }
+
+// auditBlock is how many consecutive objects an Audit goroutine takes at a time: enough that
+// taking them costs nothing, few enough that the goroutines finish together.
+const auditBlock = 256
 
 // AuditObject judges one existing object (a *PersistentVolume, *PersistentVolumeClaim or
 // *StorageClass) as it stands: the admission rules that describe a state, each applied as if the
@@ -257,17 +290,23 @@ type objectKey struct{ namespace, name string }
 func (s *Snapshot) Indexed() View { return indexSnapshot(s) }
 
 func indexSnapshot(s *Snapshot) *indexedSnapshot {
+	// The volumes' maps and the claims' are built side by side: for 100k objects, a tenth of an
+	// audit's time goes here, before any object can be judged. Each reverse map is sized for
+	// the worst case (every volume claims, every claim names) so that it never grows.
 	x := &indexedSnapshot{s: s,
 		pvs: make(map[string]*corev1.PersistentVolume, len(s.PVs)), pvcs: make(map[objectKey]*corev1.PersistentVolumeClaim, len(s.PVCs)),
-		naming: map[string][]*corev1.PersistentVolumeClaim{}, claiming: map[objectKey][]*corev1.PersistentVolume{},
+		naming: make(map[string][]*corev1.PersistentVolumeClaim, len(s.PVCs)), claiming: make(map[objectKey][]*corev1.PersistentVolume, len(s.PVs)),
 		nodes: make(map[string]*corev1.Node, len(s.Nodes))}
-	for _, pv := range s.PVs {
-		x.pvs[pv.Name] = pv
-		if ref := pv.Spec.ClaimRef; ref != nil {
-			k := objectKey{ref.Namespace, ref.Name}
-			x.claiming[k] = append(x.claiming[k], pv)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, pv := range s.PVs {
+			x.pvs[pv.Name] = pv
+			if ref := pv.Spec.ClaimRef; ref != nil {
+				k := objectKey{ref.Namespace, ref.Name}
+				x.claiming[k] = append(x.claiming[k], pv)
+			}
 		}
-	}
+	})
 	for _, pvc := range s.PVCs {
 		x.pvcs[objectKey{pvc.Namespace, pvc.Name}] = pvc
 		if pvc.Spec.VolumeName != "" {
@@ -277,6 +316,7 @@ func indexSnapshot(s *Snapshot) *indexedSnapshot {
 	for _, n := range s.Nodes {
 		x.nodes[n.Name] = n
 	}
+	wg.Wait()
 	return x
 }
 

@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pvguard/pvguard/hack/bench/auditgen"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -102,4 +105,51 @@ func testobjClasses(names ...string) []*storagev1.StorageClass {
 		out = append(out, testobj.StorageClass(n, "csi.example.com", testobj.DefaultClass))
 	}
 	return out
+}
+
+// TestAuditInParallel holds the goroutines of Audit to judging one object at a time: on a
+// snapshot large enough for several of them (with more Ps than this machine may have cores), the
+// findings equal Merge over AuditObject in the snapshot's order, and progress counts up by one.
+func TestAuditInParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	const n = 5000
+	snap := auditgen.Generate(n)
+	objs := snap.Objects()
+	engine := policy.NewEngine(nil)
+
+	var calls []int
+	found, err := engine.Audit(snap, auditgen.Now, func(done, total int) {
+		if total != len(objs) {
+			t.Errorf("progress total %d, want %d", total, len(objs))
+		}
+		calls = append(calls, done)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, done := range calls {
+		if done != i+1 {
+			t.Fatalf("progress call %d says %d done", i, done)
+		}
+	}
+	if len(calls) != len(objs) {
+		t.Fatalf("%d progress calls, want %d", len(calls), len(objs))
+	}
+	if want := auditgen.ExpectedFindings(n); len(found) != want {
+		t.Fatalf("%d findings, want %d", len(found), want)
+	}
+
+	view := snap.Indexed()
+	perObject := make([][]policy.Finding, 0, len(objs))
+	for _, o := range objs {
+		one, err := engine.AuditObject(o, view, auditgen.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perObject = append(perObject, one)
+	}
+	if want := policy.Merge(perObject); !reflect.DeepEqual(found, want) {
+		t.Fatalf("Audit and Merge(AuditObject) disagree: %d and %d findings", len(found), len(want))
+	}
+
 }

@@ -72,8 +72,11 @@ func LoadManifests(paths []string) (*policy.Snapshot, int, []error) {
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), max(len(files), 1)) {
 		wg.Go(func() {
+			// One decoder finds the type of every document a worker reads: making one costs more
+			// than reading the two members it is for.
+			scan := new(jsontext.Decoder)
 			for i := range next {
-				parts[i].load(files[i])
+				parts[i].load(files[i], scan)
 			}
 		})
 	}
@@ -102,9 +105,14 @@ type manifestFile struct {
 	snap    policy.Snapshot
 	objects int
 	errs    []error
+	// scan, while the file is read, finds each document's type; it is reset for every document.
+	scan *jsontext.Decoder
 }
 
-func (m *manifestFile) load(path string) {
+func (m *manifestFile) load(path string, scan *jsontext.Decoder) {
+	// The decoder holds the file's bytes until its next reset: not for as long as the snapshot.
+	m.scan = scan
+	defer func() { m.scan = nil }()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		m.errs = append(m.errs, err)
@@ -147,7 +155,7 @@ func (m *manifestFile) load(path string) {
 }
 
 func (m *manifestFile) add(path string, doc int, js []byte) {
-	n, err := addDocument(&m.snap, js)
+	n, err := m.addDocument(js)
 	m.objects += n
 	if err != nil {
 		m.errs = append(m.errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
@@ -160,19 +168,19 @@ var strict = json.RejectUnknownMembers(true)
 
 // addDocument adds one JSON document (or the items of a List) to the snapshot and returns how
 // many objects it added. Each object is parsed once to find its kind (stopping as soon as
-// apiVersion and kind are read) and once into its typed object; a List's items are streamed
-// from it without being copied.
-func addDocument(snap *policy.Snapshot, js []byte) (int, error) {
+// apiVersion and kind are read) and once into its typed object; a List's items are found while
+// looking for its kind, which kubectl writes after them.
+func (m *manifestFile) addDocument(js []byte) (int, error) {
 	js = bytes.TrimSpace(js)
 	if len(js) == 0 || bytes.Equal(js, []byte("null")) {
 		return 0, nil // an empty document
 	}
-	apiVersion, kind, err := typeOfDocument(js)
+	apiVersion, kind, items, err := m.typeOfDocument(js)
 	if err != nil {
 		return 0, fmt.Errorf("reading apiVersion and kind: %w", err)
 	}
 	if strings.HasSuffix(kind, "List") {
-		return addItems(snap, js)
+		return m.addItems(items)
 	}
 	var target any
 	switch {
@@ -197,16 +205,16 @@ func addDocument(snap *policy.Snapshot, js []byte) (int, error) {
 	}
 	switch t := target.(type) {
 	case *corev1.PersistentVolume:
-		snap.PVs = append(snap.PVs, t)
+		m.snap.PVs = append(m.snap.PVs, t)
 	case *corev1.PersistentVolumeClaim:
 		if t.Namespace == "" {
 			t.Namespace = "default"
 		}
-		snap.PVCs = append(snap.PVCs, t)
+		m.snap.PVCs = append(m.snap.PVCs, t)
 	case *corev1.Node:
-		snap.Nodes = append(snap.Nodes, t)
+		m.snap.Nodes = append(m.snap.Nodes, t)
 	case *storagev1.StorageClass:
-		snap.Classes = append(snap.Classes, t)
+		m.snap.Classes = append(m.snap.Classes, t)
 	}
 	return 1, nil
 }
@@ -240,42 +248,80 @@ func versionError(apiVersion, kind string, js []byte) error {
 }
 
 // typeOfDocument reads a JSON object's apiVersion and kind, skipping the values of the other
-// members unread and stopping once it has both.
-func typeOfDocument(js []byte) (apiVersion, kind string, err error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(js), jsontext.AllowDuplicateNames(true))
+// members unread and stopping once it has both, unless it is a List. The elements of an "items" array met on the
+// way are returned, as views of js: a List's kind comes after them in kubectl's output, and they
+// would otherwise be read once to be skipped and once more to be added.
+func (m *manifestFile) typeOfDocument(js []byte) (apiVersion, kind string, items [][]byte, err error) {
+	dec := m.scan
+	dec.Reset(bytes.NewBuffer(js), jsontext.AllowDuplicateNames(true))
 	if tok, err := dec.ReadToken(); err != nil {
-		return "", "", err
+		return "", "", nil, err
 	} else if tok.Kind() != '{' {
-		return "", "", fmt.Errorf("%s, not an object", jsonKind(tok.Kind()))
+		return "", "", nil, fmt.Errorf("%s, not an object", jsonKind(tok.Kind()))
 	}
 	var haveVersion, haveKind bool
-	for dec.PeekKind() != '}' && !(haveVersion && haveKind) {
+	for dec.PeekKind() != '}' {
+		// A List is read to its end, for items that come after its kind.
+		if haveVersion && haveKind && !strings.HasSuffix(kind, "List") {
+			break
+		}
 		tok, err := dec.ReadToken()
 		if err != nil {
-			return "", "", err
+			return "", "", nil, err
 		}
 		// A token is valid only until the next read.
 		switch name := tok.String(); name {
 		case "apiVersion", "kind":
 			v, err := dec.ReadToken()
 			if err != nil {
-				return "", "", err
+				return "", "", nil, err
 			}
 			if v.Kind() != '"' {
-				return "", "", fmt.Errorf("%s is %s, not a string", name, jsonKind(v.Kind()))
+				return "", "", nil, fmt.Errorf("%s is %s, not a string", name, jsonKind(v.Kind()))
 			}
 			if name == "kind" {
 				kind, haveKind = v.String(), true
 			} else {
 				apiVersion, haveVersion = v.String(), true
 			}
+		case "items":
+			// A repeated items member (the apiserver would refuse it) adds its items too, so
+			// that none is left unaudited.
+			more, err := readItems(dec, js)
+			if err != nil {
+				return "", "", nil, err
+			}
+			items = append(items, more...)
 		default:
 			if err := dec.SkipValue(); err != nil {
-				return "", "", err
+				return "", "", nil, err
 			}
 		}
 	}
-	return apiVersion, kind, nil
+	return apiVersion, kind, items, nil
+}
+
+// readItems reads the value of an "items" member: the elements of an array, as views of js (the
+// decoder's whole input), or nothing for a value of another kind.
+func readItems(dec *jsontext.Decoder, js []byte) ([][]byte, error) {
+	if dec.PeekKind() != '[' {
+		return nil, dec.SkipValue()
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	var items [][]byte
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, fmt.Errorf("items[%d]: %w", i, err)
+		}
+		// v is valid only until the next read; the same bytes of js stay.
+		end := int(dec.InputOffset())
+		items = append(items, js[end-len(v):end:end])
+	}
+	_, err := dec.ReadToken() // ']'
+	return items, err
 }
 
 // jsonKind names a JSON value's kind for an error message.
@@ -293,42 +339,15 @@ func jsonKind(k jsontext.Kind) string {
 	return "a " + k.String()
 }
 
-// addItems adds the items of a List, each read straight from the document.
-func addItems(snap *policy.Snapshot, js []byte) (int, error) {
-	dec := jsontext.NewDecoder(bytes.NewBuffer(js), jsontext.AllowDuplicateNames(true))
-	if _, err := dec.ReadToken(); err != nil { // '{', checked by typeOfDocument
-		return 0, err
-	}
+// addItems adds the items of a List.
+func (m *manifestFile) addItems(items [][]byte) (int, error) {
 	total := 0
 	var errs []error
-	for dec.PeekKind() != '}' {
-		tok, err := dec.ReadToken()
+	for i, item := range items {
+		n, err := m.addDocument(item)
+		total += n
 		if err != nil {
-			return total, errors.Join(append(errs, err)...)
-		}
-		if tok.String() != "items" || dec.PeekKind() != '[' {
-			if err := dec.SkipValue(); err != nil {
-				return total, errors.Join(append(errs, err)...)
-			}
-			continue
-		}
-		if _, err := dec.ReadToken(); err != nil {
-			return total, errors.Join(append(errs, err)...)
-		}
-		for i := 0; dec.PeekKind() != ']'; i++ {
-			// The value is valid until the next read; addDocument copies what it keeps.
-			item, err := dec.ReadValue()
-			if err != nil {
-				return total, errors.Join(append(errs, fmt.Errorf("items[%d]: %w", i, err))...)
-			}
-			n, err := addDocument(snap, item)
-			total += n
-			if err != nil {
-				errs = append(errs, fmt.Errorf("items[%d]: %w", i, err))
-			}
-		}
-		if _, err := dec.ReadToken(); err != nil { // ']'
-			return total, errors.Join(append(errs, err)...)
+			errs = append(errs, fmt.Errorf("items[%d]: %w", i, err))
 		}
 	}
 	return total, errors.Join(errs...)

@@ -49,6 +49,14 @@ func TestLoadManifests(t *testing.T) {
  {"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"fast"},"provisioner":"x"}]}`},
 		want: []string{"pv/one", "pvc/default/c", "sc/fast"},
 	}, {
+		name: "a List's items wherever they are, even twice; items that are not an array are none",
+		files: map[string]string{"a.json": `{"items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"before"}}],
+ "apiVersion":"v1","kind":"PersistentVolumeList","metadata":{},
+ "items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"after"}}]}
+{"apiVersion":"v1","kind":"List","items":{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"no"}}}
+{"items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"not-a-list"}}],"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`},
+		want: []string{"pv/before", "pv/after"},
+	}, {
 		name: "a List as kubectl prints it (items before kind) and objects with kind last",
 		files: map[string]string{"k.json": `{"apiVersion":"v1","items":[{"metadata":{"name":"x"},"spec":{},"kind":"PersistentVolume","apiVersion":"v1"},
  {"metadata":{"name":"c","namespace":"n"},"kind":"PersistentVolumeClaim","apiVersion":"v1"}],"kind":"List","metadata":{"resourceVersion":""}}`},
