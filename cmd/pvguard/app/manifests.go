@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -72,11 +73,9 @@ func LoadManifests(paths []string) (*policy.Snapshot, int, []error) {
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), max(len(files), 1)) {
 		wg.Go(func() {
-			// One decoder finds the type of every document a worker reads: making one costs more
-			// than reading the two members it is for.
-			scan := new(jsontext.Decoder)
+			w := new(worker)
 			for i := range next {
-				parts[i].load(files[i], scan)
+				parts[i].load(files[i], w)
 			}
 		})
 	}
@@ -105,15 +104,21 @@ type manifestFile struct {
 	snap    policy.Snapshot
 	objects int
 	errs    []error
-	// scan, while the file is read, finds each document's type; it is reset for every document.
-	scan *jsontext.Decoder
+	w       *worker // while the file is read
 }
 
-func (m *manifestFile) load(path string, scan *jsontext.Decoder) {
-	// The decoder holds the file's bytes until its next reset: not for as long as the snapshot.
-	m.scan = scan
-	defer func() { m.scan = nil }()
-	data, err := os.ReadFile(path)
+// worker is what one decoding goroutine reuses from file to file: allocating them per file or
+// per document cost more than some of the work they are for. Nothing decoded refers to them (the
+// typed decode copies every string), so the snapshot holds neither.
+type worker struct {
+	scan jsontext.Decoder // finds each document's type; reset for every document
+	buf  bytes.Buffer     // the file's bytes
+}
+
+func (m *manifestFile) load(path string, w *worker) {
+	m.w = w
+	defer func() { m.w = nil }()
+	data, err := w.read(path)
 	if err != nil {
 		m.errs = append(m.errs, err)
 		return
@@ -152,6 +157,23 @@ func (m *manifestFile) load(path string, scan *jsontext.Decoder) {
 		}
 		m.add(path, doc, js)
 	}
+}
+
+// read returns the file's contents, valid until the next read.
+func (w *worker) read(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	w.buf.Reset()
+	if fi, err := f.Stat(); err == nil && fi.Size() < math.MaxInt32 {
+		w.buf.Grow(int(fi.Size()) + bytes.MinRead) // ReadFrom wants MinRead free to read EOF
+	}
+	if _, err := w.buf.ReadFrom(f); err != nil {
+		return nil, err // a *PathError, which names the file
+	}
+	return w.buf.Bytes(), nil
 }
 
 func (m *manifestFile) add(path string, doc int, js []byte) {
@@ -252,7 +274,7 @@ func versionError(apiVersion, kind string, js []byte) error {
 // way are returned, as views of js: a List's kind comes after them in kubectl's output, and they
 // would otherwise be read once to be skipped and once more to be added.
 func (m *manifestFile) typeOfDocument(js []byte) (apiVersion, kind string, items [][]byte, err error) {
-	dec := m.scan
+	dec := &m.w.scan
 	dec.Reset(bytes.NewBuffer(js), jsontext.AllowDuplicateNames(true))
 	if tok, err := dec.ReadToken(); err != nil {
 		return "", "", nil, err
