@@ -7,51 +7,56 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// CopyingView answers from an indexed view but returns deep copies, as controller-runtime's
-// informer cache reader does by default (pvguard's ClusterView reads through it): the cost of a
-// lookup in production is a map read plus a copy of the object.
-type CopyingView struct{ V policy.View }
+// CacheView answers from an indexed view as webhook.ClusterView answers from controller-runtime's
+// informer cache: each object is copied into one of the caller's (a struct copy, sharing its
+// maps and slices with the cache, since the view asks for no deep copies), and each list is a
+// new slice.
+type CacheView struct{ V policy.View }
 
-var _ policy.View = CopyingView{}
+var _ policy.View = CacheView{}
 
-func (c CopyingView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+// shallow copies an object as the cache reader copies it into the caller's object.
+func shallow[T any](o *T) *T {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	return &c
+}
+
+func shallowList[T any](list []*T, err error) ([]*T, error) {
+	items := make([]T, len(list)) // a List's Items
+	out := make([]*T, len(list))  // the view's pointers to them
+	for i, o := range list {
+		items[i] = *o
+		out[i] = &items[i]
+	}
+	return out, err
+}
+
+func (c CacheView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
 	pv, err := c.V.PersistentVolume(name)
-	return pv.DeepCopy(), err
+	return shallow(pv), err
 }
 
-func (c CopyingView) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+func (c CacheView) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	pvc, err := c.V.PersistentVolumeClaim(namespace, name)
-	return pvc.DeepCopy(), err
+	return shallow(pvc), err
 }
 
-func (c CopyingView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
-	list, err := c.V.ClaimsNamingVolume(volumeName)
-	out := make([]*corev1.PersistentVolumeClaim, len(list))
-	for i, pvc := range list {
-		out[i] = pvc.DeepCopy()
-	}
-	return out, err
+func (c CacheView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
+	return shallowList(c.V.ClaimsNamingVolume(volumeName))
 }
 
-func (c CopyingView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
-	list, err := c.V.VolumesClaiming(namespace, name)
-	out := make([]*corev1.PersistentVolume, len(list))
-	for i, pv := range list {
-		out[i] = pv.DeepCopy()
-	}
-	return out, err
+func (c CacheView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	return shallowList(c.V.VolumesClaiming(namespace, name))
 }
 
-func (c CopyingView) Node(name string) (*corev1.Node, error) {
+func (c CacheView) Node(name string) (*corev1.Node, error) {
 	n, err := c.V.Node(name)
-	return n.DeepCopy(), err
+	return shallow(n), err
 }
 
-func (c CopyingView) StorageClasses() ([]*storagev1.StorageClass, error) {
-	list, err := c.V.StorageClasses()
-	out := make([]*storagev1.StorageClass, len(list))
-	for i, sc := range list {
-		out[i] = sc.DeepCopy()
-	}
-	return out, err
+func (c CacheView) StorageClasses() ([]*storagev1.StorageClass, error) {
+	return shallowList(c.V.StorageClasses())
 }
