@@ -49,6 +49,33 @@ func isDelayBinding(c *corev1.PersistentVolumeClaim, class *storagev1.StorageCla
 // satisfies the claim, matches its selector, and, for a claim scheduled to a node, is reachable
 // from it.
 func fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, node *corev1.Node, scheduled, pendingFree bool) bool {
+	return newFitCache().fitsUnbound(c, v, node, scheduled, pendingFree)
+}
+
+// fitCache parses each claim's label selector and each volume's node affinity once: the planner
+// asks fitsUnbound about every (claim, volume) pair of a class, and parsing them for every pair
+// cost 2-5 µs a pair (BenchmarkFitsUnbound), seconds a plan for a pool of a thousand claims and
+// volumes. Objects are keyed by pointer: one plan's objects do not change while it runs.
+type fitCache struct {
+	selectors  map[*corev1.PersistentVolumeClaim]parsedSelector
+	affinities map[*corev1.PersistentVolume]parsedAffinity
+}
+
+type parsedSelector struct {
+	sel policy.ClaimSelector
+	err error
+}
+
+type parsedAffinity struct {
+	aff policy.VolumeAffinity
+	err error
+}
+
+func newFitCache() *fitCache {
+	return &fitCache{selectors: map[*corev1.PersistentVolumeClaim]parsedSelector{}, affinities: map[*corev1.PersistentVolume]parsedAffinity{}}
+}
+
+func (f *fitCache) fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, node *corev1.Node, scheduled, pendingFree bool) bool {
 	if v.DeletionTimestamp != nil {
 		return false
 	}
@@ -63,14 +90,23 @@ func fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, no
 	if policy.Satisfies(v, c) != nil {
 		return false
 	}
-	if ok, err := policy.SelectorAdmits(c, v); err != nil || !ok {
+	sel, ok := f.selectors[c]
+	if !ok {
+		sel.sel, sel.err = policy.ParseClaimSelector(c)
+		f.selectors[c] = sel
+	}
+	if sel.err != nil || !sel.sel.Admits(v) {
 		return false
 	}
 	if !scheduled {
 		return true
 	}
-	ok, err := policy.NodeAdmits(v, node)
-	return err == nil && ok
+	aff, ok := f.affinities[v]
+	if !ok {
+		aff.aff, aff.err = policy.ParseVolumeAffinity(v)
+		f.affinities[v] = aff
+	}
+	return aff.err == nil && aff.aff.Admits(node)
 }
 
 // defaultClass picks the default class as upstream does: the newest of several, then by name.

@@ -76,6 +76,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 
 	plan := map[types.UID]string{}
 	assigned := map[string]bool{}
+	fits := newFitCache()
 	var considered []*corev1.PersistentVolumeClaim
 	b.mu.Lock()
 	for _, class := range sortedKeys(claimsByClass) {
@@ -103,7 +104,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 			for _, withUID := range []bool{true, false} {
 				for _, v := range volumes {
 					if plan[p.claim.UID] == "" && !used[v.Name] && preBoundTo(v, p.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
-						usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
+						usable(p.claim, v) && fits.fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
 						plan[p.claim.UID], used[v.Name] = v.Name, true
 					}
 				}
@@ -124,7 +125,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		}
 		for ci, vi := range Assign(claimObjs, poolVolumes, func(ci, vi int) bool {
 			p, v := poolClaims[ci], poolVolumes[vi]
-			return usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree())
+			return usable(p.claim, v) && fits.fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree())
 		}) {
 			plan[poolClaims[ci].claim.UID] = poolVolumes[vi].Name
 		}

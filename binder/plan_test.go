@@ -2,6 +2,7 @@ package binder
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,5 +96,43 @@ func TestPlanCountsVolumesBeingMarkedAvailable(t *testing.T) {
 				t.Errorf("volume pv-1gi claimRef %v with its Available write in flight %v: a bind must wait for that write, and only for it", got.Spec.ClaimRef, tc.marking)
 			}
 		})
+	}
+}
+
+// BenchmarkPlanSelectingPool times one plan of a static pool where every claim selects volumes
+// by label: 1,000 claims and 1,000 Available volumes of one class, every volume fitting every
+// claim by size (the planner asks about all 1M pairs). Results are in docs/benchmarks.md.
+func BenchmarkPlanSelectingPool(b *testing.B) {
+	const n = 1000
+	var objs []client.Object
+	for i := range n {
+		objs = append(objs,
+			testobj.PVC("ns", fmt.Sprintf("c-%04d", i), testobj.Request("1Gi"), testobj.Selector(map[string]string{"pool": "fast"})),
+			testobj.PV(fmt.Sprintf("pv-%04d", i), testobj.Capacity("2Gi"), testobj.Phase(corev1.VolumeAvailable),
+				testobj.PVMeta(testobj.Label("pool", "fast"))))
+	}
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
+	bd, err := New(Options{
+		Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Views:    func(context.Context) policy.View { return testobj.NewView() },
+		Recorder: record.NewFakeRecorder(10), Cache: c, Live: c, Writer: c,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := bd.runPlan(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		planned := 0
+		for _, v := range bd.plan {
+			if v != "" {
+				planned++
+			}
+		}
+		if planned != n {
+			b.Fatalf("planned %d of %d claims", planned, n)
+		}
 	}
 }

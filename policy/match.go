@@ -39,33 +39,75 @@ func ClassesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim
 // SelectorAdmits reports whether the claim's label selector, if any, matches the volume (PVG008);
 // an invalid selector is an error.
 func SelectorAdmits(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (bool, error) {
-	if pvc.Spec.Selector == nil {
-		return true, nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(pvc.Spec.Selector)
+	sel, err := ParseClaimSelector(pvc)
 	if err != nil {
 		return false, err
 	}
-	return sel.Matches(labels.Set(pv.Labels)), nil
+	return sel.Admits(pv), nil
 }
 
-// volumeNodeSelector is the volume's required node affinity, nil when it has none.
-func volumeNodeSelector(pv *corev1.PersistentVolume) (*nodeaffinity.NodeSelector, error) {
-	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
-		return nil, nil
+// ClaimSelector is a claim's label selector parsed once, to be matched against many volumes (the
+// binder's planner asks about every pair of a class, and parsing cost more than matching). The
+// zero value, a claim without a selector, admits every volume.
+type ClaimSelector struct{ sel labels.Selector }
+
+// ParseClaimSelector parses the claim's spec.selector (PVG008); an invalid one is an error.
+func ParseClaimSelector(pvc *corev1.PersistentVolumeClaim) (ClaimSelector, error) {
+	if pvc.Spec.Selector == nil {
+		return ClaimSelector{}, nil
 	}
-	return nodeaffinity.NewNodeSelector(pv.Spec.NodeAffinity.Required,
-		field.WithPath(field.NewPath("spec", "nodeAffinity", "required")))
+	sel, err := metav1.LabelSelectorAsSelector(pvc.Spec.Selector)
+	if err != nil {
+		return ClaimSelector{}, err
+	}
+	return ClaimSelector{sel: sel}, nil
+}
+
+// Admits reports whether the selector matches the volume's labels.
+func (s ClaimSelector) Admits(pv *corev1.PersistentVolume) bool {
+	return s.sel == nil || s.sel.Matches(labels.Set(pv.Labels))
+}
+
+// String is the selector as kubectl writes one ("" for none).
+func (s ClaimSelector) String() string {
+	if s.sel == nil {
+		return ""
+	}
+	return s.sel.String()
 }
 
 // NodeAdmits reports whether the volume's node affinity admits the node (PVG009); a volume
 // without affinity is reachable from every node, and no node admits a volume that has one.
 func NodeAdmits(pv *corev1.PersistentVolume, node *corev1.Node) (bool, error) {
-	sel, err := volumeNodeSelector(pv)
-	if err != nil || sel == nil {
-		return err == nil, err
+	aff, err := ParseVolumeAffinity(pv)
+	if err != nil {
+		return false, err
 	}
-	return node != nil && sel.Match(node), nil
+	return aff.Admits(node), nil
+}
+
+// VolumeAffinity is a volume's required node affinity parsed once, to be matched against many
+// nodes or claims. The zero value, a volume without one, admits every node.
+type VolumeAffinity struct{ sel *nodeaffinity.NodeSelector }
+
+// ParseVolumeAffinity parses the volume's spec.nodeAffinity.required (PVG009); an invalid one is
+// an error naming the field.
+func ParseVolumeAffinity(pv *corev1.PersistentVolume) (VolumeAffinity, error) {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return VolumeAffinity{}, nil
+	}
+	sel, err := nodeaffinity.NewNodeSelector(pv.Spec.NodeAffinity.Required,
+		field.WithPath(field.NewPath("spec", "nodeAffinity", "required")))
+	if err != nil {
+		return VolumeAffinity{}, err
+	}
+	return VolumeAffinity{sel: sel}, nil
+}
+
+// Admits reports whether the affinity admits the node; a nil node is admitted only by a volume
+// without affinity.
+func (a VolumeAffinity) Admits(node *corev1.Node) bool {
+	return a.sel == nil || node != nil && a.sel.Match(node)
 }
 
 // Satisfies explains why a volume cannot serve a claim by the checks upstream's binder also makes

@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -21,7 +20,7 @@ func pvg008SelectorMatch() Rule {
 			if err != nil || b == nil || b.PVC.Spec.Selector == nil {
 				return nil, err
 			}
-			ok, err := SelectorAdmits(b.PVC, b.PV)
+			sel, err := ParseClaimSelector(b.PVC)
 			if err != nil {
 				// The apiserver validates selectors, so this is an offline manifest or an old
 				// object; it is the claim's field that is wrong, whichever half is under review.
@@ -32,10 +31,9 @@ func pvg008SelectorMatch() Rule {
 					Hint:    "fix or remove spec.selector",
 				}}, nil
 			}
-			if ok {
+			if sel.Admits(b.PV) {
 				return nil, nil
 			}
-			sel, _ := metav1.LabelSelectorAsSelector(b.PVC.Spec.Selector) // valid: SelectorAdmits parsed it
 			hint := "use a volume whose labels match the selector, or drop spec.volumeName"
 			if b.Field == "spec.claimRef" {
 				hint = "label the volume to match the claim's selector, or point spec.claimRef at another claim"

@@ -22,7 +22,8 @@ func pvg009NodeAffinityMatch() Rule {
 			}
 			// The selector is judged before the node is read: a volume no node can match is wrong
 			// whether or not the selected node still exists.
-			if _, err := volumeNodeSelector(b.PV); err != nil {
+			aff, err := ParseVolumeAffinity(b.PV)
+			if err != nil {
 				return []Finding{{
 					Object:  pvRef(b.PV),
 					Field:   "spec.nodeAffinity",
@@ -39,7 +40,7 @@ func pvg009NodeAffinityMatch() Rule {
 			if node == nil {
 				return nil, nil
 			}
-			if ok, _ := NodeAdmits(b.PV, node); ok {
+			if aff.Admits(node) {
 				return nil, nil
 			}
 			return []Finding{{
