@@ -118,6 +118,9 @@ func TestBinderChaos(t *testing.T) {
 		t.Errorf("only %d claims bound where %d could be: the binder hardly worked", bound, ideal)
 	}
 	t.Logf("claims: %d, bound %d (an ideal assignment binds %d), unbound by kind %v", len(s.PVCs), bound, ideal, pending)
+	for _, path := range Shortfall(s, in) {
+		t.Logf("short of the ideal: %s", path)
+	}
 	t.Logf("%s; last calm write %v after the calm replicas started", f.summary(), takeover.Round(100*time.Millisecond))
 	// Not failures: a claim whose first bind write landed and whose binder then died can be
 	// given a volume its creator pre-bound to it that arrives later; the first is then freed.

@@ -410,6 +410,12 @@ func (c *checker) satisfiable() {
 // intent alone (every claim as if unbound, every volume as if free but for its creator's
 // pre-binding). A run is compared with it, so that a binder that binds nothing cannot pass.
 func Bindable(s State, in Intent) int {
+	_, claims, vols, fits := c0(s, in)
+	return len(maxMatching(len(claims), len(vols), fits))
+}
+
+// c0 is the checker over a state with its claims and volumes in order and Bindable's pair test.
+func c0(s State, in Intent) (*checker, []*corev1.PersistentVolumeClaim, []*corev1.PersistentVolume, func(ci, vi int) bool) {
 	c := newChecker(s, in)
 	var claims []*corev1.PersistentVolumeClaim
 	for _, k := range c.pvcKeys {
@@ -426,7 +432,86 @@ func Bindable(s State, in Intent) int {
 		}
 		return classOf(pvc) == pv.Spec.StorageClassName && len(c.denied(pvc, pv)) == 0
 	}
-	return len(maxMatching(len(claims), len(vols), fits))
+	return c, claims, vols, fits
+}
+
+// Shortfall explains a run that bound fewer claims than Bindable: for each unbound claim, an
+// augmenting path, if there is one, from it through volumes it fits and the claims bound to
+// them to a volume nobody holds, with when each volume was created and bound. A binding cannot
+// be undone, so a path whose free volume arrived after the bindings along it is one no online
+// binder could have avoided.
+func Shortfall(s State, in Intent) []string {
+	_, claims, vols, fits := c0(s, in)
+	holder := map[int]int{}
+	for vi, pv := range vols {
+		ref := pv.Spec.ClaimRef
+		if ref == nil {
+			continue
+		}
+		for ci, pvc := range claims {
+			if pvc.Namespace == ref.Namespace && pvc.Name == ref.Name && pvc.Spec.VolumeName == pv.Name {
+				holder[vi] = ci
+			}
+		}
+	}
+	volume := func(vi int) string {
+		pv := vols[vi]
+		at := ""
+		if t := pv.Status.LastPhaseTransitionTime; t != nil {
+			at = " since " + t.Format("15:04:05")
+		}
+		return fmt.Sprintf("volume %s (%s, created %s, %s%s)", pv.Name, pv.Spec.Capacity.Storage(), pv.CreationTimestamp.Format("15:04:05"), pv.Status.Phase, at)
+	}
+	claim := func(ci int) string {
+		pvc := claims[ci]
+		return fmt.Sprintf("claim %s/%s (requests %s, created %s)", pvc.Namespace, pvc.Name, pvc.Spec.Resources.Requests.Storage(), pvc.CreationTimestamp.Format("15:04:05"))
+	}
+	var out []string
+	for start, pvc := range claims {
+		if pvc.Annotations[annBindCompleted] != "" {
+			continue
+		}
+		// Breadth first: claim -> a volume it fits -> the claim bound to that volume -> ...
+		type step struct{ ci, vi, prev int }
+		steps := []step{{ci: start, vi: -1, prev: -1}}
+		seen := map[int]bool{}
+		end := -1
+		for next := 0; next < len(steps) && end < 0; next++ {
+			if steps[next].ci < 0 {
+				continue
+			}
+			for vi := range vols {
+				if seen[vi] || !fits(steps[next].ci, vi) {
+					continue
+				}
+				seen[vi] = true
+				h, held := holder[vi]
+				if !held {
+					steps = append(steps, step{ci: -1, vi: vi, prev: next})
+					end = len(steps) - 1
+					break
+				}
+				steps = append(steps, step{ci: h, vi: vi, prev: next})
+			}
+		}
+		if end < 0 {
+			continue
+		}
+		// Walked back from the free volume, then read from the unbound claim: it fits the first
+		// volume, whose claim fits the next, and so on.
+		var path []string
+		for i := end; i >= 0; i = steps[i].prev {
+			if st := steps[i]; st.ci >= 0 {
+				path = append(path, claim(st.ci))
+			}
+			if st := steps[i]; st.vi >= 0 {
+				path = append(path, volume(st.vi))
+			}
+		}
+		slices.Reverse(path)
+		out = append(out, strings.Join(path, " -> "))
+	}
+	return out
 }
 
 // maxMatching returns a maximum matching (claim index -> volume index) of a bipartite graph by

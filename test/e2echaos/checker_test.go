@@ -221,6 +221,42 @@ func TestCheckerCountsVolumesAsAMatching(t *testing.T) {
 	}
 }
 
+// TestShortfallFindsTheAugmentingPath: claim a (1Gi) holds the 5Gi volume, the only one claim u
+// (5Gi) fits, while 1Gi volumes that would do for a are free: Bindable counts u, the state has
+// no violation (no free volume fits u), and Shortfall names the path u -> pv-a -> a -> a free
+// volume.
+func TestShortfallFindsTheAugmentingPath(t *testing.T) {
+	w := sound()
+	if got := Shortfall(w.s, w.in); len(got) != 0 {
+		t.Fatalf("Shortfall of a state that binds the ideal: %v", got)
+	}
+	w.pv("pv-a").Spec.Capacity[corev1.ResourceStorage] = resource.MustParse("5Gi")
+	w.pvc("a").Status.Capacity[corev1.ResourceStorage] = resource.MustParse("5Gi")
+	// The ideal gives pv-f to claim p (of another class than its own pre-bound volume); a second
+	// free volume is the one a could move to.
+	g := w.pv("pv-f").DeepCopy()
+	g.Name = "pv-g"
+	w.s.PVs = append(w.s.PVs, *g)
+	w.in.Volumes["pv-g"] = true
+	if v := Check(w.s, w.in); len(v) != 0 {
+		t.Fatalf("violations: %v", v)
+	}
+	if got := Bindable(w.s, w.in); got != 4 {
+		t.Fatalf("Bindable = %d, want 4", got)
+	}
+	got := Shortfall(w.s, w.in)
+	if len(got) != 1 {
+		t.Fatalf("Shortfall: %v, want one path", got)
+	}
+	var names []string
+	for _, part := range strings.Split(got[0], " -> ") {
+		names = append(names, strings.Fields(part)[1])
+	}
+	if want := []string{"ns/u", "pv-a", "ns/a", "pv-f"}; !slices.Equal(names, want) && !slices.Equal(names, append(want[:3:3], "pv-g")) {
+		t.Fatalf("path %q, want through %v", got[0], want)
+	}
+}
+
 func TestMonitor(t *testing.T) {
 	live := map[string]*corev1.PersistentVolumeClaim{}
 	newMonitor := func() *Monitor {
