@@ -14,6 +14,21 @@ import (
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
+// planner is an active binder over a fake cluster holding objs, with an empty policy view.
+func planner(tb testing.TB, objs ...client.Object) *Binder {
+	tb.Helper()
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
+	b, err := New(Options{
+		Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Views:    func(context.Context) policy.View { return testobj.NewView() },
+		Recorder: record.NewFakeRecorder(10), Cache: c, Live: c, Writer: c,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
 // TestPlanPrefersTheVolumeThatHasTheClaimsUID: a claim pre-bound from two volumes, one by name
 // only and one already carrying its uid (a bind begun before a crash), gets the latter whatever
 // the list order, so the binder does not bind one and then unbind the other.
@@ -22,15 +37,7 @@ func TestPlanPrefersTheVolumeThatHasTheClaimsUID(t *testing.T) {
 	byName := testobj.PV("a-by-name", testobj.Phase(corev1.VolumeAvailable), testobj.ClaimRef("ns", "c", ""))
 	byUID := testobj.PV("b-by-uid", testobj.Phase(corev1.VolumeAvailable), testobj.ClaimRef("ns", "c", string(claim.UID)))
 	for _, order := range [][]client.Object{{byName, byUID}, {byUID, byName}} {
-		c := fake.NewClientBuilder().WithObjects(append([]client.Object{claim.DeepCopy()}, order...)...).Build()
-		b, err := New(Options{
-			Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
-			Views:    func(context.Context) policy.View { return testobj.NewView() },
-			Recorder: record.NewFakeRecorder(10), Cache: c, Live: c, Writer: c,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := planner(t, append([]client.Object{claim.DeepCopy()}, order...)...)
 		if err := b.runPlan(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -111,15 +118,7 @@ func BenchmarkPlanSelectingPool(b *testing.B) {
 			testobj.PV(fmt.Sprintf("pv-%04d", i), testobj.Capacity("2Gi"), testobj.Phase(corev1.VolumeAvailable),
 				testobj.PVMeta(testobj.Label("pool", "fast"))))
 	}
-	c := fake.NewClientBuilder().WithObjects(objs...).Build()
-	bd, err := New(Options{
-		Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
-		Views:    func(context.Context) policy.View { return testobj.NewView() },
-		Recorder: record.NewFakeRecorder(10), Cache: c, Live: c, Writer: c,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	bd := planner(b, objs...)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := bd.runPlan(context.Background()); err != nil {
