@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,18 +16,102 @@ import (
 // when it takes a document, and nothing at all when it declines one, so that every document it
 // declines is read the careful way and every problem is named there.
 func TestAddListAgreesWithTheCarefulWay(t *testing.T) {
-	// Lists as the benchmarks write them: volumes, claims, classes and nodes of every shape the
-	// generator makes, indented as `kubectl get -o json` does.
+	w := new(worker)
+	for _, d := range listDocuments(t) {
+		t.Run(d.name, func(t *testing.T) {
+			quick := &manifestFile{w: w}
+			n, took := quick.addList([]byte(d.js))
+			if took != d.take {
+				t.Fatalf("addList took it: %v, want %v", took, d.take)
+			}
+			if !took {
+				if n != 0 || !reflect.DeepEqual(quick.snap, manifestFile{}.snap) {
+					t.Fatalf("addList declined but added %d objects: %+v", n, quick.snap)
+				}
+				return
+			}
+			careful := &manifestFile{w: w}
+			_, kind, items, err := careful.typeOfDocument([]byte(d.js))
+			if err != nil || !strings.HasSuffix(kind, "List") {
+				t.Fatalf("the careful way reads kind %q (%v)", kind, err)
+			}
+			want, err := careful.addItems(items)
+			if err != nil {
+				t.Fatalf("the careful way failed on a document addList took: %v", err)
+			}
+			if n != want || !reflect.DeepEqual(quick.snap, careful.snap) {
+				t.Fatalf("addList added %d objects, the careful way %d; snapshots equal: %v", n, want, reflect.DeepEqual(quick.snap, careful.snap))
+			}
+		})
+	}
+}
+
+// TestStreamListAgreesWithLoad holds the streamed List reader (streamList, for large files) to
+// what load makes of the same file, errors included: when it takes a file, the same objects in
+// the same order, the same count and the same error text; when it declines one, nothing kept.
+// It takes every file that is one List without a syntax error, including Lists with broken
+// items, whose problems it must name as load does.
+func TestStreamListAgreesWithLoad(t *testing.T) {
+	pool := newItemPool(3)
+	defer pool.close()
+	w := new(worker)
+	dir := t.TempDir()
+	docs := listDocuments(t)
+	docs = append(docs,
+		listDocument{name: "two Lists", js: docs[0].js + "\n" + docs[1].js},
+		listDocument{name: "a syntax error in an item", js: `{"kind":"List","items":[{"apiVersion":"v1",}]}`},
+		listDocument{name: "garbage after the List", js: `{"kind":"List","items":[]} x`},
+		listDocument{name: "leading whitespace", js: "  " + docs[0].js},
+	)
+	// What is not one List free of syntax errors (and the file that begins with whitespace, left
+	// to load); every other List is streamed, broken items and all.
+	declined := map[string]bool{"not a List": true, "a List without a kind": true, "items not an array": true,
+		"invalid UTF-8": true, "two Lists": true, "a syntax error in an item": true, "garbage after the List": true,
+		"leading whitespace": true}
+	for i, d := range docs {
+		t.Run(d.name, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("f%02d.json", i))
+			if err := os.WriteFile(path, []byte(d.js), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			streamed := &manifestFile{}
+			took := streamed.streamList(path, pool, 0)
+			if took == declined[d.name] {
+				t.Fatalf("streamList took it: %v, want %v", took, !declined[d.name])
+			}
+			if !took {
+				if !reflect.DeepEqual(*streamed, manifestFile{}) {
+					t.Fatalf("streamList declined but kept %+v", *streamed)
+				}
+			}
+			loaded := &manifestFile{}
+			loaded.load(path, w)
+			if took {
+				if !reflect.DeepEqual(streamed.snap, loaded.snap) || streamed.objects != loaded.objects || fmt.Sprint(streamed.errs) != fmt.Sprint(loaded.errs) {
+					t.Fatalf("streamList kept %d objects and errors %v; load %d and %v; snapshots equal: %v",
+						streamed.objects, streamed.errs, loaded.objects, loaded.errs, reflect.DeepEqual(streamed.snap, loaded.snap))
+				}
+			}
+		})
+	}
+}
+
+type listDocument struct {
+	name string
+	js   string
+	take bool // whether addList takes it
+}
+
+// listDocuments are Lists and other documents for the List readers: the generator's Lists,
+// indented as `kubectl get -o json` writes them, and every kind of odd or broken List.
+func listDocuments(t *testing.T) []listDocument {
+	t.Helper()
 	dir := t.TempDir()
 	files, err := auditgen.WriteJSON(auditgen.Generate(600), dir, 200)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type doc struct {
-		name string
-		js   string
-		take bool // whether addList takes it
-	}
+	type doc = listDocument
 	var docs []doc
 	for _, f := range files {
 		js, err := os.ReadFile(f)
@@ -62,32 +147,5 @@ func TestAddListAgreesWithTheCarefulWay(t *testing.T) {
 		{"a duplicate kind", `{"kind":"List","kind":"List","items":[` + pv("a") + `]}`, false},
 	}...)
 
-	w := new(worker)
-	for _, d := range docs {
-		t.Run(d.name, func(t *testing.T) {
-			quick := &manifestFile{w: w}
-			n, took := quick.addList([]byte(d.js))
-			if took != d.take {
-				t.Fatalf("addList took it: %v, want %v", took, d.take)
-			}
-			if !took {
-				if n != 0 || !reflect.DeepEqual(quick.snap, manifestFile{}.snap) {
-					t.Fatalf("addList declined but added %d objects: %+v", n, quick.snap)
-				}
-				return
-			}
-			careful := &manifestFile{w: w}
-			_, kind, items, err := careful.typeOfDocument([]byte(d.js))
-			if err != nil || !strings.HasSuffix(kind, "List") {
-				t.Fatalf("the careful way reads kind %q (%v)", kind, err)
-			}
-			want, err := careful.addItems(items)
-			if err != nil {
-				t.Fatalf("the careful way failed on a document addList took: %v", err)
-			}
-			if n != want || !reflect.DeepEqual(quick.snap, careful.snap) {
-				t.Fatalf("addList added %d objects, the careful way %d; snapshots equal: %v", n, want, reflect.DeepEqual(quick.snap, careful.snap))
-			}
-		})
-	}
+	return docs
 }
