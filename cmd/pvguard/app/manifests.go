@@ -219,6 +219,11 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 				return false
 			}
 			isList = strings.HasSuffix(v.String(), "List")
+		case "apiVersion":
+			// Unused, but the careful way refuses a List whose apiVersion is not a string.
+			if v, err := dec.ReadToken(); err != nil || v.Kind() != '"' {
+				return false
+			}
 		case "items":
 			if dec.PeekKind() != '[' {
 				return false
@@ -450,6 +455,11 @@ func (m *manifestFile) addList(js []byte) (int, bool) {
 				return 0, false
 			}
 			isList = true
+		case "apiVersion":
+			// Unused, but the careful way refuses a List whose apiVersion is not a string.
+			if v, err := dec.ReadToken(); err != nil || v.Kind() != '"' {
+				return 0, false
+			}
 		case "items":
 			if dec.PeekKind() != '[' {
 				return 0, false

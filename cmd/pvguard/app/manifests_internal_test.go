@@ -104,7 +104,7 @@ type listDocument struct {
 
 // listDocuments are Lists and other documents for the List readers: the generator's Lists,
 // indented as `kubectl get -o json` writes them, and every kind of odd or broken List.
-func listDocuments(t *testing.T) []listDocument {
+func listDocuments(t testing.TB) []listDocument {
 	t.Helper()
 	dir := t.TempDir()
 	files, err := auditgen.WriteJSON(auditgen.Generate(600), dir, 200)
@@ -148,4 +148,51 @@ func listDocuments(t *testing.T) []listDocument {
 	}...)
 
 	return docs
+}
+
+// FuzzListReaders holds the three ways a JSON document is read to one another on any input:
+// addList, when it takes a document, adds what the careful way (find the items, decode each)
+// adds; streamList, when it takes a file, keeps what load keeps, errors included; and none of
+// them panics. Seeds are listDocuments.
+//
+//	go test -run '^$' -fuzz FuzzListReaders -fuzztime 2m ./cmd/pvguard/app/
+func FuzzListReaders(f *testing.F) {
+	for _, d := range listDocuments(f) {
+		f.Add([]byte(d.js))
+	}
+	pool := newItemPool(2)
+	defer pool.close()
+	w := new(worker)
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, js []byte) {
+		quick := &manifestFile{w: w}
+		if n, took := quick.addList(js); took {
+			careful := &manifestFile{w: w}
+			_, kind, items, err := careful.typeOfDocument(js)
+			if err != nil || !strings.HasSuffix(kind, "List") {
+				t.Fatalf("addList took a document the careful way reads as kind %q (%v)", kind, err)
+			}
+			want, err := careful.addItems(items)
+			if err != nil || n != want || !reflect.DeepEqual(quick.snap, careful.snap) {
+				t.Fatalf("addList added %d objects, the careful way %d (%v)", n, want, err)
+			}
+		} else if n != 0 || !reflect.DeepEqual(quick.snap, manifestFile{}.snap) {
+			t.Fatalf("addList declined but added %d objects", n)
+		}
+
+		path := filepath.Join(dir, "f.json")
+		if err := os.WriteFile(path, js, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		streamed := &manifestFile{}
+		took := streamed.streamList(path, pool, 0)
+		loaded := &manifestFile{}
+		loaded.load(path, w)
+		switch {
+		case !took && !reflect.DeepEqual(*streamed, manifestFile{}):
+			t.Fatalf("streamList declined but kept %+v", *streamed)
+		case took && (!reflect.DeepEqual(streamed.snap, loaded.snap) || streamed.objects != loaded.objects || fmt.Sprint(streamed.errs) != fmt.Sprint(loaded.errs)):
+			t.Fatalf("streamList kept %d objects and %v; load %d and %v", streamed.objects, streamed.errs, loaded.objects, loaded.errs)
+		}
+	})
 }
