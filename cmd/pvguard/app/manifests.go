@@ -194,11 +194,11 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 			<-b.done // the pool must be done with them before they are dropped or read
 		}
 	}()
-	cur := &itemBatch{}
+	cur := pool.batch(0)
 	submit := func() {
 		b := cur
 		b.done = make(chan struct{})
-		cur = &itemBatch{first: b.first + len(b.items)}
+		cur = pool.batch(b.first + len(b.ends))
 		batches = append(batches, b)
 		pool.jobs <- b // the pool's from here on
 	}
@@ -237,8 +237,9 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 					return false
 				}
 				// v is valid only until the next read.
-				cur.items = append(cur.items, bytes.Clone(v))
-				if len(cur.items) == itemBatchSize {
+				cur.buf = append(cur.buf, v...)
+				cur.ends = append(cur.ends, len(cur.buf))
+				if len(cur.ends) == itemBatchSize {
 					submit()
 				}
 			}
@@ -257,7 +258,7 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return false // another document, or garbage, after the List
 	}
-	if len(cur.items) > 0 {
+	if len(cur.ends) > 0 {
 		submit()
 	}
 	var errs []error
@@ -282,9 +283,11 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 const itemBatchSize = 64
 
 // itemBatch is consecutive items of a streamed List, from index first, and what they decode to.
+// The items are copied end to end into buf (item i ends at ends[i]).
 type itemBatch struct {
 	first int
-	items [][]byte
+	buf   []byte
+	ends  []int
 	part  manifestFile
 	done  chan struct{}
 }
@@ -292,16 +295,19 @@ type itemBatch struct {
 // itemPool decodes the batches of streamed Lists on GOMAXPROCS goroutines.
 type itemPool struct {
 	jobs chan *itemBatch
+	// free holds the buffers of decoded batches for the next ones: a 180 MB List otherwise
+	// copies its items into 180 MB of new memory, a tenth of the time it takes to read.
+	free chan []byte
 	wg   sync.WaitGroup
 }
 
 func newItemPool(n int) *itemPool {
-	p := &itemPool{jobs: make(chan *itemBatch, 2*n)}
+	p := &itemPool{jobs: make(chan *itemBatch, 2*n), free: make(chan []byte, 4*n)}
 	for range n {
 		p.wg.Go(func() {
 			w := new(worker)
 			for b := range p.jobs {
-				b.decode(w)
+				p.decode(b, w)
 			}
 		})
 	}
@@ -313,19 +319,39 @@ func (p *itemPool) close() {
 	p.wg.Wait()
 }
 
+// batch starts a batch at item index first, with a used buffer if there is one.
+func (p *itemPool) batch(first int) *itemBatch {
+	b := &itemBatch{first: first, ends: make([]int, 0, itemBatchSize)}
+	select {
+	case b.buf = <-p.free:
+	default:
+	}
+	return b
+}
+
 // decode adds the batch's items to its part as addItems would, with the items' own indexes.
-func (b *itemBatch) decode(w *worker) {
+func (p *itemPool) decode(b *itemBatch, w *worker) {
 	defer close(b.done)
 	b.part.w = w
 	defer func() { b.part.w = nil }()
-	for i, item := range b.items {
-		n, err := b.part.addDocument(item)
+	start := 0
+	for i, end := range b.ends {
+		n, err := b.part.addDocument(b.buf[start:end])
 		b.part.objects += n
 		if err != nil {
 			b.part.errs = append(b.part.errs, fmt.Errorf("items[%d]: %w", b.first+i, err))
 		}
+		start = end
 	}
-	b.items = nil
+	// The decoded objects hold copies of what they read, but an error may hold a view of the
+	// input; a batch with one keeps its buffer.
+	if len(b.part.errs) == 0 {
+		select {
+		case p.free <- b.buf[:0]:
+		default:
+		}
+	}
+	b.buf, b.ends = nil, nil
 }
 
 // read returns the file's contents, valid until the next read.
