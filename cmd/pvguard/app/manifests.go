@@ -78,7 +78,7 @@ func LoadManifests(paths []string) (*policy.Snapshot, int, []error) {
 			w := new(worker)
 			for i := range next {
 				if !parts[i].streamList(files[i], items, streamMin) {
-					parts[i].load(files[i], w)
+					parts[i].load(files[i], w, items)
 				}
 			}
 		})
@@ -120,7 +120,7 @@ type worker struct {
 	buf  bytes.Buffer     // the file's bytes
 }
 
-func (m *manifestFile) load(path string, w *worker) {
+func (m *manifestFile) load(path string, w *worker, pool *itemPool) {
 	m.w = w
 	defer func() { m.w = nil }()
 	data, err := w.read(path)
@@ -144,6 +144,20 @@ func (m *manifestFile) load(path string, w *worker) {
 			m.add(path, doc, raw)
 		}
 	}
+	if len(data) >= splitMin {
+		// One large document (kubectl's List) is split where it lies, not first copied out by
+		// the document reader: what that reader would return is the file without its first
+		// line when that is a "---" separator, as long as no other line starts one.
+		text := data
+		if bytes.HasPrefix(text, []byte("---")) {
+			if i := bytes.IndexByte(text, '\n'); i >= 0 && len(bytes.TrimSpace(text[3:i])) == 0 {
+				text = text[i+1:]
+			}
+		}
+		if !bytes.HasPrefix(text, []byte("---")) && !bytes.Contains(text, []byte("\n---")) && m.splitYAMLList(path, 1, text, pool) {
+			return
+		}
+	}
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
 		text, err := docs.Read()
@@ -153,6 +167,9 @@ func (m *manifestFile) load(path string, w *worker) {
 		if err != nil {
 			m.errs = append(m.errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
 			return
+		}
+		if len(text) >= splitMin && m.splitYAMLList(path, doc, text, pool) {
+			continue
 		}
 		js, err := yaml.YAMLToJSON(text)
 		if err != nil {
@@ -261,6 +278,13 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 	if len(cur.ends) > 0 {
 		submit()
 	}
+	m.collect(path, 1, batches)
+	return true
+}
+
+// collect adds a split List's decoded batches to the file, in order, and its items' problems as
+// one error for the document, as addItems and add report them.
+func (m *manifestFile) collect(path string, doc int, batches []*itemBatch) {
 	var errs []error
 	for _, b := range batches {
 		<-b.done
@@ -271,10 +295,120 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 		m.objects += b.part.objects
 		errs = append(errs, b.part.errs...)
 	}
-	// As addItems and add report a List's items: one error for the document, naming each item.
 	if err := errors.Join(errs...); err != nil {
-		m.errs = append(m.errs, fmt.Errorf("%s: document 1: %w", path, err))
+		m.errs = append(m.errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
 	}
+}
+
+// splitMin is the size from which a YAML document is split into its List items (splitYAMLList).
+const splitMin = 4 << 20
+
+// splitYAMLList reads a large YAML document that is a List, as `kubectl get -o yaml` writes one,
+// item by item: each item's lines are cut from the text and converted and decoded on its own by
+// the item pool, on every core. Converted whole, a List of 100k objects took 15 s on one core and
+// 3.2 GB, as YAML parsing builds the whole document in memory twice. The cut relies on YAML's
+// block layout only: items are the lines from "items:" at the left margin to the next line at
+// the margin that is not "- " (an item's start), a comment or blank, and each is indented
+// evenly. A document that is not laid out so, is not a List, or any of whose items does not
+// convert on its own (an alias to another item's anchor, say) is reported false, having kept
+// nothing, and converted whole as before, so its problems are named as before.
+func (m *manifestFile) splitYAMLList(path string, doc int, text []byte, pool *itemPool) bool {
+	var (
+		rest    []byte // the document without its items
+		batches []*itemBatch
+		cur     = pool.batch(0) // the batch being filled, the current item last
+		inItem  bool
+		indent  int
+		inItems bool
+		seen    bool // an items: line
+	)
+	defer func() {
+		for _, b := range batches {
+			<-b.done // the pool must be done with them before they are dropped or read
+		}
+	}()
+	// Items go to the pool as the text is cut, in batches: the document's items are not all
+	// held a second time.
+	endItem := func() {
+		if !inItem {
+			return
+		}
+		cur.ends = append(cur.ends, len(cur.buf))
+		inItem = false
+		if len(cur.ends) == itemBatchSize {
+			b := cur
+			b.yaml, b.done = true, make(chan struct{})
+			cur = pool.batch(b.first + len(b.ends))
+			batches = append(batches, b)
+			pool.jobs <- b
+		}
+	}
+	for len(text) > 0 {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i+1], text[i+1:]
+		} else {
+			text = nil
+		}
+		content := bytes.TrimRight(line, " \t\r\n")
+		switch {
+		case !inItems:
+			if string(content) == "items:" {
+				if seen {
+					return false // a second items: the whole conversion names the problem
+				}
+				seen, inItems = true, true
+				rest = append(rest, "items: []\n"...)
+				continue
+			}
+			rest = append(rest, line...)
+		case len(content) == 0 || content[0] == '#':
+			// Blank lines and comments belong to whichever item they sit in.
+			if inItem {
+				cur.buf = append(cur.buf, line...)
+			}
+		case content[0] == '-' && (len(content) == 1 || content[1] == ' '):
+			endItem()
+			body := bytes.TrimLeft(content[1:], " ")
+			if len(body) == 0 {
+				return false // "-" alone: the item's indentation is on the next line
+			}
+			indent, inItem = len(content)-len(body), true
+			cur.buf = append(cur.buf, line[indent:]...)
+		case content[0] == ' ':
+			if !inItem || len(line) < indent || len(bytes.TrimLeft(line[:indent], " ")) != 0 {
+				return false // less indented than its item
+			}
+			cur.buf = append(cur.buf, line[indent:]...)
+		default:
+			// Back at the margin: the next key of the List.
+			endItem()
+			inItems = false
+			rest = append(rest, line...)
+		}
+	}
+	endItem()
+	if len(cur.ends) > 0 {
+		cur.yaml, cur.done = true, make(chan struct{})
+		batches = append(batches, cur)
+		pool.jobs <- cur
+	}
+	if len(batches) == 0 {
+		return false
+	}
+	js, err := yaml.YAMLToJSON(rest)
+	if err != nil {
+		return false
+	}
+	if _, kind, got, err := m.typeOfDocument(js); err != nil || !strings.HasSuffix(kind, "List") || len(got) != 0 {
+		return false
+	}
+	for _, b := range batches {
+		if <-b.done; b.unconverted {
+			return false
+		}
+	}
+	m.collect(path, doc, batches)
 	return true
 }
 
@@ -288,8 +422,12 @@ type itemBatch struct {
 	first int
 	buf   []byte
 	ends  []int
-	part  manifestFile
-	done  chan struct{}
+	// yaml says the items are those of a split YAML List; unconverted, that one of them did
+	// not convert to JSON on its own.
+	yaml        bool
+	unconverted bool
+	part        manifestFile
+	done        chan struct{}
 }
 
 // itemPool decodes the batches of streamed Lists on GOMAXPROCS goroutines.
@@ -334,18 +472,30 @@ func (p *itemPool) decode(b *itemBatch, w *worker) {
 	defer close(b.done)
 	b.part.w = w
 	defer func() { b.part.w = nil }()
-	start := 0
-	for i, end := range b.ends {
-		n, err := b.part.addDocument(b.buf[start:end])
+	add := func(i int, item []byte) {
+		n, err := b.part.addDocument(item)
 		b.part.objects += n
 		if err != nil {
 			b.part.errs = append(b.part.errs, fmt.Errorf("items[%d]: %w", b.first+i, err))
 		}
+	}
+	start := 0
+	for i, end := range b.ends {
+		item := b.buf[start:end]
 		start = end
+		if b.yaml {
+			js, err := yaml.YAMLToJSON(item)
+			if err != nil {
+				b.unconverted = true
+				break
+			}
+			item = js
+		}
+		add(i, item)
 	}
 	// The decoded objects hold copies of what they read, but an error may hold a view of the
 	// input; a batch with one keeps its buffer.
-	if len(b.part.errs) == 0 {
+	if len(b.part.errs) == 0 && !b.unconverted {
 		select {
 		case p.free <- b.buf[:0]:
 		default:

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/pvguard/pvguard/hack/bench/auditgen"
 )
 
@@ -85,7 +87,7 @@ func TestStreamListAgreesWithLoad(t *testing.T) {
 				}
 			}
 			loaded := &manifestFile{}
-			loaded.load(path, w)
+			loaded.load(path, w, pool)
 			if took {
 				if !reflect.DeepEqual(streamed.snap, loaded.snap) || streamed.objects != loaded.objects || fmt.Sprint(streamed.errs) != fmt.Sprint(loaded.errs) {
 					t.Fatalf("streamList kept %d objects and errors %v; load %d and %v; snapshots equal: %v",
@@ -187,7 +189,7 @@ func FuzzListReaders(f *testing.F) {
 		streamed := &manifestFile{}
 		took := streamed.streamList(path, pool, 0)
 		loaded := &manifestFile{}
-		loaded.load(path, w)
+		loaded.load(path, w, pool)
 		switch {
 		case !took && !reflect.DeepEqual(*streamed, manifestFile{}):
 			t.Fatalf("streamList declined but kept %+v", *streamed)
@@ -195,4 +197,68 @@ func FuzzListReaders(f *testing.F) {
 			t.Fatalf("streamList kept %d objects and %v; load %d and %v", streamed.objects, streamed.errs, loaded.objects, loaded.errs)
 		}
 	})
+}
+
+// TestSplitYAMLListAgreesWithConversion holds the split YAML List reader (splitYAMLList, for
+// large documents) to converting the document whole: when it takes a document, the same objects
+// in the same order, the same count and the same error text; when it declines one, nothing kept.
+func TestSplitYAMLListAgreesWithConversion(t *testing.T) {
+	pool := newItemPool(3)
+	defer pool.close()
+	w := new(worker)
+	var docs []listDocument
+	for _, d := range listDocuments(t) {
+		y, err := yaml.JSONToYAML([]byte(d.js))
+		if err != nil {
+			continue // not one JSON document (the UTF-8 case)
+		}
+		docs = append(docs, listDocument{name: d.name, js: string(y)})
+	}
+	pv := func(name string) string {
+		return "- apiVersion: v1\n  kind: PersistentVolume\n  metadata:\n    name: " + name + "\n"
+	}
+	docs = append(docs, []listDocument{
+		{name: "comments, blank lines and a block scalar", js: "apiVersion: v1\nitems:\n# first\n" + pv("a") +
+			"  spec:\n    csi:\n      driver: x\n      volumeHandle: h\n      volumeAttributes:\n        note: |\n          - not an item\n\n          still the note\n\n" + pv("b") + "kind: List\n"},
+		{name: "kind before items, items indented by three", js: "kind: PersistentVolumeList\napiVersion: v1\nitems:\n-   apiVersion: v1\n    kind: PersistentVolume\n    metadata: {name: c}\n"},
+		{name: "an alias to another item's anchor", js: "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: PersistentVolume\n  metadata: &m {name: d}\n- apiVersion: v1\n  kind: PersistentVolume\n  metadata: *m\nkind: List\n"},
+		{name: "an anchor at the top used in an item", js: "x: &n e\napiVersion: v1\nitems:\n- apiVersion: v1\n  kind: PersistentVolume\n  metadata: {name: *n}\nkind: List\n"},
+		{name: "an indented sequence", js: "apiVersion: v1\nitems:\n  - apiVersion: v1\n    kind: PersistentVolume\n    metadata: {name: f}\nkind: List\n"},
+		{name: "a dash alone", js: "apiVersion: v1\nitems:\n-\n  apiVersion: v1\n  kind: PersistentVolume\n  metadata: {name: g}\nkind: List\n"},
+		{name: "a line less indented than its item", js: "apiVersion: v1\nitems:\n-   apiVersion: v1\n    kind: PersistentVolume\n  metadata: {name: h}\nkind: List\n"},
+		{name: "two items keys", js: "apiVersion: v1\nitems:\n" + pv("i") + "kind: List\nitems:\n" + pv("j")},
+		{name: "items of something else", js: "apiVersion: v1\nitems:\n" + pv("k") + "kind: ConfigMap\nmetadata: {name: x}\n"},
+		{name: "a broken item", js: "apiVersion: v1\nitems:\n" + pv("l") + "- apiVersion: v1\n  kind: PersistentVolume\n  metadata: {name: [m\nkind: List\n"},
+		{name: "an item with an unknown field", js: "apiVersion: v1\nitems:\n" + pv("n") + "  spek: {}\n" + pv("o") + "kind: List\n"},
+		{name: "a quoted scalar over two lines", js: "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: PersistentVolume\n  metadata:\n    name: p\n    annotations:\n      note: \"one\n        two\"\nkind: List\n"},
+	}...)
+	// What must be split: kubectl's layout, and the block-layout cases it handles.
+	mustSplit := map[string]bool{"comments, blank lines and a block scalar": true, "kind before items, items indented by three": true,
+		"a quoted scalar over two lines": true, "an item with an unknown field": true, "items of kinds the audit skips": true}
+	for _, d := range docs {
+		t.Run(d.name, func(t *testing.T) {
+			split := &manifestFile{w: w}
+			took := split.splitYAMLList("f.yaml", 3, []byte(d.js), pool)
+			if !took && (mustSplit[d.name] || strings.HasPrefix(d.name, "objects-")) {
+				t.Fatalf("splitYAMLList declined a document it must split:\n%.400s", d.js)
+			}
+			if !took {
+				if !reflect.DeepEqual(*split, manifestFile{w: w}) {
+					t.Fatalf("splitYAMLList declined but kept %+v", *split)
+				}
+				t.Logf("declined")
+				return
+			}
+			whole := &manifestFile{w: w}
+			if js, err := yaml.YAMLToJSON([]byte(d.js)); err != nil {
+				t.Fatalf("splitYAMLList took a document that does not convert whole: %v", err)
+			} else {
+				whole.add("f.yaml", 3, js)
+			}
+			if !reflect.DeepEqual(split.snap, whole.snap) || split.objects != whole.objects || fmt.Sprint(split.errs) != fmt.Sprint(whole.errs) {
+				t.Fatalf("split kept %d objects and %v; whole %d and %v", split.objects, split.errs, whole.objects, whole.errs)
+			}
+			t.Logf("took: %d objects, %d errors", split.objects, len(split.errs))
+		})
+	}
 }
