@@ -144,19 +144,10 @@ func (m *manifestFile) load(path string, w *worker, pool *itemPool) {
 			m.add(path, doc, raw)
 		}
 	}
-	if len(data) >= splitMin {
+	if text, ok := onlyDocument(data); ok && len(text) >= splitMin && m.splitYAMLList(path, 1, text, pool) {
 		// One large document (kubectl's List) is split where it lies, not first copied out by
-		// the document reader: what that reader would return is the file without its first
-		// line when that is a "---" separator, as long as no other line starts one.
-		text := data
-		if bytes.HasPrefix(text, []byte("---")) {
-			if i := bytes.IndexByte(text, '\n'); i >= 0 && len(bytes.TrimSpace(text[3:i])) == 0 {
-				text = text[i+1:]
-			}
-		}
-		if !bytes.HasPrefix(text, []byte("---")) && !bytes.Contains(text, []byte("\n---")) && m.splitYAMLList(path, 1, text, pool) {
-			return
-		}
+		// the document reader.
+		return
 	}
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
@@ -298,6 +289,24 @@ func (m *manifestFile) collect(path string, doc int, batches []*itemBatch) {
 	if err := errors.Join(errs...); err != nil {
 		m.errs = append(m.errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
 	}
+}
+
+// onlyDocument returns the YAML stream's one document as the document reader would return it
+// (the stream itself, a "---" first line included), or false when another line starts with
+// "---" or the first is a separator followed by anything but a comment.
+func onlyDocument(data []byte) ([]byte, bool) {
+	rest := data
+	if bytes.HasPrefix(rest, []byte("---")) {
+		line, after, found := bytes.Cut(rest, []byte("\n"))
+		if tail := bytes.TrimSpace(line[3:]); !found || len(tail) > 0 && tail[0] != '#' {
+			return nil, false
+		}
+		rest = after
+	}
+	if bytes.HasPrefix(rest, []byte("---")) || bytes.Contains(rest, []byte("\n---")) {
+		return nil, false
+	}
+	return data, true
 }
 
 // splitMin is the size from which a YAML document is split into its List items (splitYAMLList).

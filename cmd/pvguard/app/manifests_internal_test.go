@@ -1,13 +1,16 @@
 package app
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/hack/bench/auditgen"
@@ -152,15 +155,19 @@ func listDocuments(t testing.TB) []listDocument {
 	return docs
 }
 
-// FuzzListReaders holds the three ways a JSON document is read to one another on any input:
-// addList, when it takes a document, adds what the careful way (find the items, decode each)
-// adds; streamList, when it takes a file, keeps what load keeps, errors included; and none of
-// them panics. Seeds are listDocuments.
+// FuzzListReaders holds the ways a List is read to one another on any input: addList, when it
+// takes a document, adds what the careful way (find the items, decode each) adds; streamList,
+// when it takes a file, keeps what load keeps, errors included; splitYAMLList, when it takes a
+// YAML document, keeps what converting it whole keeps; and none of them panics. Seeds are
+// listDocuments, as JSON and as YAML.
 //
 //	go test -run '^$' -fuzz FuzzListReaders -fuzztime 2m ./cmd/pvguard/app/
 func FuzzListReaders(f *testing.F) {
 	for _, d := range listDocuments(f) {
 		f.Add([]byte(d.js))
+		if y, err := yaml.JSONToYAML([]byte(d.js)); err == nil {
+			f.Add(y)
+		}
 	}
 	pool := newItemPool(2)
 	defer pool.close()
@@ -180,6 +187,21 @@ func FuzzListReaders(f *testing.F) {
 			}
 		} else if n != 0 || !reflect.DeepEqual(quick.snap, manifestFile{}.snap) {
 			t.Fatalf("addList declined but added %d objects", n)
+		}
+
+		split := &manifestFile{w: w}
+		if split.splitYAMLList("f.yaml", 1, js, pool) {
+			whole := &manifestFile{w: w}
+			converted, err := yaml.YAMLToJSON(js)
+			if err != nil {
+				t.Fatalf("splitYAMLList took a document that does not convert whole: %v", err)
+			}
+			whole.add("f.yaml", 1, converted)
+			if !reflect.DeepEqual(split.snap, whole.snap) || split.objects != whole.objects || fmt.Sprint(split.errs) != fmt.Sprint(whole.errs) {
+				t.Fatalf("splitYAMLList kept %d objects and %v; whole %d and %v", split.objects, split.errs, whole.objects, whole.errs)
+			}
+		} else if !reflect.DeepEqual(*split, manifestFile{w: w}) {
+			t.Fatalf("splitYAMLList declined but kept %+v", *split)
 		}
 
 		path := filepath.Join(dir, "f.json")
@@ -260,5 +282,84 @@ func TestSplitYAMLListAgreesWithConversion(t *testing.T) {
 			}
 			t.Logf("took: %d objects, %d errors", split.objects, len(split.errs))
 		})
+	}
+}
+
+// TestLoadSplitsALargeYAMLList: load splits a YAML List of more than splitMin that is the file's
+// only document, with or without a leading "---", and keeps what converting it whole keeps.
+func TestLoadSplitsALargeYAMLList(t *testing.T) {
+	dir := t.TempDir()
+	files, err := auditgen.WriteJSON(auditgen.Generate(5000), dir, 10000)
+	if err != nil || len(files) != 1 {
+		t.Fatalf("%d files, %v", len(files), err)
+	}
+	js, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := yaml.JSONToYAML(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(y) < splitMin {
+		t.Fatalf("the List is %d bytes, under splitMin", len(y))
+	}
+	whole := &manifestFile{w: new(worker)}
+	whole.add("f.yaml", 1, js)
+	for name, text := range map[string][]byte{"plain": y, "after a separator": append([]byte("---\n"), y...)} {
+		t.Run(name, func(t *testing.T) {
+			pool := newItemPool(2)
+			defer pool.close()
+			path := filepath.Join(dir, "f.yaml")
+			if err := os.WriteFile(path, text, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			loaded := &manifestFile{}
+			loaded.load(path, new(worker), pool)
+			if loaded.objects != whole.objects || !reflect.DeepEqual(loaded.snap, whole.snap) || len(loaded.errs) != 0 {
+				t.Fatalf("loaded %d objects (%v), want the %d of the whole conversion", loaded.objects, loaded.errs, whole.objects)
+			}
+			// Only the item pool hands buffers back, so these show that the List was split.
+			if len(pool.free) == 0 {
+				t.Fatal("the List was converted whole, not split")
+			}
+		})
+	}
+}
+
+// TestOnlyDocument holds onlyDocument to the document reader: where it finds one document, the
+// reader finds that one document and no other.
+func TestOnlyDocument(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"a: 1\nb: 2\n", true},
+		{"---\na: 1\n", true},
+		{"---   \na: 1\n", true},
+		{"a: |\n  ---\n  text\n", true},
+		{"a: 1\n---\nb: 2\n", false},
+		{"---\na: 1\n---\n", false},
+		{"--- # comment\na: 1\n", true},
+		{"---x\na: 1\n", false},
+		{"---", false},
+		{"a: 1\n--- \n", false},
+	} {
+		got, ok := onlyDocument([]byte(tc.in))
+		if ok != tc.want {
+			t.Errorf("%q: one document %v, want %v", tc.in, ok, tc.want)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(tc.in)))
+		first, err := r.Read()
+		if err != nil || string(first) != string(got) {
+			t.Errorf("%q: %q, the reader reads %q (%v)", tc.in, got, first, err)
+		}
+		if next, err := r.Read(); err != io.EOF {
+			t.Errorf("%q: the reader reads a second document %q (%v)", tc.in, next, err)
+		}
 	}
 }
