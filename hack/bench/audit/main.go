@@ -43,7 +43,7 @@ type result struct {
 func main() {
 	sizes := flag.String("sizes", "10000,50000,100000", "object counts (half volumes, half claims)")
 	perFile := flag.Int("per-file", 1000, "objects per file")
-	format := flag.String("format", "yaml", "manifest files: yaml (multi-document) or json (a List per file)")
+	format := flag.String("format", "yaml", "manifest files: yaml (multi-document), json (a List per file) or yaml-list (a List per file, as kubectl get -o yaml writes it)")
 	keep := flag.String("dir", "", "write the YAML here (kept) instead of a temporary directory")
 	profile := flag.String("cpuprofile", "", "write each measurement's CPU profile to PREFIX-<mode>-<size>.pprof")
 	runs := flag.Int("runs", 3, "measurements of each kind (each in a new process): the median wall time and the largest memory are shown")
@@ -83,8 +83,11 @@ func main() {
 			}
 		}
 		write := auditgen.WriteYAML
-		if *format == "json" {
+		switch *format {
+		case "json":
 			write = auditgen.WriteJSON
+		case "yaml-list":
+			write = auditgen.WriteYAMLList
 		}
 		if _, err := write(auditgen.Generate(n), dir, *perFile); err != nil {
 			log.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -211,6 +212,33 @@ func WriteYAML(s *policy.Snapshot, dir string, perFile int) ([]string, error) {
 // `kubectl get pv,pvc -A -o json` prints one, and returns the files.
 func WriteJSON(s *policy.Snapshot, dir string, perFile int) ([]string, error) {
 	return write(s, dir, perFile, true)
+}
+
+// WriteYAMLList writes the snapshot as YAML files of perFile objects each, every file a v1 List
+// as `kubectl get pv,pvc -A -o yaml` prints one, and returns the files.
+func WriteYAMLList(s *policy.Snapshot, dir string, perFile int) ([]string, error) {
+	files, err := WriteJSON(s, dir, perFile)
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range files {
+		js, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		y, err := yaml.JSONToYAML(js)
+		if err != nil {
+			return nil, err
+		}
+		files[i] = strings.TrimSuffix(name, ".json") + ".yaml"
+		if err := os.WriteFile(files[i], y, 0o644); err != nil {
+			return nil, err
+		}
+		if err := os.Remove(name); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }
 
 func write(s *policy.Snapshot, dir string, perFile int, asJSON bool) ([]string, error) {
