@@ -144,9 +144,10 @@ func (m *manifestFile) load(path string, w *worker, pool *itemPool) {
 			m.add(path, doc, raw)
 		}
 	}
-	if text, ok := onlyDocument(data); ok && len(text) >= splitMin && m.splitYAMLList(path, 1, text, pool) {
-		// One large document (kubectl's List) is split where it lies, not first copied out by
-		// the document reader.
+	// One large document (kubectl's List) is split where it lies, not first copied out by the
+	// document reader; declined, it is not offered to the splitter a second time below.
+	text, one := onlyDocument(data)
+	if one && len(text) >= splitMin && m.splitYAMLList(path, 1, text, pool) {
 		return
 	}
 	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
@@ -159,7 +160,7 @@ func (m *manifestFile) load(path string, w *worker, pool *itemPool) {
 			m.errs = append(m.errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
 			return
 		}
-		if len(text) >= splitMin && m.splitYAMLList(path, doc, text, pool) {
+		if !one && len(text) >= splitMin && m.splitYAMLList(path, doc, text, pool) {
 			continue
 		}
 		js, err := yaml.YAMLToJSON(text)
@@ -196,20 +197,8 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 	if first, err := in.Peek(1); err != nil || first[0] != '{' {
 		return false // YAML, or JSON after whitespace: not worth the detour
 	}
-	var batches []*itemBatch
-	defer func() {
-		for _, b := range batches {
-			<-b.done // the pool must be done with them before they are dropped or read
-		}
-	}()
-	cur := pool.batch(0)
-	submit := func() {
-		b := cur
-		b.done = make(chan struct{})
-		cur = pool.batch(b.first + len(b.ends))
-		batches = append(batches, b)
-		pool.jobs <- b // the pool's from here on
-	}
+	items := pool.batcher(false)
+	defer items.wait()
 	dec := jsontext.NewDecoder(in, jsontext.AllowDuplicateNames(true))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return false
@@ -245,11 +234,8 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 					return false
 				}
 				// v is valid only until the next read.
-				cur.buf = append(cur.buf, v...)
-				cur.ends = append(cur.ends, len(cur.buf))
-				if len(cur.ends) == itemBatchSize {
-					submit()
-				}
+				items.cur.buf = append(items.cur.buf, v...)
+				items.end()
 			}
 			if _, err := dec.ReadToken(); err != nil {
 				return false
@@ -266,10 +252,8 @@ func (m *manifestFile) streamList(path string, pool *itemPool, minSize int64) bo
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return false // another document, or garbage, after the List
 	}
-	if len(cur.ends) > 0 {
-		submit()
-	}
-	m.collect(path, 1, batches)
+	items.flush()
+	m.collect(path, 1, items.batches)
 	return true
 }
 
@@ -324,32 +308,19 @@ const splitMin = 4 << 20
 func (m *manifestFile) splitYAMLList(path string, doc int, text []byte, pool *itemPool) bool {
 	var (
 		rest    []byte // the document without its items
-		batches []*itemBatch
-		cur     = pool.batch(0) // the batch being filled, the current item last
 		inItem  bool
 		indent  int
 		inItems bool
 		seen    bool // an items: line
 	)
-	defer func() {
-		for _, b := range batches {
-			<-b.done // the pool must be done with them before they are dropped or read
-		}
-	}()
 	// Items go to the pool as the text is cut, in batches: the document's items are not all
 	// held a second time.
+	items := pool.batcher(true)
+	defer items.wait()
 	endItem := func() {
-		if !inItem {
-			return
-		}
-		cur.ends = append(cur.ends, len(cur.buf))
-		inItem = false
-		if len(cur.ends) == itemBatchSize {
-			b := cur
-			b.yaml, b.done = true, make(chan struct{})
-			cur = pool.batch(b.first + len(b.ends))
-			batches = append(batches, b)
-			pool.jobs <- b
+		if inItem {
+			items.end()
+			inItem = false
 		}
 	}
 	for len(text) > 0 {
@@ -374,7 +345,7 @@ func (m *manifestFile) splitYAMLList(path string, doc int, text []byte, pool *it
 		case len(content) == 0 || content[0] == '#':
 			// Blank lines and comments belong to whichever item they sit in.
 			if inItem {
-				cur.buf = append(cur.buf, line...)
+				items.cur.buf = append(items.cur.buf, line...)
 			}
 		case content[0] == '-' && (len(content) == 1 || content[1] == ' '):
 			endItem()
@@ -383,12 +354,12 @@ func (m *manifestFile) splitYAMLList(path string, doc int, text []byte, pool *it
 				return false // "-" alone: the item's indentation is on the next line
 			}
 			indent, inItem = len(content)-len(body), true
-			cur.buf = append(cur.buf, line[indent:]...)
+			items.cur.buf = append(items.cur.buf, line[indent:]...)
 		case content[0] == ' ':
 			if !inItem || len(line) < indent || len(bytes.TrimLeft(line[:indent], " ")) != 0 {
 				return false // less indented than its item
 			}
-			cur.buf = append(cur.buf, line[indent:]...)
+			items.cur.buf = append(items.cur.buf, line[indent:]...)
 		default:
 			// Back at the margin: the next key of the List.
 			endItem()
@@ -397,12 +368,8 @@ func (m *manifestFile) splitYAMLList(path string, doc int, text []byte, pool *it
 		}
 	}
 	endItem()
-	if len(cur.ends) > 0 {
-		cur.yaml, cur.done = true, make(chan struct{})
-		batches = append(batches, cur)
-		pool.jobs <- cur
-	}
-	if len(batches) == 0 {
+	items.flush()
+	if len(items.batches) == 0 {
 		return false
 	}
 	js, err := yaml.YAMLToJSON(rest)
@@ -412,12 +379,12 @@ func (m *manifestFile) splitYAMLList(path string, doc int, text []byte, pool *it
 	if _, kind, got, err := m.typeOfDocument(js); err != nil || !strings.HasSuffix(kind, "List") || len(got) != 0 {
 		return false
 	}
-	for _, b := range batches {
+	for _, b := range items.batches {
 		if <-b.done; b.unconverted {
 			return false
 		}
 	}
-	m.collect(path, doc, batches)
+	m.collect(path, doc, items.batches)
 	return true
 }
 
@@ -474,6 +441,50 @@ func (p *itemPool) batch(first int) *itemBatch {
 	default:
 	}
 	return b
+}
+
+// batcher cuts one List's items into batches for the pool: an item is appended to cur.buf and
+// ended with end, and each batch goes to the pool as soon as it is full.
+type batcher struct {
+	pool    *itemPool
+	yaml    bool // the items are YAML, each converted to JSON by the pool
+	cur     *itemBatch
+	batches []*itemBatch
+}
+
+func (p *itemPool) batcher(yaml bool) *batcher {
+	return &batcher{pool: p, yaml: yaml, cur: p.batch(0)}
+}
+
+// end ends the item being appended to cur.buf.
+func (s *batcher) end() {
+	s.cur.ends = append(s.cur.ends, len(s.cur.buf))
+	if len(s.cur.ends) == itemBatchSize {
+		s.submit()
+	}
+}
+
+// flush hands the last, partial batch to the pool.
+func (s *batcher) flush() {
+	if len(s.cur.ends) > 0 {
+		s.submit()
+	}
+}
+
+func (s *batcher) submit() {
+	b := s.cur
+	b.yaml, b.done = s.yaml, make(chan struct{})
+	s.cur = s.pool.batch(b.first + len(b.ends))
+	s.batches = append(s.batches, b)
+	s.pool.jobs <- b // the pool's from here on
+}
+
+// wait returns once the pool is done with every batch handed over: none may be dropped or read
+// before.
+func (s *batcher) wait() {
+	for _, b := range s.batches {
+		<-b.done
+	}
 }
 
 // decode adds the batch's items to its part as addItems would, with the items' own indexes.
