@@ -118,6 +118,18 @@ type worker struct {
 	scan jsontext.Decoder // finds each document's type; reset for every document
 	list jsontext.Decoder // decodes a List in one pass (addList)
 	buf  bytes.Buffer     // the file's bytes
+	// shared and decode (strict, sharing through shared) are made on first use.
+	shared *sharedValues
+	decode json.Options
+}
+
+// options returns the options a worker decodes objects with.
+func (w *worker) options() json.Options {
+	if w.decode == nil {
+		w.shared = newSharedValues()
+		w.decode = json.JoinOptions(strict, w.shared.unmarshaler)
+	}
+	return w.decode
 }
 
 func (m *manifestFile) load(path string, w *worker, pool *itemPool) {
@@ -581,8 +593,13 @@ func (m *manifestFile) addDocument(js []byte) (int, error) {
 	default:
 		return 0, versionError(apiVersion, kind, js)
 	}
-	if err := json.Unmarshal(js, target, strict); err != nil {
-		return 0, fmt.Errorf("%s %s: %w", kind, nameOfDocument(js), fieldError(err))
+	if err := json.Unmarshal(js, target, m.w.options()); err != nil {
+		// An error met while sharing a value is placed in the value, not the object: decoded
+		// again without sharing, the error names the field.
+		target = newObject(apiVersion, kind)
+		if err := json.Unmarshal(js, target, strict); err != nil {
+			return 0, fmt.Errorf("%s %s: %w", kind, nameOfDocument(js), fieldError(err))
+		}
 	}
 	if target.GetName() == "" {
 		return 0, fmt.Errorf("%s without metadata.name", kind)
@@ -707,7 +724,7 @@ func (m *manifestFile) decodeItem(dec *jsontext.Decoder) (metav1.Object, bool) {
 		}
 		return nil, dec.SkipValue() == nil
 	}
-	if err := json.UnmarshalDecode(dec, obj, strict); err != nil || obj.GetName() == "" {
+	if err := json.UnmarshalDecode(dec, obj, m.w.options()); err != nil || obj.GetName() == "" {
 		return nil, false
 	}
 	return obj, true

@@ -156,7 +156,8 @@ func listDocuments(t testing.TB) []listDocument {
 }
 
 // FuzzListReaders holds the ways a List is read to one another on any input: addList, when it
-// takes a document, adds what the careful way (find the items, decode each) adds; streamList,
+// takes a document, adds what the careful way (find the items, decode each) adds, and what each
+// item decodes to alone, without values shared with earlier inputs; streamList,
 // when it takes a file, keeps what load keeps, errors included; splitYAMLList, when it takes a
 // YAML document, keeps what converting it whole keeps; and none of them panics. Seeds are
 // listDocuments, as JSON and as YAML.
@@ -184,6 +185,10 @@ func FuzzListReaders(f *testing.F) {
 			want, err := careful.addItems(items)
 			if err != nil || n != want || !reflect.DeepEqual(quick.snap, careful.snap) {
 				t.Fatalf("addList added %d objects, the careful way %d (%v)", n, want, err)
+			}
+			// Values shared with earlier inputs (w's tables) decode as they would alone.
+			if plain := byKind(plainItems(t, js)); !reflect.DeepEqual(snapshotObjects(quick), plain) {
+				t.Fatalf("addList's objects differ from the items decoded alone, without shared values")
 			}
 		} else if n != 0 || !reflect.DeepEqual(quick.snap, manifestFile{}.snap) {
 			t.Fatalf("addList declined but added %d objects", n)
