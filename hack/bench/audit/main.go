@@ -50,10 +50,11 @@ func main() {
 	only := flag.String("modes", "engine,offline,load", "measurements to make: engine, offline, load")
 	child := flag.String("child", "", "internal: run one measurement (engine, offline or load)")
 	size := flag.Int("size", 0, "internal: objects for -child engine")
+	unique := flag.Bool("unique", false, "make every label, annotation, finalizer, size and node affinity unique to its object (auditgen.Unique): the audit where nothing repeats")
 	flag.Parse()
 
 	if *child != "" {
-		r, err := measure(*child, *size, *keep, *profile)
+		r, err := measure(*child, *size, *keep, *profile, *unique)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -89,7 +90,7 @@ func main() {
 		case "yaml-list":
 			write = auditgen.WriteYAMLList
 		}
-		if _, err := write(auditgen.Generate(n), dir, *perFile); err != nil {
+		if _, err := write(generate(n, *unique), dir, *perFile); err != nil {
 			log.Fatal(err)
 		}
 		modes := strings.Split(*only, ",")
@@ -97,7 +98,7 @@ func main() {
 			var r result
 			var walls []time.Duration
 			for range *runs {
-				one, err := runChild(mode, n, dir, *profile)
+				one, err := runChild(mode, n, dir, *profile, *unique)
 				if err != nil {
 					log.Fatalf("%s %d: %v", mode, n, err)
 				}
@@ -136,12 +137,12 @@ func loadavg() string {
 }
 
 // runChild runs one measurement in a fresh process of this program.
-func runChild(mode string, n int, dir, profile string) (result, error) {
+func runChild(mode string, n int, dir, profile string, unique bool) (result, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return result{}, err
 	}
-	cmd := exec.Command(self, "-child", mode, "-size", strconv.Itoa(n), "-dir", dir, "-cpuprofile", profile)
+	cmd := exec.Command(self, "-child", mode, "-size", strconv.Itoa(n), "-dir", dir, "-cpuprofile", profile, "-unique="+strconv.FormatBool(unique))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -151,12 +152,21 @@ func runChild(mode string, n int, dir, profile string) (result, error) {
 	return r, json.Unmarshal(out, &r)
 }
 
+// generate is the benchmark's inventory of n objects.
+func generate(n int, unique bool) *policy.Snapshot {
+	s := auditgen.Generate(n)
+	if unique {
+		auditgen.Unique(s)
+	}
+	return s
+}
+
 // measure runs one measurement in this (child) process.
-func measure(mode string, n int, dir, profile string) (result, error) {
+func measure(mode string, n int, dir, profile string, unique bool) (result, error) {
 	var run func() (int, error)
 	switch mode {
 	case "engine":
-		snap := auditgen.Generate(n)
+		snap := generate(n, unique)
 		engine := policy.NewEngine(nil)
 		run = func() (int, error) {
 			found, err := engine.Audit(snap, auditgen.Now, nil)

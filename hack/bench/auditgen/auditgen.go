@@ -289,3 +289,33 @@ func write(s *policy.Snapshot, dir string, perFile int, asJSON bool) ([]string, 
 	}
 	return files, nil
 }
+
+// Unique makes every value of the snapshot's volumes and claims that an inventory usually
+// repeats unique to its object (labels, annotations, finalizers, sizes, node affinity), for
+// measuring the audit where nothing repeats. Findings are unchanged: a pair keeps one size.
+func Unique(s *policy.Snapshot) {
+	size := func(i int) resource.Quantity {
+		return *resource.NewQuantity(20<<30+int64(i)<<20, resource.BinarySI)
+	}
+	for i, pv := range s.PVs {
+		pv.Labels = map[string]string{"bench.pvguard.io/volume": pv.Name}
+		pv.Annotations = map[string]string{"bench.pvguard.io/volume": pv.Name}
+		pv.Finalizers = []string{"bench.pvguard.io/" + pv.Name}
+		pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: size(i)}
+		if a := pv.Spec.NodeAffinity; a != nil {
+			req := &a.Required.NodeSelectorTerms[0].MatchExpressions[0]
+			req.Values = append(req.Values, "bench-"+pv.Name)
+		}
+	}
+	for i, pvc := range s.PVCs {
+		for k := range pvc.Annotations {
+			pvc.Annotations[k] += "-" + pvc.Name
+		}
+		pvc.Labels = map[string]string{"bench.pvguard.io/claim": pvc.Name}
+		pvc.Finalizers = []string{"bench.pvguard.io/" + pvc.Name}
+		pvc.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: size(i)}
+		if pvc.Status.Capacity != nil {
+			pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: size(i)}
+		}
+	}
+}
