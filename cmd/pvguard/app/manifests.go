@@ -19,7 +19,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/go-json-experiment/json"
@@ -118,9 +117,29 @@ type worker struct {
 	scan jsontext.Decoder // finds each document's type; reset for every document
 	list jsontext.Decoder // decodes a List in one pass (addList)
 	buf  bytes.Buffer     // the file's bytes
+	// yaml converts block YAML; js holds the JSON of the last document it converted.
+	yaml blockYAML
+	js   []byte
 	// shared and decode (strict, sharing through shared) are made on first use.
 	shared *sharedValues
 	decode json.Options
+}
+
+// yamlToJSON converts a YAML document to JSON: by blockYAML into the worker's buffer, valid
+// until keepJSON or the next call, or (anything that does not read) by YAMLToJSON.
+func (w *worker) yamlToJSON(doc []byte) ([]byte, error) {
+	if js, ok := w.yaml.toJSON(w.js[:0], doc); ok {
+		w.js = js
+		return js, nil
+	}
+	return yaml.YAMLToJSON(doc)
+}
+
+// keepJSON leaves the last converted document to an error that may hold a view of it.
+func (w *worker) keepJSON(kept bool) {
+	if kept {
+		w.js = nil
+	}
 }
 
 // options returns the options a worker decodes objects with.
@@ -162,7 +181,7 @@ func (m *manifestFile) load(path string, w *worker, pool *itemPool) {
 	if one && len(text) >= splitMin && m.splitYAMLList(path, 1, text, pool) {
 		return
 	}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	docs := newYAMLDocuments(data)
 	for doc := 1; ; doc++ {
 		text, err := docs.Read()
 		if errors.Is(err, io.EOF) {
@@ -175,13 +194,15 @@ func (m *manifestFile) load(path string, w *worker, pool *itemPool) {
 		if !one && len(text) >= splitMin && m.splitYAMLList(path, doc, text, pool) {
 			continue
 		}
-		js, err := yaml.YAMLToJSON(text)
+		js, err := w.yamlToJSON(text)
 		if err != nil {
 			// Documents are split on "---" before parsing, so the next one is still read.
 			m.errs = append(m.errs, fmt.Errorf("%s: document %d: %w", path, doc, err))
 			continue
 		}
+		errs := len(m.errs)
 		m.add(path, doc, js)
+		w.keepJSON(len(m.errs) > errs)
 	}
 }
 
@@ -516,14 +537,16 @@ func (p *itemPool) decode(b *itemBatch, w *worker) {
 		item := b.buf[start:end]
 		start = end
 		if b.yaml {
-			js, err := yaml.YAMLToJSON(item)
+			js, err := w.yamlToJSON(item)
 			if err != nil {
 				b.unconverted = true
 				break
 			}
 			item = js
 		}
+		errs := len(b.part.errs)
 		add(i, item)
+		w.keepJSON(len(b.part.errs) > errs)
 	}
 	// The decoded objects hold copies of what they read, but an error may hold a view of the
 	// input; a batch with one keeps its buffer.
