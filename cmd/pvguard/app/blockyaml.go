@@ -65,7 +65,7 @@ type blockLine struct {
 
 type blockEntry struct {
 	key        []byte // the key as a Go string, unescaped
-	start, end int    // the value's JSON in out
+	start, end int    // the entry's JSON ("key":value) in out
 }
 
 type blockYAML struct {
@@ -151,6 +151,7 @@ func (c *blockYAML) ended(indent int) bool {
 func (c *blockYAML) mapping(indent, depth int) bool {
 	start, base := len(c.out), len(c.ents)
 	defer func() { c.ents = c.ents[:base] }()
+	c.out = append(c.out, '{')
 	for {
 		ln, ok := c.line(indent)
 		if !ok || ln.indent == indent && seqItem(ln.text) {
@@ -163,7 +164,11 @@ func (c *blockYAML) mapping(indent, depth int) bool {
 		if !isKey || !ok {
 			return false
 		}
-		vstart := len(c.out)
+		if len(c.ents) > base {
+			c.out = append(c.out, ',')
+		}
+		estart := len(c.out)
+		c.out = append(appendJSONString(c.out, key), ':')
 		if len(rest) == 0 {
 			c.i++
 			if !c.nested(indent, depth, true) {
@@ -172,27 +177,32 @@ func (c *blockYAML) mapping(indent, depth int) bool {
 		} else if !c.scalar(rest, indent) || !c.ended(indent) {
 			return false
 		}
-		c.ents = append(c.ents, blockEntry{key: key, start: vstart, end: len(c.out)})
-	}
-	// encoding/json writes a map's keys sorted; a YAML mapping may hold them in any order.
-	ents := c.ents[base:]
-	slices.SortStableFunc(ents, func(a, b blockEntry) int { return bytes.Compare(a.key, b.key) })
-	end := len(c.out)
-	c.out = append(c.out, '{')
-	for i, e := range ents {
-		if i > 0 {
-			if bytes.Equal(e.key, ents[i-1].key) {
-				return false // go-yaml keeps the last; left to it
-			}
-			c.out = append(c.out, ',')
-		}
-		c.out = appendJSONString(c.out, e.key)
-		c.out = append(c.out, ':')
-		c.out = append(c.out, c.out[e.start:e.end]...)
+		c.ents = append(c.ents, blockEntry{key: key, start: estart, end: len(c.out)})
 	}
 	c.out = append(c.out, '}')
-	n := copy(c.out[start:], c.out[end:])
-	c.out = c.out[:start+n]
+	// encoding/json writes a map's keys sorted. kubectl writes them so; a YAML mapping written
+	// by hand may hold them in any order, and its entries are then put in order.
+	ents := c.ents[base:]
+	cmp := func(a, b blockEntry) int { return bytes.Compare(a.key, b.key) }
+	if !slices.IsSortedFunc(ents, cmp) {
+		slices.SortStableFunc(ents, cmp)
+		end := len(c.out)
+		c.out = append(c.out, '{')
+		for i, e := range ents {
+			if i > 0 {
+				c.out = append(c.out, ',')
+			}
+			c.out = append(c.out, c.out[e.start:e.end]...)
+		}
+		c.out = append(c.out, '}')
+		n := copy(c.out[start:], c.out[end:])
+		c.out = c.out[:start+n]
+	}
+	for i := 1; i < len(ents); i++ {
+		if bytes.Equal(ents[i].key, ents[i-1].key) {
+			return false // go-yaml keeps the last; left to it
+		}
+	}
 	return true
 }
 

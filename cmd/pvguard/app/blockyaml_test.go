@@ -22,7 +22,9 @@ var blockYAMLCases = []struct {
 	read bool
 }{
 	{"kubectl's layout", "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  annotations:\n    pv.kubernetes.io/bind-completed: \"yes\"\n  creationTimestamp: \"2026-08-25T12:00:00Z\"\n  labels:\n    app: db\n  name: data-0\n  namespace: team-a\nspec:\n  accessModes:\n  - ReadWriteOnce\n  resources:\n    requests:\n      storage: 100Gi\n  storageClassName: local-ssd\n  volumeMode: Filesystem\nstatus:\n  phase: Pending\n", true},
-	{"keys out of order, sequences indented", "spec:\n  z: 1\n  a:\n    - x\n    - y: 2\n      b: [ ]\n", false},
+	{"keys out of order, sequences indented", "spec:\n  z: 1\n  a:\n    - x\n    - q: 2\n      b: []\n      a: '<&>'\nkind: k\napiVersion: v\n", true},
+	{"y is a boolean key", "a:\n  - y: 2\n", false},
+	{"a flow sequence with a space", "a: [ ]\n", false},
 	{"sequences of mappings", "items:\n- name: a\n  values:\n  - x\n  - \"y\"\n- name: b\n  values: []\n- {}\n", true},
 	{"comments and a first separator", "--- # first\n# a comment\na: b # trailing\n\nc: # nested next\n  d: 'it''s'\n", true},
 	{"CRLF line ends", "a: b\r\nc:\r\n  - d\r\n", true},
@@ -71,6 +73,7 @@ var blockYAMLCases = []struct {
 	{"a flow sequence", "a: [1, 2]\n", false},
 	{"a flow mapping", "a: {b: c}\n", false},
 	{"a duplicate key", "a: 1\na: 2\n", false},
+	{"a duplicate key out of order", "a: 1\nb: 2\na: 3\n", false},
 	{"a tab", "a:\tb\n", false},
 	{"tab indentation", "a:\n\tb: c\n", false},
 	{"a second document", "a: 1\n---\nb: 2\n", false},
