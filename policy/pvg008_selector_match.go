@@ -20,6 +20,9 @@ func pvg008SelectorMatch() Rule {
 			if err != nil || b == nil || b.PVC.Spec.Selector == nil {
 				return nil, err
 			}
+			if match, ok := selectorMatches(b.PVC.Spec.Selector, b.PV.Labels); ok && match {
+				return nil, nil
+			}
 			sel, err := ParseClaimSelector(b.PVC)
 			if err != nil {
 				// The apiserver validates selectors, so this is an offline manifest or an old

@@ -1,0 +1,110 @@
+package policy
+
+import (
+	"encoding/json"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// selectorCases are selectors and labels, as JSON, for selectorMatches.
+var selectorCases = []string{
+	`{"sel":{},"labels":{"a":"b"}}`,
+	`{"sel":{"matchLabels":{"a":"b"}},"labels":{"a":"b"}}`,
+	`{"sel":{"matchLabels":{"a":"b"}},"labels":{"a":"c"}}`,
+	`{"sel":{"matchLabels":{"a":"b","c":"d"}},"labels":{"a":"b"}}`,
+	`{"sel":{"matchLabels":{"a":""}},"labels":{"a":""}}`,
+	`{"sel":{"matchLabels":{"a":""}},"labels":{}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"In","values":["x","b"]}]},"labels":{"a":"b"}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"In","values":["x"]}]},"labels":{}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"NotIn","values":["x"]}]},"labels":{}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"NotIn","values":["b"]}]},"labels":{"a":"b"}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"Exists"}]},"labels":{"a":""}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"DoesNotExist"}]},"labels":{"a":""}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"DoesNotExist"}]},"labels":{"b":""}}`,
+	`{"sel":{"matchLabels":{"example.com/disk":"nvme"},"matchExpressions":[{"key":"zone","operator":"In","values":["a","b"]}]},"labels":{"example.com/disk":"nvme","zone":"b"}}`,
+	// Invalid: LabelSelectorAsSelector refuses them.
+	`{"sel":{"matchLabels":{"a b":"c"}},"labels":{}}`,
+	`{"sel":{"matchLabels":{"a":"c d"}},"labels":{}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"In","values":[]}]},"labels":{}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"Exists","values":["x"]}]},"labels":{"a":"x"}}`,
+	`{"sel":{"matchExpressions":[{"key":"a","operator":"Gt","values":["1"]}]},"labels":{"a":"2"}}`,
+	`{"sel":{"matchExpressions":[{"key":"","operator":"Exists"}]},"labels":{}}`,
+	`{"sel":{"matchLabels":{"a":"b"},"matchExpressions":[{"key":"a","operator":"In","values":["-x"]}]},"labels":{"a":"c"}}`,
+}
+
+// checkSelectorMatches holds selectorMatches to the labels.Selector LabelSelectorAsSelector
+// builds: it judges exactly the selectors that build, and matches as they do.
+func checkSelectorMatches(t *testing.T, js []byte) {
+	t.Helper()
+	var c struct {
+		Sel    *metav1.LabelSelector `json:"sel"`
+		Labels map[string]string     `json:"labels"`
+	}
+	if err := json.Unmarshal(js, &c); err != nil {
+		return
+	}
+	match, ok := selectorMatches(c.Sel, c.Labels)
+	sel, err := metav1.LabelSelectorAsSelector(c.Sel)
+	switch {
+	case c.Sel == nil:
+		if ok {
+			t.Fatalf("%s: judged a nil selector", js)
+		}
+	case ok != (err == nil):
+		t.Fatalf("%s: judged it: %v; LabelSelectorAsSelector: %v", js, ok, err)
+	case ok && match != sel.Matches(labels.Set(c.Labels)):
+		t.Fatalf("%s: matches: %v; the Selector (%s): %v", js, match, sel, !match)
+	}
+}
+
+func TestSelectorMatchesAgreesWithLabelSelectorAsSelector(t *testing.T) {
+	judged, matched := 0, 0
+	for _, js := range selectorCases {
+		checkSelectorMatches(t, []byte(js))
+		var c struct {
+			Sel    *metav1.LabelSelector `json:"sel"`
+			Labels map[string]string     `json:"labels"`
+		}
+		if err := json.Unmarshal([]byte(js), &c); err != nil {
+			t.Fatal(err)
+		}
+		if m, ok := selectorMatches(c.Sel, c.Labels); ok {
+			judged++
+			if m {
+				matched++
+			}
+		}
+	}
+	// The table has 14 valid selectors, 8 of them matching.
+	if judged != 14 || matched != 8 {
+		t.Fatalf("judged %d selectors and matched %d, want 14 and 8", judged, matched)
+	}
+}
+
+// FuzzSelectorMatches holds selectorMatches to LabelSelectorAsSelector on any selector and
+// labels (as JSON).
+//
+//	go test -run '^$' -fuzz FuzzSelectorMatches -fuzztime 1m ./policy/
+func FuzzSelectorMatches(f *testing.F) {
+	for _, js := range selectorCases {
+		f.Add([]byte(js))
+	}
+	f.Fuzz(checkSelectorMatches)
+}
+
+// TestSelectorMatchesDoesNotAllocate: a valid selector is matched without building a Selector.
+func TestSelectorMatchesDoesNotAllocate(t *testing.T) {
+	if raceDetector {
+		t.Skip("the race detector allocates")
+	}
+	sel := &metav1.LabelSelector{
+		MatchLabels:      map[string]string{"disk": "nvme"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}},
+	}
+	set := map[string]string{"disk": "nvme", "zone": "b"}
+	if n := testing.AllocsPerRun(100, func() { selectorMatches(sel, set) }); n > 2 {
+		t.Fatalf("%v allocations per match, want at most one per key (IsQualifiedName splits it)", n)
+	}
+}
