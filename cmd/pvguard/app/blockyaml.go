@@ -260,7 +260,7 @@ func (c *blockYAML) splitKey(text []byte) (key, rest []byte, isKey, ok bool) {
 		if !ok || !closed || len(after) == 0 || after[0] != ':' || len(after) > 1 && after[1] != ' ' {
 			return nil, nil, false, true // a quoted scalar, not a key (or not one read here)
 		}
-		if !printable(c.key) {
+		if !printable(c.key, false) {
 			return nil, nil, true, false
 		}
 		key = bytes.Clone(c.key)
@@ -314,7 +314,7 @@ func (c *blockYAML) scalar(text []byte, indent int) bool {
 			c.i++
 		}
 		c.val = val
-		if !ok || !endOfLine(after) || !printable(val) && !escapedOnly(val) {
+		if !ok || !endOfLine(after) || !printable(val, true) {
 			return false
 		}
 		c.out = appendJSONString(c.out, val)
@@ -419,7 +419,7 @@ func (c *blockYAML) literal(header []byte, indent int) bool {
 		val = append(val, '\n')
 	}
 	c.val = val
-	if !printable(val) && !escapedOnly(val) {
+	if !printable(val, true) {
 		return false
 	}
 	c.out = appendJSONString(c.out, val)
@@ -464,7 +464,7 @@ func plainString(s []byte) bool {
 		"true", "True", "TRUE", "false", "False", "FALSE", "null", "Null", "NULL", "<<":
 		return false
 	}
-	return printable(s)
+	return printable(s, false)
 }
 
 // yamlDateLayouts are the forms of date go-yaml v2 reads a plain scalar that starts YYYY- as.
@@ -530,12 +530,13 @@ func yamlText(doc []byte) bool {
 
 // printable is text go-yaml accepts and encoding/json writes without replacing anything: no
 // control characters, valid UTF-8 of printable characters, and none of YAML 1.1's other line
-// breaks (U+0085, U+2028, U+2029).
-func printable(s []byte) bool {
+// breaks (U+0085, U+2028, U+2029). breaks allows \t, \n and \r, which a quoted scalar's escapes
+// and a block scalar's lines put in a value, and encoding/json escapes as such.
+func printable(s []byte, breaks bool) bool {
 	for i := 0; i < len(s); {
 		b := s[i]
 		if b < utf8.RuneSelf {
-			if b < 0x20 || b == 0x7f {
+			if (b < 0x20 || b == 0x7f) && !(breaks && (b == '\t' || b == '\n' || b == '\r')) {
 				return false
 			}
 			i++
@@ -586,19 +587,8 @@ func unquote(dst, text []byte, q byte) (value, after []byte, closed, ok bool) {
 	return dst, nil, false, true
 }
 
-// escapedOnly says the only characters printable refuses in s are the \n, \t and \r that a
-// double-quoted scalar's escapes make, which encoding/json escapes as such.
-func escapedOnly(s []byte) bool {
-	return printable(bytes.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, s))
-}
-
 // appendJSONString appends s as encoding/json writes a string: quoted, with ", \, <, > and &
-// escaped, and \n, \r and \t as such. s is printable text (or escapedOnly).
+// escaped, and \n, \r and \t as such. s is printable text, breaks allowed.
 func appendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	start := 0

@@ -32,6 +32,7 @@ var blockYAMLCases = []struct {
 	{"numbers and booleans", "replicas: 3\nzero: 0\nready: true\nfailed: false\n", true},
 	{"quantities", "a: 100Gi\nb: 1.5Ti\nc: 500m\nd: 2k\ne: 0Mi\n", true},
 	{"escapes", "a: \"x\\\"y\\\\z\\n\\t\"\nb: <tag> & co\nc: 'single \"q\"'\nd: \"ünïcode ✓\"\ne: plain ünïcode\n", true},
+	{"wide characters", "a: 数据卷 🚀\nb: '🚀 x'\nc: \"✓\"\nd: |\n  行 🚀\n键: 值\n", true},
 	{"quoted keys", "\"a b\": 1\n'c': 2\n\"yes\": 3\n", true},
 	{"a URL and colons without spaces", "url: http://example.com:8080/x\nk: a:b\n", true},
 	{"deep nesting", "a:\n  b:\n    c:\n      d:\n        - e:\n            f: g\n", true},
