@@ -14,12 +14,13 @@ import (
 // (compact, keys sorted, strings escaped as encoding/json escapes them), appending it to dst.
 // It reads block mappings and sequences, plain and quoted scalars (also over several lines, as
 // go-yaml folds long ones), literal block scalars (| and |-, as kubectl writes
-// last-applied-configuration), [] and {}, and comments. It reports false, having judged
-// nothing, for anything else: other flow collections, folded block scalars, anchors, aliases,
-// tags, directives, tabs, duplicate keys, blank lines inside flow scalars, and every plain
-// scalar YAML 1.1 would read as other than a string, an integer written plainly, true, false
-// or null (yes, on, 1.5, 0x1F, 2026-01-01, .inf, and so on). The caller then converts the
-// document with YAMLToJSON, so the result, and every error, is the same either way.
+// last-applied-configuration), flow sequences of scalars on one line, {}, and comments. It
+// reports false, having judged nothing, for anything else: other flow collections, folded
+// block scalars, anchors, aliases, tags, directives, tabs, duplicate keys, blank lines inside
+// flow scalars, and every plain scalar YAML 1.1 would read as other than a string, an integer
+// written plainly, true, false or null (yes, on, 1.5, 0x1F, 2026-01-01, .inf, and so on). The
+// caller then converts the document with YAMLToJSON, so the result, and every error, is the
+// same either way.
 //
 // YAML is the slow part of auditing manifests: go-yaml builds a node tree, then a tree of
 // interfaces, which encoding/json walks again; two thirds of the CPU of auditing 100k objects
@@ -319,9 +320,11 @@ func (c *blockYAML) scalar(text []byte, indent int) bool {
 		}
 		c.out = appendJSONString(c.out, val)
 		return true
-	case '[', '{':
-		if len(text) >= 2 && text[1] == text[0]+2 && endOfLine(text[2:]) { // [] or {}
-			c.out = append(c.out, text[0], text[1])
+	case '[':
+		return c.flowSeq(text)
+	case '{':
+		if len(text) >= 2 && text[1] == '}' && endOfLine(text[2:]) {
+			c.out = append(c.out, "{}"...)
 			return true
 		}
 		return false
@@ -352,7 +355,13 @@ func (c *blockYAML) scalar(text []byte, indent int) bool {
 	if bytes.Contains(val, []byte(": ")) || val[len(val)-1] == ':' || bytes.IndexByte(val, '\t') >= 0 {
 		return false
 	}
-	if len(val) == len(text) { // one line
+	return c.plain(val, len(val) == len(text))
+}
+
+// plain appends the JSON of a plain scalar: a string, or, written on one line, an integer, a
+// boolean or null.
+func (c *blockYAML) plain(val []byte, oneLine bool) bool {
+	if oneLine {
 		switch string(val) {
 		case "true", "false", "null":
 			c.out = append(c.out, val...)
@@ -371,6 +380,65 @@ func (c *blockYAML) scalar(text []byte, indent int) bool {
 	}
 	c.out = appendJSONString(c.out, val)
 	return true
+}
+
+// flowSeq appends the JSON of a flow sequence of scalars on one line, such as
+// [ReadWriteOnce, "ReadOnlyMany"]. Nested collections, plain scalars with a quote, colon or #
+// in them, and empty items are declined.
+func (c *blockYAML) flowSeq(text []byte) bool {
+	c.out = append(c.out, '[')
+	i := 1
+	for n := 0; ; n++ {
+		for i < len(text) && text[i] == ' ' {
+			i++
+		}
+		if i == len(text) {
+			return false // continued on the next line
+		}
+		if text[i] == ']' && n == 0 {
+			i++
+			break
+		}
+		if n > 0 {
+			c.out = append(c.out, ',')
+		}
+		if q := text[i]; q == '"' || q == '\'' {
+			val, after, closed, ok := unquote(c.val[:0], text[i+1:], q)
+			c.val = val
+			if !ok || !closed || !printable(val, true) {
+				return false
+			}
+			c.out = appendJSONString(c.out, val)
+			i = len(text) - len(after)
+		} else {
+			j := i
+			for j < len(text) && text[j] != ',' && text[j] != ']' {
+				if bytes.IndexByte([]byte("[]{}#:\"'"), text[j]) >= 0 {
+					return false
+				}
+				j++
+			}
+			item := bytes.TrimRight(text[i:j], " ")
+			if len(item) == 0 || !c.plain(item, true) {
+				return false
+			}
+			i = j
+		}
+		for i < len(text) && text[i] == ' ' {
+			i++
+		}
+		if i < len(text) && text[i] == ',' {
+			i++
+			continue
+		}
+		if i < len(text) && text[i] == ']' {
+			i++
+			break
+		}
+		return false
+	}
+	c.out = append(c.out, ']')
+	return endOfLine(text[i:])
 }
 
 // literal reads a literal block scalar ("|", or "|-" without its last line break): the lines
