@@ -42,6 +42,11 @@ func (c *blockYAML) toJSON(dst, doc []byte) ([]byte, bool) {
 		c.i++
 		c.skip()
 	}
+	for _, ln := range c.lines[c.i:] {
+		if ln.indent == 0 && (bytes.HasPrefix(ln.text, []byte("---")) || bytes.HasPrefix(ln.text, []byte("..."))) {
+			return dst, false // a document marker, or close enough to one
+		}
+	}
 	if c.i == len(c.lines) || c.lines[c.i].indent != 0 || !c.block(0, 0) {
 		return dst, false
 	}
@@ -81,7 +86,7 @@ type blockYAML struct {
 }
 
 func (c *blockYAML) split(doc []byte) {
-	c.broken = len(doc) > 0 && doc[len(doc)-1] == '\n'
+	c.broken = len(doc) > 0 && (doc[len(doc)-1] == '\n' || doc[len(doc)-1] == '\r') // a lone \r ends a line too
 	for len(doc) > 0 {
 		line := doc
 		if i := bytes.IndexByte(doc, '\n'); i >= 0 {
@@ -515,14 +520,20 @@ func plainInteger(s []byte) bool {
 }
 
 // plainString says a plain scalar is a string to YAML 1.1 as go-yaml v2 resolves it, and one
-// that is sure to be: it does not start with an indicator, a sign or a dot; if it starts with a
-// digit, it is no number of any base or form and no date (so 100Gi and a uid are strings, 1e3
-// and 2026-01-01 are not); it is not one of the words YAML reads as a boolean, null or merge
-// key; and it is printable text that encoding/json leaves unchanged or escapes simply.
+// that is sure to be: it does not start with an indicator or a sign, nor with a dot unless it is
+// no float; if it starts with a digit, it is no number of any base or form and no date (so
+// 100Gi and a uid are strings, 1e3 and 2026-01-01 are not); it is not one of the words YAML
+// reads as a boolean, null or merge key; and it is printable text that encoding/json leaves
+// unchanged or escapes simply.
 func plainString(s []byte) bool {
 	switch s[0] {
-	case '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`', '+', '.', '~':
+	case '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`', '+', '~':
 		return false
+	case '.':
+		// A float (.5, .inf, .NaN) or a string (".", as managedFields writes "." keys).
+		if _, err := strconv.ParseFloat(string(s), 64); err == nil || bytes.EqualFold(s, []byte(".inf")) || bytes.EqualFold(s, []byte(".nan")) {
+			return false
+		}
 	}
 	if s[0] >= '0' && s[0] <= '9' && !digitString(string(s)) {
 		return false
