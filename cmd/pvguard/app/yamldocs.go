@@ -35,7 +35,8 @@ func (d *yamlDocuments) Read() ([]byte, error) {
 	if d.reader != nil {
 		return d.reader.Read()
 	}
-	start, pos := 0, 0
+	// The next document is d.data[:pos], as far as it has been read.
+	pos := 0
 	for pos < len(d.data) {
 		end := pos
 		if i := bytes.IndexByte(d.data[pos:], '\n'); i >= 0 {
@@ -49,15 +50,15 @@ func (d *yamlDocuments) Read() ([]byte, error) {
 				d.data = nil
 				return nil, fmt.Errorf("invalid Yaml document separator: %s", rest)
 			}
-			if pos > start {
-				doc := d.data[start:pos]
+			if pos > 0 {
+				doc := d.data[:pos]
 				d.data = d.data[end:]
 				return doc, nil
 			}
 		}
 		pos = end
 	}
-	doc := d.data[start:pos]
+	doc := d.data
 	d.data = nil
 	if len(doc) == 0 {
 		return nil, io.EOF
