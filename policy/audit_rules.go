@@ -77,16 +77,15 @@ func auditMisbound(r *Review, v View, _ *Config, _ time.Time) ([]Finding, error)
 	if pv == nil {
 		return nil, err
 	}
+	// A claim that completed its binding needs the volume to carry its uid: upstream marks it Lost
+	// when the uid is missing. Before that, a claimRef by name is a pre-binding in progress.
 	ref := pv.Spec.ClaimRef
-	if ref != nil && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name && (ref.UID == "" || ref.UID == pvc.UID) {
+	if linksTo(ref, pvc) || !completedTo(pvc, pv.Name) && ref != nil && ref.UID == "" && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name {
 		return nil, nil
 	}
 	other := "no claim"
 	if ref != nil {
-		other = claimRefString(ref)
-		if ref.UID != "" {
-			other += " (uid " + string(ref.UID) + ")"
-		}
+		other = linkString(ref)
 	}
 	return []Finding{{Object: pvcRef(pvc), Field: "spec.volumeName",
 		Message: fmt.Sprintf("%s names %s, but the volume's claimRef points at %s", pvcRef(pvc), pvRef(pv), other),

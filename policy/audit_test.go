@@ -57,6 +57,23 @@ func TestAudit(t *testing.T) {
 				PVCs: []*corev1.PersistentVolumeClaim{good, testobj.PVC("team-b", "thief", testobj.ClaimBoundTo("pv-good"))},
 			},
 			want: []string{"PVG004 PersistentVolumeClaim team-b/thief", "PVG010 PersistentVolumeClaim team-b/thief", "PVG022 PersistentVolumeClaim team-b/thief"}},
+		{name: "a completed claim whose volume lost its claimRef uid (upstream marks it Lost)",
+			snap: &policy.Snapshot{
+				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "good", ""), testobj.Phase(corev1.VolumeBound))},
+				PVCs: []*corev1.PersistentVolumeClaim{good},
+			},
+			want: []string{"PVG022 PersistentVolumeClaim team-a/good"}},
+		{name: "a completed claim whose volume lost its claimRef",
+			snap: &policy.Snapshot{
+				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.Phase(corev1.VolumeAvailable))},
+				PVCs: []*corev1.PersistentVolumeClaim{good},
+			},
+			want: []string{"PVG010 PersistentVolumeClaim team-a/good", "PVG022 PersistentVolumeClaim team-a/good"}},
+		{name: "a claim pre-bound by name to a volume pre-bound by name is a binding in progress",
+			snap: &policy.Snapshot{
+				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "pre", ""))},
+				PVCs: []*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "pre", testobj.VolumeName("pv-good"))},
+			}},
 		{name: "released aging past the default week, not before",
 			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{
 				testobj.PV("pv-old", testobj.ClaimRef("team-a", "x", "u2"), released(8*24*time.Hour)),

@@ -17,6 +17,8 @@ var (
 	tenant    = policy.UserInfo{Username: "alice", Groups: []string{"team-a"}}
 	binder    = policy.UserInfo{Username: "system:serviceaccount:kube-system:persistent-volume-binder"}
 	scheduler = policy.UserInfo{Username: "system:kube-scheduler"}
+	// unlistedProvisioner is an external provisioner on a default install: no config names it.
+	unlistedProvisioner = policy.UserInfo{Username: "system:serviceaccount:csi-default:external-provisioner"}
 	// provisioner is configured as a controller in provisionerConfig.
 	provisioner = policy.UserInfo{Username: "system:serviceaccount:csi:csi-provisioner"}
 )

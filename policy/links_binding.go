@@ -73,3 +73,75 @@ func classForMessage(c string) string {
 	}
 	return fmt.Sprintf("%q", c)
 }
+
+// Link vocabulary of the invariants PVG002 and PVG004 guard.
+//
+// A volume is linked to a claim by spec.claimRef; the link is live when the claim it names exists
+// with the uid the claimRef carries. A claim owns a volume when it has completed a binding to it
+// (bind-completed, spec.volumeName naming the volume): the volume then holds that claim's data,
+// whatever its claimRef says, and upstream's controller re-links the volume to it if the link is
+// lost.
+
+// sameLink reports whether two claimRefs (either may be nil) name the same claim with the same uid;
+// kind, apiVersion and resourceVersion do not make a different link.
+func sameLink(a, b *corev1.ObjectReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return sameClaimRef(a, b)
+}
+
+// linksTo reports whether a claimRef names the claim with its uid.
+func linksTo(ref *corev1.ObjectReference, pvc *corev1.PersistentVolumeClaim) bool {
+	return ref != nil && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name && ref.UID == pvc.UID
+}
+
+// owner returns the live claim that owns the volume: one that completed a binding to it. A claim
+// that named the volume without completing (pre-bound by a user) owns nothing yet.
+func owner(volumeName string, v View) (*corev1.PersistentVolumeClaim, error) {
+	claims, err := v.ClaimsNamingVolume(volumeName)
+	if err != nil {
+		return nil, fmt.Errorf("listing the claims that name PersistentVolume %s: %w", volumeName, err)
+	}
+	for _, c := range claims {
+		if completedTo(c, volumeName) {
+			return c, nil
+		}
+	}
+	return nil, nil
+}
+
+// completedTo reports whether the claim has completed a binding to the named volume.
+func completedTo(pvc *corev1.PersistentVolumeClaim, volumeName string) bool {
+	_, done := pvc.Annotations[AnnBindCompleted]
+	return done && pvc.Spec.VolumeName == volumeName
+}
+
+// abandoned reports whether a claim has gone to another volume than the named one: upstream's
+// controllers undo a volume's link to such a claim (and only to such a claim).
+func abandoned(pvc *corev1.PersistentVolumeClaim, volumeName string) bool {
+	return pvc.Spec.VolumeName != "" && pvc.Spec.VolumeName != volumeName
+}
+
+// provisionedCreate reports whether the review creates a volume an external provisioner made
+// (pv.kubernetes.io/provisioned-by). Such a volume holds no data yet, and upstream relies on the
+// provisioner saving it even when its claim was deleted or bound elsewhere while provisioning ran:
+// the PV controller then releases it and the provisioner deletes it.
+func provisionedCreate(r *Review) bool {
+	if r.Operation != OperationCreate || r.PV == nil {
+		return false
+	}
+	_, ok := r.PV.Annotations[AnnProvisionedBy]
+	return ok
+}
+
+// linkString describes a claimRef for messages: the claim it names and its uid, or "nothing".
+func linkString(ref *corev1.ObjectReference) string {
+	switch {
+	case ref == nil:
+		return "nothing"
+	case ref.UID == "":
+		return claimRefString(ref) + " (no uid)"
+	}
+	return fmt.Sprintf("%s (uid %s)", claimRefString(ref), ref.UID)
+}

@@ -2,75 +2,124 @@ package policy
 
 import (
 	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
+// PVG002 guards the volume's half of a binding as a property of the state, whatever write (verb,
+// patch type, number of steps) would change it:
+//   - a volume linked to a live claim (claimRef with that claim's uid) keeps the link until the
+//     claim is deleted or has gone to another volume, the only cases in which upstream's
+//     controllers undo a link;
+//   - a volume that a live claim has completed a binding to (bind-completed, volumeName naming it)
+//     links to nothing but that claim with its uid, which is how upstream re-links it;
+//   - a uid a write gives the claimRef is the uid of the live claim it names.
 func pvg002ClaimRefUIDConsistent() Rule {
 	return Rule{
 		ID:      "PVG002",
 		Name:    "claimref-uid-consistent",
 		Default: ActionDeny,
 		Kinds:   []Kind{KindPersistentVolume},
-		Summary: "a volume's claimRef.uid is the uid of the live claim it names, a set uid never changes, and a bound volume is never re-pointed",
+		Summary: "a volume keeps its link to a live claim until the claim is deleted or goes to another volume, links only to a claim that completed a binding to it, and any uid it is given is the live claim's",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
-			// Clearing claimRef, or only its uid, is how a volume is released; only writes that
-			// set or change the reference can break it.
-			if !volumeLinkChanged(r) {
+			if r.Kind != KindPersistentVolume || r.PV == nil {
 				return nil, nil
 			}
-			vol := pvRef(r.PV)
 			old, cur := oldClaimRef(r), r.PV.Spec.ClaimRef
-
-			if old != nil && old.UID != "" {
-				// A re-pointed reference is one problem, not two: its uid changes too, and the
-				// fix (release first) is the same, so it alone is reported.
-				if cur.Namespace != old.Namespace || cur.Name != old.Name {
-					return []Finding{{
-						Object: vol,
-						Field:  "spec.claimRef",
-						Message: fmt.Sprintf("%s is bound to %s (uid %s) and spec.claimRef is re-pointed to %s; re-pointing a bound volume hands one claim's data to another",
-							vol, claimRefString(old), old.UID, claimRefString(cur)),
-						Hint: "release the volume first by clearing spec.claimRef, then bind it again",
-					}}, nil
-				}
-				if cur.UID != "" && cur.UID != old.UID {
-					return []Finding{{
-						Object: vol,
-						Field:  "spec.claimRef.uid",
-						Message: fmt.Sprintf("%s is bound to %s with uid %s and spec.claimRef.uid changes to %s; a set uid never changes to another uid",
-							vol, claimRefString(old), old.UID, cur.UID),
-						Hint: "clear spec.claimRef and let the binder bind the volume again",
-					}}, nil
-				}
-			}
-
-			if cur.UID == "" {
+			if sameLink(old, cur) {
 				return nil, nil
 			}
-			pvc, err := v.PersistentVolumeClaim(cur.Namespace, cur.Name)
-			if err != nil {
-				return nil, fmt.Errorf("reading %s named by spec.claimRef: %w", claimRefString(cur), err)
+			found, err := pvg002LinkKept(r, v, old, cur)
+			if found != nil || err != nil {
+				return found, err
 			}
-			switch {
-			case pvc == nil:
-				// The upstream controller releases a volume whose claim is gone as soon as it
-				// sees it, and with reclaim policy Delete deletes the data with it.
-				return []Finding{{
-					Object: vol,
-					Field:  "spec.claimRef.uid",
-					Message: fmt.Sprintf("spec.claimRef.uid %s names %s, which does not exist; the volume would be released at once (and deleted with reclaim policy Delete)",
-						cur.UID, claimRefString(cur)),
-					Hint: "drop spec.claimRef.uid to pre-bind the volume by name, or create the claim first",
-				}}, nil
-			case pvc.UID != cur.UID:
-				return []Finding{{
-					Object: vol,
-					Field:  "spec.claimRef.uid",
-					Message: fmt.Sprintf("spec.claimRef.uid %s is not the uid %s of the live %s (a re-created claim of the same name?)",
-						cur.UID, pvc.UID, pvcRef(pvc)),
-					Hint: "drop spec.claimRef.uid to pre-bind the volume by name",
-				}}, nil
-			}
-			return nil, nil
+			return pvg002GivenUID(r, v, old, cur)
 		},
 	}
+}
+
+// pvg002LinkKept judges a write that changes the link of a volume that holds, or is about to
+// hold, a live claim's data.
+func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Finding, error) {
+	vol := pvRef(r.PV)
+	if old != nil && old.UID != "" && old.Name != "" && old.Namespace != "" {
+		linked, err := liveClaim(old, v)
+		if err != nil {
+			return nil, err
+		}
+		if linked != nil && !abandoned(linked, r.PV.Name) {
+			field := "spec.claimRef"
+			if cur != nil && cur.Namespace == old.Namespace && cur.Name == old.Name {
+				field = "spec.claimRef.uid"
+			}
+			return []Finding{{
+				Object: vol,
+				Field:  field,
+				Message: fmt.Sprintf("%s is claimed by the live %s (uid %s) and the write %s; a volume stays with its claim until the claim is deleted or bound to another volume, or the volume's data can go to another claim",
+					vol, pvcRef(linked), linked.UID, linkChange(old, cur)),
+				Hint: fmt.Sprintf("to free the volume, delete %s: the volume is then Released and its reclaim policy applies", pvcRef(linked)),
+			}}, nil
+		}
+	}
+	own, err := owner(r.PV.Name, v)
+	if err != nil || own == nil || linksTo(cur, own) {
+		return nil, err
+	}
+	return []Finding{{
+		Object: vol,
+		Field:  "spec.claimRef",
+		Message: fmt.Sprintf("%s completed its binding to %s (%s), so the volume holds its data, and the write %s",
+			pvcRef(own), vol, AnnBindCompleted, linkChange(old, cur)),
+		Hint: fmt.Sprintf("point spec.claimRef at %s with uid %s, or delete that claim first", pvcRef(own), own.UID),
+	}}, nil
+}
+
+// pvg002GivenUID judges a uid the write gives the claimRef: it must be the live claim's, or
+// upstream's controller releases the volume at once (and with reclaim policy Delete deletes it).
+// A provisioner's new volume is the exception: it holds no data, and that release is how upstream
+// cleans up a volume whose claim went away while it was being provisioned.
+func pvg002GivenUID(r *Review, v View, old, cur *corev1.ObjectReference) ([]Finding, error) {
+	if cur == nil || cur.UID == "" || cur.Name == "" || cur.Namespace == "" || provisionedCreate(r) {
+		return nil, nil
+	}
+	if old != nil && old.UID == cur.UID {
+		return nil, nil
+	}
+	vol := pvRef(r.PV)
+	pvc, err := v.PersistentVolumeClaim(cur.Namespace, cur.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s named by spec.claimRef: %w", claimRefString(cur), err)
+	}
+	switch {
+	case pvc == nil:
+		return []Finding{{
+			Object: vol,
+			Field:  "spec.claimRef.uid",
+			Message: fmt.Sprintf("spec.claimRef.uid %s names %s, which does not exist; the volume would be released at once (and deleted with reclaim policy Delete)",
+				cur.UID, claimRefString(cur)),
+			Hint: "drop spec.claimRef.uid to pre-bind the volume by name, or create the claim first",
+		}}, nil
+	case pvc.UID != cur.UID:
+		return []Finding{{
+			Object: vol,
+			Field:  "spec.claimRef.uid",
+			Message: fmt.Sprintf("spec.claimRef.uid %s is not the uid %s of the live %s (a re-created claim of the same name?); the volume would be released at once (and deleted with reclaim policy Delete)",
+				cur.UID, pvc.UID, pvcRef(pvc)),
+			Hint: "drop spec.claimRef.uid to pre-bind the volume by name",
+		}}, nil
+	}
+	return nil, nil
+}
+
+// linkChange describes what a write does to a volume's claimRef, completing "the write ...".
+func linkChange(old, cur *corev1.ObjectReference) string {
+	switch {
+	case cur == nil:
+		return "clears spec.claimRef (was " + linkString(old) + ")"
+	case old != nil && cur.Namespace == old.Namespace && cur.Name == old.Name && cur.UID == "":
+		return "drops spec.claimRef.uid " + string(old.UID)
+	case old != nil && cur.Namespace == old.Namespace && cur.Name == old.Name:
+		return fmt.Sprintf("changes spec.claimRef.uid from %s to %s", old.UID, cur.UID)
+	}
+	return "points spec.claimRef at " + linkString(cur)
 }

@@ -20,6 +20,9 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 	bound := testobj.PV("pv-7", testobj.BoundTo(claim), byController)
 	preBound := testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))
 	preBoundBound := testobj.PV("pv-7", testobj.BoundTo(claim))
+	boundClaim := testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-7"))
+	elsewhere := testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-9"))
+	released := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.Phase(corev1.VolumeReleased))
 
 	runRuleCases(t, "PVG002", []ruleCase{
 		{
@@ -74,18 +77,23 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 			view:   testobj.NewView(claim),
 		},
 		{
-			name:     "a set uid changed to another uid is denied",
+			name:     "a set uid changed while its claim lives is denied",
 			review:   pvUpdate(admin, bound, testobj.PV("pv-7", testobj.BoundTo(recreated))),
-			view:     testobj.NewView(recreated),
+			view:     testobj.NewView(claim),
 			want:     []string{"spec.claimRef.uid"},
-			wantText: "PersistentVolume pv-7 is bound to PersistentVolumeClaim team-a/data with uid uid-team-a-data and spec.claimRef.uid changes to 5678; a set uid never changes to another uid; clear spec.claimRef",
+			wantText: "PersistentVolume pv-7 is claimed by the live PersistentVolumeClaim team-a/data (uid uid-team-a-data) and the write changes spec.claimRef.uid from uid-team-a-data to 5678",
+		},
+		{
+			name:   "a Released volume handed to the re-created claim of the same name is allowed",
+			review: pvUpdate(admin, bound, testobj.PV("pv-7", testobj.BoundTo(recreated))),
+			view:   testobj.NewView(recreated),
 		},
 		{
 			name:     "re-pointing a bound volume to another claim is denied once",
 			review:   pvUpdate(admin, bound, testobj.PV("pv-7", testobj.BoundTo(other))),
-			view:     testobj.NewView(claim, other),
+			view:     testobj.NewView(boundClaim, other),
 			want:     []string{"spec.claimRef"},
-			wantText: "PersistentVolume pv-7 is bound to PersistentVolumeClaim team-a/data (uid uid-team-a-data) and spec.claimRef is re-pointed to PersistentVolumeClaim team-b/other",
+			wantText: "PersistentVolume pv-7 is claimed by the live PersistentVolumeClaim team-a/data (uid uid-team-a-data) and the write points spec.claimRef at PersistentVolumeClaim team-b/other (uid uid-team-b-other)",
 		},
 		{
 			name:   "re-pointing a bound volume by name only is denied",
@@ -94,11 +102,90 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 			want:   []string{"spec.claimRef"},
 		},
 		{
+			name:     "clearing the claimRef of a bound pair is denied, whoever asks",
+			review:   pvUpdate(binder, bound, testobj.PV("pv-7", testobj.Phase(corev1.VolumeBound), byController)),
+			view:     testobj.NewView(boundClaim),
+			want:     []string{"spec.claimRef"},
+			wantText: "the write clears spec.claimRef (was PersistentVolumeClaim team-a/data (uid uid-team-a-data)); a volume stays with its claim until the claim is deleted or bound to another volume",
+		},
+		{
+			name:     "dropping only the uid of a bound pair is denied",
+			review:   pvUpdate(admin, bound, testobj.PVWith(bound, testobj.ClaimRefUID(""))),
+			view:     testobj.NewView(boundClaim),
+			want:     []string{"spec.claimRef.uid"},
+			wantText: "drops spec.claimRef.uid uid-team-a-data",
+		},
+		{
+			name:   "clearing a link the binder made before the claim was written is denied",
+			review: pvUpdate(admin, step1, available),
+			view:   testobj.NewView(claim),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "upstream unbind of a volume it bound to a claim that went elsewhere is allowed",
+			review: pvUpdate(binder, bound, testobj.PV("pv-7", testobj.Phase(corev1.VolumeBound), byController)),
+			view:   testobj.NewView(elsewhere),
+		},
+		{
+			name:   "upstream unbind of a user-pre-bound volume drops only the uid",
+			review: pvUpdate(binder, preBoundBound, testobj.PVWith(preBoundBound, testobj.ClaimRefUID(""))),
+			view:   testobj.NewView(elsewhere),
+		},
+		{
+			name:   "an admin re-pointing a volume whose claim went elsewhere is allowed",
+			review: pvUpdate(admin, bound, testobj.PV("pv-7", testobj.BoundTo(other))),
+			view:   testobj.NewView(elsewhere, other),
+		},
+		{
+			name:   "clearing the claimRef of a Released volume whose claim is gone is allowed (reuse)",
+			review: pvUpdate(admin, released, testobj.PV("pv-7", testobj.Phase(corev1.VolumeReleased))),
+		},
+		{
+			name:   "the PV controller re-links a volume to the claim that completed its binding",
+			review: pvUpdate(binder, testobj.PV("pv-7", testobj.Phase(corev1.VolumeBound)), testobj.PV("pv-7", testobj.BoundTo(boundClaim), byController)),
+			view:   testobj.NewView(boundClaim),
+		},
+		{
+			name:     "a volume a claim completed its binding to cannot be pointed at another claim",
+			review:   pvUpdate(admin, testobj.PV("pv-7", testobj.Phase(corev1.VolumeAvailable)), testobj.PV("pv-7", testobj.BoundTo(other))),
+			view:     testobj.NewView(boundClaim, other),
+			want:     []string{"spec.claimRef"},
+			wantText: "PersistentVolumeClaim team-a/data completed its binding to PersistentVolume pv-7 (pv.kubernetes.io/bind-completed), so the volume holds its data, and the write points spec.claimRef at PersistentVolumeClaim team-b/other",
+		},
+		{
+			name:   "a volume a claim completed its binding to cannot be linked to it without uid",
+			review: pvUpdate(admin, testobj.PV("pv-7"), preBound),
+			view:   testobj.NewView(boundClaim),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "a volume created pointing at another claim than the one that completed its binding is denied",
+			review: pvCreate(admin, testobj.PV("pv-7", testobj.BoundTo(other))),
+			view:   testobj.NewView(boundClaim, other),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "a volume re-created without claimRef for the claim that completed its binding is allowed (restore)",
+			review: pvCreate(admin, testobj.PV("pv-7")),
+			view:   testobj.NewView(boundClaim),
+		},
+		{
+			name: "a provisioner saves the volume it made for a claim deleted meanwhile",
+			review: pvCreate(unlistedProvisioner, testobj.PV("pvc-1234", testobj.ClaimRef("team-a", "data", "1234"),
+				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+		},
+		{
+			name: "a provisioner saves the volume it made for a claim re-created meanwhile",
+			review: pvCreate(unlistedProvisioner, testobj.PV("pvc-1234", testobj.ClaimRef("team-a", "data", "1234"),
+				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+			view: testobj.NewView(recreated),
+		},
+		{
 			name:     "a uid that is not the live claim's is denied",
 			review:   pvCreate(admin, testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "1234"))),
 			view:     testobj.NewView(recreated),
 			want:     []string{"spec.claimRef.uid"},
-			wantText: "spec.claimRef.uid 1234 is not the uid 5678 of the live PersistentVolumeClaim team-a/data (a re-created claim of the same name?); drop spec.claimRef.uid",
+			wantText: "spec.claimRef.uid 1234 is not the uid 5678 of the live PersistentVolumeClaim team-a/data (a re-created claim of the same name?); the volume would be released at once (and deleted with reclaim policy Delete); drop spec.claimRef.uid",
 		},
 		{
 			name:     "a uid naming a claim that does not exist is denied",

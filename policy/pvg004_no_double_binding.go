@@ -58,30 +58,52 @@ func pvg004Claim(r *Review, v View) ([]Finding, error) {
 	}}, nil
 }
 
-// pvg004Volume judges a volume whose claimRef is set or changed: the claim it names must not
-// have completed a binding to another volume, or two volumes would claim one claim and the
-// claim would follow only one of them.
+// pvg004Volume judges a volume whose claimRef is set or changed, by two properties of the state it
+// makes: the claim it names has not completed a binding to another volume (two volumes would claim
+// one claim, and upstream releases the one the claim does not name, deleting it if it was
+// provisioned with reclaim policy Delete), and no other live claim names the volume (two claims
+// would wait on one volume). A provisioner saving the volume it has just made for a claim that was
+// bound elsewhere meanwhile is the exception to the first: that volume holds no data, and its
+// release is how upstream cleans it up.
 func pvg004Volume(r *Review, v View) ([]Finding, error) {
 	vol := pvRef(r.PV)
-	pvc, err := liveClaim(r.PV.Spec.ClaimRef, v)
-	if err != nil || pvc == nil {
+	ref := r.PV.Spec.ClaimRef
+	if ref.Name == "" || ref.Namespace == "" {
+		return nil, nil // names no claim: PVG014's finding
+	}
+	pvc, err := liveClaim(ref, v)
+	if err != nil {
 		return nil, err
 	}
-	if pvc.Spec.VolumeName == "" || pvc.Spec.VolumeName == r.PV.Name {
-		return nil, nil
+	if pvc != nil && abandoned(pvc, r.PV.Name) && !provisionedCreate(r) {
+		elsewhere, err := v.PersistentVolume(pvc.Spec.VolumeName)
+		if err != nil {
+			return nil, fmt.Errorf("reading PersistentVolume %s named by %s: %w", pvc.Spec.VolumeName, pvcRef(pvc), err)
+		}
+		if elsewhere != nil && linksTo(elsewhere.Spec.ClaimRef, pvc) {
+			return []Finding{{
+				Object:  vol,
+				Field:   "spec.claimRef",
+				Message: fmt.Sprintf("%s points spec.claimRef at %s, which is already bound to %s", vol, pvcRef(pvc), pvRef(elsewhere)),
+				Hint:    fmt.Sprintf("point spec.claimRef at a claim that is not bound yet; %s stays with %s", pvcRef(pvc), pvRef(elsewhere)),
+			}}, nil
+		}
 	}
-	elsewhere, err := v.PersistentVolume(pvc.Spec.VolumeName)
+	// A claim that completed a binding to this volume is PVG002's: the volume holds its data.
+	claims, err := v.ClaimsNamingVolume(r.PV.Name)
 	if err != nil {
-		return nil, fmt.Errorf("reading PersistentVolume %s named by %s: %w", pvc.Spec.VolumeName, pvcRef(pvc), err)
+		return nil, fmt.Errorf("listing the claims that name %s: %w", vol, err)
 	}
-	if elsewhere == nil || elsewhere.Spec.ClaimRef == nil || elsewhere.Spec.ClaimRef.UID == "" ||
-		!claimRefNames(elsewhere, pvc) {
-		return nil, nil
+	for _, other := range claims {
+		if _, done := other.Annotations[AnnBindCompleted]; done || (other.Namespace == ref.Namespace && other.Name == ref.Name) {
+			continue
+		}
+		return []Finding{{
+			Object:  vol,
+			Field:   "spec.claimRef",
+			Message: fmt.Sprintf("%s points spec.claimRef at %s, but %s names the volume in spec.volumeName", vol, claimRefString(ref), pvcRef(other)),
+			Hint:    fmt.Sprintf("point spec.claimRef at %s, or use another volume for %s", pvcRef(other), claimRefString(ref)),
+		}}, nil
 	}
-	return []Finding{{
-		Object:  vol,
-		Field:   "spec.claimRef",
-		Message: fmt.Sprintf("%s points spec.claimRef at %s, which is already bound to %s", vol, pvcRef(pvc), pvRef(elsewhere)),
-		Hint:    fmt.Sprintf("point spec.claimRef at another claim, or release %s from %s first", pvcRef(pvc), pvRef(elsewhere)),
-	}}, nil
+	return nil, nil
 }

@@ -146,6 +146,32 @@ func TestPVG004NoDoubleBinding(t *testing.T) {
 			view: testobj.NewView(other, takenByOther),
 		},
 		{
+			name: "a provisioner saves the volume it made for a claim bound elsewhere meanwhile",
+			review: pvCreate(unlistedProvisioner, testobj.PV("pvc-1234", testobj.ClaimRef("team-b", "other", string(other.UID)),
+				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+			view: testobj.NewView(other, takenByOther),
+		},
+		{
+			name: "an existing provisioned volume pointed at a claim bound elsewhere is denied",
+			review: pvUpdate(admin, testobj.PV("pvc-1234", testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com"))),
+				testobj.PV("pvc-1234", testobj.ClaimRef("team-b", "other", string(other.UID)),
+					testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+			view: testobj.NewView(other, takenByOther),
+			want: []string{"spec.claimRef"},
+		},
+		{
+			name:     "volume pointed at one claim while another names it is denied",
+			review:   pvUpdate(admin, free, testobj.PV("pv-7", testobj.ClaimRef("team-b", "other", ""))),
+			view:     testobj.NewView(otherPending, wantsVolume),
+			want:     []string{"spec.claimRef"},
+			wantText: "PersistentVolume pv-7 points spec.claimRef at PersistentVolumeClaim team-b/other, but PersistentVolumeClaim team-a/data names the volume in spec.volumeName",
+		},
+		{
+			name:   "volume pointed at the claim that names it is allowed",
+			review: pvUpdate(admin, free, testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))),
+			view:   testobj.NewView(wantsVolume),
+		},
+		{
 			name:   "rule set to warn",
 			review: pvcCreate(tenant, wantsVolume),
 			view:   testobj.NewView(takenByOther, otherPending),

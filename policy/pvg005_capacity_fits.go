@@ -24,11 +24,19 @@ func pvg005CapacityFits() Rule {
 	}
 }
 
+// pvg005AtBind judges a pair a write links. A volume re-linked to the claim that completed its
+// binding to it (upstream's "volume is unbound, fixing") is held to what the claim has been given,
+// not to its request: upstream re-links without comparing sizes, and a claim being expanded asks
+// for more than its volume has yet.
 func pvg005AtBind(b *bindPair) []Finding {
-	if CapacityFits(b.PV, b.PVC) {
+	request, offer := claimRequest(b.PVC), volumeCapacity(b.PV)
+	asks := "requests"
+	if b.Field == "spec.claimRef" && completedTo(b.PVC, b.PV.Name) {
+		request, asks = claimCapacity(b.PVC), "has been given"
+	}
+	if offer.Cmp(request) >= 0 {
 		return nil
 	}
-	request, offer := claimRequest(b.PVC), volumeCapacity(b.PV)
 	hint := fmt.Sprintf("use a volume of at least %s or drop %s", request.String(), b.Field)
 	if b.Field == "spec.claimRef" {
 		hint = fmt.Sprintf("point spec.claimRef at a claim of at most %s, or give the volume at least %s", offer.String(), request.String())
@@ -36,8 +44,8 @@ func pvg005AtBind(b *bindPair) []Finding {
 	return []Finding{{
 		Object: b.Subject,
 		Field:  b.Field,
-		Message: fmt.Sprintf("%s requests %s, but %s offers %s",
-			pvcRef(b.PVC), request.String(), pvRef(b.PV), offer.String()),
+		Message: fmt.Sprintf("%s %s %s, but %s offers %s",
+			pvcRef(b.PVC), asks, request.String(), pvRef(b.PV), offer.String()),
 		Hint: hint,
 	}}
 }

@@ -17,6 +17,8 @@ func TestPVG005CapacityFits(t *testing.T) {
 	bound10 := testobj.PV("pv-7", testobj.Capacity("10Gi"), testobj.BoundTo(claim), byController)
 	step3 := testobj.PVC("team-a", "data", testobj.Request("5Gi"), testobj.ClaimBoundTo("pv-7"))
 	step4 := testobj.PVC("team-a", "data", testobj.Request("5Gi"), testobj.ClaimBoundTo("pv-7"), testobj.ClaimBoundStatus(bound10))
+	// expanding asks for 20Gi while status.capacity still says the 10Gi it was given.
+	expanding := testobj.PVC("team-a", "data", testobj.Request("20Gi"), testobj.ClaimBoundTo("pv-7"), testobj.ClaimBoundStatus(bound10))
 	boundTo := func(capacity string) *corev1.PersistentVolume {
 		return testobj.PV("pv-7", testobj.Capacity(capacity), testobj.BoundTo(claim), byController)
 	}
@@ -96,6 +98,20 @@ func TestPVG005CapacityFits(t *testing.T) {
 				testobj.PV("pv-7", testobj.BoundTo(testobj.PVC("team-a", "data", testobj.ClaimUID("1234")))),
 				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""), testobj.Phase(corev1.VolumeBound))),
 			view: testobj.NewView(claim),
+		},
+		{
+			name: "the PV controller re-links a volume to its bind-completed claim mid-expansion",
+			review: pvUpdate(binder, testobj.PV("pv-7", testobj.Capacity("10Gi"), testobj.Phase(corev1.VolumeBound)),
+				testobj.PV("pv-7", testobj.Capacity("10Gi"), testobj.BoundTo(expanding), byController)),
+			view: testobj.NewView(expanding),
+		},
+		{
+			name: "a re-link to a bind-completed claim given more than the volume has is denied",
+			review: pvUpdate(binder, testobj.PV("pv-7", testobj.Capacity("4Gi"), testobj.Phase(corev1.VolumeBound)),
+				testobj.PV("pv-7", testobj.Capacity("4Gi"), testobj.BoundTo(expanding), byController)),
+			view:     testobj.NewView(expanding),
+			want:     []string{"spec.claimRef"},
+			wantText: "PersistentVolumeClaim team-a/data has been given 10Gi, but PersistentVolume pv-7 offers 4Gi",
 		},
 		// After bind.
 		{

@@ -36,16 +36,22 @@ func pvg011ReclaimDowngrade() Rule {
 			if !inUse {
 				return nil, nil
 			}
+			// Only a confirmation this write makes counts: one left on the volume by an earlier
+			// write would otherwise confirm every later downgrade, by anyone.
 			confirm := c.reclaimConfirmAnnotation()
-			if r.PV.Annotations[confirm] == string(to) {
+			if r.PV.Annotations[confirm] == string(to) && r.OldPV.Annotations[confirm] != string(to) {
 				return nil, nil
+			}
+			hint := fmt.Sprintf("if that is intended, set the annotation %s=%s on the volume in the same write", confirm, to)
+			if r.OldPV.Annotations[confirm] == string(to) {
+				hint = fmt.Sprintf("the annotation %s=%s was already on the volume before this write, so it does not confirm it; if the change is intended, remove the annotation, then set it again in the write that changes the policy", confirm, to)
 			}
 			return []Finding{{
 				Object: pvRef(r.PV),
 				Field:  "spec.persistentVolumeReclaimPolicy",
 				Message: fmt.Sprintf("%s is %s, and changing its reclaim policy from Retain to %s %s once the claim is deleted",
 					pvRef(r.PV), use, to, effect),
-				Hint: fmt.Sprintf("if that is intended, set the annotation %s=%s on the volume in the same write", confirm, to),
+				Hint: hint,
 			}}, nil
 		},
 	}

@@ -33,6 +33,16 @@ func TestPVG011ReclaimDowngrade(t *testing.T) {
 			review: pvUpdate(admin, bound, testobj.PVWith(bound, toDelete, confirm("Delete"))),
 		},
 		{
+			name:     "a confirmation left by an earlier write does not count",
+			review:   pvUpdate(admin, testobj.PVWith(bound, confirm("Delete")), testobj.PVWith(bound, toDelete, confirm("Delete"))),
+			want:     []string{"spec.persistentVolumeReclaimPolicy"},
+			wantText: "was already on the volume before this write, so it does not confirm it",
+		},
+		{
+			name:   "a confirmation changed to the new policy in the same write counts",
+			review: pvUpdate(admin, testobj.PVWith(bound, confirm("Recycle")), testobj.PVWith(bound, toDelete, confirm("Delete"))),
+		},
+		{
 			name:   "confirmation for another policy does not count",
 			review: pvUpdate(admin, bound, testobj.PVWith(bound, toDelete, confirm("Recycle"))),
 			want:   []string{"spec.persistentVolumeReclaimPolicy"},

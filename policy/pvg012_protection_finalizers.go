@@ -25,8 +25,8 @@ func pvg012ProtectionFinalizers() Rule {
 		Name:    "protection-finalizers",
 		Default: ActionDeny,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
-		Summary: "protection finalizers are removed only by the controllers that own them, or once the object is no longer in use",
-		Check: func(r *Review, _ View, c *Config) ([]Finding, error) {
+		Summary: "protection finalizers stay on a volume or claim in use unless the controllers that own them remove them; a volume being deleted that no live claim is linked to is no longer in use",
+		Check: func(r *Review, v View, c *Config) ([]Finding, error) {
 			if r.Operation != OperationUpdate || c.IsController(r.User) {
 				return nil, nil
 			}
@@ -41,6 +41,17 @@ func pvg012ProtectionFinalizers() Rule {
 			switch r.Kind {
 			case KindPersistentVolume:
 				use, inUse = volumeInUse(r.OldPV)
+				// Who may remove a finalizer cannot always be known in advance (an external
+				// provisioner's identity is the installer's choice), so the state decides: a
+				// volume being deleted that no live claim is linked to has nothing left to
+				// protect, and its finalizers are the last step of its deletion.
+				if inUse && r.OldPV.DeletionTimestamp != nil {
+					linked, err := boundClaim(r.OldPV, v)
+					if err != nil {
+						return nil, fmt.Errorf("reading the claim %s is linked to: %w", pvRef(r.OldPV), err)
+					}
+					inUse = linked != nil
+				}
 			case KindPersistentVolumeClaim:
 				use, inUse = claimInUse(r.OldPVC)
 			}

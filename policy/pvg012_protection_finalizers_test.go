@@ -28,6 +28,7 @@ func TestPVG012ProtectionFinalizers(t *testing.T) {
 	released := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.Phase(corev1.VolumeReleased),
 		testobj.Reclaim(corev1.PersistentVolumeReclaimDelete), testobj.PVMeta(fin(finPVProtection, finPVController, finProvisioner)))
 	free := testobj.PV("pv-7", testobj.Phase(corev1.VolumeAvailable), testobj.PVMeta(fin(finPVProtection)))
+	deleting := testobj.PVWith(released, testobj.PVMeta(testobj.Deleting()))
 	bind := testobj.BindSteps(free, claim)
 
 	runRuleCases(t, "PVG012", append([]ruleCase{
@@ -100,6 +101,21 @@ func TestPVG012ProtectionFinalizers(t *testing.T) {
 			name:   "the same identity not configured as a controller is denied",
 			review: pvUpdate(provisioner, released, testobj.PVWith(released, testobj.PVMeta(fin(finPVProtection, finPVController)))),
 			want:   []string{"metadata.finalizers"},
+		},
+		{
+			name:   "an unlisted provisioner removing its finalizer from a deleted volume whose claim is gone is allowed",
+			review: pvUpdate(unlistedProvisioner, deleting, testobj.PVWith(deleting, testobj.PVMeta(fin(finPVProtection)))),
+		},
+		{
+			name:   "the same removal while the claim the volume is linked to lives is denied",
+			review: pvUpdate(unlistedProvisioner, deleting, testobj.PVWith(deleting, testobj.PVMeta(fin(finPVProtection)))),
+			view:   testobj.NewView(claim),
+			want:   []string{"metadata.finalizers", "metadata.finalizers"},
+		},
+		{
+			name:   "removing pv-protection from a deleted volume whose claim was re-created is allowed",
+			review: pvUpdate(tenant, deleting, testobj.PVWith(deleting, testobj.PVMeta(fin(finPVController, finProvisioner)))),
+			view:   testobj.NewView(testobj.PVC("team-a", "data", testobj.ClaimUID("5678"))),
 		},
 		{
 			name:   "creating an object without finalizers is not a removal",

@@ -1,6 +1,8 @@
 package testobj
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -264,4 +266,12 @@ func Label(key, value string) MetaMod {
 // Finalizers sets the finalizers.
 func Finalizers(f ...string) MetaMod {
 	return func(m *metav1.ObjectMeta) { m.Finalizers = f }
+}
+
+// Deleting sets a deletionTimestamp: the object was deleted and waits for its finalizers.
+func Deleting() MetaMod {
+	return func(m *metav1.ObjectMeta) {
+		t := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+		m.DeletionTimestamp = &t
+	}
 }
