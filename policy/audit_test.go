@@ -62,7 +62,7 @@ func TestAudit(t *testing.T) {
 				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "good", ""), testobj.Phase(corev1.VolumeBound))},
 				PVCs: []*corev1.PersistentVolumeClaim{good},
 			},
-			want: []string{"PVG022 PersistentVolumeClaim team-a/good"}},
+			want: []string{"PVG015 PersistentVolume pv-good", "PVG022 PersistentVolumeClaim team-a/good"}},
 		{name: "a completed claim whose volume lost its claimRef",
 			snap: &policy.Snapshot{
 				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.Phase(corev1.VolumeAvailable))},
