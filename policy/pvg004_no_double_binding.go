@@ -54,7 +54,7 @@ func pvg004Claim(r *Review, v View) ([]Finding, error) {
 		Object:  claim,
 		Field:   "spec.volumeName",
 		Message: fmt.Sprintf("%s names %s, which is already claimed by %s", claim, pvRef(pv), pvcRef(other)),
-		Hint:    fmt.Sprintf("use another volume, or release %s from %s first", pvRef(pv), pvcRef(other)),
+		Hint:    fmt.Sprintf("use another volume: %s stays with %s until that claim is deleted", pvRef(pv), pvcRef(other)),
 	}}, nil
 }
 

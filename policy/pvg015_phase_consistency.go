@@ -49,7 +49,7 @@ func volumePhaseFindings(r *Review) []Finding {
 			Object:  pvRef(pv),
 			Field:   "status.phase",
 			Message: fmt.Sprintf("%s is set to Available, but spec.claimRef still carries the uid of %s", pvRef(pv), claim),
-			Hint:    "clear spec.claimRef.uid (or spec.claimRef) before making the volume Available",
+			Hint:    "a volume linked to a claim is Bound or Released, not Available; leave its phase to the PV controller",
 		}}
 	}
 	return nil
