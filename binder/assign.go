@@ -10,8 +10,8 @@ import (
 )
 
 // Assign chooses volumes for pending claims all at once. fits(c, v) reports whether claims[c] may
-// bind volumes[v] (the caller has checked class, access modes, volume mode, capacity, selector,
-// node affinity and policy). It returns, for each claim index that gets a volume, the volume index.
+// bind volumes[v] (the caller has checked class, VolumeAttributesClass, access modes, volume mode,
+// capacity, selector, node affinity and policy). It returns, for each claim index that gets a volume, the volume index.
 //
 // Upstream binds one claim at a time to its smallest fitting volume, so a small claim can take the
 // only volume a later claim could use and leave that claim Pending for good. Assign instead returns

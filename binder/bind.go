@@ -86,6 +86,15 @@ func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *co
 		if claim.Status.Phase != corev1.ClaimBound {
 			// Capacity is set only when the claim becomes Bound: later differences can be a resize.
 			nc.Status.Capacity = v.Spec.Capacity.DeepCopy()
+			// So is the VolumeAttributesClass the claim now has, as upstream does: after that the
+			// external-resizer owns the field, and it reads a claim whose spec names a class its
+			// status does not as a modification to make.
+			if vac := v.Spec.VolumeAttributesClassName; vac != nil {
+				name := *vac
+				nc.Status.CurrentVolumeAttributesClassName = &name
+			} else {
+				nc.Status.CurrentVolumeAttributesClassName = nil
+			}
 		}
 		nc.Status.Phase = corev1.ClaimBound
 		nc.Status.AccessModes = v.Spec.AccessModes

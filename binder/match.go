@@ -85,7 +85,7 @@ func (f *fitCache) fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.Persis
 	if v.Spec.ClaimRef == nil && v.Status.Phase != corev1.VolumeAvailable && !(pendingFree && isPending(v)) {
 		return false
 	}
-	// The checks are policy's own (PVG001, PVG005-PVG009), so the binder never picks a volume
+	// The checks are policy's own (PVG001, PVG005-PVG009, PVG018), so the binder never picks a volume
 	// the webhook would refuse for the claim.
 	if policy.Satisfies(v, c) != nil {
 		return false

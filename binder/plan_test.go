@@ -47,6 +47,115 @@ func TestPlanPrefersTheVolumeThatHasTheClaimsUID(t *testing.T) {
 	}
 }
 
+// TestPlanChoosesByVolumeAttributesClass: a claim is planned only on a volume of the
+// VolumeAttributesClass it asks for (unset and "" both meaning none), never on one of another
+// class or of none, even when that one is smaller and so preferred, or pre-bound to the claim.
+func TestPlanChoosesByVolumeAttributesClass(t *testing.T) {
+	avail := testobj.Phase(corev1.VolumeAvailable)
+	small, big := testobj.Capacity("1Gi"), testobj.Capacity("2Gi")
+	for _, tc := range []struct {
+		name    string
+		claim   *corev1.PersistentVolumeClaim
+		volumes []*corev1.PersistentVolume
+		want    string
+	}{
+		{name: "gold claim skips a smaller silver volume and a smaller one of none",
+			claim: testobj.PVC("ns", "c", testobj.ClaimVolumeAttributesClass("gold")),
+			volumes: []*corev1.PersistentVolume{
+				testobj.PV("a-silver", small, avail, testobj.VolumeAttributesClass("silver")),
+				testobj.PV("b-none", small, avail),
+				testobj.PV("c-gold", big, avail, testobj.VolumeAttributesClass("gold")),
+			},
+			want: "c-gold"},
+		{name: "claim of none skips a smaller gold volume",
+			claim: testobj.PVC("ns", "c"),
+			volumes: []*corev1.PersistentVolume{
+				testobj.PV("a-gold", small, avail, testobj.VolumeAttributesClass("gold")),
+				testobj.PV("b-empty", big, avail, testobj.VolumeAttributesClass("")),
+			},
+			want: "b-empty"},
+		{name: `claim of "" takes a volume of none`,
+			claim:   testobj.PVC("ns", "c", testobj.ClaimVolumeAttributesClass("")),
+			volumes: []*corev1.PersistentVolume{testobj.PV("a-none", small, avail)},
+			want:    "a-none"},
+		{name: "gold claim gets no volume when only silver ones are free",
+			claim:   testobj.PVC("ns", "c", testobj.ClaimVolumeAttributesClass("gold")),
+			volumes: []*corev1.PersistentVolume{testobj.PV("a-silver", small, avail, testobj.VolumeAttributesClass("silver"))},
+			want:    ""},
+		{name: "gold claim is not planned on a silver volume pre-bound to it",
+			claim:   testobj.PVC("ns", "c", testobj.ClaimVolumeAttributesClass("gold")),
+			volumes: []*corev1.PersistentVolume{testobj.PV("a-silver", small, avail, testobj.VolumeAttributesClass("silver"), testobj.ClaimRef("ns", "c", ""))},
+			want:    ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := []client.Object{tc.claim.DeepCopy()}
+			for _, v := range tc.volumes {
+				objs = append(objs, v.DeepCopy())
+			}
+			b := planner(t, objs...)
+			if err := b.runPlan(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.plan[tc.claim.UID]; got != tc.want {
+				t.Errorf("planned %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBindRecordsTheVolumeAttributesClass: the binder's fourth write records on the claim the
+// VolumeAttributesClass of the volume it was given, as upstream does; without it the
+// external-resizer would take the claim's spec for a modification still to make.
+func TestBindRecordsTheVolumeAttributesClass(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		want *string
+	}{
+		{name: "gold", pv: testobj.PV("pv-1", testobj.Phase(corev1.VolumeAvailable), testobj.VolumeAttributesClass("gold")), want: ptrTo("gold")},
+		{name: "none", pv: testobj.PV("pv-1", testobj.Phase(corev1.VolumeAvailable))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := testobj.PVC("ns", "c")
+			if tc.want != nil {
+				claim = testobj.PVCWith(claim, testobj.ClaimVolumeAttributesClass(*tc.want))
+			}
+			c := fake.NewClientBuilder().WithObjects(claim.DeepCopy(), tc.pv.DeepCopy()).Build()
+			b, err := New(Options{
+				Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+				Views:    func(context.Context) policy.View { return testobj.NewView(claim.DeepCopy(), tc.pv.DeepCopy()) },
+				Recorder: record.NewFakeRecorder(10), Cache: c, Live: c, Writer: c,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.bind(context.Background(), tc.pv.DeepCopy(), claim.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+			got := &corev1.PersistentVolumeClaim{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(claim), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase != corev1.ClaimBound {
+				t.Fatalf("claim phase %q, want Bound", got.Status.Phase)
+			}
+			cur := got.Status.CurrentVolumeAttributesClassName
+			if (cur == nil) != (tc.want == nil) || cur != nil && *cur != *tc.want {
+				t.Errorf("status.currentVolumeAttributesClassName %v, want %v", deref(cur), deref(tc.want))
+			}
+		})
+	}
+}
+
+func ptrTo(s string) *string { return &s }
+
+func deref(s *string) string {
+	if s == nil {
+		return "<unset>"
+	}
+	return fmt.Sprintf("%q", *s)
+}
+
 // TestPlanCountsVolumesBeingMarkedAvailable: a volume whose Available write is in flight is
 // still the best fit for the claim it fits: the plan gives it to that claim (whose bind waits
 // for the write). Left out of plans, the claim got either no volume or, when the larger claim

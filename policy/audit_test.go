@@ -21,6 +21,12 @@ func TestAudit(t *testing.T) {
 	block := corev1.PersistentVolumeBlock
 	good := testobj.PVC("team-a", "good", testobj.ClaimBoundTo("pv-good"), testobj.ClaimPhase(corev1.ClaimBound))
 	modeClaim := testobj.PVC("team-a", "block", testobj.ClaimVolumeMode(block), testobj.ClaimBoundTo("pv-fs"))
+	goldClaim := testobj.PVC("team-a", "gold", testobj.ClaimVolumeAttributesClass("gold"), testobj.ClaimBoundTo("pv-silver"),
+		testobj.ClaimCurrentAttributesClass("gold"))
+	// modifying asked to move from gold to silver; the external-resizer has not modified the
+	// volume yet.
+	modifying := testobj.PVC("team-a", "modifying", testobj.ClaimVolumeAttributesClass("silver"), testobj.ClaimBoundTo("pv-gold"),
+		testobj.ClaimCurrentAttributesClass("gold"), testobj.ClaimModifyingTo("silver"))
 	released := func(age time.Duration) testobj.PVMod {
 		return func(pv *corev1.PersistentVolume) {
 			pv.Status.Phase = corev1.VolumeReleased
@@ -42,6 +48,13 @@ func TestAudit(t *testing.T) {
 		{name: "a mismatched bound pair is reported once, on the claim",
 			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-fs", testobj.BoundTo(modeClaim))}, PVCs: []*corev1.PersistentVolumeClaim{modeClaim}},
 			want: []string{"PVG001 PersistentVolumeClaim team-a/block"}},
+		{name: "a bound pair of different VolumeAttributesClasses is reported once, on the claim",
+			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-silver", testobj.VolumeAttributesClass("silver"), testobj.BoundTo(goldClaim))},
+				PVCs: []*corev1.PersistentVolumeClaim{goldClaim}},
+			want: []string{"PVG018 PersistentVolumeClaim team-a/gold"}},
+		{name: "a bound pair whose VolumeAttributesClass is being modified reports nothing",
+			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-gold", testobj.VolumeAttributesClass("gold"), testobj.BoundTo(modifying))},
+				PVCs: []*corev1.PersistentVolumeClaim{modifying}}},
 		{name: "dangling claimRef",
 			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-d", testobj.ClaimRef("team-a", "gone", "u1"), testobj.Phase(corev1.VolumeBound))}},
 			want: []string{"PVG020 PersistentVolume pv-d"}},

@@ -21,6 +21,7 @@ func Catalogue() []Rule {
 		pvg015PhaseConsistency(),
 		pvg016SecretsInAttributes(),
 		pvg017SingleDefaultClass(),
+		pvg018VolumeAttributesClassMatch(),
 	}
 }
 

@@ -98,7 +98,7 @@ func TestCatalogueIsComplete(t *testing.T) {
 			t.Errorf("catalogue out of order at %s", rl.ID)
 		}
 	}
-	if len(rules) != 17 {
-		t.Errorf("%d admission rules, want PVG001-PVG017", len(rules))
+	if len(rules) != 18 {
+		t.Errorf("%d admission rules, want PVG001-PVG018", len(rules))
 	}
 }

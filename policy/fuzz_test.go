@@ -232,6 +232,10 @@ func admitSeeds() []admitSeed {
 		{kind: policy.KindStorageClass, flags: update, user: tenantUser,
 			old: slow, cur: testobj.SCWith(slow, testobj.SCMeta(testobj.Annotation(policy.AnnBetaDefaultClass, "true"))),
 			world: fuzzWorld{Classes: []*storagev1.StorageClass{fast, slow}}},
+		// PVG018: a claim naming a volume of another VolumeAttributesClass.
+		{kind: policy.KindPersistentVolumeClaim, flags: create, user: tenantUser,
+			cur:   testobj.PVC("team-b", "gold", testobj.ClaimVolumeAttributesClass("gold"), testobj.VolumeName("pv-silver")),
+			world: fuzzWorld{PVs: []*corev1.PersistentVolume{testobj.PV("pv-silver", testobj.VolumeAttributesClass("silver"))}}},
 		// Deletes are never judged.
 		{kind: policy.KindPersistentVolume, flags: del, user: tenantUser, old: bound, world: boundWorld},
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
-// Pair predicates: the at-bind checks of PVG001 and PVG005 to PVG009, exported so that the binder
+// Pair predicates: the at-bind checks of PVG001, PVG005 to PVG009 and PVG018, exported so that the binder
 // chooses volumes by exactly the rules the webhook enforces. The rules call them too; only the
 // messages are the rules' own.
 
@@ -35,6 +35,30 @@ func AccessModesFit(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeCla
 // ClassesMatch reports whether volume and claim are of the same storage class (PVG007).
 func ClassesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
 	return ClaimClass(pvc) == VolumeClass(pv)
+}
+
+// AttributesClassesMatch reports whether volume and claim name the same VolumeAttributesClass
+// (PVG018). Unset and "" both mean "none", as upstream's binder compares them; with the class
+// GA upstream, a claim that names one never takes a volume of another or of none, and a claim
+// that names none never takes a volume that has one.
+func AttributesClassesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
+	return claimAttributesClass(pvc) == volumeAttributesClass(pv)
+}
+
+// claimAttributesClass is the VolumeAttributesClass a claim asks for, "" for none.
+func claimAttributesClass(pvc *corev1.PersistentVolumeClaim) string {
+	if pvc.Spec.VolumeAttributesClassName == nil {
+		return ""
+	}
+	return *pvc.Spec.VolumeAttributesClassName
+}
+
+// volumeAttributesClass is the VolumeAttributesClass a volume has, "" for none.
+func volumeAttributesClass(pv *corev1.PersistentVolume) string {
+	if pv.Spec.VolumeAttributesClassName == nil {
+		return ""
+	}
+	return *pv.Spec.VolumeAttributesClassName
 }
 
 // SelectorAdmits reports whether the claim's label selector, if any, matches the volume (PVG008);
@@ -115,13 +139,17 @@ func (a VolumeAffinity) Admits(node *corev1.Node) bool {
 }
 
 // Satisfies explains why a volume cannot serve a claim by the checks upstream's binder also makes
-// (capacity, class, volume mode, access modes), in upstream's words; nil when it can.
+// (capacity, class, VolumeAttributesClass, volume mode, access modes), in that order and in the
+// words upstream's events use, so that a user reading pvguard's VolumeMismatch event sees the
+// reason upstream would give; nil when it can.
 func Satisfies(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) error {
 	switch {
 	case !CapacityFits(pv, pvc):
 		return errors.New("requested PV is too small")
 	case !ClassesMatch(pv, pvc):
 		return errors.New("storageClassName does not match")
+	case !AttributesClassesMatch(pv, pvc):
+		return errors.New("volumeAttributesClassName does not match")
 	case !ModesMatch(pv, pvc):
 		return errors.New("incompatible volumeMode")
 	case !AccessModesFit(pv, pvc):

@@ -68,7 +68,7 @@ type Bind struct {
 	// write 2 (phase Bound).
 	PVSpec, PVStatus *corev1.PersistentVolume
 	// PVCSpec is the claim after write 3 (volumeName, bind-completed), PVCStatus after write 4
-	// (phase Bound, capacity, access modes).
+	// (phase Bound, capacity, access modes, the volume's VolumeAttributesClass).
 	PVCSpec, PVCStatus *corev1.PersistentVolumeClaim
 }
 
@@ -95,6 +95,11 @@ func BindSteps(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) B
 	b.PVCStatus = PVCWith(b.PVCSpec, ClaimPhase(corev1.ClaimBound), func(c *corev1.PersistentVolumeClaim) {
 		c.Status.AccessModes = pv.Spec.AccessModes
 		c.Status.Capacity = pv.Spec.Capacity.DeepCopy()
+		// Upstream records the volume's VolumeAttributesClass when the claim becomes Bound.
+		if vac := pv.Spec.VolumeAttributesClassName; vac != nil {
+			name := *vac
+			c.Status.CurrentVolumeAttributesClassName = &name
+		}
 	})
 	return b
 }

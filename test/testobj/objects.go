@@ -125,6 +125,12 @@ func VolumeMode(m corev1.PersistentVolumeMode) PVMod {
 	return func(pv *corev1.PersistentVolume) { pv.Spec.VolumeMode = &m }
 }
 
+// VolumeAttributesClass sets the volume's spec.volumeAttributesClassName; "" sets it to the
+// empty string, which is not the same object as leaving it unset.
+func VolumeAttributesClass(name string) PVMod {
+	return func(pv *corev1.PersistentVolume) { pv.Spec.VolumeAttributesClassName = &name }
+}
+
 // AccessModes sets the volume's access modes.
 func AccessModes(modes ...corev1.PersistentVolumeAccessMode) PVMod {
 	return func(pv *corev1.PersistentVolume) { pv.Spec.AccessModes = modes }
@@ -200,6 +206,29 @@ func ClaimBoundTo(pvName string) PVCMod {
 // ClaimVolumeMode sets the claim's volume mode.
 func ClaimVolumeMode(m corev1.PersistentVolumeMode) PVCMod {
 	return func(pvc *corev1.PersistentVolumeClaim) { pvc.Spec.VolumeMode = &m }
+}
+
+// ClaimVolumeAttributesClass sets the claim's spec.volumeAttributesClassName; "" sets it to the
+// empty string, which is not the same object as leaving it unset.
+func ClaimVolumeAttributesClass(name string) PVCMod {
+	return func(pvc *corev1.PersistentVolumeClaim) { pvc.Spec.VolumeAttributesClassName = &name }
+}
+
+// ClaimCurrentAttributesClass records the VolumeAttributesClass the claim's volume has
+// (status.currentVolumeAttributesClassName), as the PV controller does at bind and the
+// external-resizer after a modification.
+func ClaimCurrentAttributesClass(name string) PVCMod {
+	return func(pvc *corev1.PersistentVolumeClaim) { pvc.Status.CurrentVolumeAttributesClassName = &name }
+}
+
+// ClaimModifyingTo records a modification under way to the VolumeAttributesClass name, as the
+// external-resizer does before it calls the driver.
+func ClaimModifyingTo(name string) PVCMod {
+	return func(pvc *corev1.PersistentVolumeClaim) {
+		pvc.Status.ModifyVolumeStatus = &corev1.ModifyVolumeStatus{
+			Status: corev1.PersistentVolumeClaimModifyVolumeInProgress, TargetVolumeAttributesClassName: name,
+		}
+	}
 }
 
 // ClaimAccessModes sets the claim's access modes.
