@@ -58,13 +58,13 @@ func pvg004Claim(r *Review, v View) ([]Finding, error) {
 	}}, nil
 }
 
-// pvg004Volume judges a volume whose claimRef is set or changed, by two properties of the state it
-// makes: the claim it names has not completed a binding to another volume (two volumes would claim
-// one claim, and upstream releases the one the claim does not name, deleting it if it was
-// provisioned with reclaim policy Delete), and no other live claim names the volume (two claims
-// would wait on one volume). A provisioner saving the volume it has just made for a claim that was
-// bound elsewhere meanwhile is the exception to the first: that volume holds no data, and its
-// release is how upstream cleans it up.
+// pvg004Volume judges a volume whose claimRef is set or changed: the claim it names must not be
+// bound to another volume, or two volumes would claim one claim, and upstream releases the one the
+// claim does not name, deleting it if it was provisioned with reclaim policy Delete. A provisioner
+// saving the volume it has just made for a claim that was bound elsewhere meanwhile is the
+// exception: that volume holds no data, and its release is how upstream cleans it up. (Another
+// claim naming the volume is not refused here: upstream binds the volume to whichever claim it
+// links first and leaves a claim pre-bound by name to a taken volume Pending, which holds no data.)
 func pvg004Volume(r *Review, v View) ([]Finding, error) {
 	vol := pvRef(r.PV)
 	ref := r.PV.Spec.ClaimRef
@@ -88,22 +88,6 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 				Hint:    fmt.Sprintf("point spec.claimRef at a claim that is not bound yet; %s stays with %s", pvcRef(pvc), pvRef(elsewhere)),
 			}}, nil
 		}
-	}
-	// A claim that completed a binding to this volume is PVG002's: the volume holds its data.
-	claims, err := v.ClaimsNamingVolume(r.PV.Name)
-	if err != nil {
-		return nil, fmt.Errorf("listing the claims that name %s: %w", vol, err)
-	}
-	for _, other := range claims {
-		if _, done := other.Annotations[AnnBindCompleted]; done || (other.Namespace == ref.Namespace && other.Name == ref.Name) {
-			continue
-		}
-		return []Finding{{
-			Object:  vol,
-			Field:   "spec.claimRef",
-			Message: fmt.Sprintf("%s points spec.claimRef at %s, but %s names the volume in spec.volumeName", vol, claimRefString(ref), pvcRef(other)),
-			Hint:    fmt.Sprintf("point spec.claimRef at %s, or use another volume for %s", pvcRef(other), claimRefString(ref)),
-		}}, nil
 	}
 	return nil, nil
 }

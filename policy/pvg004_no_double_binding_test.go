@@ -160,11 +160,9 @@ func TestPVG004NoDoubleBinding(t *testing.T) {
 			want: []string{"spec.claimRef"},
 		},
 		{
-			name:     "volume pointed at one claim while another names it is denied",
-			review:   pvUpdate(admin, free, testobj.PV("pv-7", testobj.ClaimRef("team-b", "other", ""))),
-			view:     testobj.NewView(otherPending, wantsVolume),
-			want:     []string{"spec.claimRef"},
-			wantText: "PersistentVolume pv-7 points spec.claimRef at PersistentVolumeClaim team-b/other, but PersistentVolumeClaim team-a/data names the volume in spec.volumeName",
+			name:   "volume pointed at one claim while another only pre-bound by name wants it is allowed (upstream: first link wins)",
+			review: pvUpdate(binder, free, testobj.PV("pv-7", testobj.ClaimRef("team-b", "other", string(otherPending.UID)))),
+			view:   testobj.NewView(otherPending, wantsVolume),
 		},
 		{
 			name:   "volume pointed at the claim that names it is allowed",
