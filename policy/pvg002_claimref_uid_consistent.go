@@ -43,10 +43,12 @@ func pvg002ClaimRefUIDConsistent() Rule {
 				}
 			}
 
-			if cur.UID == "" {
+			// A reference without a name or namespace names no claim whose uid it could carry:
+			// that is PVG014's finding, and this rule would only repeat it.
+			if cur.UID == "" || !NamesAClaim(cur) {
 				return nil, nil
 			}
-			pvc, err := v.PersistentVolumeClaim(cur.Namespace, cur.Name)
+			pvc, err := namedClaim(cur, v)
 			if err != nil {
 				return nil, fmt.Errorf("reading %s named by spec.claimRef: %w", claimRefString(cur), err)
 			}
