@@ -30,6 +30,9 @@ func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		b.Claim = ref.Namespace + "/" + ref.Name
 		b.ClaimPhase = "missing"
+		if !policy.NamesAClaim(ref) {
+			return b, nil
+		}
 		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
 		if err != nil {
 			return b, fmt.Errorf("reading the claim of %s: %w", pv.Name, err)

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -124,7 +125,7 @@ func (r *Runner) Changed(objs ...any) {
 		switch o := obj.(type) {
 		case *corev1.PersistentVolume:
 			r.dirty[objectKey{kind: policy.KindPersistentVolume, name: o.Name}] = struct{}{}
-			if ref := o.Spec.ClaimRef; ref != nil {
+			if ref := o.Spec.ClaimRef; policy.NamesAClaim(ref) {
 				r.dirty[objectKey{kind: policy.KindPersistentVolumeClaim, namespace: ref.Namespace, name: ref.Name}] = struct{}{}
 			}
 		case *corev1.PersistentVolumeClaim:
@@ -239,12 +240,14 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 	v := snap.Indexed()
 	all := snap.Objects()
 	objects := make(map[objectKey]judged, len(all))
+	var failed []error
 	for i, obj := range all {
-		k, j, err := r.judge(ctx, obj, v)
+		k, j, ruleErr, err := r.judge(ctx, obj, v)
 		if err != nil {
 			return err
 		}
 		objects[k] = j
+		failed = append(failed, ruleErr)
 		if r.o.Progress != nil {
 			r.o.Progress(i+1, len(all))
 		}
@@ -253,7 +256,7 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 	r.objects = objects
 	r.mu.Unlock()
 	r.publish(start, "full")
-	return nil
+	return errors.Join(failed...)
 }
 
 // runIncremental re-audits the changed objects and their neighbours two links out: a claim, the
@@ -285,16 +288,18 @@ func (r *Runner) runIncremental(ctx context.Context, dirty map[objectKey]struct{
 		frontier = next
 	}
 	results := make(map[objectKey]*judged, len(todo))
+	var failed []error
 	for k, obj := range todo {
 		if obj == nil {
 			results[k] = nil // gone
 			continue
 		}
-		_, j, err := r.judge(ctx, obj, v)
+		_, j, ruleErr, err := r.judge(ctx, obj, v)
 		if err != nil {
 			return err
 		}
 		results[k] = &j
+		failed = append(failed, ruleErr)
 	}
 	r.mu.Lock()
 	for k, j := range results {
@@ -306,7 +311,7 @@ func (r *Runner) runIncremental(ctx context.Context, dirty map[objectKey]struct{
 	}
 	r.mu.Unlock()
 	r.publish(start, "incremental")
-	return nil
+	return errors.Join(failed...)
 }
 
 // lookup reads one object through the view (nil when it is gone) and lists its neighbours.
@@ -328,7 +333,8 @@ func lookup(v policy.View, k objectKey) (any, []objectKey, error) {
 		if pv == nil {
 			return nil, out, nil
 		}
-		if ref := pv.Spec.ClaimRef; ref != nil {
+		// A claimRef without a name or namespace has no claim to look up (and the read would fail).
+		if ref := pv.Spec.ClaimRef; policy.NamesAClaim(ref) {
 			out = append(out, objectKey{kind: policy.KindPersistentVolumeClaim, namespace: ref.Namespace, name: ref.Name})
 		}
 		return pv, out, nil
@@ -355,30 +361,36 @@ func lookup(v policy.View, k objectKey) (any, []objectKey, error) {
 	return nil, nil, fmt.Errorf("re-auditing %s %s: not a volume or claim", k.kind, k.name)
 }
 
-// judge audits one object, confirming absences live, and computes its binding row.
-func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (objectKey, judged, error) {
+// judge audits one object, confirming absences live, and computes its binding row. When some
+// rules could not judge the object, ruleErr says which and the result holds the findings of the
+// rules that could, so one rule's failure does not hide the object's other findings; the caller
+// keeps them and reports ruleErr. Any other failure is err, with no result.
+func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k objectKey, j judged, ruleErr, err error) {
 	found, err := r.o.Engine().AuditObject(obj, v, r.o.Now())
 	if err != nil {
-		return objectKey{}, judged{}, err
+		var re *policy.RuleError
+		if !errors.As(err, &re) {
+			return objectKey{}, judged{}, nil, err
+		}
+		ruleErr = err
 	}
 	confirmed := found[:0]
 	for _, f := range found {
 		ok, err := r.confirm(ctx, f)
 		if err != nil {
-			return objectKey{}, judged{}, err
+			return objectKey{}, judged{}, nil, err
 		}
 		if ok {
 			confirmed = append(confirmed, f)
 		}
 	}
-	j := judged{findings: confirmed}
-	var k objectKey
+	j = judged{findings: confirmed}
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
 		k = objectKey{kind: policy.KindPersistentVolume, name: o.Name}
 		b, err := bindingOf(o, v)
 		if err != nil {
-			return objectKey{}, judged{}, err
+			return objectKey{}, judged{}, nil, err
 		}
 		j.binding = &b
 	case *corev1.PersistentVolumeClaim:
@@ -386,7 +398,7 @@ func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (objectKey, 
 	case *storagev1.StorageClass:
 		k = objectKey{kind: policy.KindStorageClass, name: o.Name}
 	}
-	return k, j, nil
+	return k, j, ruleErr, nil
 }
 
 // publish merges the per-object results into the report, the bindings and the metrics.
@@ -456,6 +468,9 @@ func (r *Runner) confirm(ctx context.Context, f policy.Finding) (bool, error) {
 		}
 		if pv.Spec.ClaimRef == nil {
 			return false, nil
+		}
+		if !policy.NamesAClaim(pv.Spec.ClaimRef) { // no claim to read: it names none
+			return pv.Status.Phase == corev1.VolumeBound, nil
 		}
 		key, obj = client.ObjectKey{Namespace: pv.Spec.ClaimRef.Namespace, Name: pv.Spec.ClaimRef.Name}, &corev1.PersistentVolumeClaim{}
 		if err := r.o.Live.Get(ctx, key, obj); err == nil {

@@ -2,6 +2,8 @@ package audit_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +121,77 @@ func TestIncrementalAudit(t *testing.T) {
 	}
 	if got := rules(); !got["PVG024 pv-unseen"] || !got["PVG020 pv-data"] {
 		t.Fatalf("the full audit missed something: %v", got)
+	}
+}
+
+// strictReader refuses a get without a name or, for a claim, a namespace, as a client talking to
+// the apiserver does ("resource name may not be empty"); the fake client would just not find it.
+type strictReader struct{ client.Reader }
+
+func (s strictReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, claim := obj.(*corev1.PersistentVolumeClaim); key.Name == "" || (claim && key.Namespace == "") {
+		return errors.New("resource name may not be empty")
+	}
+	return s.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestMalformedClaimRefIsAuditedNotAnError: a Bound volume whose claimRef has a uid but no name
+// is reported (PVG014, and PVG020: it names no claim) in full and incremental audits; no read is made for
+// the claim it does not name, so the audit does not fail.
+func TestMalformedClaimRefIsAuditedNotAnError(t *testing.T) {
+	ctx := context.Background()
+	noName := testobj.PV("pv-noname", testobj.ClaimRef("team-a", "", "u-1"), testobj.Phase(corev1.VolumeBound))
+	c := fake.NewClientBuilder().WithObjects(noName.DeepCopy()).Build()
+	view := testobj.NewView(noName)
+	view.StrictNames = true
+	r := audit.NewRunner(audit.Options{Cache: c, Live: strictReader{c}, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		View: func(context.Context) policy.View { return view }, Log: logr.Discard()})
+	check := func(when string) {
+		t.Helper()
+		f := r.Latest().Findings
+		if len(f) != 2 || f[0].Rule != "PVG014" || f[1].Rule != "PVG020" || !strings.Contains(f[1].Message, "names no claim") {
+			t.Errorf("%s: findings %+v, want PVG014's and PVG020's saying the claimRef names no claim", when, f)
+		}
+	}
+	if err := r.RunOnce(ctx); err != nil {
+		t.Fatalf("RunOnce: %v", err)
+	}
+	check("full audit")
+	r.Changed(noName)
+	if err := r.RunPending(ctx); err != nil {
+		t.Fatalf("incremental audit: %v", err)
+	}
+	check("incremental audit")
+}
+
+// nodesDown is a view whose Node reads fail, so that only the node-affinity rule cannot judge.
+type nodesDown struct{ *testobj.View }
+
+func (nodesDown) Node(string) (*corev1.Node, error) {
+	return nil, errors.New("nodes: connection refused")
+}
+
+// TestRuleFailureKeepsTheObjectsOtherFindings: when one rule cannot judge an object, the audit
+// still publishes what the other rules found on it, and reports the failure.
+func TestRuleFailureKeepsTheObjectsOtherFindings(t *testing.T) {
+	ctx := context.Background()
+	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.VolumeName("pv-7"),
+		testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")))
+	volume := testobj.PV("pv-7", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-a"))
+	c := fake.NewClientBuilder().WithObjects(claim.DeepCopy(), volume.DeepCopy()).Build()
+	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		View: func(context.Context) policy.View { return nodesDown{testobj.NewView(claim, volume)} }, Log: logr.Discard()})
+	r.Changed(claim)
+	err := r.RunPending(ctx)
+	var re *policy.RuleError
+	if !errors.As(err, &re) || re.Rule != "PVG009" {
+		t.Fatalf("RunPending error %v, want PVG009's failure", err)
+	}
+	found := false
+	for _, f := range r.Latest().Findings {
+		found = found || (f.Rule == "PVG001" && f.Object == "data")
+	}
+	if !found {
+		t.Errorf("findings %+v, want PVG001 on the claim despite PVG009's failure", r.Latest().Findings)
 	}
 }

@@ -106,6 +106,11 @@ func (f *fitCache) fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.Persis
 		aff.aff, aff.err = policy.ParseVolumeAffinity(v)
 		f.affinities[v] = aff
 	}
+	// A node that cannot be read (gone, or not cached yet) admits only volumes without affinity.
+	// PVG009 judges such a node by policy.AssumedNode, which lets through more (a volume pinned to
+	// its host, or to labels that cannot be known), so every pair chosen here is one the webhook
+	// admits; the binder only waits, where guessing could place data where the pod cannot run,
+	// and the scheduler rewrites the annotation for a node that is gone.
 	return aff.err == nil && aff.aff.Admits(node)
 }
 

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -93,7 +94,9 @@ func (s *Snapshot) Objects() []any {
 // written, and PVG020 reports the states that are wrong (a Bound volume whose claim is gone).
 var transitionRules = map[RuleID]bool{"PVG002": true, "PVG003": true, "PVG011": true, "PVG012": true, "PVG013": true}
 
-// Audit judges every object of a snapshot with AuditObject and merges the results. progress,
+// Audit judges every object of a snapshot with AuditObject and merges the results: the findings
+// of every rule that could judge, and an error joining the *RuleError of each rule that could not
+// judge an object (a Snapshot's own reads never fail). progress,
 // when not nil, is told after each object how many of how many are done; its calls are
 // serialised and count up by one. The objects are judged on up to GOMAXPROCS goroutines (the
 // snapshot is only read, and each goroutine has its own review and memo), and the result does not
@@ -134,11 +137,9 @@ func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int
 		})
 	}
 	wg.Wait()
-	// The first error in the snapshot's order, whichever goroutine met it first.
-	if err := cmp.Or(errs...); err != nil {
-		return nil, err
-	}
-	return Merge(perObject), nil
+	// The errors in the snapshot's order, whichever goroutine met them first. An object a rule
+	// could not judge still has the other rules' findings, so they are reported beside it.
+	return Merge(perObject), errors.Join(errs...)
 }
 
 // auditBlock is how many consecutive objects an Audit goroutine takes at a time: enough that
@@ -150,7 +151,8 @@ const auditBlock = 256
 // object had just been created, then the audit-only rules PVG020-PVG024. Exemptions apply as at
 // admission, matched by namespace only (an audit has no requester). now dates the
 // released-aging rule. The findings are not yet deduplicated against the object's neighbours:
-// Merge does that.
+// Merge does that. As with Admit, a rule that cannot judge the object does not stop the others:
+// the error joins a *RuleError for each that could not, beside the findings of those that could.
 func (e *Engine) AuditObject(obj any, v View, now time.Time) ([]Finding, error) {
 	return e.auditObject(obj, &Review{}, newMemoView(v), now)
 }
@@ -171,6 +173,7 @@ func (e *Engine) auditObject(obj any, r *Review, v *memoView, now time.Time) ([]
 	}
 	ns := r.namespaces()
 	var out []Finding
+	var failed []error
 	for i := range e.rules {
 		rl := &e.rules[i]
 		if transitionRules[rl.ID] || !rl.appliesTo(r.Kind) {
@@ -178,7 +181,7 @@ func (e *Engine) auditObject(obj any, r *Review, v *memoView, now time.Time) ([]
 		}
 		var err error
 		if out, err = e.judge(out, rl, false, r, v, ns, now); err != nil {
-			return nil, err
+			failed = append(failed, err)
 		}
 	}
 	for i := range e.auditRules {
@@ -188,14 +191,15 @@ func (e *Engine) auditObject(obj any, r *Review, v *memoView, now time.Time) ([]
 		}
 		var err error
 		if out, err = e.judge(out, rl, true, r, v, ns, now); err != nil {
-			return nil, err
+			failed = append(failed, err)
 		}
 	}
-	return out, nil
+	return out, errors.Join(failed...)
 }
 
 // judge applies one rule to an existing object for AuditObject, an audit-only rule through its
-// audit function and an admission rule through Check, and appends the findings to out.
+// audit function and an admission rule through Check, and appends the findings to out; when the
+// rule cannot judge, out comes back as it was, with a *RuleError.
 func (e *Engine) judge(out []Finding, rl *Rule, auditOnly bool, r *Review, v View, ns []string, now time.Time) ([]Finding, error) {
 	action := e.cfg.ActionFor(rl)
 	if action == ActionOff || e.cfg.Exempt(rl, ns, UserInfo{}) {
@@ -209,7 +213,7 @@ func (e *Engine) judge(out []Finding, rl *Rule, auditOnly bool, r *Review, v Vie
 		found, err = rl.Check(r, v, e.cfg)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("auditing %s with %s: %w", r.Object(), rl.ID, err)
+		return out, &RuleError{Rule: rl.ID, Name: rl.Name, Object: r.Object(), Err: err}
 	}
 	for _, f := range found {
 		f.Rule, f.Name, f.Action = rl.ID, rl.Name, action

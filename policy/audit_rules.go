@@ -29,21 +29,23 @@ func auditDanglingClaimRef(r *Review, v View, _ *Config, _ time.Time) ([]Finding
 	if pv.Status.Phase != corev1.VolumeBound || ref == nil || ref.UID == "" {
 		return nil, nil
 	}
-	pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+	pvc, err := namedClaim(ref, v)
 	if err != nil {
 		return nil, err
 	}
-	what := "no longer exists"
+	msg := fmt.Sprintf("%s is Bound to %s, which no longer exists", pvRef(pv), claimRefString(ref))
 	switch {
+	case !NamesAClaim(ref):
+		msg = fmt.Sprintf("%s is Bound, but its spec.claimRef names no claim (it has no name or no namespace)", pvRef(pv))
 	case pvc == nil:
 	case pvc.UID != ref.UID:
-		what = fmt.Sprintf("was re-created (uid %s, not %s)", pvc.UID, ref.UID)
+		msg = fmt.Sprintf("%s is Bound to %s, which was re-created (uid %s, not %s)", pvRef(pv), claimRefString(ref), pvc.UID, ref.UID)
 	default:
 		return nil, nil
 	}
 	return []Finding{{
 		Object: pvRef(pv), Field: "spec.claimRef",
-		Message: fmt.Sprintf("%s is Bound to %s, which %s", pvRef(pv), claimRefString(ref), what),
+		Message: msg,
 		Hint:    "let the binder release the volume (check that it runs), or clear spec.claimRef once the data is safe",
 	}}, nil
 }

@@ -34,6 +34,13 @@ func TestAudit(t *testing.T) {
 			pv.Status.LastPhaseTransitionTime = &at
 		}
 	}
+	// A claim scheduled to node-1 bound to volumes pinned to a host, in a snapshot without nodes
+	// (as `kubectl get pv,pvc,sc -A -o yaml` writes one).
+	scheduledTo := func(name, volume string) *corev1.PersistentVolumeClaim {
+		return testobj.PVC("team-a", name, testobj.ClaimBoundTo(volume), testobj.ClaimPhase(corev1.ClaimBound),
+			testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")))
+	}
+	onNode2, onNode1 := scheduledTo("on-node-2", "pv-node-2"), scheduledTo("on-node-1", "pv-node-1")
 	failed := testobj.PV("pv-failed", testobj.Phase(corev1.VolumeFailed))
 	failed.Status.Message = "no deleter"
 
@@ -97,6 +104,15 @@ func TestAudit(t *testing.T) {
 			snap:   &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour))}},
 			config: "releasedMaxAge: 12h\n",
 			want:   []string{"PVG023 PersistentVolume pv-new"}},
+		{name: "without nodes, a claim scheduled to one host bound to a volume pinned to another",
+			snap: &policy.Snapshot{
+				PVs: []*corev1.PersistentVolume{
+					testobj.PV("pv-node-2", testobj.BoundTo(onNode2), testobj.NodeAffinity(corev1.LabelHostname, "node-2")),
+					testobj.PV("pv-node-1", testobj.BoundTo(onNode1), testobj.NodeAffinity(corev1.LabelHostname, "node-1")),
+				},
+				PVCs: []*corev1.PersistentVolumeClaim{onNode2, onNode1},
+			},
+			want: []string{"PVG009 PersistentVolumeClaim team-a/on-node-2"}},
 		{name: "failed volume", snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{failed}}, want: []string{"PVG024 PersistentVolume pv-failed"}},
 		{name: "two default classes",
 			snap: &policy.Snapshot{Classes: testobjClasses("a", "b")},

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -34,9 +35,13 @@ func NewEngine(cfg *Config) *Engine {
 // Config returns the engine's configuration.
 func (e *Engine) Config() *Config { return e.cfg }
 
-// Admit evaluates a write. An error means the write could not be judged: the review lacks what
-// its operation needs (see Review), or a related object could not be read; the caller decides
-// whether that fails open or closed.
+// Admit evaluates a write. Every rule that applies is evaluated, even when another could not
+// judge: the decision holds the findings of all the rules that could, and the error joins one
+// *RuleError per rule that could not (a related object could not be read). So one failing rule
+// never hides another's finding, and a caller that refuses on deny findings refuses for the
+// right reason. An error with no decision means the review itself cannot be judged: it lacks
+// what its operation needs (see Review). Either way the caller decides whether an error fails
+// open or closed.
 func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 	var d Decision
 	if r.Operation == OperationDelete {
@@ -47,6 +52,7 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 	}
 	ns := r.namespaces()
 	v = newMemoView(v)
+	var failed []error // nil, and not allocated, unless a rule fails
 	for i := range e.rules {
 		rl := &e.rules[i]
 		if !rl.appliesTo(r.Kind) {
@@ -58,7 +64,8 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 		}
 		found, err := rl.Check(r, v, e.cfg)
 		if err != nil {
-			return Decision{}, fmt.Errorf("evaluating %s %s on %s: %w", rl.ID, rl.Name, r.Object(), err)
+			failed = append(failed, &RuleError{Rule: rl.ID, Name: rl.Name, Object: r.Object(), Err: err})
+			continue
 		}
 		for _, f := range found {
 			f.Rule, f.Name, f.Action = rl.ID, rl.Name, action
@@ -75,8 +82,25 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 			}
 		}
 	}
-	return d, nil
+	return d, errors.Join(failed...)
 }
+
+// RuleError is one rule's failure to judge one object, usually because a related object could
+// not be read. Admit and the audit return them (joined) beside the findings of the other rules;
+// errors.As finds one in what they return, which tells a partial result from a review that could
+// not be judged at all.
+type RuleError struct {
+	Rule   RuleID
+	Name   string
+	Object ObjectRef
+	Err    error
+}
+
+func (e *RuleError) Error() string {
+	return fmt.Sprintf("evaluating %s %s on %s: %v", e.Rule, e.Name, e.Object, e.Err)
+}
+
+func (e *RuleError) Unwrap() error { return e.Err }
 
 // judgeable reports why a review that is not a DELETE cannot be judged: an operation other than
 // CREATE or UPDATE, an unknown kind, no new object, or an UPDATE without the old one. Judging such

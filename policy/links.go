@@ -63,12 +63,10 @@ func newBinding(r *Review, v View) (*bindPair, error) {
 		return resolveBinding(r, v)
 	}
 	if m.bindingOf == r {
-		return m.binding, nil
+		return m.binding, m.bindingErr
 	}
 	b, err := resolveBinding(r, v)
-	if err == nil {
-		m.bindingOf, m.binding = r, b
-	}
+	m.bindingOf, m.binding, m.bindingErr = r, b, err
 	return b, err
 }
 
@@ -85,7 +83,7 @@ func resolveBinding(r *Review, v View) (*bindPair, error) {
 		return &bindPair{PV: pv, PVC: r.PVC, Field: "spec.volumeName", Subject: pvcRef(r.PVC)}, nil
 	case volumeLinkChanged(r):
 		ref := r.PV.Spec.ClaimRef
-		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+		pvc, err := namedClaim(ref, v)
 		if err != nil {
 			return nil, fmt.Errorf("reading the claim %s names: %w", r.Object(), err)
 		}
@@ -107,11 +105,31 @@ func boundClaim(pv *corev1.PersistentVolume, v View) (*corev1.PersistentVolumeCl
 	if ref == nil || ref.UID == "" {
 		return nil, nil
 	}
-	pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+	pvc, err := namedClaim(ref, v)
 	if err != nil || pvc == nil || pvc.UID != ref.UID {
 		return nil, err
 	}
 	return pvc, nil
+}
+
+// NamesAClaim reports whether a claimRef has what it takes to name a claim: a name and a
+// namespace (claims are namespaced). One without either names no claim; PVG014 reports it.
+// Whoever reads the claim of a claimRef asks this first: the apiserver refuses a read without a
+// name, and that error must not stand in for the finding.
+func NamesAClaim(ref *corev1.ObjectReference) bool {
+	return ref != nil && ref.Name != "" && ref.Namespace != ""
+}
+
+// namedClaim reads the claim a claimRef names by namespace and name, or nil when there is none.
+// Every rule reads a claimRef's claim through it: a claimRef without a name or a namespace
+// names no claim, and reading one would not find nothing but fail (the webhook's live read is
+// refused: "resource name may not be empty"), turning a malformed link into an error instead of
+// PVG014's finding.
+func namedClaim(ref *corev1.ObjectReference, v View) (*corev1.PersistentVolumeClaim, error) {
+	if !NamesAClaim(ref) {
+		return nil, nil
+	}
+	return v.PersistentVolumeClaim(ref.Namespace, ref.Name)
 }
 
 // claimRefNames reports whether a volume's claimRef names the claim (by namespace and name,

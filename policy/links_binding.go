@@ -21,10 +21,7 @@ func oldClaimRef(r *Review) *corev1.ObjectReference {
 // by uid when the claimRef carries one. A claim deleted and re-created under the same name is not
 // the claim the reference was made for, so it does not count.
 func liveClaim(ref *corev1.ObjectReference, v View) (*corev1.PersistentVolumeClaim, error) {
-	if ref == nil {
-		return nil, nil
-	}
-	pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+	pvc, err := namedClaim(ref, v)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", claimRefString(ref), err)
 	}

@@ -116,7 +116,10 @@ func NodeAdmits(pv *corev1.PersistentVolume, node *corev1.Node) (bool, error) {
 
 // VolumeAffinity is a volume's required node affinity parsed once, to be matched against many
 // nodes or claims. The zero value, a volume without one, admits every node.
-type VolumeAffinity struct{ sel *nodeaffinity.NodeSelector }
+type VolumeAffinity struct {
+	sel   *nodeaffinity.NodeSelector
+	terms []corev1.NodeSelectorTerm
+}
 
 // ParseVolumeAffinity parses the volume's spec.nodeAffinity.required (PVG009); an invalid one is
 // an error naming the field.
@@ -129,13 +132,57 @@ func ParseVolumeAffinity(pv *corev1.PersistentVolume) (VolumeAffinity, error) {
 	if err != nil {
 		return VolumeAffinity{}, err
 	}
-	return VolumeAffinity{sel: sel}, nil
+	return VolumeAffinity{sel: sel, terms: pv.Spec.NodeAffinity.Required.NodeSelectorTerms}, nil
 }
 
 // Admits reports whether the affinity admits the node; a nil node is admitted only by a volume
 // without affinity.
 func (a VolumeAffinity) Admits(node *corev1.Node) bool {
 	return a.sel == nil || node != nil && a.sel.Match(node)
+}
+
+// AssumedNode is what can be known of a node from its name alone, for judging node affinity
+// when the Node object is not at hand (a dump of volumes and claims holds no nodes; live, a node
+// may not be in the cache yet): its metadata.name, and the label kubernetes.io/hostname, which
+// every kubelet sets on the Node it registers to its hostname, and which is the node's name
+// unless an in-tree cloud provider names the node or --node-labels overrides the label. Every
+// kubelet sets kubernetes.io/os and kubernetes.io/arch too, but their values cannot be known, and
+// nor can zones or any other label.
+func AssumedNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+}
+
+// RefusesAssumedNode reports whether the affinity certainly does not admit the node of that name
+// when nothing but AssumedNode(name) is known of it: every term asks of kubernetes.io/hostname or
+// metadata.name something the name does not satisfy (or asks nothing at all, which upstream
+// matches with no node). A term's requirements on other labels are not judged, since the node may
+// well carry them: so a volume pinned to another host is refused, and a volume pinned to a zone
+// is not.
+func (a VolumeAffinity) RefusesAssumedNode(name string) bool {
+	if a.sel == nil {
+		return false
+	}
+	node := AssumedNode(name)
+	for _, term := range a.terms {
+		if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+			continue // matches no node
+		}
+		known := corev1.NodeSelectorTerm{MatchFields: term.MatchFields}
+		for _, req := range term.MatchExpressions {
+			if req.Key == corev1.LabelHostname {
+				known.MatchExpressions = append(known.MatchExpressions, req)
+			}
+		}
+		if len(known.MatchExpressions) == 0 && len(known.MatchFields) == 0 {
+			return false // nothing known to judge this term by: the node may satisfy it
+		}
+		// The term parsed as part of the whole selector, so its known part parses too.
+		sel, err := nodeaffinity.NewNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{known}})
+		if err != nil || sel.Match(node) {
+			return false
+		}
+	}
+	return true
 }
 
 // Satisfies explains why a volume cannot serve a claim by the checks upstream's binder also makes

@@ -42,7 +42,7 @@ func pvg002ClaimRefUIDConsistent() Rule {
 // hold, a live claim's data.
 func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Finding, error) {
 	vol := pvRef(r.PV)
-	if old != nil && old.UID != "" && old.Name != "" && old.Namespace != "" {
+	if old != nil && old.UID != "" && NamesAClaim(old) {
 		linked, err := liveClaim(old, v)
 		if err != nil {
 			return nil, err
@@ -79,14 +79,16 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 // A provisioner's new volume is the exception: it holds no data, and that release is how upstream
 // cleans up a volume whose claim went away while it was being provisioned.
 func pvg002GivenUID(r *Review, v View, old, cur *corev1.ObjectReference) ([]Finding, error) {
-	if cur == nil || cur.UID == "" || cur.Name == "" || cur.Namespace == "" || provisionedCreate(r) {
+	// A reference without a name or namespace names no claim whose uid it could carry: that is
+	// PVG014's finding, and this rule would only repeat it.
+	if cur == nil || cur.UID == "" || !NamesAClaim(cur) || provisionedCreate(r) {
 		return nil, nil
 	}
 	if old != nil && old.UID == cur.UID {
 		return nil, nil
 	}
 	vol := pvRef(r.PV)
-	pvc, err := v.PersistentVolumeClaim(cur.Namespace, cur.Name)
+	pvc, err := namedClaim(cur, v)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s named by spec.claimRef: %w", claimRefString(cur), err)
 	}

@@ -68,7 +68,7 @@ func pvg004Claim(r *Review, v View) ([]Finding, error) {
 func pvg004Volume(r *Review, v View) ([]Finding, error) {
 	vol := pvRef(r.PV)
 	ref := r.PV.Spec.ClaimRef
-	if ref.Name == "" || ref.Namespace == "" {
+	if !NamesAClaim(ref) {
 		return nil, nil // names no claim: PVG014's finding
 	}
 	pvc, err := liveClaim(ref, v)

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func pvg009NodeAffinityMatch() Rule {
@@ -35,19 +37,26 @@ func pvg009NodeAffinityMatch() Rule {
 			if err != nil {
 				return nil, fmt.Errorf("reading Node %s selected for %s: %w", nodeName, pvcRef(b.PVC), err)
 			}
-			// A node that is gone (or not in the cache yet) cannot be judged; the scheduler will
-			// pick another node and rewrite the annotation.
-			if node == nil {
-				return nil, nil
-			}
-			if aff.Admits(node) {
+			var assumed string
+			switch {
+			case node != nil:
+				if aff.Admits(node) {
+					return nil, nil
+				}
+			// A node that is not known (offline, a dump of volumes and claims has no nodes; live,
+			// one not in the cache yet, or gone) is judged by what every kubelet sets on its Node,
+			// its name and kubernetes.io/hostname: a volume pinned to another host is refused, one
+			// pinned by labels that cannot be known (a zone) is not judged.
+			case aff.RefusesAssumedNode(nodeName):
+				assumed = fmt.Sprintf(" (Node %s not found; judged by the labels every kubelet sets: %s=%s)", nodeName, corev1.LabelHostname, nodeName)
+			default:
 				return nil, nil
 			}
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,
-				Message: fmt.Sprintf("%s is scheduled to node %s (%s), but the node affinity of %s does not admit that node",
-					pvcRef(b.PVC), nodeName, AnnSelectedNode, pvRef(b.PV)),
+				Message: fmt.Sprintf("%s is scheduled to node %s (%s), but the node affinity of %s does not admit that node%s",
+					pvcRef(b.PVC), nodeName, AnnSelectedNode, pvRef(b.PV), assumed),
 				Hint: fmt.Sprintf("bind a volume reachable from node %s, or drop %s", nodeName, b.Field),
 			}}, nil
 		},

@@ -50,9 +50,77 @@ func TestPVG009NodeAffinityMatch(t *testing.T) {
 			view:   testobj.NewView(node, testobj.PV("pv-7")),
 		},
 		{
-			name:   "selected node that does not exist cannot be judged",
+			name:   "unknown node, volume pinned to a zone: the zone cannot be known, not judged",
 			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
 			view:   testobj.NewView(otherZone),
+		},
+		{
+			name:     "unknown node, volume pinned to another host: judged by the kubelet's hostname label",
+			review:   pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view:     testobj.NewView(testobj.PV("pv-7", testobj.NodeAffinity(corev1.LabelHostname, "node-2"))),
+			want:     []string{"spec.volumeName"},
+			wantText: "but the node affinity of PersistentVolume pv-7 does not admit that node (Node node-1 not found; judged by the labels every kubelet sets: kubernetes.io/hostname=node-1); bind a volume reachable from node node-1",
+		},
+		{
+			name:   "unknown node, volume pinned to its host",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.NodeAffinity(corev1.LabelHostname, "node-0", "node-1"))),
+		},
+		{
+			name:   "unknown node, volume pinned to another node by name (matchFields)",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.NodeSelector(nodeTerms(fieldTerm("node-2"))))),
+			want:   []string{"spec.volumeName"},
+		},
+		{
+			name:   "unknown node, volume pinned to it by name (matchFields)",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.NodeSelector(nodeTerms(fieldTerm("node-1"))))),
+		},
+		{
+			name:   "unknown node, volume excluding its host (NotIn)",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view: testobj.NewView(testobj.PV("pv-7", testobj.NodeSelector(nodeTerms(corev1.NodeSelectorTerm{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node-1"}}},
+			})))),
+			want: []string{"spec.volumeName"},
+		},
+		{
+			name:   "unknown node, term asking another host and a zone: the host alone rules it out",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.NodeSelector(nodeTerms(hostAndZone("node-2", "zone-a"))))),
+			want:   []string{"spec.volumeName"},
+		},
+		{
+			name:   "unknown node, term asking its host and a zone: the zone cannot be known, not judged",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.NodeSelector(nodeTerms(hostAndZone("node-1", "zone-a"))))),
+		},
+		{
+			name:   "unknown node, one term for another host and one for a zone: not judged",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view: testobj.NewView(testobj.PV("pv-7", testobj.NodeSelector(nodeTerms(hostAndZone("node-2", ""), corev1.NodeSelectorTerm{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: zoneKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"zone-a"}}},
+			})))),
+		},
+		{
+			name:   "unknown node, every term for another host",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.NodeSelector(nodeTerms(hostAndZone("node-2", ""), fieldTerm("node-3"))))),
+			want:   []string{"spec.volumeName"},
+		},
+		{
+			name:     "a known node is judged by its own labels, not the assumption",
+			review:   pvcCreate(tenant, testobj.PVC("team-a", "data", selected, testobj.VolumeName("pv-7"))),
+			view:     testobj.NewView(testobj.Node("node-1", map[string]string{corev1.LabelHostname: "host-a"}), testobj.PV("pv-7", testobj.NodeAffinity(corev1.LabelHostname, "node-1"))),
+			want:     []string{"spec.volumeName"},
+			wantText: "does not admit that node; bind",
+		},
+		{
+			name:   "unknown node, volume pre-bound by an admin to a claim scheduled to another host",
+			review: pvCreate(admin, testobj.PV("pv-7", testobj.NodeAffinity(corev1.LabelHostname, "node-2"), testobj.ClaimRef("team-a", "data", ""))),
+			view:   testobj.NewView(claim),
+			want:   []string{"spec.claimRef"},
 		},
 		{
 			name:   "match fields on the node name are honoured",
@@ -140,6 +208,24 @@ func TestPVG009ViewErrorIsReturned(t *testing.T) {
 	if err == nil || !errors.Is(err, view.Err) || !strings.Contains(err.Error(), "PVG009") {
 		t.Fatalf("Admit error = %v, want the view's error wrapped with the rule", err)
 	}
+}
+
+func nodeTerms(terms ...corev1.NodeSelectorTerm) *corev1.NodeSelector {
+	return &corev1.NodeSelector{NodeSelectorTerms: terms}
+}
+
+// fieldTerm admits the node of that name by metadata.name.
+func fieldTerm(name string) corev1.NodeSelectorTerm {
+	return corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{name}}}}
+}
+
+// hostAndZone asks for a hostname and, unless zone is empty, a zone, in one term.
+func hostAndZone(host, zone string) corev1.NodeSelectorTerm {
+	t := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{host}}}}
+	if zone != "" {
+		t.MatchExpressions = append(t.MatchExpressions, corev1.NodeSelectorRequirement{Key: zoneKey, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}})
+	}
+	return t
 }
 
 // onlyRule is a config that turns every rule but one off, so an error from a view can be pinned

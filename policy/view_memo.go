@@ -11,9 +11,10 @@ import (
 // With it the first read is reused, and every rule judges the same object; newBinding also keeps
 // the pair it resolves here.
 //
-// It lives for one Admit or AuditObject call (Audit resets one between objects). Failed reads are not remembered (the evaluation
-// stops at the first one anyway). It keeps a few entries of each kind, which covers every rule;
-// past that it reads through.
+// It lives for one Admit or AuditObject call (Audit resets one between objects). Failed reads are
+// remembered too: the evaluation goes on to the other rules after one fails, and a read that just
+// failed (the apiserver unreachable, a timeout) would only fail again, one wait per rule. It keeps
+// a few entries of each kind, which covers every rule; past that it reads through.
 type memoView struct {
 	View
 	pvs  [memoSize]memoEntry[corev1.PersistentVolume]
@@ -21,8 +22,9 @@ type memoView struct {
 	npv  int
 	npvc int
 	// binding is the pair newBinding resolved for the review bindingOf.
-	bindingOf *Review
-	binding   *bindPair
+	bindingOf  *Review
+	binding    *bindPair
+	bindingErr error
 }
 
 // memoSize is how many objects of each kind one evaluation remembers: a review reads at most the
@@ -33,6 +35,7 @@ const memoSize = 4
 type memoEntry[T any] struct {
 	namespace, name string
 	obj             *T
+	err             error
 }
 
 func newMemoView(v View) *memoView {
@@ -48,12 +51,12 @@ func (m *memoView) reset() { *m = memoView{View: m.View} }
 func (m *memoView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
 	for i := range m.npv {
 		if e := &m.pvs[i]; e.name == name {
-			return e.obj, nil
+			return e.obj, e.err
 		}
 	}
 	pv, err := m.View.PersistentVolume(name)
-	if err == nil && m.npv < memoSize {
-		m.pvs[m.npv] = memoEntry[corev1.PersistentVolume]{name: name, obj: pv}
+	if m.npv < memoSize {
+		m.pvs[m.npv] = memoEntry[corev1.PersistentVolume]{name: name, obj: pv, err: err}
 		m.npv++
 	}
 	return pv, err
@@ -62,12 +65,12 @@ func (m *memoView) PersistentVolume(name string) (*corev1.PersistentVolume, erro
 func (m *memoView) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	for i := range m.npvc {
 		if e := &m.pvcs[i]; e.name == name && e.namespace == namespace {
-			return e.obj, nil
+			return e.obj, e.err
 		}
 	}
 	pvc, err := m.View.PersistentVolumeClaim(namespace, name)
-	if err == nil && m.npvc < memoSize {
-		m.pvcs[m.npvc] = memoEntry[corev1.PersistentVolumeClaim]{namespace: namespace, name: name, obj: pvc}
+	if m.npvc < memoSize {
+		m.pvcs[m.npvc] = memoEntry[corev1.PersistentVolumeClaim]{namespace: namespace, name: name, obj: pvc, err: err}
 		m.npvc++
 	}
 	return pvc, err

@@ -298,3 +298,69 @@ func TestHealthAndReadiness(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedClaimRefIsDeniedByItsRuleNotAnError: a claimRef with a uid but no name or no
+// namespace names no claim, so no rule may read one (the live view's client refuses a get
+// without a name); the write is denied with PVG014's finding, not answered with a 500.
+func TestMalformedClaimRefIsDeniedByItsRuleNotAnError(t *testing.T) {
+	claim := testobj.PVC("team-a", "data", testobj.ClaimUID("uid-1"))
+	view := testobj.NewView(claim)
+	view.StrictNames = true
+	h := newTestServer(t, nil, view)
+	for _, tc := range []struct {
+		name, namespace, field string
+	}{
+		{name: "", namespace: "team-a", field: "spec.claimRef.name"},
+		{name: "data", namespace: "", field: "spec.claimRef.namespace"},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			pv := testobj.PV("pv-7", testobj.ClaimRef(tc.namespace, tc.name, "uid-1"))
+			_, resp := post(t, h, webhook.PathValidatePV, "application/json", bytes.NewReader(review(t, pvKind, "persistentvolumes", admissionv1.Create, pv, nil, "admin")))
+			if resp.Allowed || resp.Result.Code != http.StatusForbidden {
+				t.Fatalf("want a 403 denial, got allowed=%v %+v", resp.Allowed, resp.Result)
+			}
+			if !strings.HasPrefix(resp.Result.Message, "[PVG014 claimref-shape] PersistentVolume pv-7 has a spec.claimRef without a") {
+				t.Errorf("message %q, want PVG014's", resp.Result.Message)
+			}
+			if strings.Contains(resp.Result.Message, "could not") {
+				t.Errorf("message %q mentions a failed evaluation; nothing should have failed", resp.Result.Message)
+			}
+			if len(resp.Result.Details.Causes) != 1 || resp.Result.Details.Causes[0].Field != tc.field {
+				t.Errorf("causes %+v, want one on %s", resp.Result.Details.Causes, tc.field)
+			}
+		})
+	}
+}
+
+// nodesDown is a view whose Node reads fail, so that only the node-affinity rule cannot judge.
+type nodesDown struct{ *testobj.View }
+
+func (nodesDown) Node(string) (*corev1.Node, error) {
+	return nil, errors.New("nodes: connection refused")
+}
+
+// TestDenialStandsWhenAnotherRuleCannotJudge: one rule failing to read does not turn a write the
+// other rules refuse into a 500; it is denied with their findings, and the message says what
+// could not be evaluated.
+func TestDenialStandsWhenAnotherRuleCannotJudge(t *testing.T) {
+	h := webhook.NewServer(webhook.Options{
+		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)},
+		Views:   fixedViews{nodesDown{testobj.NewView(testobj.PV("pv-7", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-a")))}},
+	}).Handler()
+	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.VolumeName("pv-7"),
+		testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")))
+	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, claim, nil, "alice")))
+	if resp.Allowed || resp.Result.Code != http.StatusForbidden {
+		t.Fatalf("want a 403 denial, got allowed=%v %+v", resp.Allowed, resp.Result)
+	}
+	msg := resp.Result.Message
+	if !strings.HasPrefix(msg, "[PVG001 volume-mode-match]") {
+		t.Errorf("message %q, want PVG001's finding first", msg)
+	}
+	if !strings.Contains(msg, "pvguard could not evaluate every rule on PersistentVolumeClaim team-a/data") || !strings.Contains(msg, "PVG009 node-affinity-match") || !strings.Contains(msg, "connection refused") {
+		t.Errorf("message %q does not say which rule could not be evaluated and why", msg)
+	}
+	if len(resp.Result.Details.Causes) != 1 || resp.Result.Details.Causes[0].Field != "spec.volumeName" {
+		t.Errorf("causes %+v, want PVG001's on spec.volumeName", resp.Result.Details.Causes)
+	}
+}

@@ -65,12 +65,21 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 	d, err := engine.Admit(review, v.views.View(ctx))
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "could not evaluate the request", "object", review.Object().String())
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("pvguard could not evaluate %s: %w", review.Object(), err)), "error"
+		// The rules that could judge already refuse the write: say why, and that the others
+		// could not judge. Without a denial the write is answered as an error, as before, since
+		// admitting it would mean admitting what a rule never looked at.
+		if len(d.Deny) == 0 {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("pvguard could not evaluate %s: %w", review.Object(), err)), "error"
+		}
 	}
 	if !review.DryRun {
 		v.metrics.observeFindings(d)
 	}
-	return responseFor(review, d), decisionLabel(d)
+	resp = responseFor(review, d)
+	if err != nil {
+		resp.Result.Message += fmt.Sprintf("\n(pvguard could not evaluate every rule on %s; it refuses the write for the findings above: %v)", review.Object(), err)
+	}
+	return resp, decisionLabel(d)
 }
 
 func decisionLabel(d policy.Decision) string {

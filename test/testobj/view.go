@@ -1,6 +1,7 @@
 package testobj
 
 import (
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +16,16 @@ import (
 type View struct {
 	policy.Snapshot
 	Err error
+	// StrictNames makes a get by an empty name, or of a claim by an empty namespace, fail as the
+	// webhook's live view does (the client refuses it: "resource name may not be empty"), where
+	// a Snapshot just finds nothing.
+	StrictNames bool
 }
 
 var _ policy.View = &View{}
+
+// errEmptyName is what client-go's request builder says of a get without a name.
+var errEmptyName = errors.New("resource name may not be empty")
 
 // NewView sorts objects of any supported kind into a View; it panics on other kinds, which is a
 // bug in the test that calls it.
@@ -44,12 +52,18 @@ func (v *View) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
+	if v.StrictNames && name == "" {
+		return nil, errEmptyName
+	}
 	return v.Snapshot.PersistentVolume(name)
 }
 
 func (v *View) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	if v.Err != nil {
 		return nil, v.Err
+	}
+	if v.StrictNames && (namespace == "" || name == "") {
+		return nil, fmt.Errorf("reading PersistentVolumeClaim %q in namespace %q: %w", name, namespace, errEmptyName)
 	}
 	return v.Snapshot.PersistentVolumeClaim(namespace, name)
 }
@@ -71,6 +85,9 @@ func (v *View) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolu
 func (v *View) Node(name string) (*corev1.Node, error) {
 	if v.Err != nil {
 		return nil, v.Err
+	}
+	if v.StrictNames && name == "" {
+		return nil, errEmptyName
 	}
 	return v.Snapshot.Node(name)
 }

@@ -36,6 +36,7 @@ type AuditOptions struct {
 const (
 	ExitFindings    = 1 // findings at or above --fail-on
 	ExitBadManifest = 2 // some documents could not be read; the rest was audited
+	ExitIncomplete  = 3 // some rules could not judge some objects; the other findings are reported
 )
 
 // ExitError carries an exit code out of a command.
@@ -109,10 +110,13 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		snap     *policy.Snapshot // the manifests read, for the dashboard's bindings
 		objects  int
 		readErrs []error
+		// ruleErrs are the rules that could not judge an object; the other rules' findings on
+		// it are still reported.
+		ruleErrs []error
 	)
 	if o.Kubeconfig != "" {
 		var err error
-		if findings, bindings, objects, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
+		if findings, bindings, objects, ruleErrs, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
 			return err
 		}
 	} else {
@@ -124,12 +128,17 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 			fmt.Fprintf(errOut, "pvguard audit: auditing %d objects\n", objects)
 		}
 		var err error
-		if findings, err = policy.NewEngine(cfg).Audit(snap, now(), progressTo(errOut)); err != nil {
+		findings, err = policy.NewEngine(cfg).Audit(snap, now(), progressTo(errOut))
+		if ruleErrs, err = splitRuleErrors(err); err != nil {
 			return err
 		}
 	}
 	report := audit.NewReport(objects, findings)
 	for _, e := range readErrs {
+		report.Errors = append(report.Errors, e.Error())
+	}
+	for _, e := range ruleErrs {
+		fmt.Fprintln(errOut, "pvguard audit:", e)
 		report.Errors = append(report.Errors, e.Error())
 	}
 	failed := false
@@ -160,31 +169,69 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		return &ExitError{Code: ExitFindings, Msg: fmt.Sprintf("findings at or above --fail-on=%s", o.FailOn)}
 	case len(readErrs) > 0:
 		return &ExitError{Code: ExitBadManifest, Msg: fmt.Sprintf("%d document(s) could not be read", len(readErrs))}
+	case len(ruleErrs) > 0:
+		return &ExitError{Code: ExitIncomplete, Msg: fmt.Sprintf("%d rule evaluation(s) failed; the other findings are reported", len(ruleErrs))}
 	}
 	return nil
 }
 
+// splitRuleErrors takes apart what an audit returns: each rule that could not judge an object
+// (a *policy.RuleError, reported beside the other findings), or, when anything else failed, that
+// error alone.
+func splitRuleErrors(err error) ([]error, error) {
+	if err == nil {
+		return nil, nil
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = flattenJoined(joined.Unwrap())
+	}
+	for _, e := range errs {
+		var re *policy.RuleError
+		if !errors.As(e, &re) {
+			return nil, err
+		}
+	}
+	return errs, nil
+}
+
+// flattenJoined lists the errors inside nested errors.Join results (the audit joins per object,
+// and each object's joins per rule).
+func flattenJoined(errs []error) []error {
+	var out []error
+	for _, e := range errs {
+		if joined, ok := e.(interface{ Unwrap() []error }); ok {
+			out = append(out, flattenJoined(joined.Unwrap())...)
+		} else {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // auditCluster audits a live cluster: it lists the objects through the apiserver (a cache of
 // one read) and confirms missing objects with a second read, exactly as the in-server audit does.
-func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, []audit.Binding, int, error) {
+func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, []audit.Binding, int, []error, error) {
 	rc, err := RESTConfig(kubeconfig)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, nil, err
 	}
 	c, err := client.New(rc, client.Options{})
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("connecting to the cluster: %w", err)
+		return nil, nil, 0, nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
 	fmt.Fprintf(errOut, "pvguard audit: reading volumes, claims, classes and nodes from %s\n", rc.Host)
 	engine := policy.NewEngine(cfg)
 	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
 		Log: logr.Discard(), Now: now, Progress: progressTo(errOut)})
-	if err := r.RunOnce(context.Background()); err != nil {
-		return nil, nil, 0, fmt.Errorf("auditing %s: %w", rc.Host, err)
+	// The runner publishes what it found even when some rules could not judge an object.
+	ruleErrs, err := splitRuleErrors(r.RunOnce(context.Background()))
+	if err != nil {
+		return nil, nil, 0, nil, fmt.Errorf("auditing %s: %w", rc.Host, err)
 	}
 	findings, _, objects := r.LatestFindings()
 	fmt.Fprintf(errOut, "pvguard audit: %d objects audited\n", objects)
-	return findings, r.Bindings(), objects, nil
+	return findings, r.Bindings(), objects, ruleErrs, nil
 }
 
 // progressMin is the size from which an audit reports its progress: smaller ones finish before

@@ -203,3 +203,49 @@ func TestAuditProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditWithoutNodesJudgesNodeAffinity: a dump of volumes, claims and classes holds no Node
+// objects, so node affinity is judged by what every kubelet sets on its Node (its name as
+// kubernetes.io/hostname): a claim scheduled to node-1 bound to a volume pinned to node-2 is
+// reported, and saying so; once the volume is pinned to node-1 it is not.
+func TestAuditWithoutNodesJudgesNodeAffinity(t *testing.T) {
+	dump, err := os.ReadFile(filepath.Join("testdata", "audit-no-nodes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvg009 := func(t *testing.T, manifest string) []audit.Finding {
+		t.Helper()
+		out, errOut, err := runAudit(t, app.AuditOptions{Files: []string{writeFiles(t, map[string]string{"dump.yaml": manifest})}, Output: "json"})
+		if err != nil || errOut != "" {
+			t.Fatalf("audit: %v, stderr %q", err, errOut)
+		}
+		var report audit.Report
+		if err := json.Unmarshal([]byte(out), &report); err != nil {
+			t.Fatalf("json output: %v\n%s", err, out)
+		}
+		if report.Summary.Objects != 5 {
+			t.Fatalf("%d objects audited, want the dump's 5", report.Summary.Objects)
+		}
+		var found []audit.Finding
+		for _, f := range report.Findings {
+			if f.Rule == "PVG009" {
+				found = append(found, f)
+			}
+		}
+		return found
+	}
+
+	found := pvg009(t, string(dump))
+	if len(found) != 1 || found[0].Namespace != "team-a" || found[0].Object != "on-node-2" ||
+		!strings.Contains(found[0].Message, "(Node node-1 not found; judged by the labels every kubelet sets: kubernetes.io/hostname=node-1)") {
+		t.Fatalf("PVG009 findings %+v, want one on team-a/on-node-2 saying what was assumed", found)
+	}
+
+	pinnedHere := strings.Replace(string(dump), "            - node-2\n", "            - node-1\n", 1)
+	if pinnedHere == string(dump) {
+		t.Fatal("the dump no longer pins pv-node-2 to node-2")
+	}
+	if found := pvg009(t, pinnedHere); len(found) != 0 {
+		t.Fatalf("PVG009 findings %+v for volumes pinned to the claims' host", found)
+	}
+}
