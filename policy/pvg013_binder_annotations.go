@@ -25,6 +25,9 @@ func pvg013BinderAnnotations() Rule {
 			old, cur := reviewMeta(r)
 			var out []Finding
 			for _, ch := range annotationChanges(old, cur, binderAnnotations) {
+				if ch.Key == AnnProvisionedBy && provisionerSave(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) {
+					continue
+				}
 				out = append(out, Finding{
 					Field: fmt.Sprintf("metadata.annotations[%s]", ch.Key),
 					Message: fmt.Sprintf("%s %s annotation %s %s %s, but only the binding controllers (PV controller, scheduler, provisioners) manage it",
@@ -36,4 +39,19 @@ func pvg013BinderAnnotations() Rule {
 			return out, nil
 		},
 	}
+}
+
+// provisionerSave reports whether the review is an external provisioner saving the volume it made:
+// a new volume that carries provisioned-by and is linked with a uid to the claim it was made for.
+// Which service account a provisioner runs as is the installer's choice, so on a default install
+// (no controllers configured) that state, not the identity, says it is the provisioner's write.
+func provisionerSave(r *Review) bool {
+	return provisionedCreate(r) && r.PV.Spec.ClaimRef != nil && r.PV.Spec.ClaimRef.UID != ""
+}
+
+// rescheduling reports whether the change removes selected-node from a claim that is not bound:
+// an external provisioner that cannot provision on the selected node does so to send the pod
+// back to the scheduler, whatever account it runs as, and a claim without a volume loses nothing.
+func rescheduling(r *Review, ch annotationChange) bool {
+	return ch.Verb == "removed" && r.Kind == KindPersistentVolumeClaim && r.PVC != nil && r.PVC.Spec.VolumeName == ""
 }

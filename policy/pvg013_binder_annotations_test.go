@@ -74,9 +74,27 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 			config: provisionerConfig(),
 		},
 		{
-			name:   "the same identity not configured as a controller is warned",
-			review: pvCreate(provisioner, provisioned),
+			name:   "an external provisioner no config names saving the volume it made is allowed (default install)",
+			review: pvCreate(unlistedProvisioner, provisioned),
+		},
+		{
+			name:   "an external provisioner no config names dropping selected-node to reschedule is allowed",
+			review: pvcUpdate(unlistedProvisioner, scheduled, claim),
+		},
+		{
+			name:   "a volume carrying provisioned-by without a claim uid is warned whoever creates it",
+			review: pvCreate(unlistedProvisioner, testobj.PV("pv-7", testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com")))),
 			want:   []string{"metadata.annotations[pv.kubernetes.io/provisioned-by]"},
+		},
+		{
+			name:   "provisioned-by added to an existing volume is warned",
+			review: pvUpdate(unlistedProvisioner, testobj.PV("pvc-uid", testobj.ClaimRef("team-a", "data", string(claim.UID))), provisioned),
+			want:   []string{"metadata.annotations[pv.kubernetes.io/provisioned-by]"},
+		},
+		{
+			name:   "removing selected-node from a bound claim is warned",
+			review: pvcUpdate(tenant, testobj.PVCWith(scheduled, testobj.ClaimBoundTo("pv-7")), testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-7"))),
+			want:   []string{"metadata.annotations[volume.kubernetes.io/selected-node]"},
 		},
 		{
 			name:   "controllers configured by group are allowed",
