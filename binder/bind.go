@@ -172,6 +172,7 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	}
 	b.mu.Unlock()
 	b.requestPlan()
+	b.queue.Add(key{kind: 'v', name: v.Name}) // its Available write may have waited for the bind
 	return true, nil
 }
 
@@ -188,11 +189,14 @@ func (w withVolume) PersistentVolume(name string) (*corev1.PersistentVolume, err
 	return w.View.PersistentVolume(name)
 }
 
+// unreserve drops a reservation after a bind failed, and syncs the volume: its Available write
+// (markAvailable) may have waited for the bind.
 func (b *Binder) unreserve(volume string, claim types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.reserved[volume] == claim {
 		delete(b.reserved, volume)
+		b.queue.Add(key{kind: 'v', name: volume})
 	}
 }
 

@@ -91,11 +91,8 @@ type Binder struct {
 	// cache still showing one of them lags behind those writes, and acting on it would repeat a
 	// write bound to fail with a conflict (a request spent from the client's rate limit).
 	superseded map[key][]string
-	// marking holds the Pending volumes whose Available write is in flight (see holdAvailable).
+	// marking holds the Pending volumes whose Available write is in flight (see markAvailable).
 	marking map[string]bool
-	// assigned holds the volumes the last plan gave to a claim; planned is set once a plan ran.
-	assigned map[string]bool
-	planned  bool
 	// shadow maps a claim uid to the volume pvguard would have bound (shadow mode).
 	shadow map[types.UID]string
 	// bindStart records when a bind decision was made, for the latency histogram.
@@ -129,7 +126,6 @@ func New(o Options) (*Binder, error) {
 		forbidden:  map[types.UID]map[string]time.Time{},
 		shadow:     map[types.UID]string{},
 		bindStart:  map[types.UID]time.Time{},
-		assigned:   map[string]bool{},
 		marking:    map[string]bool{},
 		superseded: map[key][]string{},
 	}, nil
@@ -338,6 +334,16 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 			}
 		}
 	}
+	if claim.Spec.VolumeName == "" && isDelayBinding(claim, s.Class) {
+		// The planner leaves these claims alone; what the binder may complete is a binding
+		// that a volume pointing at the claim began.
+		pre, err := b.o.Views(ctx).VolumesClaiming(claim.Namespace, claim.Name)
+		if err != nil {
+			return s, fmt.Errorf("listing volumes pre-bound to claim %s/%s: %w", claim.Namespace, claim.Name, err)
+		}
+		s.PreBound = pre
+		return s, nil
+	}
 	b.mu.Lock()
 	assigned, planned := b.plan[claim.UID]
 	b.mu.Unlock()
@@ -453,8 +459,8 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	if b.o.Mode == ModeShadow {
 		return nil
 	}
-	hold, marking := b.holdAvailable(v, a)
-	if hold {
+	skip, marking := b.markAvailable(v, a)
+	if skip {
 		return nil
 	}
 	err := b.applyVolume(ctx, v, a)
@@ -466,34 +472,32 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	return err
 }
 
-// pendingFree reports whether free volumes still Pending may be bound: in active mode they are,
-// going Pending → Bound without the Available write upstream makes first, one write less per
-// binding. Pending means only that no binder has synced the volume yet. Shadow mode keeps
-// upstream's choice (Available volumes only), so that it compares like with like.
+// pendingFree reports whether free volumes still Pending may be bound: in active mode they are.
+// Pending means only that no binder has synced the volume yet; its Available write is made at
+// once (markAvailable), but the planner need not wait for it to show, so a claim created with its
+// volume gets no "no persistent volumes available" event meanwhile. Shadow mode keeps upstream's
+// choice (Available volumes only), so that it compares like with like.
 func (b *Binder) pendingFree() bool { return b.o.Mode == ModeActive }
 
-// holdAvailable reports whether to skip, for now, marking a free Pending volume Available: until
-// a plan has run, and while the plan gives it to a claim (the bind writes Bound directly). The
-// plan syncs the volumes it leaves unassigned, and a new plan is asked for until one has run.
-// When the write goes ahead (marking), binds of the volume wait until the cache shows it
+// markAvailable decides about the Available write of a free (or pre-bound by name only) Pending
+// volume. Upstream's syncVolume makes it at once, and so does pvguard: the scheduler considers
+// Available volumes only, so a volume left Pending is invisible to WaitForFirstConsumer claims.
+// The write is skipped (skip) only while a bind of the volume is in flight, which writes Bound
+// itself. When it goes ahead (marking), binds of the volume wait until the cache shows it
 // Available, so that a bind never races the status write on the same object (the loser would
-// spend a request on a conflict); plans still count it, and the claim a plan gives it is
-// retried once the write shows.
-func (b *Binder) holdAvailable(v *corev1.PersistentVolume, a VolumeAction) (hold, marking bool) {
+// spend a request on a conflict); plans still count it, and the claim a plan gives it is retried
+// once the write shows.
+func (b *Binder) markAvailable(v *corev1.PersistentVolume, a VolumeAction) (skip, marking bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !isPending(v) && b.marking[v.Name] {
 		delete(b.marking, v.Name)
 		b.requestPlan()
 	}
-	if a.Phase != corev1.VolumeAvailable || a.Unbind || a.Reuse || v.Spec.ClaimRef != nil || !isPending(v) {
+	if a.Phase != corev1.VolumeAvailable || a.Unbind || a.Reuse || !isPending(v) {
 		return false, false
 	}
-	_, reserved := b.reserved[v.Name]
-	if !b.planned {
-		b.requestPlan()
-	}
-	if !b.planned || b.assigned[v.Name] || reserved {
+	if _, reserved := b.reserved[v.Name]; reserved {
 		return true, false
 	}
 	b.marking[v.Name] = true
@@ -508,6 +512,14 @@ func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a 
 		ref := v.Spec.ClaimRef
 		b.o.Recorder.Event(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}},
 			a.ClaimEvent.Type, a.ClaimEvent.Reason, a.ClaimEvent.Message)
+	}
+	if a.SetFinalizers {
+		nv := v.DeepCopy()
+		nv.Finalizers = a.Finalizers
+		if err := b.write("volume-finalizers", nv, func() error { return b.o.Writer.Update(ctx, nv) }); err != nil {
+			return err
+		}
+		v = nv
 	}
 	if a.Unbind || a.Reuse {
 		nv := v.DeepCopy()

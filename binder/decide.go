@@ -47,9 +47,13 @@ type ClaimState struct {
 	Class        *storagev1.StorageClass
 	DefaultClass *storagev1.StorageClass
 	// Planned reports whether the pool planner has considered this claim; Assigned is the
-	// volume it chose, nil if none fits.
+	// volume it chose, nil if none fits. The planner considers claims of Immediate classes only.
 	Planned  bool
 	Assigned *corev1.PersistentVolume
+	// PreBound lists the volumes whose spec.claimRef names the claim. It is read for claims of a
+	// WaitForFirstConsumer class, which the planner leaves alone: for them the binder only
+	// completes a binding the scheduler (or a provisioner, or the user) began.
+	PreBound []*corev1.PersistentVolume
 }
 
 // ClaimAction is what to do for a claim. Zero fields mean nothing to do.
@@ -84,10 +88,20 @@ func DecideClaim(s ClaimState) ClaimAction {
 	if c.Spec.VolumeName != "" {
 		return decidePreboundClaim(s)
 	}
-	if !s.Planned {
+	delayed := isDelayBinding(c, s.Class)
+	switch {
+	case delayed:
+		// The scheduler binds free volumes to a WaitForFirstConsumer claim itself (it writes
+		// the volume's claimRef once it has picked a node) and sets selected-node only to ask
+		// for provisioning there. Binding a free volume here would race the scheduler for
+		// volumes it reserved for other pods, or take a static volume while a provisioner
+		// creates one; so, as upstream, only a volume already pointed at the claim is bound.
+		if v := preBoundVolume(c, s.PreBound); v != nil {
+			return ClaimAction{Bind: v}
+		}
+	case !s.Planned:
 		return ClaimAction{NeedPlan: true}
-	}
-	if s.Assigned != nil {
+	case s.Assigned != nil:
 		return ClaimAction{Bind: s.Assigned}
 	}
 	if !claimHasClass(c) && s.DefaultClass != nil {
@@ -97,7 +111,7 @@ func DecideClaim(s ClaimState) ClaimAction {
 	class := policy.ClaimClass(c)
 	_, scheduled := c.Annotations[annSelectedNode]
 	switch {
-	case isDelayBinding(c, s.Class) && !scheduled:
+	case delayed && !scheduled:
 		a.Event = &Event{corev1.EventTypeNormal, ReasonWaitForFirstConsumer, "waiting for first consumer to be created before binding"}
 	case class != "" && s.Class == nil:
 		a.Event = &Event{corev1.EventTypeWarning, ReasonProvisioningFailed, fmt.Sprintf("storageclass.storage.k8s.io %q not found", class)}
@@ -181,10 +195,23 @@ type VolumeAction struct {
 	EnqueueClaim  bool
 	ClaimEvent    *Event
 	NeedLiveClaim bool
+	// SetFinalizers replaces the volume's finalizers with Finalizers (the in-tree deletion
+	// protection finalizer, see deletionFinalizers) before anything else is written, as
+	// upstream's syncVolume does.
+	SetFinalizers bool
+	Finalizers    []string
 }
 
 // DecideVolume decides what to do for one volume.
 func DecideVolume(s VolumeState) VolumeAction {
+	a := decideVolume(s)
+	if !a.NeedLiveClaim {
+		a.Finalizers, a.SetFinalizers = deletionFinalizers(s.Volume)
+	}
+	return a
+}
+
+func decideVolume(s VolumeState) VolumeAction {
 	v := s.Volume
 	ref := v.Spec.ClaimRef
 	if ref == nil || ref.UID == "" {
@@ -243,8 +270,19 @@ func reclaim(v *corev1.PersistentVolume) VolumeAction {
 		return VolumeAction{Phase: corev1.VolumeFailed, Message: "Recycle is deprecated and not performed by pvguard",
 			Event: &Event{corev1.EventTypeWarning, ReasonVolumeFailedRecycle, "Recycle is deprecated and not performed by pvguard; scrub the volume and make it Available by clearing spec.claimRef, or delete it"}}
 	case corev1.PersistentVolumeReclaimDelete:
+		if plugin, inTree := provisionedInTree(v); inTree {
+			// Upstream's own deleter plugin would delete the storage and then drop the
+			// finalizer; pvguard has no in-tree plugins, so it stops where upstream fails to
+			// find one. The finalizer stays: it is what keeps the storage from being leaked.
+			return VolumeAction{Phase: corev1.VolumeFailed, Message: "pvguard has no deleter for in-tree volume plugin " + plugin,
+				Event: &Event{corev1.EventTypeWarning, ReasonVolumeFailedDelete, fmt.Sprintf(
+					"pvguard has no deleter for in-tree volume plugin %q: delete the storage by hand, then set the reclaim policy to Retain (pvguard then removes the %s finalizer) and delete the PersistentVolume", plugin, finalizerPVController)}}
+		}
 		if _, external := v.Annotations[annProvisionedBy]; external {
-			return VolumeAction{} // the external provisioner that made it deletes it
+			// The external provisioner that made it deletes it. For a plugin migrated to CSI
+			// that is its driver's provisioner, which upstream points at the volume with
+			// pv.kubernetes.io/migrated-to; pvguard does not write that annotation.
+			return VolumeAction{}
 		}
 		return VolumeAction{Phase: corev1.VolumeFailed, Message: "no deleter for a statically provisioned volume",
 			Event: &Event{corev1.EventTypeWarning, ReasonVolumeFailedDelete, "error getting deleter volume plugin for volume: no deletable volume plugin matched; delete the storage and the PersistentVolume by hand"}}

@@ -1,6 +1,7 @@
 package binder
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,13 @@ func TestDecideClaim(t *testing.T) {
 	claim := testobj.PVC("ns", "c")
 	bound := testobj.PVC("ns", "c", testobj.ClaimBoundTo("pv-1"))
 	deleting := testobj.PVC("ns", "c", testobj.ClaimMeta(func(m *metav1.ObjectMeta) { now := metav1.Now(); m.DeletionTimestamp = &now }))
+	wffcCSI := class("wffc-csi", "csi.example.com", storagev1.VolumeBindingWaitForFirstConsumer)
+	wffcClaim := testobj.PVC("ns", "c", testobj.ClaimClass("local"))
+	wffcScheduled := testobj.PVC("ns", "c", testobj.ClaimClass("wffc-csi"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1")))
+	localPV := testobj.PV("pv-local", testobj.Class("local"), testobj.Phase(corev1.VolumeAvailable))
+	csiPV := testobj.PV("pv-static", testobj.Class("wffc-csi"), testobj.Phase(corev1.VolumeAvailable))
+	byController := testobj.PVMeta(testobj.Annotation(annBoundByController, "yes"))
+	provisionedBy := testobj.PVMeta(testobj.Annotation(annProvisionedBy, "csi.example.com"))
 
 	for _, tc := range []struct {
 		name       string
@@ -50,11 +58,47 @@ func TestDecideClaim(t *testing.T) {
 			s: ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.ClaimMeta(
 				testobj.Annotation(annStorageProvisioner, "csi.example.com"), testobj.Annotation(annBetaStorageProvisnr, "csi.example.com"))), Planned: true, Class: fast},
 			wantPhase: corev1.ClaimPending, wantReason: ReasonExternalProvisioning},
-		{name: "wait for first consumer",
-			s:         ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("local")), Planned: true, Class: local},
+		{name: "wait for first consumer, without asking for a plan",
+			s:         ClaimState{Claim: wffcClaim, Class: local},
 			wantPhase: corev1.ClaimPending, wantReason: ReasonWaitForFirstConsumer},
-		{name: "scheduled WFFC claim without a volume is not told to wait",
-			s:         ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("local"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1"))), Planned: true, Class: local},
+		// Upstream's PV controller never binds a free volume to a WaitForFirstConsumer claim
+		// (FindMatchingVolume skips unbound volumes when delayBinding and no node): the
+		// scheduler does, by writing the volume's claimRef. A stale plan entry must not either.
+		{name: "WFFC claim: a free volume, even one a plan named, is left to the scheduler",
+			s:         ClaimState{Claim: wffcClaim, Class: local, Planned: true, Assigned: localPV, PreBound: nil},
+			wantPhase: corev1.ClaimPending, wantReason: ReasonWaitForFirstConsumer},
+		{name: "WFFC claim: the scheduler's claimRef (uid, bound-by-controller) is completed",
+			s: ClaimState{Claim: wffcClaim, Class: local, PreBound: []*corev1.PersistentVolume{
+				testobj.PV("pv-sched", testobj.Class("local"), testobj.Phase(corev1.VolumeAvailable), testobj.ClaimRef("ns", "c", string(wffcClaim.UID)), byController)}},
+			wantBind: "pv-sched"},
+		{name: "WFFC claim: a volume the user pre-bound by name is completed",
+			s: ClaimState{Claim: wffcClaim, Class: local, PreBound: []*corev1.PersistentVolume{
+				testobj.PV("pv-user", testobj.Class("local"), testobj.Phase(corev1.VolumeAvailable), testobj.ClaimRef("ns", "c", ""))}},
+			wantBind: "pv-user"},
+		{name: "WFFC claim: the volume carrying its uid goes before one pre-bound by name",
+			s: ClaimState{Claim: wffcClaim, Class: local, PreBound: []*corev1.PersistentVolume{
+				testobj.PV("a-by-name", testobj.Class("local"), testobj.ClaimRef("ns", "c", "")),
+				testobj.PV("b-by-uid", testobj.Class("local"), testobj.ClaimRef("ns", "c", string(wffcClaim.UID)))}},
+			wantBind: "b-by-uid"},
+		{name: "WFFC claim: a volume linked to an earlier claim of the same name is not taken",
+			s: ClaimState{Claim: wffcClaim, Class: local, PreBound: []*corev1.PersistentVolume{
+				testobj.PV("pv-old", testobj.Class("local"), testobj.ClaimRef("ns", "c", "old-uid"))}},
+			wantPhase: corev1.ClaimPending, wantReason: ReasonWaitForFirstConsumer},
+		{name: "WFFC claim: a pre-bound volume that is too small is not bound",
+			s: ClaimState{Claim: wffcClaim, Class: local, PreBound: []*corev1.PersistentVolume{
+				testobj.PV("pv-small", testobj.Class("local"), testobj.Capacity("100Mi"), testobj.ClaimRef("ns", "c", string(wffcClaim.UID)))}},
+			wantPhase: corev1.ClaimPending, wantReason: ReasonWaitForFirstConsumer},
+		// selected-node means "provision here": the scheduler sets it only when no static
+		// volume fits on the node it picked.
+		{name: "WFFC claim with selected-node: the provisioner is asked, a fitting static volume is not bound",
+			s:         ClaimState{Claim: wffcScheduled, Class: wffcCSI, Planned: true, Assigned: csiPV},
+			wantPhase: corev1.ClaimPending, wantReason: ReasonExternalProvisioning, wantProv: "csi.example.com"},
+		{name: "WFFC claim with selected-node: the provisioned volume is bound",
+			s: ClaimState{Claim: wffcScheduled, Class: wffcCSI, PreBound: []*corev1.PersistentVolume{
+				testobj.PV("pvc-new", testobj.Class("wffc-csi"), testobj.ClaimRef("ns", "c", string(wffcScheduled.UID)), provisionedBy)}},
+			wantBind: "pvc-new"},
+		{name: "WFFC claim with selected-node and a no-provisioner class: nothing to bind or ask",
+			s:         ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("local"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1"))), Class: local, Planned: true, Assigned: localPV},
 			wantPhase: corev1.ClaimPending, wantReason: ReasonFailedBinding},
 		{name: "no-provisioner class", s: ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("manual")), Planned: true, Class: manual},
 			wantPhase: corev1.ClaimPending, wantReason: ReasonFailedBinding},
@@ -124,6 +168,8 @@ func TestDecideVolume(t *testing.T) {
 	released := testobj.Phase(corev1.VolumeReleased)
 	byController := testobj.PVMeta(testobj.Annotation(annBoundByController, "yes"))
 	provisioned := testobj.PVMeta(testobj.Annotation(annProvisionedBy, "csi.example.com"))
+	inTree := testobj.PVMeta(testobj.Annotation(annProvisionedBy, "kubernetes.io/host-path"))
+	deleteReclaim := testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)
 
 	for _, tc := range []struct {
 		name       string
@@ -156,6 +202,48 @@ func TestDecideVolume(t *testing.T) {
 		{name: "claim went elsewhere: unbind", s: VolumeState{Volume: boundPV(byController), Claim: elsewhere}, want: VolumeAction{Unbind: true}},
 		{name: "provisioned Delete volume whose claim went elsewhere is released",
 			s: VolumeState{Volume: boundPV(provisioned, testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)), Claim: elsewhere}, want: VolumeAction{Phase: corev1.VolumeReleased}},
+
+		// The kubernetes.io/pv-controller finalizer, as upstream's modifyDeletionFinalizers.
+		{name: "in-tree provisioned Delete volume gets the pv-controller finalizer",
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim)},
+			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{finalizerPVController}}},
+		{name: "bound in-tree Delete volume gets it beside the protection finalizer",
+			s:    VolumeState{Volume: boundPV(inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers("kubernetes.io/pv-protection"))), Claim: boundClaim},
+			want: VolumeAction{Phase: corev1.VolumeBound, SetFinalizers: true, Finalizers: []string{"kubernetes.io/pv-protection", finalizerPVController}}},
+		{name: "in-tree Delete volume that has it: nothing to write",
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(finalizerPVController)))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable}},
+		{name: "in-tree Delete volume being deleted: no new finalizer (the apiserver refuses one)",
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim, testobj.PVMeta(testobj.Deleting(), testobj.Finalizers("kubernetes.io/pv-protection")))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable}},
+		{name: "in-tree volume turned Retain loses it",
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, testobj.PVMeta(testobj.Finalizers("kubernetes.io/pv-protection", finalizerPVController)))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{"kubernetes.io/pv-protection"}}},
+		{name: "in-tree volume turned Recycle loses it",
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, testobj.Reclaim(corev1.PersistentVolumeReclaimRecycle), testobj.PVMeta(testobj.Finalizers(finalizerPVController)))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{}}},
+		{name: "in-tree volume loses the external provisioner's finalizer (migration rolled back)",
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(finalizerExternalProvisioner)))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{finalizerPVController}}},
+		{name: "volume of a plugin migrated to CSI loses the in-tree finalizer",
+			s: VolumeState{Volume: testobj.PV("pv-1", deleteReclaim, testobj.PVMeta(testobj.Annotation(annProvisionedBy, "kubernetes.io/gce-pd"),
+				testobj.Finalizers(finalizerPVController, finalizerExternalProvisioner)))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{finalizerExternalProvisioner}}},
+		{name: "CSI provisioned Delete volume: finalizers are its provisioner's business",
+			s:    VolumeState{Volume: testobj.PV("pv-1", provisioned, deleteReclaim, testobj.PVMeta(testobj.Finalizers(finalizerPVController, finalizerExternalProvisioner)))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable}},
+		{name: "static Delete volume gets no finalizer",
+			s:    VolumeState{Volume: testobj.PV("pv-1", deleteReclaim)},
+			want: VolumeAction{Phase: corev1.VolumeAvailable}},
+		{name: "released in-tree Delete volume fails: pvguard has no in-tree deleter, the finalizer stays",
+			s:    VolumeState{Volume: boundPV(released, inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(finalizerPVController)))},
+			want: VolumeAction{Phase: corev1.VolumeFailed}, wantReason: ReasonVolumeFailedDelete},
+		{name: "released Delete volume of a migrated plugin is left to the CSI driver",
+			s:    VolumeState{Volume: boundPV(released, deleteReclaim, testobj.PVMeta(testobj.Annotation(annProvisionedBy, "kubernetes.io/aws-ebs")))},
+			want: VolumeAction{}},
+		{name: "claim to confirm first: the finalizer waits for the decision",
+			s:    VolumeState{Volume: boundPV(inTree, deleteReclaim)},
+			want: VolumeAction{NeedLiveClaim: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := DecideVolume(tc.s)
@@ -164,7 +252,8 @@ func TestDecideVolume(t *testing.T) {
 				reason = a.Event.Reason
 			}
 			if a.Phase != tc.want.Phase || a.Unbind != tc.want.Unbind || a.Reuse != tc.want.Reuse || a.NeedLiveClaim != tc.want.NeedLiveClaim ||
-				a.EnqueueClaim != tc.want.EnqueueClaim || reason != tc.wantReason {
+				a.EnqueueClaim != tc.want.EnqueueClaim || reason != tc.wantReason ||
+				a.SetFinalizers != tc.want.SetFinalizers || !slices.Equal(a.Finalizers, tc.want.Finalizers) {
 				t.Fatalf("got %+v (reason %q), want %+v (reason %q)", a, reason, tc.want, tc.wantReason)
 			}
 		})

@@ -133,3 +133,33 @@ func defaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
 func isPending(v *corev1.PersistentVolume) bool {
 	return v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
 }
+
+// preBoundVolume picks the volume a claim's binding is to be completed with, among volumes whose
+// claimRef names it: one that carries the claim's uid (the scheduler's or a provisioner's write,
+// or a bind begun before a crash) before one pre-bound by name only, then by name, so that the
+// choice does not depend on list order. Only a volume the claim may take counts (as in the
+// planner's pre-bound pass); nil when there is none.
+func preBoundVolume(c *corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume) *corev1.PersistentVolume {
+	var best *corev1.PersistentVolume
+	fits := newFitCache()
+	for _, v := range volumes {
+		if !preBoundTo(v, c) || !fits.fitsUnbound(c, v, nil, false, false) {
+			continue
+		}
+		if best == nil {
+			best = v
+			continue
+		}
+		withUID, bestWithUID := v.Spec.ClaimRef.UID != "", best.Spec.ClaimRef.UID != ""
+		if withUID != bestWithUID {
+			if withUID {
+				best = v
+			}
+			continue
+		}
+		if v.Name < best.Name {
+			best = v
+		}
+	}
+	return best
+}

@@ -15,10 +15,13 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// runPlan assigns volumes to all pending claims at once (see Assign), class by class, and
-// enqueues the claims to carry it out. Volumes pre-bound to a claim go to that claim first, as
-// upstream does; claims of a WaitForFirstConsumer class take only a pre-bound volume until the
-// scheduler has picked a node, and then only volumes reachable from it.
+// runPlan assigns volumes to all pending claims of Immediate classes at once (see Assign), class
+// by class, and enqueues the claims to carry it out. Volumes pre-bound to a claim go to that claim
+// first, as upstream does. Claims of a WaitForFirstConsumer class are left out: the scheduler
+// binds free volumes to them, and the binder only completes what it began (DecideClaim). A claim
+// that carries volume.kubernetes.io/selected-node all the same (the scheduler sets it only on
+// WaitForFirstConsumer claims, but anyone may write it) takes only volumes reachable from that
+// node: upstream does not check that, but the policy refuses the other bindings.
 func (b *Binder) runPlan(ctx context.Context) error {
 	start := time.Now()
 	var pvcs corev1.PersistentVolumeClaimList
@@ -42,7 +45,6 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		claim     *corev1.PersistentVolumeClaim
 		node      *corev1.Node
 		scheduled bool
-		delayed   bool
 	}
 	claimsByClass := map[string][]pending{}
 	for i := range pvcs.Items {
@@ -50,10 +52,10 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		if _, done := c.Annotations[annBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
 			continue
 		}
-		p := pending{claim: c}
-		if i, ok := byName[policy.ClaimClass(c)]; ok {
-			p.delayed = isDelayBinding(c, classes[i])
+		if i, ok := byName[policy.ClaimClass(c)]; ok && isDelayBinding(c, classes[i]) {
+			continue
 		}
+		p := pending{claim: c}
 		if nodeName, ok := c.Annotations[annSelectedNode]; ok {
 			p.scheduled = true
 			if p.node, err = b.node(ctx, nodeName); err != nil {
@@ -75,7 +77,6 @@ func (b *Binder) runPlan(ctx context.Context) error {
 	}
 
 	plan := map[types.UID]string{}
-	assigned := map[string]bool{}
 	fits := newFitCache()
 	var considered []*corev1.PersistentVolumeClaim
 	b.mu.Lock()
@@ -109,7 +110,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 					}
 				}
 			}
-			if plan[p.claim.UID] == "" && (!p.delayed || p.scheduled) {
+			if plan[p.claim.UID] == "" {
 				poolClaims = append(poolClaims, p)
 			}
 		}
@@ -131,22 +132,6 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		}
 	}
 	b.plan = plan
-	for _, name := range plan {
-		if name != "" {
-			assigned[name] = true
-		}
-	}
-	// Free volumes still Pending wait for a plan before being marked Available (see
-	// holdAvailable); those it left unassigned are synced now to get that write.
-	var unassigned []string
-	for _, v := range volumesByClass {
-		for _, v := range v {
-			if v.Spec.ClaimRef == nil && isPending(v) && !assigned[v.Name] {
-				unassigned = append(unassigned, v.Name)
-			}
-		}
-	}
-	b.assigned, b.planned = assigned, true
 	for uid := range b.forbidden {
 		if _, pendingStill := plan[uid]; !pendingStill {
 			delete(b.forbidden, uid)
@@ -156,9 +141,6 @@ func (b *Binder) runPlan(ctx context.Context) error {
 
 	for _, c := range considered {
 		b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
-	}
-	for _, name := range unassigned {
-		b.queue.Add(key{kind: 'v', name: name})
 	}
 	b.metrics.pending.Set(float64(len(considered)))
 	b.metrics.planDuration.Observe(time.Since(start).Seconds())

@@ -3,9 +3,12 @@ package binder
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -242,5 +245,203 @@ func BenchmarkPlanSelectingPool(b *testing.B) {
 		if planned != n {
 			b.Fatalf("planned %d of %d claims", planned, n)
 		}
+	}
+}
+
+// liveBinder is an active binder over a fake cluster holding objs whose policy view reads the
+// fake cluster's current volumes and claims, as the webhook's view reads the informer cache.
+func liveBinder(tb testing.TB, objs ...client.Object) (*Binder, client.Client) {
+	tb.Helper()
+	c := fake.NewClientBuilder().WithObjects(objs...).
+		WithStatusSubresource(&corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}).Build()
+	b, err := New(Options{
+		Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Views: func(ctx context.Context) policy.View {
+			var pvs corev1.PersistentVolumeList
+			var pvcs corev1.PersistentVolumeClaimList
+			if err := c.List(ctx, &pvs); err != nil {
+				tb.Fatal(err)
+			}
+			if err := c.List(ctx, &pvcs); err != nil {
+				tb.Fatal(err)
+			}
+			var all []runtime.Object
+			for i := range pvs.Items {
+				all = append(all, &pvs.Items[i])
+			}
+			for i := range pvcs.Items {
+				all = append(all, &pvcs.Items[i])
+			}
+			return testobj.NewView(all...)
+		},
+		Recorder: record.NewFakeRecorder(100), Cache: c, Live: c, Writer: c,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b, c
+}
+
+func getVolume(t *testing.T, c client.Client, name string) *corev1.PersistentVolume {
+	t.Helper()
+	pv := &corev1.PersistentVolume{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, pv); err != nil {
+		t.Fatal(err)
+	}
+	return pv
+}
+
+func getClaim(t *testing.T, c client.Client, namespace, name string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, pvc); err != nil {
+		t.Fatal(err)
+	}
+	return pvc
+}
+
+// TestPlanLeavesWaitForFirstConsumerClaimsOut: the planner assigns volumes to Immediate claims
+// only. A WaitForFirstConsumer claim, scheduled to a node or not, gets no plan entry, so no free
+// volume: the scheduler binds those.
+func TestPlanLeavesWaitForFirstConsumerClaimsOut(t *testing.T) {
+	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
+	waiting := testobj.PVC("ns", "waiting", testobj.ClaimClass("local"))
+	scheduled := testobj.PVC("ns", "scheduled", testobj.ClaimClass("local"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1")))
+	immediate := testobj.PVC("ns", "immediate", testobj.ClaimClass("fast"))
+	b := planner(t, local, fast, waiting, scheduled, immediate, testobj.Node("n1", nil),
+		testobj.PV("pv-local-1", testobj.Class("local"), testobj.Phase(corev1.VolumeAvailable), testobj.NodeAffinity("kubernetes.io/hostname", "n1")),
+		testobj.PV("pv-local-2", testobj.Class("local"), testobj.Phase(corev1.VolumeAvailable)),
+		testobj.PV("pv-fast", testobj.Class("fast"), testobj.Phase(corev1.VolumeAvailable)))
+	if err := b.runPlan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*corev1.PersistentVolumeClaim{waiting, scheduled} {
+		if v, planned := b.plan[c.UID]; planned {
+			t.Errorf("WaitForFirstConsumer claim %s planned (on %q)", c.Name, v)
+		}
+	}
+	if got := b.plan[immediate.UID]; got != "pv-fast" {
+		t.Errorf("Immediate claim planned on %q, want pv-fast", got)
+	}
+}
+
+// TestWaitForFirstConsumerClaimSync drives syncClaim for a WaitForFirstConsumer claim through the
+// states the real scheduler and provisioners produce.
+func TestWaitForFirstConsumerClaimSync(t *testing.T) {
+	ctx := context.Background()
+	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	hybrid := class("hybrid", "csi.example.com", storagev1.VolumeBindingWaitForFirstConsumer)
+	free := func(class string) *corev1.PersistentVolume {
+		return testobj.PV("pv-static", testobj.Class(class), testobj.Phase(corev1.VolumeAvailable), testobj.NodeAffinity("kubernetes.io/hostname", "n1"))
+	}
+
+	t.Run("the scheduler's claimRef is completed", func(t *testing.T) {
+		claim := testobj.PVC("ns", "c", testobj.ClaimClass("local"))
+		// kube-scheduler's AssumePodVolumes/bindAPIUpdate: claimRef with uid and
+		// bound-by-controller in one full Update; status stays Available.
+		pv := free("local")
+		testobj.ClaimRef("ns", "c", string(claim.UID))(pv)
+		testobj.PVMeta(testobj.Annotation(annBoundByController, "yes"))(pv)
+		b, c := liveBinder(t, local, claim, pv)
+		if err := b.syncClaim(ctx, "ns", "c"); err != nil {
+			t.Fatal(err)
+		}
+		gotPVC, gotPV := getClaim(t, c, "ns", "c"), getVolume(t, c, "pv-static")
+		if gotPVC.Spec.VolumeName != "pv-static" || gotPVC.Status.Phase != corev1.ClaimBound || gotPVC.Annotations[annBindCompleted] != "yes" {
+			t.Errorf("claim not completed: volumeName %q phase %q annotations %v", gotPVC.Spec.VolumeName, gotPVC.Status.Phase, gotPVC.Annotations)
+		}
+		if gotPV.Status.Phase != corev1.VolumeBound {
+			t.Errorf("volume phase %q, want Bound", gotPV.Status.Phase)
+		}
+	})
+
+	t.Run("selected-node with a provisioner: annotate, leave the static volume", func(t *testing.T) {
+		claim := testobj.PVC("ns", "c", testobj.ClaimClass("hybrid"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1")))
+		b, c := liveBinder(t, hybrid, claim, free("hybrid"), testobj.Node("n1", nil))
+		if err := b.runPlan(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.syncClaim(ctx, "ns", "c"); err != nil {
+			t.Fatal(err)
+		}
+		if ref := getVolume(t, c, "pv-static").Spec.ClaimRef; ref != nil {
+			t.Errorf("static volume taken by %s/%s: selected-node asks for provisioning", ref.Namespace, ref.Name)
+		}
+		got := getClaim(t, c, "ns", "c")
+		if got.Spec.VolumeName != "" {
+			t.Errorf("claim bound to %q", got.Spec.VolumeName)
+		}
+		if got.Annotations[annStorageProvisioner] != "csi.example.com" || got.Annotations[annBetaStorageProvisnr] != "csi.example.com" {
+			t.Errorf("claim not annotated for its provisioner: %v", got.Annotations)
+		}
+	})
+
+	t.Run("no node selected: nothing is bound", func(t *testing.T) {
+		claim := testobj.PVC("ns", "c", testobj.ClaimClass("local"))
+		b, c := liveBinder(t, local, claim, free("local"))
+		if err := b.runPlan(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.syncClaim(ctx, "ns", "c"); err != nil {
+			t.Fatal(err)
+		}
+		if ref := getVolume(t, c, "pv-static").Spec.ClaimRef; ref != nil {
+			t.Errorf("static volume taken by %s/%s before the scheduler chose it", ref.Namespace, ref.Name)
+		}
+	})
+}
+
+// TestNewVolumesMarkedAvailableAtOnce: a free Pending volume is marked Available on its first
+// sync, before any plan and whether or not a plan gives it to a claim, as upstream's syncVolume
+// does: the scheduler considers Available volumes only. Only a bind in flight, which writes
+// Bound itself, defers the write.
+func TestNewVolumesMarkedAvailableAtOnce(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		plan      bool
+		reserved  bool
+		wantPhase corev1.PersistentVolumePhase
+	}{
+		{name: "before any plan", wantPhase: corev1.VolumeAvailable},
+		{name: "given to a claim by the plan", plan: true, wantPhase: corev1.VolumeAvailable},
+		{name: "a bind of it in flight", reserved: true, wantPhase: corev1.VolumePending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := testobj.PVC("ns", "c")
+			b, c := liveBinder(t, claim, testobj.PV("pv-new", testobj.Phase(corev1.VolumePending)))
+			if tc.plan {
+				if err := b.runPlan(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if b.plan[claim.UID] != "pv-new" {
+					t.Fatalf("plan gave the claim %q", b.plan[claim.UID])
+				}
+			}
+			if tc.reserved {
+				b.reserved["pv-new"] = claim.UID
+			}
+			if err := b.syncVolume(ctx, "pv-new"); err != nil {
+				t.Fatal(err)
+			}
+			if got := getVolume(t, c, "pv-new").Status.Phase; got != tc.wantPhase {
+				t.Errorf("phase %q, want %q", got, tc.wantPhase)
+			}
+		})
+	}
+}
+
+// TestFinalizerWrittenBeforeTheRest: syncVolume writes the pv-controller finalizer of an in-tree
+// provisioned Delete volume, and then its phase, in one sync.
+func TestFinalizerWrittenBeforeTheRest(t *testing.T) {
+	b, c := liveBinder(t, testobj.PV("pv-1", testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
+		testobj.PVMeta(testobj.Annotation(annProvisionedBy, "kubernetes.io/host-path"))))
+	if err := b.syncVolume(context.Background(), "pv-1"); err != nil {
+		t.Fatal(err)
+	}
+	got := getVolume(t, c, "pv-1")
+	if !slices.Equal(got.Finalizers, []string{finalizerPVController}) || got.Status.Phase != corev1.VolumeAvailable {
+		t.Errorf("finalizers %v phase %q; want [%s] and Available", got.Finalizers, got.Status.Phase, finalizerPVController)
 	}
 }

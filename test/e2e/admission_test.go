@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -162,12 +163,24 @@ func TestPVG006AccessModes(t *testing.T) {
 	expectDenied(t, err, "PVG006")
 }
 
+// TestPVG009NodeAffinity follows the only sequence in which the real components bind a claim
+// that carries volume.kubernetes.io/selected-node: kube-scheduler sets it on a claim of a
+// WaitForFirstConsumer class to ask for provisioning on that node (it binds static volumes
+// itself, through the volume's claimRef, and never sets selected-node for them), a provisioner
+// creates a volume pre-bound to the claim, and the PV controller completes the binding. A
+// provisioner that made the volume for another node is refused. (This test used to set
+// selected-node and have the PV controller bind a free static volume, which no real component
+// does.)
 func TestPVG009NodeAffinity(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
 	ns := namespace(t, "affinity")
 	node := uniq(t, "node")
 	mustSucceed(t, a.Create(ctx, testobj.Node(node, nil)), "creating node")
+	class := uniq(t, "wffc")
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	mustSucceed(t, a.Create(ctx, testobj.StorageClass(class, "csi.example.com", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
+	t.Cleanup(func() { _ = a.Delete(context.Background(), testobj.StorageClass(class, "")) })
 	scheduler := newActor(t, schedulerUser)
 
 	for _, tc := range []struct {
@@ -178,19 +191,24 @@ func TestPVG009NodeAffinity(t *testing.T) {
 		{name: "here", host: node},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pv := uniq(t, "pv")
 			claim := "data-" + tc.name
-			createPair(t, a, pv, ns, claim, []testobj.PVMod{testobj.NodeAffinity("kubernetes.io/hostname", tc.host)}, nil)
-			// The scheduler records its choice on the claim (delayed binding).
+			pvc := freshPVC(testobj.PVC(ns, claim, testobj.ClaimClass(class)))
+			mustSucceed(t, a.Create(ctx, pvc), "creating claim")
+			// The scheduler found no static volume on the node and asks for one there.
 			mustSucceed(t, patchPVC(ctx, scheduler, ns, claim, func(pvc *corev1.PersistentVolumeClaim) {
 				setAnnotation(&pvc.Annotations, "volume.kubernetes.io/selected-node", node)
 			}), "scheduler selecting a node")
-			err := bindAsUpstream(ctx, binder(t), pv, ns, claim)
-			if tc.wantRule == "" {
-				mustSucceed(t, err, "binding a local volume on the selected node")
+			// The provisioner's volume, pre-bound to the claim with its uid.
+			pv := uniq(t, "pv")
+			err := a.Create(ctx, freshPV(testobj.PV(pv, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", tc.host),
+				testobj.ClaimRef(ns, claim, string(pvc.UID)), testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
+				testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com")))))
+			if tc.wantRule != "" {
+				expectDenied(t, err, tc.wantRule)
 				return
 			}
-			expectDenied(t, err, tc.wantRule)
+			mustSucceed(t, err, "provisioning a volume on the selected node")
+			mustSucceed(t, bindAsUpstream(ctx, binder(t), pv, ns, claim), "completing the binding")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -104,33 +105,109 @@ func TestPreboundClaimAndVolume(t *testing.T) {
 	}
 }
 
+// TestWaitForFirstConsumer follows what kube-scheduler's VolumeBinding plugin really writes for
+// a claim of a WaitForFirstConsumer class. It binds a static volume itself: a full Update of the
+// volume giving it a claimRef with the claim's uid and pv.kubernetes.io/bound-by-controller, then
+// it waits for the binder to complete the binding (volume status, claim volumeName with
+// bind-completed, claim status). It sets volume.kubernetes.io/selected-node on the claim only
+// when no static volume fits on the node it picked, and that asks for provisioning there.
+// (This test used to set selected-node and expect pvguard to bind a free static volume: a state
+// the real scheduler never produces, and the misbind upstream's binder was fixed not to make.)
 func TestWaitForFirstConsumer(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
 	c := admin(t)
-	class := ns + "-local"
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
-	must(t, c.Create(ctx, testobj.StorageClass(class, "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
-	n1, n2 := ns+"-n1", ns+"-n2"
-	for _, n := range []string{n1, n2} {
-		must(t, c.Create(ctx, testobj.Node(n, nil)), "creating node")
-		must(t, c.Create(ctx, fresh(ns, testobj.PV(n+"-disk", testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", n)))), "creating local volume")
-	}
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
-	waitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
-	if pvc := getPVC(t, ns, "data"); pvc.Spec.VolumeName != "" {
-		t.Fatalf("claim bound before a node was selected: %s", pvc.Spec.VolumeName)
-	}
 	scheduler, err := controlplane.NewClient(h.Config, nil, "system:kube-scheduler")
 	must(t, err, "scheduler client")
-	must(t, controlplane.PatchPVC(ctx, scheduler, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
-		if pvc.Annotations == nil {
-			pvc.Annotations = map[string]string{}
+
+	t.Run("the scheduler binds a static volume, pvguard completes", func(t *testing.T) {
+		ns := namespace(t)
+		class := ns + "-local"
+		must(t, c.Create(ctx, testobj.StorageClass(class, "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
+		t.Cleanup(func() { _ = c.Delete(ctx, testobj.StorageClass(class, "")) })
+		n1, n2 := ns+"-n1", ns+"-n2"
+		for _, n := range []string{n1, n2} {
+			must(t, c.Create(ctx, testobj.Node(n, nil)), "creating node")
+			must(t, c.Create(ctx, fresh(ns, testobj.PV(n+"-disk", testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", n)))), "creating local volume")
 		}
-		pvc.Annotations["volume.kubernetes.io/selected-node"] = n2
-	}), "selecting a node")
-	waitFor(t, time.Minute, "claim bound to the disk on the selected node", boundTo(ns, "data", n2+"-disk"))
+		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
+		waitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
+		// The scheduler sees Available volumes only: new volumes must be marked at once.
+		for _, n := range []string{n1, n2} {
+			waitFor(t, time.Minute, n+"-disk Available", func() (bool, error) { return getPV(t, n+"-disk").Status.Phase == corev1.VolumeAvailable, nil })
+		}
+		time.Sleep(2 * time.Second) // a few resyncs: pvguard must not pick a volume itself
+		if pvc := getPVC(t, ns, "data"); pvc.Spec.VolumeName != "" {
+			t.Fatalf("pvguard bound the claim to %s before the scheduler chose a node", pvc.Spec.VolumeName)
+		}
+		for _, n := range []string{n1, n2} {
+			if ref := getPV(t, n+"-disk").Spec.ClaimRef; ref != nil {
+				t.Fatalf("pvguard gave %s-disk to %s/%s; only the scheduler binds free volumes to a WaitForFirstConsumer claim", n, ref.Namespace, ref.Name)
+			}
+		}
+		// The scheduler picks n2 and binds its disk (AssumePodVolumes + bindAPIUpdate).
+		claim := getPVC(t, ns, "data")
+		pv := &corev1.PersistentVolume{}
+		must(t, scheduler.Get(ctx, client.ObjectKey{Name: n2 + "-disk"}, pv), "scheduler reading the volume")
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: "data",
+			UID: claim.UID, ResourceVersion: claim.ResourceVersion}
+		if pv.Annotations == nil {
+			pv.Annotations = map[string]string{}
+		}
+		pv.Annotations["pv.kubernetes.io/bound-by-controller"] = "yes"
+		must(t, scheduler.Update(ctx, pv), "scheduler binding the volume")
+		waitFor(t, time.Minute, "pvguard completing the binding", boundTo(ns, "data", n2+"-disk"))
+		if a := getPVC(t, ns, "data").Annotations; a["pv.kubernetes.io/bound-by-controller"] != "yes" {
+			t.Errorf("claim annotations %v: bound-by-controller missing", a)
+		}
+		if ref := getPV(t, n1+"-disk").Spec.ClaimRef; ref != nil {
+			t.Errorf("the other node's disk was claimed by %s/%s", ref.Namespace, ref.Name)
+		}
+	})
+
+	t.Run("selected-node asks for provisioning: a fitting static volume is left alone", func(t *testing.T) {
+		ns := namespace(t)
+		class := ns + "-hybrid"
+		must(t, c.Create(ctx, testobj.StorageClass(class, "csi.example.com", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
+		t.Cleanup(func() { _ = c.Delete(ctx, testobj.StorageClass(class, "")) })
+		node := ns + "-n1"
+		must(t, c.Create(ctx, testobj.Node(node, nil)), "creating node")
+		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
+		waitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
+		// No static volume fits on the node the scheduler picked: it asks for one there.
+		must(t, controlplane.PatchPVC(ctx, scheduler, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
+			if pvc.Annotations == nil {
+				pvc.Annotations = map[string]string{}
+			}
+			pvc.Annotations["volume.kubernetes.io/selected-node"] = node
+		}), "scheduler selecting a node for provisioning")
+		waitFor(t, time.Minute, "storage-provisioner annotations", func() (bool, error) {
+			a := getPVC(t, ns, "data").Annotations
+			return a["volume.kubernetes.io/storage-provisioner"] == "csi.example.com" && a["volume.beta.kubernetes.io/storage-provisioner"] == "csi.example.com", nil
+		})
+		waitFor(t, 30*time.Second, "ExternalProvisioning event", hasEvent(t, ns, "data", "ExternalProvisioning"))
+		// Meanwhile a static volume that fits appears on that node.
+		static := ns + "-static"
+		must(t, c.Create(ctx, fresh(ns, testobj.PV(static, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", node)))), "creating a static volume")
+		waitFor(t, time.Minute, "static volume Available", func() (bool, error) { return getPV(t, static).Status.Phase == corev1.VolumeAvailable, nil })
+		time.Sleep(2 * time.Second) // a few resyncs
+		if ref := getPV(t, static).Spec.ClaimRef; ref != nil {
+			t.Fatalf("pvguard bound the static volume to %s/%s while its provisioner was creating one", ref.Namespace, ref.Name)
+		}
+		// The provisioner's volume, as the CSI external-provisioner creates it: claimRef with
+		// the claim's uid, provisioned-by, its finalizer, the class's reclaim policy (Delete).
+		claim := getPVC(t, ns, "data")
+		provisioned := ns + "-provisioned"
+		must(t, c.Create(ctx, fresh(ns, testobj.PV(provisioned, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", node),
+			testobj.ClaimRef(ns, "data", string(claim.UID)), testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
+			testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com"),
+				testobj.Finalizers("external-provisioner.volume.kubernetes.io/finalizer"))))), "provisioning")
+		waitFor(t, time.Minute, "provisioned volume bound", boundTo(ns, "data", provisioned))
+		if ref := getPV(t, static).Spec.ClaimRef; ref != nil {
+			t.Errorf("static volume claimed by %s/%s", ref.Namespace, ref.Name)
+		}
+	})
 }
 
 func TestLostClaimRecovers(t *testing.T) {
@@ -248,12 +325,61 @@ func TestExternalProvisionerAndDefaultClass(t *testing.T) {
 		return a["volume.kubernetes.io/storage-provisioner"] == "csi.example.com" && a["volume.beta.kubernetes.io/storage-provisioner"] == "csi.example.com", nil
 	})
 	waitFor(t, 30*time.Second, "ExternalProvisioning event", hasEvent(t, ns, "later", "ExternalProvisioning"))
-	// The provisioner creates a volume pre-bound to the claim; the binder completes the binding.
+	// The provisioner creates a volume pre-bound to the claim, as the CSI external-provisioner
+	// does (claimRef with uid, provisioned-by, its finalizer, the class's reclaim policy: Delete
+	// by default); the binder completes the binding.
 	claim := getPVC(t, ns, "later")
 	pv := ns + "-provisioned"
 	must(t, c.Create(ctx, fresh(ns, testobj.PV(pv, testobj.Class(class), testobj.ClaimRef(ns, "later", string(claim.UID)),
-		testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com"))))), "provisioning")
+		testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
+		testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com"),
+			testobj.Finalizers("external-provisioner.volume.kubernetes.io/finalizer"))))), "provisioning")
 	waitFor(t, time.Minute, "provisioned volume bound", boundTo(ns, "later", pv))
+}
+
+// TestPVControllerFinalizer: pvguard manages the kubernetes.io/pv-controller finalizer where
+// upstream's PV controller does, on volumes an in-tree plugin provisioned (in Kubernetes 1.37
+// only kubernetes.io/host-path is left that is not migrated to CSI): present while the reclaim
+// policy is Delete, gone under Retain, gone from volumes of plugins migrated to CSI. Having no
+// in-tree deleter, pvguard fails the reclaim of such a volume and keeps the finalizer, so the
+// PersistentVolume outlives a deletion until someone has deleted its storage.
+func TestPVControllerFinalizer(t *testing.T) {
+	startBinder(t, "active", nil)
+	ctx := context.Background()
+	ns := namespace(t)
+	c := admin(t)
+	const finalizer = "kubernetes.io/pv-controller"
+	has := func(name string) func() (bool, error) {
+		return func() (bool, error) { return slices.Contains(getPV(t, name).Finalizers, finalizer), nil }
+	}
+	hasNot := func(name string) func() (bool, error) {
+		return func() (bool, error) { ok, err := has(name)(); return !ok, err }
+	}
+	inTree := testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "kubernetes.io/host-path"))
+	deletePolicy := testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)
+
+	free := ns + "-free"
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(free, inTree, deletePolicy))), "creating an in-tree provisioned volume")
+	waitFor(t, time.Minute, "finalizer added", has(free))
+	must(t, controlplane.PatchPV(ctx, c, free, func(pv *corev1.PersistentVolume) {
+		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+	}), "switching to Retain")
+	waitFor(t, time.Minute, "finalizer removed under Retain", hasNot(free))
+
+	migrated := ns + "-migrated"
+	must(t, c.Create(ctx, fresh(ns, testobj.PV(migrated, deletePolicy, testobj.PVMeta(
+		testobj.Annotation("pv.kubernetes.io/provisioned-by", "kubernetes.io/gce-pd"), testobj.Finalizers(finalizer))))), "creating a volume of a migrated plugin")
+	waitFor(t, time.Minute, "finalizer removed from a migrated plugin's volume", hasNot(migrated))
+
+	used := ns + "-used"
+	createBoundPair(t, ns, "data", used, inTree, deletePolicy)
+	waitFor(t, time.Minute, "finalizer on the bound volume", has(used))
+	deleteClaim(t, ns, "data")
+	waitFor(t, time.Minute, "reclaim failed", func() (bool, error) { return getPV(t, used).Status.Phase == corev1.VolumeFailed, nil })
+	waitFor(t, 30*time.Second, "VolumeFailedDelete event", hasEvent(t, "default", used, "VolumeFailedDelete"))
+	if ok, _ := has(used)(); !ok {
+		t.Fatalf("finalizer gone although nothing deleted the storage")
+	}
 }
 
 func TestUnbindsVolumeWhoseClaimWentElsewhere(t *testing.T) {

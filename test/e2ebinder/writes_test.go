@@ -2,21 +2,29 @@ package e2ebinder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
-// TestPendingVolumesBoundWithoutAvailableWrite: volumes created while no binder ran are Pending.
-// The binder gives the ones its plan assigns straight to their claims (Pending → Bound, four
-// writes a pair, no "no volumes available" event), and marks only the rest Available.
-func TestPendingVolumesBoundWithoutAvailableWrite(t *testing.T) {
+// TestNewVolumesMarkedAvailable: volumes created while no binder ran are Pending, and the binder
+// marks each free one Available at once, as upstream's syncVolume does: kube-scheduler's volume
+// binding considers Available volumes only, so a volume left Pending is invisible to
+// WaitForFirstConsumer claims. This test used to be TestPendingVolumesBoundWithoutAvailableWrite,
+// which asserted the opposite: pvguard held a free Pending volume until a plan had run and marked
+// only the ones the plan left unassigned, saving a status write per binding but hiding new volumes
+// from the scheduler (issue 15). What pvguard keeps of that: its planner counts Pending volumes, so
+// a claim created with its volume is bound without a "no persistent volumes available" event, and
+// a volume whose bind is already in flight is written Bound directly.
+func TestNewVolumesMarkedAvailable(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
 	c := admin(t)
@@ -31,19 +39,46 @@ func TestPendingVolumesBoundWithoutAvailableWrite(t *testing.T) {
 	sparePV := fresh(ns, testobj.PV(spare))
 	sparePV.Spec.StorageClassName = ns + "-other"
 	must(t, c.Create(ctx, sparePV), "creating the spare volume")
+	// The blocked volume is given to a claim whose binding cannot be written (its first write is
+	// refused): it must be Available all the same. pvguard used to hold it Pending for as long
+	// as a plan gave it to a claim.
+	blocked := ns + "-blocked"
+	blockedPV := fresh(ns, testobj.PV(blocked))
+	blockedPV.Spec.StorageClassName = ns + "-blocked"
+	must(t, c.Create(ctx, blockedPV), "creating the blocked volume")
+	blockedClaim := freshClaim(testobj.PVC(ns, "blocked"))
+	class := ns + "-blocked"
+	blockedClaim.Spec.StorageClassName = &class
+	must(t, c.Create(ctx, blockedClaim), "creating the blocked claim")
 	if pv := getPV(t, spare); !isPendingPhase(pv.Status.Phase) {
 		t.Fatalf("a new volume is %q before any binder ran; the test needs Pending", pv.Status.Phase)
 	}
 
 	var log writeLog
-	startBinder(t, "active", func(o *app.ServeOptions) { o.BinderHooks.BeforeWrite = log.hook("a") })
+	record := log.hook("a")
+	startBinder(t, "active", func(o *app.ServeOptions) {
+		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
+			if err := record(op, obj); err != nil {
+				return err
+			}
+			if op == "bind-1-volume-spec" && obj.GetName() == blocked {
+				return errors.New("refused by the test")
+			}
+			return nil
+		}
+	})
 	for i := range pairs {
 		pv := fmt.Sprintf("%s-pv-%d", ns, i)
 		waitFor(t, time.Minute, "claim bound", boundTo(ns, fmt.Sprintf("c-%d", i), pv))
 	}
-	waitFor(t, time.Minute, "the spare volume Available", func() (bool, error) {
-		return getPV(t, spare).Status.Phase == corev1.VolumeAvailable, nil
-	})
+	for _, name := range []string{spare, blocked} {
+		waitFor(t, time.Minute, name+" Available", func() (bool, error) {
+			return getPV(t, name).Status.Phase == corev1.VolumeAvailable, nil
+		})
+	}
+	if log.count("bind-1-volume-spec /"+blocked) == 0 {
+		t.Errorf("the blocked volume was never given to its claim; the test needs the plan to give it")
+	}
 	for i := range pairs {
 		pv, claim := fmt.Sprintf("/%s-pv-%d", ns, i), fmt.Sprintf("%s/c-%d", ns, i)
 		for _, w := range []string{"bind-1-volume-spec " + pv, "bind-2-volume-status " + pv, "bind-3-claim-spec " + claim, "bind-4-claim-status " + claim} {
@@ -51,15 +86,17 @@ func TestPendingVolumesBoundWithoutAvailableWrite(t *testing.T) {
 				t.Errorf("%s: %d writes, want 1", w, n)
 			}
 		}
-		if n := log.count("volume-status " + pv); n != 0 {
-			t.Errorf("volume %s was marked Available before its bind (%d status writes)", pv, n)
+		if n := log.count("volume-status " + pv); n > 1 {
+			t.Errorf("volume %s was marked Available %d times", pv, n)
 		}
 		if reasons := eventReasons(t, ns, fmt.Sprintf("c-%d", i)); slices.Contains(reasons, "FailedBinding") {
 			t.Errorf("claim c-%d got FailedBinding events although a volume was waiting for it: %v", i, reasons)
 		}
 	}
-	if n := log.count("volume-status /" + spare); n != 1 {
-		t.Errorf("spare volume: %d Available writes, want 1", n)
+	for _, name := range []string{spare, blocked} {
+		if n := log.count("volume-status /" + name); n != 1 {
+			t.Errorf("%s: %d Available writes, want 1", name, n)
+		}
 	}
 }
 
