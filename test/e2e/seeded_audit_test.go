@@ -112,7 +112,8 @@ func seedViolations(t *testing.T) *seededCluster {
 	pair("PVG006", []testobj.PVCMod{testobj.ClaimAccessModes(corev1.ReadWriteMany)})
 	pair("PVG007", []testobj.PVCMod{testobj.ClaimClass("gold")}, testobj.Class("silver"))
 	pair("PVG008", []testobj.PVCMod{testobj.Selector(map[string]string{"tier": "fast"})})
-	pair("PVG018", []testobj.PVCMod{testobj.ClaimVolumeAttributesClass("gold")}, testobj.VolumeAttributesClass("silver"))
+	pair("PVG018", []testobj.PVCMod{testobj.ClaimVolumeAttributesClass("gold")}, testobj.VolumeAttributesClass("silver"),
+		testobj.CSI("csi.example.com", "seed-vac", nil)) // the apiserver wants a CSI source beside a VolumeAttributesClass
 
 	node := testobj.Node(sc.node, map[string]string{"topology.kubernetes.io/zone": "zone-a"})
 	mustSucceed(t, s.Create(ctx, node), "seeding node")
