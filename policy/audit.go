@@ -160,7 +160,7 @@ func (e *Engine) AuditObject(obj any, v View, now time.Time) ([]Finding, error) 
 // auditObject is AuditObject with the review to fill in and the memo to read through supplied
 // by the caller.
 func (e *Engine) auditObject(obj any, r *Review, v *memoView, now time.Time) ([]Finding, error) {
-	*r = Review{Operation: OperationCreate}
+	*r = Review{Operation: OperationCreate, audit: true}
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
 		r.Kind, r.PV = KindPersistentVolume, o

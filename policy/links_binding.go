@@ -108,6 +108,15 @@ func owner(volumeName string, v View) (*corev1.PersistentVolumeClaim, error) {
 	return nil, nil
 }
 
+// relinks reports whether the pair a review links is a binding completed before: the PV
+// controller re-linking a volume to the claim that completed its binding to it (upstream does
+// that without any check), or an audit reading such a pair. Its at-bind checks compare with what
+// the claim has been given rather than with what it asks for now, since a claim being expanded or
+// modified asks for more, or for another class, than its volume has yet.
+func relinks(r *Review, b *bindPair) bool {
+	return completedTo(b.PVC, b.PV.Name) && (b.Field == "spec.claimRef" || r.audit)
+}
+
 // completedTo reports whether the claim has completed a binding to the named volume.
 func completedTo(pvc *corev1.PersistentVolumeClaim, volumeName string) bool {
 	_, done := pvc.Annotations[AnnBindCompleted]

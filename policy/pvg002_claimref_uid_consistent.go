@@ -84,7 +84,9 @@ func pvg002GivenUID(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 	if cur == nil || cur.UID == "" || !NamesAClaim(cur) || provisionedCreate(r) {
 		return nil, nil
 	}
-	if old != nil && old.UID == cur.UID {
+	// A uid kept while the name changes is given anew: it is the old claim's, and the claim now
+	// named has another (upstream then releases the volume at once).
+	if old != nil && sameClaimRef(old, cur) {
 		return nil, nil
 	}
 	vol := pvRef(r.PV)

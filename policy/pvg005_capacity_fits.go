@@ -17,7 +17,7 @@ func pvg005CapacityFits() Rule {
 				return nil, err
 			}
 			if b != nil {
-				return pvg005AtBind(b), nil
+				return pvg005AtBind(r, b), nil
 			}
 			return pvg005Shrink(r, v)
 		},
@@ -28,10 +28,10 @@ func pvg005CapacityFits() Rule {
 // binding to it (upstream's "volume is unbound, fixing") is held to what the claim has been given,
 // not to its request: upstream re-links without comparing sizes, and a claim being expanded asks
 // for more than its volume has yet.
-func pvg005AtBind(b *bindPair) []Finding {
+func pvg005AtBind(r *Review, b *bindPair) []Finding {
 	request, offer := claimRequest(b.PVC), volumeCapacity(b.PV)
 	asks := "requests"
-	if b.Field == "spec.claimRef" && completedTo(b.PVC, b.PV.Name) {
+	if relinks(r, b) {
 		request, asks = claimCapacity(b.PVC), "has been given"
 	}
 	if offer.Cmp(request) >= 0 {

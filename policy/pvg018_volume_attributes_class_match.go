@@ -29,7 +29,7 @@ func pvg018VolumeAttributesClassMatch() Rule {
 			hint := fmt.Sprintf("name a volume %s in spec.volumeName, or leave it unset so that a matching volume is bound or provisioned",
 				pvg018VolumeWith(want))
 			switch {
-			case pvg018Owner(b):
+			case relinks(r, b):
 				// A bound pair (seen by the audit, or re-linked): undoing the binding is not the
 				// fix, and other rules refuse it.
 				hint = "the pair is bound: change the volume's attributes through the claim's spec.volumeAttributesClassName " +
@@ -71,7 +71,7 @@ func pvg018Fits(r *Review, b *bindPair) bool {
 	// has or is being modified to: while the external-resizer modifies a volume, the claim's spec
 	// names the new class and the volume keeps the old one until the resizer records the change,
 	// on the volume first and on the claim's status second.
-	if pvg018Owner(b) {
+	if relinks(r, b) {
 		got := volumeAttributesClass(b.PV)
 		for _, given := range pvg018Given(b.PVC) {
 			if given == got {
@@ -80,12 +80,6 @@ func pvg018Fits(r *Review, b *bindPair) bool {
 		}
 	}
 	return false
-}
-
-// pvg018Owner reports whether the pair's claim is bind-completed and names the pair's volume.
-func pvg018Owner(b *bindPair) bool {
-	_, done := b.PVC.Annotations[AnnBindCompleted]
-	return done && b.PVC.Spec.VolumeName == b.PV.Name
 }
 
 // pvg018Given lists the VolumeAttributesClasses a bound claim has, or is being modified to: its

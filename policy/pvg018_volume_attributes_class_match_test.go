@@ -202,11 +202,11 @@ func TestPVG018VolumeAttributesClassMatch(t *testing.T) {
 			wantText: `PersistentVolumeClaim team-a/data asks for VolumeAttributesClass "silver", but PersistentVolume pv-7 has "bronze"; the pair is bound: change the volume's attributes through the claim's spec.volumeAttributesClassName`,
 		},
 		{
-			name:     "a mismatched bound claim judged as the audit does (as if created) gets the bound-pair hint, not one to drop spec.volumeName",
+			name:     "a claim created already bind-completed to a volume of another class is judged as any bind (a restore that carries the mismatch)",
 			review:   pvcCreate(tenant, testobj.PVC("team-a", "data", gold, testobj.ClaimBoundTo("pv-7"))),
 			view:     testobj.NewView(testobj.PV("pv-7", testobj.VolumeAttributesClass("silver"), testobj.BoundTo(goldClaim))),
 			want:     []string{"spec.volumeName"},
-			wantText: `asks for VolumeAttributesClass "gold", but PersistentVolume pv-7 has "silver"; the pair is bound:`,
+			wantText: `asks for VolumeAttributesClass "gold", but PersistentVolume pv-7 has "silver"; name a volume whose volumeAttributesClassName is "gold"`,
 		},
 		{
 			name: "the modification allowance is only for the claim that names the volume",

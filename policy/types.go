@@ -92,6 +92,10 @@ type Review struct {
 	PV, OldPV   *corev1.PersistentVolume
 	PVC, OldPVC *corev1.PersistentVolumeClaim
 	SC, OldSC   *storagev1.StorageClass
+
+	// audit marks the review an audit makes of an existing object (judged as if just created):
+	// a pair it reads as linked may be a binding completed long ago.
+	audit bool
 }
 
 // Object names the object under review.
