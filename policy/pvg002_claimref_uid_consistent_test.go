@@ -137,6 +137,13 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 			view:   testobj.NewView(elsewhere, other),
 		},
 		{
+			name:     "re-pointing a Released volume to another claim while keeping the old uid is denied",
+			review:   pvUpdate(admin, released, testobj.PVWith(released, testobj.ClaimRef("team-b", "other", string(claim.UID)))),
+			view:     testobj.NewView(other),
+			want:     []string{"spec.claimRef.uid"},
+			wantText: "spec.claimRef.uid uid-team-a-data is not the uid uid-team-b-other of the live PersistentVolumeClaim team-b/other",
+		},
+		{
 			name:   "clearing the claimRef of a Released volume whose claim is gone is allowed (reuse)",
 			review: pvUpdate(admin, released, testobj.PV("pv-7", testobj.Phase(corev1.VolumeReleased))),
 		},
