@@ -86,8 +86,9 @@ done
 # resizer with 403, but serves v1.14.0 itself.) -trimpath lets worktrees share the build cache;
 # -buildvcs=false keeps pvguard's git state (the copy lies inside this checkout) out of them;
 # main.version is what the sidecars' own Makefiles set, and what --version prints.
+# The pins are read on descriptor 3, so nothing the loop runs can swallow them from stdin.
 sidecar_recipe='go build -trimpath -buildvcs=false -ldflags "-X main.version=$version"'
-while read -r name module version cmd; do
+while read -r -u 3 name module version cmd; do
   [[ -z $name || $name == \#* ]] && continue
   want=$(printf '%s\n' "$module" "$version" "$cmd" "$sidecar_recipe" | sha256sum | cut -d' ' -f1)
   fresh "$bin/.$name-stamp" "$want" "$name" && continue
@@ -117,7 +118,7 @@ while read -r name module version cmd; do
   rm -rf "$src"
   echo "build-tools: $name built in $(since "$t0")" >&2
   echo "$want" > "$bin/.$name-stamp"
-done < "$tools/pins"
+done 3< "$tools/pins"
 rmdir "$bin/.build" 2>/dev/null || true
 
 # check NAME STAMP WANT: bin/NAME --version exits 0 and prints WANT. A binary that fails loses its
@@ -134,7 +135,7 @@ check() {
 check etcd .tools-stamp "etcd Version: ${etcd_version#v}"
 check kube-apiserver .tools-stamp "Kubernetes $k8s_version"
 for c in kube-controller-manager kube-scheduler; do check "$c" ".$c-stamp" "Kubernetes $k8s_version"; done
-while read -r name module version cmd; do
+while read -r -u 3 name module version cmd; do
   [[ -z $name || $name == \#* ]] && continue
   check "$name" ".$name-stamp" " $version"
-done < "$tools/pins"
+done 3< "$tools/pins"
