@@ -12,7 +12,8 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/pvguard ./cmd/pvguard
 
-## tools: kube-apiserver and etcd in bin/, built from the Go module proxy; rebuilt only when the pins change
+## tools: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, csi-provisioner and csi-resizer in bin/,
+## built from the Go module proxy; each rebuilt only when its pins change, each checked to start
 tools:
 	hack/build-tools.sh
 
