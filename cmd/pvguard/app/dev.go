@@ -22,6 +22,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
@@ -33,16 +35,23 @@ import (
 type DevOptions struct {
 	// Assets holds kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else bin/).
 	Assets string
-	// Dir receives the kubeconfig, certificates and policy config (default: a new temp dir).
+	// Dir receives the kubeconfigs, certificates, policy config and log (default: a new temp dir).
 	Dir    string
 	Listen string
 	// ExitAfterDemo stops everything once the demo has run, instead of serving until interrupted.
 	ExitAfterDemo bool
-	Out           io.Writer
+	// Out receives the demo's story; pvguard's own logs go to pvguard.log in Dir.
+	Out io.Writer
+	// Logger builds pvguard's logger over the log file (default: JSON at info level).
+	Logger func(io.Writer) logr.Logger
 }
 
-func newDevCommand(logger func() logr.Logger) *cobra.Command {
-	o := DevOptions{Listen: "127.0.0.1:9443"}
+// devLogFile is the file in DevOptions.Dir that pvguard's logs go to, so that they do not
+// interleave with the demo's story.
+const devLogFile = "pvguard.log"
+
+func newDevCommand(logger func(io.Writer) logr.Logger) *cobra.Command {
+	o := DevOptions{Listen: "127.0.0.1:9443", Logger: logger}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Start a local control plane, serve pvguard against it and run the demo",
@@ -51,34 +60,32 @@ func newDevCommand(logger func() logr.Logger) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			o.Out = cmd.OutOrStdout()
-			return Dev(ctx, o, logger())
+			return Dev(ctx, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Assets, "assets", "", "directory holding kube-apiserver and etcd (default $KUBEBUILDER_ASSETS, else bin/)")
-	cmd.Flags().StringVar(&o.Dir, "dir", "", "working directory for kubeconfig, certificates and config (default: a new temporary directory)")
+	cmd.Flags().StringVar(&o.Dir, "dir", "", "working directory for kubeconfigs, certificates, config and the log (default: a new temporary directory)")
 	cmd.Flags().StringVar(&o.Listen, "listen", o.Listen, "address pvguard serves on")
 	cmd.Flags().BoolVar(&o.ExitAfterDemo, "exit-after-demo", false, "stop once the demo has run")
 	return cmd
 }
 
-// devPolicy is the policy config the demo serves with: defaults, plus tenant namespaces whose
-// claims may not grab volumes.
-const devPolicy = `# pvguard policy config (see docs/configuration.md). Edit me: pvguard reloads on save.
-rules:
-  volume-grab: {action: deny}
+// devPolicyHeader heads the policy config file; the config itself is what the chart's ConfigMap
+// holds for devValues.
+const devPolicyHeader = `# pvguard policy config (see docs/configuration.md), as the Helm chart renders it for
+# pvguard dev. Edit me: pvguard reloads on save.
 `
 
-// The namespace and Secret of the demo's self-managed certificates.
-const (
-	devNamespace = "pvguard-system"
-	devSecret    = "pvguard-tls"
-)
-
-// Dev starts a control plane, serves pvguard against it with the webhook configurations
-// installed, and runs the demo scenario.
-func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
+// Dev starts a control plane, installs the Helm chart's ServiceAccount and RBAC into it, serves
+// pvguard as that ServiceAccount (a token from the TokenRequest API, the Deployment's arguments,
+// the ConfigMap's policy config) with the chart's webhook configurations installed, and runs the
+// demo scenario. pvguard's logs go to pvguard.log in Dir.
+func Dev(ctx context.Context, o DevOptions) (err error) {
 	if o.Out == nil {
 		o.Out = os.Stdout
+	}
+	if o.Logger == nil {
+		o.Logger = func(w io.Writer) logr.Logger { return newLogger(w, false) }
 	}
 	if o.Assets == "" {
 		if o.Assets, err = controlplane.AssetsDir(); err != nil {
@@ -92,6 +99,34 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating working directory %s: %w", o.Dir, err)
 	}
+	host, _, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", o.Listen, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	logPath := filepath.Join(o.Dir, devLogFile)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating the log file: %w", err)
+	}
+	defer logFile.Close()
+	log := o.Logger(logFile)
+	// client-go's own components (leader election, reflectors) log through klog, to stderr
+	// unless told otherwise.
+	klog.SetLogger(log)
+	defer klog.ClearLogger()
+
+	ci, err := renderChartInstall(controlplane.ChartRelease, controlplane.ChartNamespace, devValues())
+	if err != nil {
+		return fmt.Errorf("rendering the Helm chart: %w", err)
+	}
+	so, err := ParseServeArgs(ci.ServeArgs)
+	if err != nil {
+		return fmt.Errorf("the chart's container arguments: %w", err)
+	}
+
 	fmt.Fprintf(o.Out, "Starting kube-apiserver and etcd from %s ...\n", o.Assets)
 	cp, err := controlplane.Start(o.Assets)
 	if err != nil {
@@ -104,48 +139,80 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 	}()
 
 	kubeconfig := filepath.Join(o.Dir, "kubeconfig")
+	saKubeconfig := filepath.Join(o.Dir, "pvguard.kubeconfig")
+	tokenFile := filepath.Join(o.Dir, "pvguard.token")
 	policyFile := filepath.Join(o.Dir, "policy.yaml")
 	if err := os.WriteFile(kubeconfig, cp.KubeConfig, 0o600); err != nil {
 		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
-	if err := os.WriteFile(policyFile, []byte(devPolicy), 0o600); err != nil {
+	if err := os.WriteFile(policyFile, []byte(devPolicyHeader+ci.Policy), 0o600); err != nil {
 		return fmt.Errorf("writing policy config: %w", err)
 	}
-	host, _, err := net.SplitHostPort(o.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen %q: %w", o.Listen, err)
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	// Self-managed certificates, as the chart installs by default: pvguard issues its CA and
-	// serving certificate into a Secret and puts the CA into the webhook configurations itself.
-	boot, err := client.New(cp.Config, client.Options{})
+
+	// What `helm install --create-namespace` creates for pvguard's identity: the namespace,
+	// the ServiceAccount and the RBAC, as the chart renders them.
+	admin, err := client.New(cp.Config, client.Options{})
 	if err != nil {
 		return fmt.Errorf("connecting to the control plane: %w", err)
 	}
-	if err := boot.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: devNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", devNamespace, err)
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ci.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", ci.Namespace, err)
+	}
+	for _, obj := range ci.Objects {
+		if err := admin.Create(ctx, obj.DeepCopy()); err != nil {
+			return fmt.Errorf("creating %s %s from the chart: %w", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return fmt.Errorf("connecting to the control plane: %w", err)
+	}
+	if err := waitForRBAC(ctx, cs, ci); err != nil {
+		return err
+	}
+	// The ServiceAccount's token, as the kubelet would project it into pvguard's pod, and a
+	// kubeconfig that uses nothing else: every request pvguard makes is the ServiceAccount's.
+	expires, err := mintToken(ctx, cs, ci, tokenFile)
+	if err != nil {
+		return err
+	}
+	if err := writeServiceAccountKubeconfig(cp.KubeConfig, tokenFile, saKubeconfig); err != nil {
+		return err
 	}
 
 	serveCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	so := DefaultServeOptions()
-	so.Kubeconfig, so.Listen, so.ConfigFile = kubeconfig, o.Listen, policyFile
-	so.CertSecret, so.Namespace, so.CertHosts = devSecret, devNamespace, []string{"localhost", host}
+	go renewToken(serveCtx, func(ctx context.Context) (time.Time, error) { return mintToken(ctx, cs, ci, tokenFile) }, expires, log.WithName("token"))
+	// The chart's arguments, but for what differs outside a pod: the kubeconfig (in a pod:
+	// the mounted token), the listener and config path, and the names the apiserver calls
+	// pvguard by (a URL, not the Service).
+	so.Kubeconfig, so.Listen, so.ConfigFile = saKubeconfig, o.Listen, policyFile
+	so.CertHosts = append(so.CertHosts, "localhost", host)
 	so.CertCheckInterval = time.Second // the webhook configurations appear just after start
-	so.ShutdownTimeout, so.ShutdownDelay = 5*time.Second, 0
-	// No kube-controller-manager runs here: pvguard is the cluster's binder.
-	so.Binder, so.LeaderElect, so.BinderResync = "active", false, 2*time.Second
 	ready := make(chan net.Addr, 1)
 	so.Ready = func(a net.Addr) { ready <- a }
 	served := make(chan error, 1)
 	go func() { served <- Serve(serveCtx, so, log) }()
+	// stop stops pvguard and waits for it, once, whichever way Dev returns: nothing may log
+	// into the closed log file or reach the stopped control plane.
+	var (
+		stopped  bool
+		serveErr error
+	)
+	stop := func() error {
+		if !stopped {
+			cancel()
+			serveErr, stopped = ignoreCanceled(<-served), true
+		}
+		return serveErr
+	}
+	defer func() { _ = stop() }()
 	var addr net.Addr
 	select {
 	case addr = <-ready:
 	case err := <-served:
-		return fmt.Errorf("pvguard serve: %w", err)
+		stopped, serveErr = true, err
+		return fmt.Errorf("pvguard serve stopped before it was ready (log: %s): %v", logPath, err)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -154,12 +221,15 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 		return err
 	}
 	secret := &corev1.Secret{}
-	if err := boot.Get(ctx, client.ObjectKey{Namespace: devNamespace, Name: devSecret}, secret); err != nil {
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: so.Namespace, Name: so.CertSecret}, secret); err != nil {
 		return fmt.Errorf("reading the self-managed certificates: %w", err)
 	}
 	caPEM := secret.Data[certs.CAFile]
-	fmt.Fprintf(o.Out, "pvguard is serving at %s with its binder active; webhook configurations installed,\n"+
-		"their caBundle filled in by pvguard from its self-managed CA (Secret %s/%s).\n\n", baseURL, devNamespace, devSecret)
+	fmt.Fprintf(o.Out, "pvguard is serving at %s with its binder active, as the chart's ServiceAccount %s/%s\n"+
+		"with the chart's RBAC and policy config (kubeconfig %s, token from the TokenRequest API);\n"+
+		"webhook configurations installed, their caBundle filled in by pvguard from its self-managed CA\n"+
+		"(Secret %s/%s). pvguard's logs go to %s\n\n",
+		baseURL, ci.Namespace, ci.ServiceAccount, saKubeconfig, so.Namespace, so.CertSecret, logPath)
 
 	if err := RunDemo(ctx, cp.Config, o.Out); err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -170,16 +240,18 @@ func Dev(ctx context.Context, o DevOptions, log logr.Logger) (err error) {
 
 	fmt.Fprintf(o.Out, "\nTry it yourself:\n  export KUBECONFIG=%s\n  policy config: %s (reloaded on save)\n  metrics: curl -k %s/metrics\n", kubeconfig, policyFile, baseURL)
 	if o.ExitAfterDemo {
-		cancel()
-		return ignoreCanceled(<-served)
+		return stop()
 	}
 	fmt.Fprintln(o.Out, "Press Ctrl-C to stop.")
 	select {
 	case <-ctx.Done():
-		cancel()
-		return ignoreCanceled(<-served)
+		return stop()
 	case err := <-served:
-		return err
+		stopped, serveErr = true, err
+		if err != nil {
+			return fmt.Errorf("pvguard serve (log: %s): %w", logPath, err)
+		}
+		return nil
 	}
 }
 

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -30,18 +31,21 @@ func NewRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
-	logger := func() logr.Logger {
-		lvl := zapcore.InfoLevel
-		if verbose {
-			lvl = zapcore.DebugLevel
-		}
-		log := zap.New(zap.Level(lvl))
-		// controller-runtime's own components (certwatcher, manager) log through its root logger.
-		ctrllog.SetLogger(log)
-		return log
-	}
+	logger := func(w io.Writer) logr.Logger { return newLogger(w, verbose) }
 	root.AddCommand(newServeCommand(logger), newDevCommand(logger), newAuditCommand(), newCertsCommand(), newVersionCommand())
 	return root
+}
+
+// newLogger is pvguard's logger: JSON lines to w, at debug level when verbose. controller-runtime's
+// own components (certwatcher, manager) log through its root logger, which it becomes.
+func newLogger(w io.Writer, verbose bool) logr.Logger {
+	lvl := zapcore.InfoLevel
+	if verbose {
+		lvl = zapcore.DebugLevel
+	}
+	log := zap.New(zap.WriteTo(w), zap.Level(lvl))
+	ctrllog.SetLogger(log)
+	return log
 }
 
 // ParseServeArgs parses `pvguard serve` arguments (flags only) into options, exactly as the
@@ -94,7 +98,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeOptions) {
 	f.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on shutdown, how long to keep serving while not ready, so endpoints drop this replica first")
 }
 
-func newServeCommand(logger func() logr.Logger) *cobra.Command {
+func newServeCommand(logger func(io.Writer) logr.Logger) *cobra.Command {
 	o := DefaultServeOptions()
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -103,7 +107,7 @@ func newServeCommand(logger func() logr.Logger) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return Serve(ctx, o, logger())
+			return Serve(ctx, o, logger(os.Stderr))
 		},
 	}
 	bindServeFlags(cmd.Flags(), &o)
