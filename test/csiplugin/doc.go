@@ -10,7 +10,8 @@
 //   - capacity: the size a volume was created or expanded to is kept in a small metadata file
 //     beside its data directory; nothing enforces it on the data;
 //   - expansion: ControllerExpandVolume records the new size and, by default, needs no node
-//     step (a directory, like an NFS share, has no filesystem of its own to grow);
+//     step (a directory, like an NFS share, has no filesystem of its own to grow); a class
+//     parameter (ParamNodeExpansionRequired) asks for one, as a block-backed filesystem would;
 //   - idempotency as the spec requires: CreateVolume of an existing name returns the volume
 //     when it is compatible and ALREADY_EXISTS when not, DeleteVolume of an unknown id succeeds,
 //     expanding to a size the volume already has returns it.

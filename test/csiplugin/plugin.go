@@ -25,6 +25,11 @@ const (
 	DefaultTopologyKey = "topology.csi.pvguard.test/node"
 	// DefaultCapacityBytes is the size of a volume created with no capacity range.
 	DefaultCapacityBytes = 1 << 30
+	// ParamNodeExpansionRequired is a CreateVolume parameter (a StorageClass parameter),
+	// "true" or "false", that overrides Options.NodeExpansionRequired for the volume: one
+	// plugin can then serve volumes whose expansion finishes in the controller and volumes
+	// whose expansion waits for the node (the kubelet).
+	ParamNodeExpansionRequired = "nodeExpansionRequired"
 )
 
 // Options configure a Plugin; New applies the defaults.
@@ -44,8 +49,9 @@ type Options struct {
 	// DefaultCapacityBytes is the size of a volume created without a capacity range (default
 	// DefaultCapacityBytes).
 	DefaultCapacityBytes int64
-	// NodeExpansionRequired is what ControllerExpandVolume answers. False by default: growing a
-	// directory's quota needs no node step, and no kubelet runs here to take one.
+	// NodeExpansionRequired is what ControllerExpandVolume answers unless the volume's
+	// ParamNodeExpansionRequired says otherwise. False by default: growing a directory's quota
+	// needs no node step, and no kubelet runs here to take one.
 	NodeExpansionRequired bool
 	// Hook, when set, is called before every call is handled, with the method's short name
 	// ("CreateVolume") and the request; an error it returns is the call's answer (use

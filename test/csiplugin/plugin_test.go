@@ -180,6 +180,8 @@ func TestCreateVolume(t *testing.T) {
 			CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 20, LimitBytes: 1 << 20}}, wantCode: codes.InvalidArgument},
 		{name: "a content source", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo},
 			VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "pvc-0"}}}}, wantCode: codes.InvalidArgument},
+		{name: "a node expansion parameter that is not a boolean", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo},
+			Parameters: map[string]string{ParamNodeExpansionRequired: "yes"}, AccessibilityRequirements: &csi.TopologyRequirement{Requisite: nodes("a")}}, wantCode: codes.InvalidArgument},
 		{name: "no requirements and no nodes", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo}}, wantCode: codes.InvalidArgument},
 		{name: "no segment names a node", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo},
 			AccessibilityRequirements: &csi.TopologyRequirement{Requisite: []*csi.Topology{{Segments: map[string]string{"zone": "z1"}}}}}, wantCode: codes.InvalidArgument},
@@ -312,7 +314,8 @@ func TestControllerExpandVolume(t *testing.T) {
 	cases := []struct {
 		name         string
 		opts         Options
-		id           string // default: the created volume
+		params       map[string]string // the volume's CreateVolume parameters
+		id           string            // default: the created volume
 		capRange     *csi.CapacityRange
 		capability   *csi.VolumeCapability
 		wantCode     codes.Code
@@ -324,6 +327,8 @@ func TestControllerExpandVolume(t *testing.T) {
 		{name: "the size it has", capRange: &csi.CapacityRange{RequiredBytes: created}, wantSize: created},
 		{name: "never shrinks", capRange: &csi.CapacityRange{RequiredBytes: 1 << 20}, wantSize: created},
 		{name: "node step when configured", opts: Options{NodeExpansionRequired: true}, capRange: &csi.CapacityRange{RequiredBytes: 20 << 20}, wantSize: 20 << 20, wantNodeStep: true},
+		{name: "node step by the volume's parameter", params: map[string]string{ParamNodeExpansionRequired: "true"}, capRange: &csi.CapacityRange{RequiredBytes: 20 << 20}, wantSize: 20 << 20, wantNodeStep: true},
+		{name: "the volume's parameter overrides the option", opts: Options{NodeExpansionRequired: true}, params: map[string]string{ParamNodeExpansionRequired: "false"}, capRange: &csi.CapacityRange{RequiredBytes: 20 << 20}, wantSize: 20 << 20},
 		{name: "a limit below its size", capRange: &csi.CapacityRange{LimitBytes: 5 << 20}, wantCode: codes.OutOfRange, wantSize: created},
 		{name: "no capacity range", wantCode: codes.InvalidArgument, wantSize: created},
 		{name: "required above limit", capRange: &csi.CapacityRange{RequiredBytes: 40 << 20, LimitBytes: 30 << 20}, wantCode: codes.InvalidArgument, wantSize: created},
@@ -334,7 +339,7 @@ func TestControllerExpandVolume(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := start(t, tc.opts)
-			resp, err := c.CreateVolume(ctx(t), &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo},
+			resp, err := c.CreateVolume(ctx(t), &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo}, Parameters: tc.params,
 				CapacityRange: &csi.CapacityRange{RequiredBytes: created}, AccessibilityRequirements: &csi.TopologyRequirement{Requisite: nodes("a")}})
 			if err != nil {
 				t.Fatal(err)

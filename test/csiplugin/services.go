@@ -83,6 +83,9 @@ func (s *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolume
 	if len(req.GetMutableParameters()) > 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume %s: mutable parameters need MODIFY_VOLUME, which this plugin does not advertise", name)
 	}
+	if v, ok := req.GetParameters()[ParamNodeExpansionRequired]; ok && v != "true" && v != "false" {
+		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume %s: parameter %s is %q, want true or false", name, ParamNodeExpansionRequired, v)
+	}
 	size, err := p.createSize(req.GetCapacityRange())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume %s: %v", name, err)
@@ -171,7 +174,11 @@ func (s *controllerServer) ControllerExpandVolume(_ context.Context, req *csi.Co
 			return nil, status.Errorf(codes.Internal, "ControllerExpandVolume %s: %v", id, err)
 		}
 	}
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes, NodeExpansionRequired: p.o.NodeExpansionRequired}, nil
+	nodeStep := p.o.NodeExpansionRequired
+	if s, ok := v.Parameters[ParamNodeExpansionRequired]; ok {
+		nodeStep = s == "true"
+	}
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes, NodeExpansionRequired: nodeStep}, nil
 }
 
 // ValidateVolumeCapabilities is required of every controller plugin by the spec.
