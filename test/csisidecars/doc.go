@@ -1,0 +1,18 @@
+// Package csisidecars runs the real CSI sidecars that `make tools` builds into bin/ (the
+// external-provisioner and the external-resizer, at the versions hack/tools/pins names) as
+// processes beside a test control plane, the way a CSI driver's Deployment runs them:
+//
+//   - each as its own ServiceAccount, bound to the RBAC of the sidecar's own
+//     deploy/kubernetes/rbac.yaml, read from the pinned module's source (so the permissions
+//     follow the pin) with only the namespace changed, as that file's comments ask; the
+//     ServiceAccount is reached with a token minted through the TokenRequest API, so the
+//     apiserver, and pvguard's webhooks, see exactly the identity a real install has;
+//   - against a CSI plugin's unix socket (see test/csiplugin);
+//   - with what a kubelet and the node-driver-registrar would have published for the driver:
+//     the CSIDriver object, a CSINode per node listing the driver with its topology key, and
+//     that key as a label on each Node.
+//
+// Their logs go to a file each, for failure messages and for the checks that the apiserver sent
+// them no warning and no denial (client-go logs every warning it receives). Not linked into the
+// shipped binary: only test packages import it.
+package csisidecars
