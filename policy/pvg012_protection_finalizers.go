@@ -3,7 +3,13 @@ package policy
 import (
 	"fmt"
 	"slices"
+
+	corev1 "k8s.io/api/core/v1"
 )
+
+// finalizerExternalProvisioner is the finalizer CSI external provisioners put on the volumes they
+// make.
+const finalizerExternalProvisioner = "external-provisioner.volume.kubernetes.io/finalizer"
 
 // protectionFinalizer is a finalizer PVG012 guards and what to do instead of removing it.
 type protectionFinalizer struct {
@@ -16,7 +22,7 @@ var protectionFinalizers = []protectionFinalizer{
 	{"kubernetes.io/pv-protection", "the pv-protection controller removes it once no claim is bound to the volume; delete the bound claim instead"},
 	{"kubernetes.io/pvc-protection", "the pvc-protection controller removes it once no pod uses the claim; delete the pods that use the claim instead"},
 	{"kubernetes.io/pv-controller", "the PersistentVolume controller removes it once the volume is reclaimed; wait for the reclaim to finish"},
-	{"external-provisioner.volume.kubernetes.io/finalizer", "the external provisioner removes it once it has deleted the backing storage; wait for it, or fix the provisioner if it is stuck"},
+	{finalizerExternalProvisioner, "the external provisioner removes it once it has deleted the backing storage; wait for it, or fix the provisioner if it is stuck"},
 }
 
 func pvg012ProtectionFinalizers() Rule {
@@ -43,14 +49,15 @@ func pvg012ProtectionFinalizers() Rule {
 				use, inUse = volumeInUse(r.OldPV)
 				// Who may remove a finalizer cannot always be known in advance (an external
 				// provisioner's identity is the installer's choice), so the state decides: a
-				// volume being deleted that no live claim is linked to has nothing left to
-				// protect, and its finalizers are the last step of its deletion.
+				// volume being deleted that no live claim holds (linked with its uid and not
+				// gone to another volume) has nothing left to protect, and its finalizers are
+				// the last step of its deletion.
 				if inUse && r.OldPV.DeletionTimestamp != nil {
 					linked, err := boundClaim(r.OldPV, v)
 					if err != nil {
 						return nil, fmt.Errorf("reading the claim %s is linked to: %w", pvRef(r.OldPV), err)
 					}
-					inUse = linked != nil
+					inUse = linked != nil && !abandoned(linked, r.OldPV.Name)
 				}
 			case KindPersistentVolumeClaim:
 				use, inUse = claimInUse(r.OldPVC)
@@ -60,7 +67,7 @@ func pvg012ProtectionFinalizers() Rule {
 			}
 			var out []Finding
 			for _, pf := range protectionFinalizers {
-				if !finalizerRemoved(old, cur, pf.Name) {
+				if !finalizerRemoved(old, cur, pf.Name) || protectsNothing(r, pf.Name) {
 					continue
 				}
 				out = append(out, Finding{
@@ -73,4 +80,14 @@ func pvg012ProtectionFinalizers() Rule {
 			return out, nil
 		},
 	}
+}
+
+// protectsNothing reports whether a finalizer guards nothing in the state the write leaves: the
+// external provisioner's finalizer exists so that the storage of a volume with reclaim policy
+// Delete is deleted before the volume object is; under Retain or Recycle nobody deletes that
+// storage, and the provisioner itself removes the finalizer when a volume's policy becomes one of
+// them (sig-storage-lib-external-provisioner, handleProtectionFinalizer).
+func protectsNothing(r *Review, finalizer string) bool {
+	return finalizer == finalizerExternalProvisioner && r.Kind == KindPersistentVolume &&
+		r.PV.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete
 }

@@ -29,6 +29,7 @@ func TestPVG012ProtectionFinalizers(t *testing.T) {
 		testobj.Reclaim(corev1.PersistentVolumeReclaimDelete), testobj.PVMeta(fin(finPVProtection, finPVController, finProvisioner)))
 	free := testobj.PV("pv-7", testobj.Phase(corev1.VolumeAvailable), testobj.PVMeta(fin(finPVProtection)))
 	deleting := testobj.PVWith(released, testobj.PVMeta(testobj.Deleting()))
+	retained := testobj.PVWith(bound, testobj.Reclaim(corev1.PersistentVolumeReclaimRetain), testobj.PVMeta(fin(finPVProtection, finProvisioner)))
 	bind := testobj.BindSteps(free, claim)
 
 	runRuleCases(t, "PVG012", append([]ruleCase{
@@ -116,6 +117,23 @@ func TestPVG012ProtectionFinalizers(t *testing.T) {
 			name:   "removing pv-protection from a deleted volume whose claim was re-created is allowed",
 			review: pvUpdate(tenant, deleting, testobj.PVWith(deleting, testobj.PVMeta(fin(finPVController, finProvisioner)))),
 			view:   testobj.NewView(testobj.PVC("team-a", "data", testobj.ClaimUID("5678"))),
+		},
+		{
+			name:   "an unlisted provisioner removing its finalizer from a deleted volume whose claim went to another volume is allowed",
+			review: pvUpdate(unlistedProvisioner, deleting, testobj.PVWith(deleting, testobj.PVMeta(fin(finPVProtection, finPVController)))),
+			view:   testobj.NewView(testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-9"))),
+		},
+		{
+			name:   "an unlisted provisioner dropping its finalizer from a Bound volume whose policy became Retain is allowed",
+			review: pvUpdate(unlistedProvisioner, retained, testobj.PVWith(retained, testobj.PVMeta(fin(finPVProtection)))),
+			view:   testobj.NewView(boundClaim),
+		},
+		{
+			name: "the same removal while the policy is Delete is denied",
+			review: pvUpdate(unlistedProvisioner, testobj.PVWith(retained, testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)),
+				testobj.PVWith(retained, testobj.Reclaim(corev1.PersistentVolumeReclaimDelete), testobj.PVMeta(fin(finPVProtection)))),
+			view: testobj.NewView(boundClaim),
+			want: []string{"metadata.finalizers"},
 		},
 		{
 			name:   "creating an object without finalizers is not a removal",
