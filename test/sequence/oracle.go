@@ -1,0 +1,340 @@
+package sequence
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// The oracle: the deny invariants of issue 14 (/work/notes/invariants.md, I1-I10) written as
+// predicates over the world before and after one admitted write. It is written from the
+// invariants' text, not from the rules: it must not share the rules' mistakes.
+
+// Violation is one invariant an admitted write broke.
+type Violation struct {
+	Invariant string
+	Message   string
+}
+
+func (v Violation) String() string { return v.Invariant + ": " + v.Message }
+
+const (
+	annBindCompleted = "pv.kubernetes.io/bind-completed"
+	annBoundBy       = "pv.kubernetes.io/bound-by-controller"
+	annProvisionedBy = "pv.kubernetes.io/provisioned-by"
+	annSelectedNode  = "volume.kubernetes.io/selected-node"
+	annProvisioner   = "volume.kubernetes.io/storage-provisioner"
+	annBetaProv      = "volume.beta.kubernetes.io/storage-provisioner"
+	annConfirm       = "pvguard.io/confirm-reclaim-policy"
+)
+
+// protectionFinalizers are the finalizers of I9.
+var protectionFinalizers = []string{FinPV, FinPVC, FinPVCtrl, FinProvisioner}
+
+func has(m metav1.ObjectMeta, key string) bool {
+	_, ok := m.Annotations[key]
+	return ok
+}
+
+// live returns the claim a reference names if it exists now, with the reference's uid when it
+// has one.
+func live(w *World, namespace, name, uid string) *corev1.PersistentVolumeClaim {
+	c := w.PVC(namespace, name)
+	if c == nil || (uid != "" && string(c.UID) != uid) {
+		return nil
+	}
+	return c
+}
+
+func liveRef(w *World, ref *corev1.ObjectReference) *corev1.PersistentVolumeClaim {
+	if ref == nil {
+		return nil
+	}
+	return live(w, ref.Namespace, ref.Name, string(ref.UID))
+}
+
+func sameRef(a, b *corev1.ObjectReference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Namespace == b.Namespace && a.Name == b.Name && a.UID == b.UID
+}
+
+// uidDropped reports whether a reference changed only by losing its uid: upstream's rollback of
+// a volume a user pre-bound, which keeps the volume reserved by name and links nothing new.
+func uidDropped(old, cur *corev1.ObjectReference) bool {
+	return old != nil && cur != nil && old.Namespace == cur.Namespace && old.Name == cur.Name &&
+		old.UID != "" && cur.UID == ""
+}
+
+func refString(ref *corev1.ObjectReference) string {
+	if ref == nil {
+		return "nil"
+	}
+	if ref.UID == "" {
+		return fmt.Sprintf("%s/%s (no uid)", ref.Namespace, ref.Name)
+	}
+	return fmt.Sprintf("%s/%s (uid %s)", ref.Namespace, ref.Name, ref.UID)
+}
+
+// boundTo reports whether volume and claim form a bound pair: the claim is live, bind-completed
+// and names the volume, and the volume's claimRef names the claim with its uid.
+func boundTo(pv *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim) bool {
+	ref := pv.Spec.ClaimRef
+	return c != nil && has(c.ObjectMeta, annBindCompleted) && c.Spec.VolumeName == pv.Name &&
+		ref != nil && ref.UID != "" && ref.Namespace == c.Namespace && ref.Name == c.Name && ref.UID == c.UID
+}
+
+func volumeInUse(pv *corev1.PersistentVolume) bool {
+	return pv.Status.Phase == corev1.VolumeBound || pv.Status.Phase == corev1.VolumeReleased ||
+		(pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "")
+}
+
+func claimInUse(c *corev1.PersistentVolumeClaim) bool {
+	return c.Spec.VolumeName != "" || c.Status.Phase == corev1.ClaimBound
+}
+
+// Check judges one write that changed the world (an admitted create or update; a delete is not
+// judged by the engine, so not here either) and returns the invariants it broke.
+func Check(before, after *World, s Step) []Violation {
+	var out []Violation
+	add := func(inv, format string, args ...any) {
+		out = append(out, Violation{Invariant: inv, Message: fmt.Sprintf(format, args...)})
+	}
+	switch s.Kind {
+	case policy.KindPersistentVolume:
+		checkVolume(before, after, s, add)
+	case policy.KindPersistentVolumeClaim:
+		checkClaim(before, after, s, add)
+	}
+	return out
+}
+
+func checkVolume(before, after *World, s Step, add func(inv, format string, args ...any)) {
+	old, cur := before.PVs[s.Name], after.PVs[s.Name]
+	created := s.Verb == Create
+	provisioned := created && cur != nil && has(cur.ObjectMeta, annProvisionedBy)
+	var oldRef, curRef *corev1.ObjectReference
+	if old != nil {
+		oldRef = old.Spec.ClaimRef
+	}
+	if cur != nil {
+		curRef = cur.Spec.ClaimRef
+	}
+	refChanged := cur != nil && curRef != nil && !sameRef(oldRef, curRef)
+	// newLink: the write links the volume to a claim it was not linked to (a dropped uid keeps
+	// the old reservation and links nothing).
+	newLink := refChanged && !uidDropped(oldRef, curRef)
+
+	// I1: a bound pair stays bound until its claim is deleted. A volume removed by this write
+	// (its last finalizer dropped) is I9's business.
+	if old != nil && cur != nil && oldRef != nil {
+		if c := live(before, oldRef.Namespace, oldRef.Name, string(oldRef.UID)); c != nil && boundTo(old, c) && !sameRef(oldRef, curRef) {
+			add("I1", "PersistentVolume %s was in a bound pair with PersistentVolumeClaim %s/%s and its claimRef became %s",
+				s.Name, c.Namespace, c.Name, refString(curRef))
+		}
+	}
+
+	// I2: a volume a live bind-completed claim names may only be linked to that claim, with its
+	// uid.
+	if refChanged {
+		var owners []*corev1.PersistentVolumeClaim
+		for _, c := range before.SortedPVCs() {
+			if has(c.ObjectMeta, annBindCompleted) && c.Spec.VolumeName == s.Name {
+				owners = append(owners, c)
+			}
+		}
+		if len(owners) > 0 && !slices.ContainsFunc(owners, func(c *corev1.PersistentVolumeClaim) bool {
+			return curRef.Namespace == c.Namespace && curRef.Name == c.Name && curRef.UID == c.UID
+		}) {
+			add("I2", "PersistentVolume %s is named by bind-completed PersistentVolumeClaim %s/%s (uid %s) and was linked to %s",
+				s.Name, owners[0].Namespace, owners[0].Name, owners[0].UID, refString(curRef))
+		}
+	}
+
+	// I3: a link with uid to a live claim is kept, unless that claim names another volume
+	// (upstream's rollback). Links to claims that are gone may change freely.
+	if old != nil && cur != nil && oldRef != nil && oldRef.UID != "" && !sameRef(oldRef, curRef) {
+		if c := live(before, oldRef.Namespace, oldRef.Name, string(oldRef.UID)); c != nil &&
+			(c.Spec.VolumeName == "" || c.Spec.VolumeName == s.Name) {
+			add("I3", "PersistentVolume %s was linked with uid to live PersistentVolumeClaim %s/%s (which names %q) and its claimRef became %s",
+				s.Name, c.Namespace, c.Name, c.Spec.VolumeName, refString(curRef))
+		}
+	}
+
+	// I4: a uid a write sets or changes is the uid of the live claim it names, but for a
+	// provisioner saving the volume it provisioned.
+	if refChanged && curRef.UID != "" && !provisioned {
+		if c := after.PVC(curRef.Namespace, curRef.Name); c == nil || c.UID != curRef.UID {
+			now := "no such claim"
+			if c != nil {
+				now = "its uid is " + string(c.UID)
+			}
+			add("I4", "PersistentVolume %s's claimRef was set to %s, but %s", s.Name, refString(curRef), now)
+		}
+	}
+
+	// I5 (volume side): a volume is never linked to a live claim that is in a bound pair with
+	// another volume, but for a provisioner saving the volume it provisioned.
+	if newLink && !provisioned {
+		if c := liveRef(after, curRef); c != nil && c.Spec.VolumeName != "" && c.Spec.VolumeName != s.Name {
+			if other := after.PVs[c.Spec.VolumeName]; other != nil && boundTo(other, c) {
+				add("I5", "PersistentVolume %s was linked to PersistentVolumeClaim %s/%s, which is in a bound pair with PersistentVolume %s",
+					s.Name, c.Namespace, c.Name, other.Name)
+			}
+		}
+	}
+
+	// I7: a pair newly linked by the write fits.
+	if newLink {
+		if c := liveRef(after, curRef); c != nil {
+			relink := has(c.ObjectMeta, annBindCompleted) && c.Spec.VolumeName == s.Name
+			if why := misfit(after, c, cur, relink); why != "" {
+				add("I7", "PersistentVolume %s was linked to PersistentVolumeClaim %s/%s, which it does not fit: %s", s.Name, c.Namespace, c.Name, why)
+			}
+		}
+	}
+
+	// I8: Retain -> Delete/Recycle of a volume in use is confirmed by the same write.
+	if old != nil && cur != nil && old.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
+		(cur.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete ||
+			cur.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRecycle) && volumeInUse(old) {
+		to := string(cur.Spec.PersistentVolumeReclaimPolicy)
+		was, is := old.Annotations[annConfirm], cur.Annotations[annConfirm]
+		if is != to || was == is {
+			add("I8", "PersistentVolume %s (in use, phase %q, claimRef %s) went from Retain to %s with %s %q before and %q after the write",
+				s.Name, old.Status.Phase, refString(oldRef), to, annConfirm, was, is)
+		}
+	}
+
+	// I9: protection finalizers stay on a volume in use unless a known controller removes them,
+	// or the volume is being deleted and not linked with uid to a live claim.
+	if old != nil && !knownControllers[s.Who] && volumeInUse(old) {
+		exempt := old.DeletionTimestamp != nil && (oldRef == nil || oldRef.UID == "" || liveRef(before, oldRef) == nil)
+		if !exempt {
+			for _, f := range removedFinalizers(&old.ObjectMeta, cur) {
+				add("I9", "%s removed finalizer %s from PersistentVolume %s, which is in use (phase %q, claimRef %s)",
+					s.Who, f, s.Name, old.Status.Phase, refString(oldRef))
+			}
+		}
+	}
+
+	// I10: a malformed claimRef is never admitted.
+	if refChanged && (curRef.Name == "" || curRef.Namespace == "") {
+		add("I10", "PersistentVolume %s's claimRef was set to %s, which has no name or no namespace", s.Name, refString(curRef))
+	}
+}
+
+func checkClaim(before, after *World, s Step, add func(inv, format string, args ...any)) {
+	old, cur := before.PVC(s.Namespace, s.Name), after.PVC(s.Namespace, s.Name)
+	oldVol := ""
+	if old != nil {
+		oldVol = old.Spec.VolumeName
+	}
+
+	if cur != nil && cur.Spec.VolumeName != "" && cur.Spec.VolumeName != oldVol {
+		pv := after.PVs[cur.Spec.VolumeName]
+		// I5 (claim side): no live claim names a volume linked to another live claim.
+		if pv != nil {
+			if other := liveRef(after, pv.Spec.ClaimRef); other != nil && (other.Namespace != cur.Namespace || other.Name != cur.Name) {
+				add("I5", "PersistentVolumeClaim %s/%s now names PersistentVolume %s, which is linked to live PersistentVolumeClaim %s/%s",
+					s.Namespace, s.Name, pv.Name, other.Namespace, other.Name)
+			}
+		}
+		// I7: the pair the write links fits.
+		if pv != nil {
+			if why := misfit(after, cur, pv, false); why != "" {
+				add("I7", "PersistentVolumeClaim %s/%s now names PersistentVolume %s, which does not fit it: %s", s.Namespace, s.Name, pv.Name, why)
+			}
+		}
+	}
+
+	// I6: once bind-completed, volumeName never changes and the annotation stays.
+	if old != nil && cur != nil && has(old.ObjectMeta, annBindCompleted) && old.Spec.VolumeName != "" {
+		if cur.Spec.VolumeName != old.Spec.VolumeName {
+			add("I6", "bind-completed PersistentVolumeClaim %s/%s changed spec.volumeName from %q to %q", s.Namespace, s.Name, old.Spec.VolumeName, cur.Spec.VolumeName)
+		}
+		if !has(cur.ObjectMeta, annBindCompleted) {
+			add("I6", "PersistentVolumeClaim %s/%s bound to %s lost its %s annotation", s.Namespace, s.Name, old.Spec.VolumeName, annBindCompleted)
+		}
+	}
+
+	// I9: protection finalizers stay on a claim in use unless a known controller removes them.
+	if old != nil && !knownControllers[s.Who] && claimInUse(old) {
+		var m *metav1.ObjectMeta
+		if cur != nil {
+			m = &cur.ObjectMeta
+		}
+		for _, f := range removedFinalizersMeta(&old.ObjectMeta, m) {
+			add("I9", "%s removed finalizer %s from PersistentVolumeClaim %s/%s, which is in use (volumeName %q, phase %q)",
+				s.Who, f, s.Namespace, s.Name, old.Spec.VolumeName, old.Status.Phase)
+		}
+	}
+}
+
+// removedFinalizers lists the protection finalizers a write dropped from a volume; a volume the
+// write removed (it was being deleted and lost its last finalizer) dropped them all.
+func removedFinalizers(old *metav1.ObjectMeta, cur *corev1.PersistentVolume) []string {
+	if cur == nil {
+		return removedFinalizersMeta(old, nil)
+	}
+	return removedFinalizersMeta(old, &cur.ObjectMeta)
+}
+
+func removedFinalizersMeta(old, cur *metav1.ObjectMeta) []string {
+	var out []string
+	for _, f := range protectionFinalizers {
+		if slices.Contains(old.Finalizers, f) && (cur == nil || !slices.Contains(cur.Finalizers, f)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// misfit says why a volume does not fit a claim at bind (I7), or "" when it fits. relink is a
+// volume re-linked to the bind-completed claim that names it: its capacity is compared with what
+// the claim was given, since a claim mid-expansion asks for more than its volume has yet.
+func misfit(w *World, c *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, relink bool) string {
+	if mode(c.Spec.VolumeMode) != mode(pv.Spec.VolumeMode) {
+		return fmt.Sprintf("volumeMode %s vs %s", mode(c.Spec.VolumeMode), mode(pv.Spec.VolumeMode))
+	}
+	for _, m := range c.Spec.AccessModes {
+		if !slices.Contains(pv.Spec.AccessModes, m) {
+			return fmt.Sprintf("access mode %s not offered (volume has %v)", m, pv.Spec.AccessModes)
+		}
+	}
+	want, what := c.Spec.Resources.Requests[corev1.ResourceStorage], "request"
+	if given, ok := c.Status.Capacity[corev1.ResourceStorage]; relink && ok {
+		want, what = given, "status.capacity"
+	}
+	if have := pv.Spec.Capacity[corev1.ResourceStorage]; have.Cmp(want) < 0 {
+		return fmt.Sprintf("capacity %s below the claim's %s %s", have.String(), what, want.String())
+	}
+	if node := c.Annotations[annSelectedNode]; node != "" && pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
+		n := w.Nodes[node]
+		if n == nil {
+			// Every kubelet labels its node with its name; that is all that can be assumed of a
+			// node the world does not hold.
+			n = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/hostname": node}}}
+		}
+		if ok, err := corev1helpers.MatchNodeSelectorTerms(n, pv.Spec.NodeAffinity.Required); err != nil || !ok {
+			return fmt.Sprintf("node affinity does not admit selected node %s", node)
+		}
+	}
+	if vac(c.Spec.VolumeAttributesClassName) != vac(pv.Spec.VolumeAttributesClassName) {
+		return fmt.Sprintf("volumeAttributesClassName %q vs %q", vac(c.Spec.VolumeAttributesClassName), vac(pv.Spec.VolumeAttributesClassName))
+	}
+	return ""
+}
+
+func vac(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

@@ -1,0 +1,186 @@
+package sequence
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// Step builders: a step is made from the object as the world holds it now, so its patch is what
+// the writer changes.
+
+// PVUpdate makes an update (or status update) of a volume: mutate edits a copy of the current
+// object. It returns false when the volume does not exist or the write would change nothing.
+func PVUpdate(w *World, who Identity, verb Verb, name, what string, mutate func(*corev1.PersistentVolume)) (Step, bool) {
+	old := w.PVs[name]
+	if old == nil {
+		return Step{}, false
+	}
+	cur := old.DeepCopy()
+	mutate(cur)
+	patch, err := MergePatch(old, cur)
+	if err != nil || patch == nil {
+		return Step{}, false
+	}
+	return Step{Who: who, Verb: verb, Kind: policy.KindPersistentVolume, Name: name, What: what, Patch: patch}, true
+}
+
+// PVCUpdate makes an update (or status update) of a claim.
+func PVCUpdate(w *World, who Identity, verb Verb, namespace, name, what string, mutate func(*corev1.PersistentVolumeClaim)) (Step, bool) {
+	old := w.PVC(namespace, name)
+	if old == nil {
+		return Step{}, false
+	}
+	cur := old.DeepCopy()
+	mutate(cur)
+	patch, err := MergePatch(old, cur)
+	if err != nil || patch == nil {
+		return Step{}, false
+	}
+	return Step{Who: who, Verb: verb, Kind: policy.KindPersistentVolumeClaim, Namespace: namespace, Name: name, What: what, Patch: patch}, true
+}
+
+// PVCreate and PVCCreate make creates; the object is recorded whole.
+func PVCreate(who Identity, pv *corev1.PersistentVolume, what string) Step {
+	data, err := json.Marshal(pruneObject(pv))
+	if err != nil {
+		panic(fmt.Sprintf("encoding PersistentVolume %s: %v", pv.Name, err))
+	}
+	return Step{Who: who, Verb: Create, Kind: policy.KindPersistentVolume, Name: pv.Name, What: what, Patch: data}
+}
+
+func PVCCreate(who Identity, pvc *corev1.PersistentVolumeClaim, what string) Step {
+	data, err := json.Marshal(pruneObject(pvc))
+	if err != nil {
+		panic(fmt.Sprintf("encoding PersistentVolumeClaim %s/%s: %v", pvc.Namespace, pvc.Name, err))
+	}
+	return Step{Who: who, Verb: Create, Kind: policy.KindPersistentVolumeClaim, Namespace: pvc.Namespace, Name: pvc.Name, What: what, Patch: data}
+}
+
+// PVDelete and PVCDelete make deletes.
+func PVDelete(who Identity, name, what string) Step {
+	return Step{Who: who, Verb: Delete, Kind: policy.KindPersistentVolume, Name: name, What: what}
+}
+
+func PVCDelete(who Identity, namespace, name, what string) Step {
+	return Step{Who: who, Verb: Delete, Kind: policy.KindPersistentVolumeClaim, Namespace: namespace, Name: name, What: what}
+}
+
+func pruneObject(obj any) any {
+	m, err := toMap(obj)
+	if err != nil {
+		panic(err)
+	}
+	return prune(m)
+}
+
+// Trace is a run of steps from a starting world: each step's outcome, the world after the last
+// step run, and the first violation with the index of the step that caused it (-1 for none).
+type Trace struct {
+	Start     *World
+	Outcomes  []Outcome
+	End       *World
+	Violation []Violation
+	At        int
+}
+
+// Run applies the steps in order and checks the oracle after every write that changed the
+// world; it stops at the first step that breaks an invariant or makes the engine fail.
+func Run(e *policy.Engine, start *World, steps []Step) Trace {
+	t := Trace{Start: start, At: -1}
+	w := start
+	for i, s := range steps {
+		next, out := Apply(e, w, s)
+		t.Outcomes = append(t.Outcomes, out)
+		switch {
+		case out.Result == Errored:
+			t.Violation, t.At = []Violation{{Invariant: "I10", Message: "the engine returned an error: " + out.Reason}}, i
+		case out.Result == Admitted && s.Verb != Delete:
+			if v := Check(w, next, s); len(v) > 0 {
+				t.Violation, t.At = v, i
+			}
+		}
+		w = next
+		if t.At >= 0 {
+			break
+		}
+	}
+	t.End = w
+	return t
+}
+
+// Invariants lists the invariants of the trace's violation, for comparing shrunk traces.
+func (t Trace) Invariants() string {
+	var ids []string
+	for _, v := range t.Violation {
+		ids = append(ids, v.Invariant)
+	}
+	return strings.Join(ids, ",")
+}
+
+// Report renders a trace for a failure message: the starting world, each step with its
+// outcome, and the violation.
+func (t Trace) Report() string {
+	var b strings.Builder
+	b.WriteString("starting world:\n")
+	for _, line := range Describe(t.Start) {
+		b.WriteString("    " + line + "\n")
+	}
+	b.WriteString("steps:\n")
+	for i, o := range t.Outcomes {
+		fmt.Fprintf(&b, "  %2d. %s\n", i+1, o)
+	}
+	if t.At >= 0 {
+		fmt.Fprintf(&b, "after step %d:\n", t.At+1)
+		for _, v := range t.Violation {
+			b.WriteString("    " + v.String() + "\n")
+		}
+	}
+	return b.String()
+}
+
+// Shrink looks for a shorter sequence from a smaller world that still breaks one of the same
+// invariants: it drops the steps after the violation, then single steps and single objects for
+// as long as the violation stays.
+func Shrink(e *policy.Engine, start *World, steps []Step, want string) (*World, []Step) {
+	still := func(w *World, ss []Step) bool {
+		t := Run(e, w, ss)
+		return t.At >= 0 && sharesInvariant(t.Invariants(), want)
+	}
+	if t := Run(e, start, steps); t.At >= 0 {
+		steps = steps[:t.At+1]
+	}
+	for changed := true; changed; {
+		changed = false
+		for i := 0; i < len(steps); i++ {
+			cand := append(append([]Step{}, steps[:i]...), steps[i+1:]...)
+			if still(start, cand) {
+				steps, changed = cand, true
+				i--
+			}
+		}
+		for _, o := range start.Objects() {
+			cand := start.Clone()
+			cand.remove(o)
+			if still(cand, steps) {
+				start, changed = cand, true
+			}
+		}
+	}
+	return start, steps
+}
+
+func sharesInvariant(got, want string) bool {
+	for _, g := range strings.Split(got, ",") {
+		for _, w := range strings.Split(want, ",") {
+			if g == w {
+				return true
+			}
+		}
+	}
+	return false
+}
