@@ -405,5 +405,3 @@ func pvcUpdateRefused(old, cur *corev1.PersistentVolumeClaim) string {
 	}
 	return ""
 }
-
-

@@ -18,34 +18,34 @@ import (
 type Identity string
 
 const (
-	Tenant     Identity = "tenant"
-	Admin      Identity = "admin"
-	PVBinder   Identity = "pv-binder"
-	KCM        Identity = "kube-controller-manager"
-	Scheduler  Identity = "scheduler"
+	Tenant      Identity = "tenant"
+	Admin       Identity = "admin"
+	PVBinder    Identity = "pv-binder"
+	KCM         Identity = "kube-controller-manager"
+	Scheduler   Identity = "scheduler"
 	Provisioner Identity = "csi-provisioner"
-	Resizer    Identity = "csi-resizer"
-	Expander   Identity = "expand-controller"
-	PVProt     Identity = "pv-protection"
-	PVCProt    Identity = "pvc-protection"
-	Kubelet    Identity = "kubelet"
+	Resizer     Identity = "csi-resizer"
+	Expander    Identity = "expand-controller"
+	PVProt      Identity = "pv-protection"
+	PVCProt     Identity = "pvc-protection"
+	Kubelet     Identity = "kubelet"
 )
 
 // Users are the identities' usernames and groups. The CSI sidecars run under a service account
 // of the driver's namespace that a default install (policy.DefaultConfig, no controllers:) does
 // not know.
 var Users = map[Identity]policy.UserInfo{
-	Tenant:     {Username: "alice", Groups: []string{"team-a", "system:authenticated"}},
-	Admin:      {Username: "kubernetes-admin", Groups: []string{"system:masters", "system:authenticated"}},
-	PVBinder:   {Username: "system:serviceaccount:kube-system:persistent-volume-binder", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
-	KCM:        {Username: "system:kube-controller-manager"},
-	Scheduler:  {Username: "system:kube-scheduler"},
+	Tenant:      {Username: "alice", Groups: []string{"team-a", "system:authenticated"}},
+	Admin:       {Username: "kubernetes-admin", Groups: []string{"system:masters", "system:authenticated"}},
+	PVBinder:    {Username: "system:serviceaccount:kube-system:persistent-volume-binder", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
+	KCM:         {Username: "system:kube-controller-manager"},
+	Scheduler:   {Username: "system:kube-scheduler"},
 	Provisioner: {Username: "system:serviceaccount:csi:csi-provisioner", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:csi"}},
-	Resizer:    {Username: "system:serviceaccount:csi:csi-resizer", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:csi"}},
-	Expander:   {Username: "system:serviceaccount:kube-system:expand-controller", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
-	PVProt:     {Username: "system:serviceaccount:kube-system:pv-protection-controller", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
-	PVCProt:    {Username: "system:serviceaccount:kube-system:pvc-protection-controller", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
-	Kubelet:    {Username: "system:node:node-a", Groups: []string{"system:nodes", "system:authenticated"}},
+	Resizer:     {Username: "system:serviceaccount:csi:csi-resizer", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:csi"}},
+	Expander:    {Username: "system:serviceaccount:kube-system:expand-controller", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
+	PVProt:      {Username: "system:serviceaccount:kube-system:pv-protection-controller", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
+	PVCProt:     {Username: "system:serviceaccount:kube-system:pvc-protection-controller", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
+	Kubelet:     {Username: "system:node:node-a", Groups: []string{"system:nodes", "system:authenticated"}},
 }
 
 // knownControllers are the identities pvguard knows as controllers on a default install (the
