@@ -141,7 +141,8 @@ func TestSequenceExplorer(t *testing.T) {
 	if *seqTime > 0 {
 		deadline = time.Now().Add(*seqTime)
 	}
-	runs, admitted, refused := 0, 0, 0
+	runs, admitted := 0, 0
+	refusedBy := map[string]int{}
 	for i := 0; ; i++ {
 		if deadline.IsZero() && i >= *seqRuns || !deadline.IsZero() && time.Now().After(deadline) {
 			break
@@ -154,7 +155,11 @@ func TestSequenceExplorer(t *testing.T) {
 			case sequence.Admitted:
 				admitted++
 			case sequence.Refused:
-				refused++
+				for _, id := range strings.Split(o.Reason, ",") {
+					refusedBy[id]++
+				}
+			case sequence.APIServer:
+				refusedBy["apiserver"]++
 			}
 		}
 		if tr.At < 0 {
@@ -188,7 +193,11 @@ func TestSequenceExplorer(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("explorer: %d sequences from seed %d, %d writes admitted, %d refused", runs, *seqSeed, admitted, refused)
+	var refused []string
+	for _, why := range slices.Sorted(maps.Keys(refusedBy)) {
+		refused = append(refused, fmt.Sprintf("%s %d", why, refusedBy[why]))
+	}
+	t.Logf("explorer: %d sequences from seed %d, %d writes admitted; refusals (a write may count for several rules): %s", runs, *seqSeed, admitted, strings.Join(refused, ", "))
 	for _, key := range slices.Sorted(maps.Keys(byKind)) {
 		f := byKind[key]
 		inv := f.inv
