@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pvguard/pvguard/policy"
 )
@@ -48,10 +49,32 @@ func (s Step) String() string {
 	if s.What != "" {
 		fmt.Fprintf(&b, " (%s)", s.What)
 	}
-	if len(s.Patch) > 0 && s.Verb != Create {
+	switch {
+	case s.Verb == Create:
+		if o := s.object(); o != nil {
+			fmt.Fprintf(&b, ": %s", DescribeObject(o))
+		}
+	case len(s.Patch) > 0:
 		fmt.Fprintf(&b, ": %s", s.Patch)
 	}
 	return b.String()
+}
+
+// object decodes the object a create step carries, or returns nil.
+func (s Step) object() runtime.Object {
+	var o runtime.Object
+	switch s.Kind {
+	case policy.KindPersistentVolume:
+		o = &corev1.PersistentVolume{}
+	case policy.KindPersistentVolumeClaim:
+		o = &corev1.PersistentVolumeClaim{}
+	default:
+		return nil
+	}
+	if err := json.Unmarshal(s.Patch, o); err != nil {
+		return nil
+	}
+	return o
 }
 
 // Result is what became of a step.

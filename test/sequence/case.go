@@ -126,6 +126,9 @@ func DescribeObject(o runtime.Object) string {
 		if t.Spec.NodeAffinity != nil && t.Spec.NodeAffinity.Required != nil {
 			s += " affinity " + describeSelector(t.Spec.NodeAffinity.Required)
 		}
+		if c := t.Spec.VolumeAttributesClassName; c != nil {
+			s += fmt.Sprintf(" attributes class %q", *c)
+		}
 		return s + describeMeta(t.ObjectMeta)
 	case *corev1.PersistentVolumeClaim:
 		class := "<unset>"
@@ -137,6 +140,12 @@ func DescribeObject(o runtime.Object) string {
 			mode(t.Spec.VolumeMode), class, t.Spec.VolumeName, t.Status.Phase)
 		if q, ok := t.Status.Capacity[corev1.ResourceStorage]; ok {
 			s += " capacity " + q.String()
+		}
+		if c := t.Spec.VolumeAttributesClassName; c != nil {
+			s += fmt.Sprintf(" attributes class %q", *c)
+		}
+		if c := t.Status.CurrentVolumeAttributesClassName; c != nil {
+			s += fmt.Sprintf(" (current %q)", *c)
 		}
 		return s + describeMeta(t.ObjectMeta)
 	}

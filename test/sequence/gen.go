@@ -119,6 +119,7 @@ func bind(pv *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim, variant 
 	c.Status.Phase = corev1.ClaimBound
 	c.Status.Capacity = pv.Spec.Capacity.DeepCopy()
 	c.Status.AccessModes = append([]corev1.PersistentVolumeAccessMode(nil), pv.Spec.AccessModes...)
+	c.Status.CurrentVolumeAttributesClassName = pv.Spec.VolumeAttributesClassName
 	if variant != "prebound-volume" {
 		SetAnn(&pv.ObjectMeta, annBoundBy, "yes")
 	}

@@ -262,6 +262,9 @@ func checkClaim(before, after *World, s Step, add func(inv, format string, args 
 		// I7: the pair the write links fits.
 		if pv != nil {
 			if why := misfit(after, cur, pv, false); why != "" {
+				if has(cur.ObjectMeta, annBindCompleted) && (old == nil || !has(old.ObjectMeta, annBindCompleted)) {
+					why += " (the same write makes the claim bind-completed)"
+				}
 				add("I7", "PersistentVolumeClaim %s/%s now names PersistentVolume %s, which does not fit it: %s", s.Namespace, s.Name, pv.Name, why)
 			}
 		}
@@ -337,7 +340,17 @@ func misfit(w *World, c *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolu
 			return fmt.Sprintf("node affinity admits no node named %s (a node the world does not hold)", node)
 		}
 	}
-	if vac(c.Spec.VolumeAttributesClassName) != vac(pv.Spec.VolumeAttributesClassName) {
+	// The class, like the capacity, of a re-link is compared with what the claim was given: while
+	// the external-resizer modifies a bound volume to the class the claim's spec now names, the
+	// volume keeps the class the claim's status records until the change is done.
+	given := []string{vac(c.Spec.VolumeAttributesClassName)}
+	if relink {
+		given = append(given, vac(c.Status.CurrentVolumeAttributesClassName))
+		if m := c.Status.ModifyVolumeStatus; m != nil {
+			given = append(given, m.TargetVolumeAttributesClassName)
+		}
+	}
+	if !slices.Contains(given, vac(pv.Spec.VolumeAttributesClassName)) {
 		return fmt.Sprintf("volumeAttributesClassName %q vs %q", vac(c.Spec.VolumeAttributesClassName), vac(pv.Spec.VolumeAttributesClassName))
 	}
 	return ""

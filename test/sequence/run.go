@@ -3,6 +3,7 @@ package sequence
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -170,8 +171,79 @@ func Shrink(e *policy.Engine, start *World, steps []Step, want string) (*World, 
 				start, changed = cand, true
 			}
 		}
+		// Fields of a multi-field update that the violation does not need.
+		for i := range steps {
+			if steps[i].Verb != Update && steps[i].Verb != UpdateStatus {
+				continue
+			}
+			for _, smaller := range smallerPatches(steps[i].Patch) {
+				cand := append([]Step{}, steps...)
+				cand[i].Patch = smaller
+				cand[i].What = strings.TrimSuffix(steps[i].What, shrunkMark) + shrunkMark
+				if still(start, cand) {
+					steps, changed = cand, true
+					break
+				}
+			}
+		}
 	}
 	return start, steps
+}
+
+const shrunkMark = " [some fields shrunk away]"
+
+// smallerPatches lists the patches with one leaf of a patch removed (empty objects left behind
+// are removed too); a patch with a single leaf has none.
+func smallerPatches(patch json.RawMessage) []json.RawMessage {
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil
+	}
+	var paths [][]string
+	var walk func(m map[string]any, at []string)
+	walk = func(m map[string]any, at []string) {
+		for k, v := range m {
+			path := append(append([]string{}, at...), k)
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(sub, path)
+				continue
+			}
+			paths = append(paths, path)
+		}
+	}
+	walk(p, nil)
+	if len(paths) < 2 {
+		return nil
+	}
+	slices.SortFunc(paths, func(a, b []string) int { return strings.Compare(strings.Join(a, "."), strings.Join(b, ".")) })
+	var out []json.RawMessage
+	for _, path := range paths {
+		var c map[string]any
+		if err := json.Unmarshal(patch, &c); err != nil {
+			return nil
+		}
+		dropPath(c, path)
+		data, err := json.Marshal(c)
+		if err == nil {
+			out = append(out, data)
+		}
+	}
+	return out
+}
+
+func dropPath(m map[string]any, path []string) {
+	if len(path) == 1 {
+		delete(m, path[0])
+		return
+	}
+	sub, ok := m[path[0]].(map[string]any)
+	if !ok {
+		return
+	}
+	dropPath(sub, path[1:])
+	if len(sub) == 0 {
+		delete(m, path[0])
+	}
 }
 
 func sharesInvariant(got, want string) bool {
