@@ -71,18 +71,11 @@ var openIssues = []struct {
 
 // openFlows are upstream flows the rules still refuse or warn about on this branch.
 var openFlows = map[string]string{
-	"provisioning/immediate":               pvg013Provisioner,
-	"provisioning/wait-for-first-consumer": pvg013Provisioner,
-	"provisioning/race-claim-deleted":      pvg013Provisioner,
-	"provisioning/race-claim-recreated":    pvg013Provisioner,
-	"provisioning/rescheduled":             pvg013Provisioner + "; PVG013 warns when it drops selected-node to have the scheduler pick another node",
-	"provisioning/race-claim-bound-elsewhere": pvg013Provisioner + "; PVG012 refuses its removing its finalizer from the volume it deleted, " +
+	"provisioning/race-claim-bound-elsewhere": "PVG012 refuses the external provisioner (unknown identity) removing its finalizer from the volume it deleted, " +
 		"because the claim it provisioned for is live (bound to another volume): I9's exception covers only a volume no live claim is linked to with uid",
 	"provisioner-finalizer/dropped-when-retained": "PVG012 refuses the external provisioner (unknown identity) removing its finalizer from a Bound volume whose reclaim " +
 		"policy became Retain (lib-external-provisioner's handleProtectionFinalizer); I9 has no exception for it",
 }
-
-const pvg013Provisioner = "PVG013 warns when the external provisioner, an unknown identity on a default install, saves its volume with pv.kubernetes.io/provisioned-by"
 
 // openReason says why every violation of a trace is still expected, or "" when one is not.
 func openReason(vs []sequence.Violation) string {
