@@ -95,36 +95,6 @@ func openReason(vs []sequence.Violation) string {
 	return strings.Join(slices.Compact(why), "; ")
 }
 
-// explore runs one random sequence from one seed and returns its trace; the trace stops at the
-// first violation.
-func explore(e *policy.Engine, seed uint64) sequence.Trace {
-	g := sequence.NewGen(seed)
-	start := g.World()
-	n := 5 + g.R.IntN(16)
-	var steps []sequence.Step
-	w := start
-	t := sequence.Trace{Start: start, At: -1}
-	for i := range n {
-		s := g.NextStep(w)
-		steps = append(steps, s)
-		next, out := sequence.Apply(e, w, s)
-		t.Outcomes = append(t.Outcomes, out)
-		switch {
-		case out.Result == sequence.Errored:
-			t.Violation = []sequence.Violation{{Invariant: "I10", Message: "the engine returned an error: " + out.Reason}}
-		case out.Result == sequence.Admitted && s.Verb != sequence.Delete:
-			t.Violation = sequence.Check(w, next, s)
-		}
-		w = next
-		if len(t.Violation) > 0 {
-			t.At = i
-			break
-		}
-	}
-	t.End = w
-	return t
-}
-
 // kindOf groups violations for the report: the invariants broken and the verb and kind of the
 // write that broke them.
 func kindOf(inv string, s sequence.Step) string {
@@ -152,7 +122,7 @@ func TestSequenceExplorer(t *testing.T) {
 			break
 		}
 		seed := *seqSeed + uint64(i)
-		tr := explore(e, seed)
+		tr := sequence.Explore(e, seed)
 		runs++
 		for _, o := range tr.Outcomes {
 			switch o.Result {
@@ -169,12 +139,11 @@ func TestSequenceExplorer(t *testing.T) {
 		if tr.At < 0 {
 			continue
 		}
-		inv := tr.Invariants()
-		steps := make([]sequence.Step, 0, len(tr.Outcomes))
-		for _, o := range tr.Outcomes {
-			steps = append(steps, o.Step)
-		}
+		inv, steps := tr.Invariants(), tr.Steps()
 		key := kindOf(inv, tr.Outcomes[tr.At].Step)
+		if openReason(tr.Violation) != "" {
+			key += " (open)"
+		}
 		f := byKind[key]
 		if f == nil {
 			f = &found{inv: inv}

@@ -92,26 +92,56 @@ type Trace struct {
 // Run applies the steps in order and checks the oracle after every write that changed the
 // world; it stops at the first step that breaks an invariant or makes the engine fail.
 func Run(e *policy.Engine, start *World, steps []Step) Trace {
-	t := Trace{Start: start, At: -1}
-	w := start
-	for i, s := range steps {
-		next, out := Apply(e, w, s)
-		t.Outcomes = append(t.Outcomes, out)
-		switch {
-		case out.Result == Errored:
-			t.Violation, t.At = []Violation{{Invariant: "I10", Message: "the engine returned an error: " + out.Reason}}, i
-		case out.Result == Admitted && s.Verb != Delete:
-			if v := Check(w, next, s); len(v) > 0 {
-				t.Violation, t.At = v, i
-			}
-		}
-		w = next
-		if t.At >= 0 {
+	t := Trace{Start: start, End: start, At: -1}
+	for _, s := range steps {
+		if !t.step(e, s) {
 			break
 		}
 	}
-	t.End = w
 	return t
+}
+
+// Explore runs a random sequence of 5 to 20 steps from a random cluster, both from one seed,
+// and stops at the first violation.
+func Explore(e *policy.Engine, seed uint64) Trace {
+	g := NewGen(seed)
+	start := g.World()
+	t := Trace{Start: start, End: start, At: -1}
+	for range 5 + g.R.IntN(16) {
+		if !t.step(e, g.NextStep(t.End)) {
+			break
+		}
+	}
+	return t
+}
+
+// step applies one step to the end of the trace and judges it; false means it broke an
+// invariant (or the engine failed) and the trace ends there.
+func (t *Trace) step(e *policy.Engine, s Step) bool {
+	before := t.End
+	next, out := Apply(e, before, s)
+	t.Outcomes = append(t.Outcomes, out)
+	t.End = next
+	switch {
+	case out.Result == Errored:
+		t.Violation = []Violation{{Invariant: "I10", Message: "the engine returned an error: " + out.Reason}}
+	case out.Result == Admitted && s.Verb != Delete:
+		t.Violation = Check(before, next, s)
+	}
+	if len(t.Violation) > 0 {
+		t.At = len(t.Outcomes) - 1
+		return false
+	}
+	return true
+}
+
+// Steps lists the trace's steps.
+func (t Trace) Steps() []Step {
+	out := make([]Step, 0, len(t.Outcomes))
+	for _, o := range t.Outcomes {
+		out = append(out, o.Step)
+	}
+	return out
 }
 
 // Invariants lists the invariants of the trace's violation, for comparing shrunk traces.
