@@ -107,7 +107,19 @@ func (o Outcome) String() string {
 	if o.Reason != "" {
 		s += " " + o.Reason
 	}
+	if w := o.Warned(); w != "" {
+		s += ", warns " + w
+	}
 	return s + "] " + o.Step.String()
+}
+
+// Warned lists the rules that warned about the step.
+func (o Outcome) Warned() string {
+	var ids []string
+	for _, f := range o.Decision.Warn {
+		ids = append(ids, string(f.Rule))
+	}
+	return strings.Join(slices.Compact(ids), ",")
 }
 
 // deletionTime is the deletionTimestamp a delete with finalizers sets; the model has no clock.

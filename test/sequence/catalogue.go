@@ -60,6 +60,13 @@ func (g *Gen) NextStep(w *World) Step {
 	return PVCCreate(Tenant, c, "tenant creates a claim")
 }
 
+// NextUpstreamStep is a move of the upstream flows only (a controller's next write, or what a
+// tenant or admin does in the documented flows); false when there is none.
+func (g *Gen) NextUpstreamStep(w *World) (Step, bool) {
+	g.Observe(w)
+	return g.flowMove(w)
+}
+
 func (g *Gen) flowMove(w *World) (Step, bool) {
 	var cands []Step
 	cands = append(cands, BinderMoves(w)...)
@@ -86,6 +93,9 @@ func (g *Gen) userMoves(w *World) []Step {
 		if c.Status.Phase == corev1.ClaimBound {
 			if s, ok := PVCUpdate(w, Tenant, Update, c.Namespace, c.Name, "tenant expands the claim", func(x *corev1.PersistentVolumeClaim) {
 				q := x.Spec.Resources.Requests[corev1.ResourceStorage]
+				if given, ok := x.Status.Capacity[corev1.ResourceStorage]; ok && given.Cmp(q) > 0 {
+					q = given.DeepCopy()
+				}
 				q.Add(Quantity("1Gi"))
 				x.Spec.Resources.Requests[corev1.ResourceStorage] = q
 			}); ok {
@@ -94,7 +104,8 @@ func (g *Gen) userMoves(w *World) []Step {
 		}
 	}
 	for _, pv := range w.SortedPVs() {
-		if pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
+		if pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
+			pv.Spec.ClaimRef != nil && liveRef(w, pv.Spec.ClaimRef) == nil {
 			if s, ok := PVUpdate(w, Admin, Update, pv.Name, "admin reuses the Released volume: clears claimRef", func(x *corev1.PersistentVolume) {
 				x.Spec.ClaimRef = nil
 			}); ok {
@@ -108,7 +119,15 @@ func (g *Gen) userMoves(w *World) []Step {
 				}
 			}
 		}
-		if pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain && volumeInUse(pv) {
+		if pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain && volumeInUse(pv) && has(pv.ObjectMeta, annConfirm) {
+			// A confirmation left from an earlier write confirms nothing (I8): the admin removes
+			// it before confirming a change.
+			if s, ok := PVUpdate(w, Admin, Update, pv.Name, "admin removes a leftover reclaim confirmation", func(x *corev1.PersistentVolume) {
+				DelAnn(&x.ObjectMeta, annConfirm)
+			}); ok {
+				out = append(out, s)
+			}
+		} else if pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain && volumeInUse(pv) {
 			if s, ok := PVUpdate(w, Admin, Update, pv.Name, "admin switches to Delete, confirmed", func(x *corev1.PersistentVolume) {
 				x.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 				SetAnn(&x.ObjectMeta, annConfirm, "Delete")
@@ -488,6 +507,12 @@ func (g *Gen) pvcStatusWrite(w *World, who Identity) (Step, bool) {
 		return Step{}, false
 	}
 	c := pick(g, pvcs...)
+	if g.chance(10) {
+		v := g.vac()
+		return PVCUpdate(w, who, UpdateStatus, c.Namespace, c.Name, "status.currentVolumeAttributesClassName "+vac(v), func(x *corev1.PersistentVolumeClaim) {
+			x.Status.CurrentVolumeAttributesClassName = v
+		})
+	}
 	if g.chance(40) {
 		q := pick(g, "1Gi", "2Gi", "5Gi", "10Gi")
 		return PVCUpdate(w, who, UpdateStatus, c.Namespace, c.Name, "status.capacity "+q, func(x *corev1.PersistentVolumeClaim) {

@@ -115,6 +115,54 @@ func Explore(e *policy.Engine, seed uint64) Trace {
 	return t
 }
 
+// ExploreUpstream runs a random interleaving of the upstream flows' moves (controllers,
+// provisioner, resizer, protection controllers, tenants and admins as the flows have them) from a
+// random cluster, and stops at the first move the engine refuses or warns about although the
+// oracle sees nothing wrong with it, or that breaks an invariant. A move the oracle objects to
+// (upstream's own races can misbind: the PV controller matching a free volume that another
+// claim completed its binding to) is rightly refused; upstream retries, and the sequence goes on.
+func ExploreUpstream(e *policy.Engine, seed uint64) Trace {
+	g := NewGen(seed)
+	start := g.World()
+	t := Trace{Start: start, End: start, At: -1}
+	for range 5 + g.R.IntN(26) {
+		s, ok := g.NextUpstreamStep(t.End)
+		if !ok {
+			break
+		}
+		before := t.End
+		if !t.step(e, s) {
+			break
+		}
+		o := t.Outcomes[len(t.Outcomes)-1]
+		if (o.Result == Refused || len(o.Decision.Warn) > 0) && !Unsafe(before, s) {
+			t.At = len(t.Outcomes) - 1
+			break
+		}
+	}
+	return t
+}
+
+// unguarded is an engine with every rule off: what the world would be without pvguard.
+var unguarded = func() *policy.Engine {
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for _, rl := range policy.Catalogue() {
+		fmt.Fprintf(&b, "  %s: {action: off}\n", rl.ID)
+	}
+	c, err := policy.ParseConfig([]byte(b.String()))
+	if err != nil {
+		panic(fmt.Sprintf("a config with every rule off: %v", err))
+	}
+	return policy.NewEngine(c)
+}()
+
+// Unsafe reports whether the oracle objects to a step, were it admitted.
+func Unsafe(w *World, s Step) bool {
+	next, out := Apply(unguarded, w, s)
+	return out.Result == Admitted && s.Verb != Delete && len(Check(w, next, s)) > 0
+}
+
 // step applies one step to the end of the trace and judges it; false means it broke an
 // invariant (or the engine failed) and the trace ends there.
 func (t *Trace) step(e *policy.Engine, s Step) bool {
@@ -178,13 +226,45 @@ func (t Trace) Report() string {
 // invariants: it drops the steps after the violation, then single steps and single objects for
 // as long as the violation stays.
 func Shrink(e *policy.Engine, start *World, steps []Step, want string) (*World, []Step) {
-	still := func(w *World, ss []Step) bool {
-		t := Run(e, w, ss)
-		return t.At >= 0 && sharesInvariant(t.Invariants(), want)
-	}
 	if t := Run(e, start, steps); t.At >= 0 {
 		steps = steps[:t.At+1]
 	}
+	return ShrinkWhile(e, start, steps, func(t Trace) bool {
+		return t.At >= 0 && sharesInvariant(t.Invariants(), want)
+	})
+}
+
+// ShrinkWorld drops the objects of the starting world that no step names, for as long as the
+// run still satisfies keep. The steps stay as they are: a sequence of upstream moves, shortened,
+// is no longer what upstream would do.
+func ShrinkWorld(e *policy.Engine, start *World, steps []Step, keep func(Trace) bool) *World {
+	named := map[string]bool{}
+	for _, s := range steps {
+		named[string(s.Kind)+"/"+s.Namespace+"/"+s.Name] = true
+	}
+	for _, o := range start.Objects() {
+		var key string
+		switch t := o.(type) {
+		case *corev1.PersistentVolume:
+			key = string(policy.KindPersistentVolume) + "//" + t.Name
+		case *corev1.PersistentVolumeClaim:
+			key = string(policy.KindPersistentVolumeClaim) + "/" + t.Namespace + "/" + t.Name
+		}
+		if named[key] {
+			continue
+		}
+		cand := start.Clone()
+		cand.remove(o)
+		if keep(Run(e, cand, steps)) {
+			start = cand
+		}
+	}
+	return start
+}
+
+// ShrinkWhile looks for a shorter sequence from a smaller world whose run still satisfies keep.
+func ShrinkWhile(e *policy.Engine, start *World, steps []Step, keep func(Trace) bool) (*World, []Step) {
+	still := func(w *World, ss []Step) bool { return keep(Run(e, w, ss)) }
 	for changed := true; changed; {
 		changed = false
 		for i := 0; i < len(steps); i++ {
