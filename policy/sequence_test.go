@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvguard/pvguard/policy"
@@ -282,14 +283,9 @@ func TestUpstreamFlows(t *testing.T) {
 
 // TestOracle holds the oracle to the invariants on hand-made writes: it must see each kind of
 // violation (or the explorer could pass by seeing nothing), and must not object to the upstream
-// exceptions. The writes are applied with every rule off, so the engine does not refuse them.
+// exceptions. The writes are applied with every rule off (sequence.Unguarded), so nothing refuses them.
 func TestOracle(t *testing.T) {
-	var off strings.Builder
-	off.WriteString("rules:\n")
-	for _, rl := range policy.Catalogue() {
-		fmt.Fprintf(&off, "  %s: {action: off}\n", rl.ID)
-	}
-	e := policy.NewEngine(mustConfig(t, off.String()))
+	e := sequence.Unguarded()
 
 	pair := func(pvName, ns, name, uid string) (*corev1.PersistentVolume, *corev1.PersistentVolumeClaim) {
 		pv, c := sequence.Volume(pvName, "1Gi", ""), sequence.Claim(ns, name, uid, "1Gi", "")
@@ -499,4 +495,66 @@ func upstreamKind(o sequence.Outcome) string {
 		return ""
 	}
 	return fmt.Sprintf("%s %s: %s %s", o.Step.Who, o.Step.What, o.Result, strings.TrimSpace(why))
+}
+
+// TestStepReplaysTheWrite holds the model to what a write does: a step recorded as a merge
+// patch and applied to the object it was made from gives the object the writer sent (for the
+// main resource; a status write changes only the status, an update of the main resource all
+// but the status).
+func TestStepReplaysTheWrite(t *testing.T) {
+	e := sequence.Unguarded()
+	base := func() *corev1.PersistentVolume {
+		pv := sequence.Volume("pv-1", "1Gi", "", corev1.ReadWriteOnce, corev1.ReadOnlyMany)
+		pv.Spec.ClaimRef = sequence.RefTo(sequence.Claim("team-a", "data", "uid-data", "1Gi", ""))
+		sequence.SetAnn(&pv.ObjectMeta, sequence.AnnBoundBy, "yes")
+		sequence.AddFin(&pv.ObjectMeta, sequence.FinProvisioner)
+		pv.Status.Phase = corev1.VolumeBound
+		return pv
+	}
+	for _, tc := range []struct {
+		name   string
+		verb   sequence.Verb
+		mutate func(*corev1.PersistentVolume)
+		// want edits the original into what the apiserver stores; nil means the mutation itself.
+		want func(*corev1.PersistentVolume)
+	}{
+		{"clear claimRef", sequence.Update, func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil }, nil},
+		{"drop the uid", sequence.Update, func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.UID = "" }, nil},
+		{"remove the only annotation", sequence.Update, func(pv *corev1.PersistentVolume) { pv.Annotations = nil }, nil},
+		{"remove one finalizer of two", sequence.Update, func(pv *corev1.PersistentVolume) { sequence.DelFin(&pv.ObjectMeta, sequence.FinPV) }, nil},
+		{"one access mode less", sequence.Update, func(pv *corev1.PersistentVolume) { pv.Spec.AccessModes = pv.Spec.AccessModes[:1] }, nil},
+		{"capacity and reclaim policy", sequence.Update, func(pv *corev1.PersistentVolume) {
+			pv.Spec.Capacity[corev1.ResourceStorage] = sequence.Quantity("5Gi")
+			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+		}, nil},
+		{"status through the main resource is dropped", sequence.Update, func(pv *corev1.PersistentVolume) {
+			pv.Status.Phase = corev1.VolumeReleased
+			pv.Spec.ClaimRef = nil
+		}, func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil }},
+		{"spec through status is dropped", sequence.UpdateStatus, func(pv *corev1.PersistentVolume) {
+			pv.Status.Phase = corev1.VolumeReleased
+			pv.Spec.ClaimRef = nil
+		}, func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := sequence.NewWorld(base())
+			st, ok := sequence.PVUpdate(w, sequence.Admin, tc.verb, "pv-1", tc.name, tc.mutate)
+			if !ok {
+				t.Fatal("the write changes nothing")
+			}
+			next, out := sequence.Apply(e, w, st)
+			if out.Result != sequence.Admitted {
+				t.Fatalf("not applied: %s", out)
+			}
+			want := base()
+			if tc.want != nil {
+				tc.want(want)
+			} else {
+				tc.mutate(want)
+			}
+			if got := next.PVs["pv-1"]; !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("patch %s gave\n%s\nwant\n%s", st.Patch, sequence.DescribeObject(got), sequence.DescribeObject(want))
+			}
+		})
+	}
 }

@@ -143,7 +143,9 @@ func ExploreUpstream(e *policy.Engine, seed uint64) Trace {
 	return t
 }
 
-// unguarded is an engine with every rule off: what the world would be without pvguard.
+// Unguarded returns an engine with every rule off: what the world would be without pvguard.
+func Unguarded() *policy.Engine { return unguarded }
+
 var unguarded = func() *policy.Engine {
 	var b strings.Builder
 	b.WriteString("rules:\n")
