@@ -63,12 +63,7 @@ var openIssues = []struct {
 	invariant string
 	pattern   *regexp.Regexp
 	why       string
-}{
-	{"I4", regexp.MustCompile(`keeping a uid that is not the live claim's`),
-		"PVG002 does not judge a claimRef re-pointed to another claim that keeps the old uid"},
-	{"I7", regexp.MustCompile(`volumeAttributesClassName .* \(the same write makes the claim bind-completed\)`),
-		"PVG018 takes a claim that the same write makes bind-completed for an owner's re-link, and lets any class the claim was given pass"},
-}
+}{}
 
 // openFlows are upstream flows the rules still refuse or warn about on this branch.
 var openFlows = map[string]string{
