@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pvguard/pvguard/policy"
 )
@@ -136,16 +137,19 @@ func provisionedPair(namespace, name, uid, size, class, node string) (*corev1.Pe
 	return pair(pv, c, "provisioned")
 }
 
-func with(w *World, objs ...interface{ GetName() string }) *World {
+// cluster is the base world (classes, nodes) with the flow's objects.
+func cluster(objs ...runtime.Object) *World {
+	w := BaseWorld()
 	for _, o := range objs {
-		switch t := o.(type) {
-		case *corev1.PersistentVolume:
-			w.Put(t)
-		case *corev1.PersistentVolumeClaim:
-			w.Put(t)
-		}
+		w.Put(o)
 	}
 	return w
+}
+
+// provisionedCluster is the base world with a claim bound to the volume provisioned for it.
+func provisionedCluster() *World {
+	pv, c := provisionedPair("team-a", "data", "uid-data", "1Gi", ClassFast, "")
+	return cluster(pv, c)
 }
 
 // releaseAndDelete is what follows a provisioned volume's release: the provisioner deletes the
@@ -189,7 +193,7 @@ func (s *Script) provisionerSaves(namespace, name string, c *corev1.PersistentVo
 func Flows() []Flow {
 	return []Flow{
 		{Name: "bind/unbound-claim-to-free-volume", Start: func() *World {
-			return with(BaseWorld(), Volume("pv-1", "1Gi", ""))
+			return cluster(Volume("pv-1", "1Gi", ""))
 		}, Run: func(s *Script) {
 			s.Do(PVCCreate(Tenant, Claim("team-a", "data", "uid-data", "1Gi", ""), "tenant creates a claim"), true)
 			s.PV(PVBinder, Update, "pv-1", "PV controller bind: claimRef with the claim's uid, bound-by-controller", func(pv *corev1.PersistentVolume) {
@@ -211,7 +215,7 @@ func Flows() []Flow {
 		{Name: "bind/pre-bound-claim", Start: func() *World {
 			c := Claim("team-a", "data", "uid-data", "1Gi", "")
 			c.Spec.VolumeName = "pv-1"
-			return with(BaseWorld(), Volume("pv-1", "2Gi", ""), c)
+			return cluster(Volume("pv-1", "2Gi", ""), c)
 		}, Run: func(s *Script) {
 			// The user named the volume: the controller marks the volume bound-by-controller (it
 			// was not pre-bound to the claim), not the claim.
@@ -230,7 +234,7 @@ func Flows() []Flow {
 		{Name: "bind/pre-bound-both-sides", Start: func() *World {
 			pv := Volume("pv-1", "1Gi", "")
 			pv.Spec.ClaimRef = RefByName("team-a", "data")
-			return with(BaseWorld(), pv)
+			return cluster(pv)
 		}, Run: func(s *Script) {
 			c := Claim("team-a", "data", "uid-data", "1Gi", "")
 			c.Spec.VolumeName = "pv-1"
@@ -243,7 +247,7 @@ func Flows() []Flow {
 			other.Spec.ClaimRef = RefTo(c)
 			SetAnn(&other.ObjectMeta, annBoundBy, "yes")
 			other.Status.Phase = corev1.VolumeBound
-			return with(BaseWorld(), pv, c, other)
+			return cluster(pv, c, other)
 		}, Run: func(s *Script) {
 			s.PV(PVBinder, Update, "pv-2", "PV controller unbind: the claim is bound to pv-1; clear claimRef and bound-by-controller", func(pv *corev1.PersistentVolume) {
 				pv.Spec.ClaimRef = nil
@@ -256,7 +260,7 @@ func Flows() []Flow {
 			other := Volume("pv-2", "1Gi", "")
 			other.Spec.ClaimRef = RefTo(c)
 			other.Status.Phase = corev1.VolumeBound
-			return with(BaseWorld(), pv, c, other)
+			return cluster(pv, c, other)
 		}, Run: func(s *Script) {
 			s.PV(PVBinder, Update, "pv-2", "PV controller unbind: the claim is bound to pv-1; the user pre-bound pv-2, drop only the uid", func(pv *corev1.PersistentVolume) {
 				pv.Spec.ClaimRef.UID = ""
@@ -265,7 +269,7 @@ func Flows() []Flow {
 		}},
 		{Name: "release/retain", Start: func() *World {
 			pv, c := pair(Volume("pv-1", "1Gi", ""), Claim("team-a", "data", "uid-data", "1Gi", ""), "controller")
-			return with(BaseWorld(), pv, c)
+			return cluster(pv, c)
 		}, Run: func(s *Script) {
 			s.deleteClaim("team-a", "data")
 			s.PV(PVBinder, UpdateStatus, "pv-1", "PV controller: claim gone, volume Released (Retain: nothing more)", func(pv *corev1.PersistentVolume) {
@@ -273,7 +277,7 @@ func Flows() []Flow {
 			})
 		}},
 		{Name: "release/delete-csi", Start: func() *World {
-			return with(BaseWorld(), objs(provisionedPair("team-a", "data", "uid-data", "1Gi", ClassFast, ""))...)
+			return provisionedCluster()
 		}, Run: func(s *Script) {
 			s.deleteClaim("team-a", "data")
 			s.releaseAndDelete("pvc-uid-data")
@@ -283,7 +287,7 @@ func Flows() []Flow {
 			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 			SetAnn(&pv.ObjectMeta, annProvisionedBy, "kubernetes.io/host-path")
 			AddFin(&pv.ObjectMeta, FinPVCtrl)
-			return with(BaseWorld(), pv, c)
+			return cluster(pv, c)
 		}, Run: func(s *Script) {
 			s.deleteClaim("team-a", "data")
 			s.PV(PVBinder, UpdateStatus, "pv-1", "PV controller: volume Released", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased })
@@ -296,7 +300,7 @@ func Flows() []Flow {
 			pv.Spec.ClaimRef = refWithUID("team-a", "old", "uid-old")
 			SetAnn(&pv.ObjectMeta, annBoundBy, "yes")
 			pv.Status.Phase = corev1.VolumeReleased
-			return with(BaseWorld(), pv)
+			return cluster(pv)
 		}, Run: func(s *Script) {
 			s.PV(Admin, Update, "pv-1", "admin clears the claimRef of the Released Retain volume", func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef = nil })
 			s.PV(PVBinder, UpdateStatus, "pv-1", "PV controller: volume Available", func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeAvailable })
@@ -307,7 +311,7 @@ func Flows() []Flow {
 			pv := Volume("pv-1", "1Gi", "")
 			pv.Spec.ClaimRef = refWithUID("team-a", "data", "uid-data-1")
 			pv.Status.Phase = corev1.VolumeReleased
-			return with(BaseWorld(), pv, Claim("team-a", "data", "uid-data-2", "1Gi", ""))
+			return cluster(pv, Claim("team-a", "data", "uid-data-2", "1Gi", ""))
 		}, Run: func(s *Script) {
 			s.PV(Admin, Update, "pv-1", "admin drops the old claim's uid: the volume is pre-bound to the re-created claim", func(pv *corev1.PersistentVolume) {
 				pv.Spec.ClaimRef.UID = ""
@@ -338,7 +342,7 @@ func Flows() []Flow {
 			s.Bind("pvc-uid-data", "team-a", "data")
 		}},
 		{Name: "provisioning/rescheduled", Start: func() *World {
-			return with(BaseWorld(), provisionedClaim("team-a", "data", "uid-data", "1Gi", ClassLocal, "node-a"))
+			return cluster(provisionedClaim("team-a", "data", "uid-data", "1Gi", ClassLocal, "node-a"))
 		}, Run: func(s *Script) {
 			s.PVC(Provisioner, Update, "team-a", "data", "provisioner cannot provision on node-a: drops selected-node so the scheduler retries", func(c *corev1.PersistentVolumeClaim) {
 				DelAnn(&c.ObjectMeta, annSelectedNode)
@@ -350,7 +354,7 @@ func Flows() []Flow {
 			s.Bind("pvc-uid-data", "team-a", "data")
 		}},
 		{Name: "provisioning/race-claim-deleted", Start: func() *World {
-			return with(BaseWorld(), provisionedClaim("team-a", "data", "uid-data", "1Gi", ClassFast, ""))
+			return cluster(provisionedClaim("team-a", "data", "uid-data", "1Gi", ClassFast, ""))
 		}, Run: func(s *Script) {
 			c := s.W.PVC("team-a", "data")
 			s.deleteClaim("team-a", "data")
@@ -358,7 +362,7 @@ func Flows() []Flow {
 			s.releaseAndDelete("pvc-uid-data")
 		}},
 		{Name: "provisioning/race-claim-recreated", Start: func() *World {
-			return with(BaseWorld(), provisionedClaim("team-a", "data", "uid-data", "1Gi", ClassFast, ""))
+			return cluster(provisionedClaim("team-a", "data", "uid-data", "1Gi", ClassFast, ""))
 		}, Run: func(s *Script) {
 			c := s.W.PVC("team-a", "data")
 			s.deleteClaim("team-a", "data")
@@ -367,7 +371,7 @@ func Flows() []Flow {
 			s.releaseAndDelete("pvc-uid-data")
 		}},
 		{Name: "provisioning/race-claim-bound-elsewhere", Start: func() *World {
-			return with(BaseWorld(), provisionedClaim("team-a", "data", "uid-data", "1Gi", ClassFast, ""), Volume("pv-1", "1Gi", ClassFast))
+			return cluster(provisionedClaim("team-a", "data", "uid-data", "1Gi", ClassFast, ""), Volume("pv-1", "1Gi", ClassFast))
 		}, Run: func(s *Script) {
 			c := s.W.PVC("team-a", "data")
 			s.Bind("pv-1", "team-a", "data")
@@ -377,7 +381,7 @@ func Flows() []Flow {
 		{Name: "scheduler/wait-for-first-consumer-static-bind", Start: func() *World {
 			pv := Volume("pv-1", "1Gi", ClassLocal)
 			pv.Spec.NodeAffinity = HostAffinity("node-a")
-			return with(BaseWorld(), pv, Claim("team-a", "data", "uid-data", "1Gi", ClassLocal))
+			return cluster(pv, Claim("team-a", "data", "uid-data", "1Gi", ClassLocal))
 		}, Run: func(s *Script) {
 			s.PV(Scheduler, Update, "pv-1", "scheduler binds the volume: claimRef with the claim's uid, bound-by-controller (full Update)", func(pv *corev1.PersistentVolume) {
 				pv.Spec.ClaimRef = RefTo(s.W.PVC("team-a", "data"))
@@ -386,7 +390,7 @@ func Flows() []Flow {
 			s.Bind("pv-1", "team-a", "data")
 		}},
 		{Name: "expansion/csi-resizer", Start: func() *World {
-			return with(BaseWorld(), objs(provisionedPair("team-a", "data", "uid-data", "1Gi", ClassFast, ""))...)
+			return provisionedCluster()
 		}, Run: func(s *Script) {
 			s.PVC(Tenant, Update, "team-a", "data", "tenant asks for 2Gi", func(c *corev1.PersistentVolumeClaim) {
 				c.Spec.Resources.Requests[corev1.ResourceStorage] = Quantity("2Gi")
@@ -415,7 +419,7 @@ func Flows() []Flow {
 			pv.Spec.ClaimRef = nil
 			DelAnn(&pv.ObjectMeta, annBoundBy)
 			pv.Status.Phase = corev1.VolumeAvailable
-			return with(BaseWorld(), pv, c)
+			return cluster(pv, c)
 		}, Run: func(s *Script) {
 			// syncBoundClaim: "volume is unbound, fixing" -> bind()
 			s.Bind("pv-1", "team-a", "data")
@@ -429,7 +433,7 @@ func Flows() []Flow {
 		{Name: "expansion/recover-from-failed-expansion", Start: func() *World {
 			pv, c := pair(Volume("pv-1", "1Gi", ""), Claim("team-a", "data", "uid-data", "1Gi", ""), "controller")
 			c.Spec.Resources.Requests[corev1.ResourceStorage] = Quantity("100Gi")
-			return with(BaseWorld(), pv, c)
+			return cluster(pv, c)
 		}, Run: func(s *Script) {
 			s.PVC(Tenant, Update, "team-a", "data", "tenant lowers the request that could not be met, above what the claim has", func(c *corev1.PersistentVolumeClaim) {
 				c.Spec.Resources.Requests[corev1.ResourceStorage] = Quantity("2Gi")
@@ -438,13 +442,13 @@ func Flows() []Flow {
 		{Name: "protection/add-finalizers", Start: func() *World {
 			pv, c := pair(Volume("pv-1", "1Gi", ""), Claim("team-a", "data", "uid-data", "1Gi", ""), "controller")
 			pv.Finalizers, c.Finalizers = nil, nil
-			return with(BaseWorld(), pv, c)
+			return cluster(pv, c)
 		}, Run: func(s *Script) {
 			s.PV(PVProt, Update, "pv-1", "pv-protection adds its finalizer", func(pv *corev1.PersistentVolume) { AddFin(&pv.ObjectMeta, FinPV) })
 			s.PVC(PVCProt, Update, "team-a", "data", "pvc-protection adds its finalizer", func(c *corev1.PersistentVolumeClaim) { AddFin(&c.ObjectMeta, FinPVC) })
 		}},
 		{Name: "protection/delete-free-volume", Start: func() *World {
-			return with(BaseWorld(), Volume("pv-1", "1Gi", ""))
+			return cluster(Volume("pv-1", "1Gi", ""))
 		}, Run: func(s *Script) {
 			s.Do(PVDelete(Admin, "pv-1", "admin deletes a free volume"), true)
 			s.PV(PVProt, Update, "pv-1", "pv-protection removes its finalizer", func(pv *corev1.PersistentVolume) { DelFin(&pv.ObjectMeta, FinPV) })
@@ -452,14 +456,14 @@ func Flows() []Flow {
 		{Name: "provisioner-finalizer/added-to-bound-delete-volume", Start: func() *World {
 			pv, c := provisionedPair("team-a", "data", "uid-data", "1Gi", ClassFast, "")
 			DelFin(&pv.ObjectMeta, FinProvisioner)
-			return with(BaseWorld(), pv, c)
+			return cluster(pv, c)
 		}, Run: func(s *Script) {
 			s.PV(Provisioner, Update, "pvc-uid-data", "provisioner adds its finalizer to a Bound Delete volume", func(pv *corev1.PersistentVolume) {
 				AddFin(&pv.ObjectMeta, FinProvisioner)
 			})
 		}},
 		{Name: "provisioner-finalizer/dropped-when-retained", Start: func() *World {
-			return with(BaseWorld(), objs(provisionedPair("team-a", "data", "uid-data", "1Gi", ClassFast, ""))...)
+			return provisionedCluster()
 		}, Run: func(s *Script) {
 			s.PV(Admin, Update, "pvc-uid-data", "admin keeps the volume: reclaim policy Delete -> Retain", func(pv *corev1.PersistentVolume) {
 				pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
@@ -473,15 +477,11 @@ func Flows() []Flow {
 			c.Spec.VolumeName = "pv-gone"
 			SetAnn(&c.ObjectMeta, annBindCompleted, "yes")
 			c.Status.Phase = corev1.ClaimBound
-			return with(BaseWorld(), c)
+			return cluster(c)
 		}, Run: func(s *Script) {
 			s.PVC(PVBinder, UpdateStatus, "team-a", "data", "PV controller: the claim's volume is gone, claim Lost", func(c *corev1.PersistentVolumeClaim) {
 				c.Status.Phase = corev1.ClaimLost
 			})
 		}},
 	}
-}
-
-func objs(pv *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim) []interface{ GetName() string } {
-	return []interface{ GetName() string }{pv, c}
 }
