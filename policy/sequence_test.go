@@ -66,12 +66,7 @@ var openIssues = []struct {
 }{}
 
 // openFlows are upstream flows the rules still refuse or warn about on this branch.
-var openFlows = map[string]string{
-	"provisioning/race-claim-bound-elsewhere": "PVG012 refuses the external provisioner (unknown identity) removing its finalizer from the volume it deleted, " +
-		"because the claim it provisioned for is live (bound to another volume): I9's exception covers only a volume no live claim is linked to with uid",
-	"provisioner-finalizer/dropped-when-retained": "PVG012 refuses the external provisioner (unknown identity) removing its finalizer from a Bound volume whose reclaim " +
-		"policy became Retain (lib-external-provisioner's handleProtectionFinalizer); I9 has no exception for it",
-}
+var openFlows = map[string]string{}
 
 // openReason says why every violation of a trace is still expected, or "" when one is not.
 func openReason(vs []sequence.Violation) string {
@@ -377,6 +372,31 @@ func TestOracle(t *testing.T) {
 			pv.DeletionTimestamp = &metav1.Time{}
 			return sequence.NewWorld(pv)
 		}, pvStep(sequence.Provisioner, sequence.Update, "pvc-uid-gone", func(pv *corev1.PersistentVolume) { pv.Finalizers = nil }), ""},
+		{"the provisioner removes its finalizer from a deleted volume whose claim went elsewhere", func() *sequence.World {
+			pv, c := pair("pv-1", "team-a", "data", "uid-data")
+			stale := sequence.Provisioned(c)
+			stale.Status.Phase = corev1.VolumeReleased
+			stale.DeletionTimestamp = &metav1.Time{}
+			return sequence.NewWorld(pv, c, stale)
+		}, pvStep(sequence.Provisioner, sequence.Update, "pvc-uid-data", func(pv *corev1.PersistentVolume) { pv.Finalizers = nil }), ""},
+		{"the provisioner drops its finalizer from a Bound volume kept under Retain", func() *sequence.World {
+			c := sequence.Claim("team-a", "data", "uid-data", "1Gi", sequence.ClassFast)
+			pv := sequence.Provisioned(c)
+			pv.Spec.PersistentVolumeReclaimPolicy, pv.Status.Phase = corev1.PersistentVolumeReclaimRetain, corev1.VolumeBound
+			c.Spec.VolumeName = pv.Name
+			return sequence.NewWorld(pv, c)
+		}, pvStep(sequence.Provisioner, sequence.Update, "pvc-uid-data", func(pv *corev1.PersistentVolume) {
+			sequence.DelFin(&pv.ObjectMeta, sequence.FinProvisioner)
+		}), ""},
+		{"a tenant removes the provisioner's finalizer from a Bound Delete volume", func() *sequence.World {
+			c := sequence.Claim("team-a", "data", "uid-data", "1Gi", sequence.ClassFast)
+			pv := sequence.Provisioned(c)
+			pv.Status.Phase = corev1.VolumeBound
+			c.Spec.VolumeName = pv.Name
+			return sequence.NewWorld(pv, c)
+		}, pvStep(sequence.Tenant, sequence.Update, "pvc-uid-data", func(pv *corev1.PersistentVolume) {
+			sequence.DelFin(&pv.ObjectMeta, sequence.FinProvisioner)
+		}), "I9"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
