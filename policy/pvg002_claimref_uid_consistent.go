@@ -61,8 +61,10 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 			}}, nil
 		}
 	}
+	// Clearing a link to another claim is the way back to the owner: upstream re-links a volume
+	// without claimRef to the claim that completed its binding to it.
 	own, err := owner(r.PV.Name, v)
-	if err != nil || own == nil || linksTo(cur, own) {
+	if err != nil || own == nil || linksTo(cur, own) || cur == nil {
 		return nil, err
 	}
 	return []Finding{{

@@ -22,6 +22,7 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 	preBoundBound := testobj.PV("pv-7", testobj.BoundTo(claim))
 	boundClaim := testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-7"))
 	elsewhere := testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-9"))
+	otherElsewhere := testobj.PVCWith(other, testobj.ClaimBoundTo("pv-9"))
 	released := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.Phase(corev1.VolumeReleased))
 
 	runRuleCases(t, "PVG002", []ruleCase{
@@ -158,6 +159,11 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 			view:     testobj.NewView(boundClaim, other),
 			want:     []string{"spec.claimRef"},
 			wantText: "PersistentVolumeClaim team-a/data completed its binding to PersistentVolume pv-7 (pv.kubernetes.io/bind-completed), so the volume holds its data, and the write points spec.claimRef at PersistentVolumeClaim team-b/other",
+		},
+		{
+			name:   "clearing a link to a claim that went elsewhere from a volume another claim completed its binding to is allowed (the way back to its owner)",
+			review: pvUpdate(binder, testobj.PV("pv-7", testobj.BoundTo(otherElsewhere), byController), testobj.PV("pv-7", testobj.Phase(corev1.VolumeBound), byController)),
+			view:   testobj.NewView(boundClaim, otherElsewhere),
 		},
 		{
 			name:   "a volume a claim completed its binding to cannot be linked to it without uid",
