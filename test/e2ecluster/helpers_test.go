@@ -1,0 +1,487 @@
+package e2ecluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/test/cluster"
+)
+
+// --- modes ---
+
+// endState is what a flow asserts about its end, in a form both modes must agree on: counts of
+// facts (no names that differ between runs) and the set of event reasons.
+type endState struct {
+	facts   map[string]int
+	reasons map[string]bool
+}
+
+func newEndState() *endState { return &endState{facts: map[string]int{}, reasons: map[string]bool{}} }
+
+func (s *endState) add(fact string, n int) { s.facts[fact] += n }
+
+func (s *endState) String() string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(s.facts)) {
+		fmt.Fprintf(&b, "  %s: %d\n", k, s.facts[k])
+	}
+	fmt.Fprintf(&b, "  event reasons: %s\n", strings.Join(slices.Sorted(maps.Keys(s.reasons)), ", "))
+	return b.String()
+}
+
+// equivalentReasons are event reasons that differ between the binders by design, documented in
+// docs/binder.md: upstream says WaitForPodScheduled instead of WaitForFirstConsumer when it finds
+// an unscheduled pod using the claim; pvguard does not watch pods and always says
+// WaitForFirstConsumer.
+var equivalentReasons = map[string]string{
+	"PersistentVolumeClaim/WaitForPodScheduled": "PersistentVolumeClaim/WaitForFirstConsumer",
+}
+
+// forEachMode runs flow in both modes, the cluster's current mode first (one switch per test),
+// and checks that both end in the same state.
+func forEachMode(t *testing.T, flow func(t *testing.T, m cluster.Mode) *endState) {
+	t.Helper()
+	modes := slices.Clone(cluster.Modes)
+	if cl.Mode() == cluster.ModeUpstream {
+		slices.Reverse(modes)
+	}
+	states := map[cluster.Mode]*endState{}
+	for _, m := range modes {
+		ok := t.Run(string(m), func(t *testing.T) {
+			if err := cl.Use(m); err != nil {
+				t.Fatal(err)
+			}
+			s := flow(t, m)
+			if s != nil {
+				t.Logf("end state (%s):\n%s", m, s)
+				states[m] = s
+			}
+			if err := cl.Alive(); err != nil {
+				t.Error(err)
+			}
+		})
+		if !ok {
+			t.Errorf("mode %s failed; %s", m, cl.Logs())
+		}
+	}
+	p, u := states[cluster.ModePVGuard], states[cluster.ModeUpstream]
+	if p == nil || u == nil {
+		return
+	}
+	if !maps.Equal(p.facts, u.facts) {
+		t.Errorf("the modes end in different states:\npvguard:\n%supstream:\n%s", p, u)
+	}
+	norm := func(r map[string]bool) []string {
+		out := map[string]bool{}
+		for k := range r {
+			if e, ok := equivalentReasons[k]; ok {
+				k = e
+			}
+			out[k] = true
+		}
+		return slices.Sorted(maps.Keys(out))
+	}
+	if pr, ur := norm(p.reasons), norm(u.reasons); !slices.Equal(pr, ur) {
+		t.Errorf("the modes record different event reasons:\npvguard:  %v\nupstream: %v", pr, ur)
+	}
+}
+
+// --- objects ---
+
+// flow is one flow's run in one mode: its namespace and the volumes it made. At the end the
+// namespace is deleted and the namespace controller must remove it and everything in it, then
+// the volumes are deleted and the pv-protection controller must let each go: nothing is left
+// Terminating.
+type flow struct {
+	t       *testing.T
+	ns      string
+	volumes []string
+}
+
+func newFlow(t *testing.T, name string, m cluster.Mode) *flow {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-" + string(m) + "-"}}
+	if err := cl.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	f := &flow{t: t, ns: ns.Name}
+	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("PVGUARD_CLUSTER_KEEP_OBJECTS") != "" {
+			t.Logf("PVGUARD_CLUSTER_KEEP_OBJECTS: namespace %s and volumes %v left in place", ns.Name, f.volumes)
+			return
+		}
+		ctx := context.Background()
+		if err := cl.Client.Delete(ctx, ns); err != nil {
+			t.Errorf("deleting namespace %s: %v", ns.Name, err)
+			return
+		}
+		waitFor(t, time.Minute, "namespace "+ns.Name+" and everything in it deleted", func(ctx context.Context) (bool, error) {
+			err := cl.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns)
+			return apierrors.IsNotFound(err), ignoreNotFound(err)
+		})
+		for _, name := range f.volumes {
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if err := cl.Client.Delete(ctx, pv); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("deleting volume %s: %v", name, err)
+			}
+		}
+		for _, name := range f.volumes {
+			waitFor(t, time.Minute, "volume "+name+" deleted (pv-protection finalizer removed)", func(ctx context.Context) (bool, error) {
+				err := cl.Client.Get(ctx, client.ObjectKey{Name: name}, &corev1.PersistentVolume{})
+				return apierrors.IsNotFound(err), ignoreNotFound(err)
+			})
+		}
+	})
+	return f
+}
+
+// localClass creates a class for local static volumes, as the local static provisioner's docs
+// configure one: no provisioner, WaitForFirstConsumer.
+func localClass(t *testing.T, name string) {
+	t.Helper()
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wffc}
+	if err := cl.Client.Create(context.Background(), sc); err != nil {
+		t.Fatalf("creating class %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = cl.Client.Delete(context.Background(), sc) })
+}
+
+// localPV is a local volume on one node, as an administrator (or the local static provisioner)
+// creates it.
+func localPV(name, class, node, size string, reclaim corev1.PersistentVolumeReclaimPolicy) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: reclaim,
+			StorageClassName:              class,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/mnt/disks/" + name}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+			}}}},
+		},
+	}
+}
+
+// createPVs creates volumes (deleted at the flow's end) and waits until the mode's binder has
+// made each free one Available: the scheduler considers no other volume.
+func (f *flow) createPVs(pvs ...*corev1.PersistentVolume) {
+	t := f.t
+	t.Helper()
+	ctx := context.Background()
+	for _, pv := range pvs {
+		if err := cl.Client.Create(ctx, pv); err != nil {
+			t.Fatalf("creating volume %s: %v", pv.Name, err)
+		}
+		f.volumes = append(f.volumes, pv.Name)
+	}
+	for _, pv := range pvs {
+		if pv.Spec.ClaimRef != nil {
+			continue
+		}
+		waitFor(t, time.Minute, "volume "+pv.Name+" Available", func(ctx context.Context) (bool, error) {
+			got := &corev1.PersistentVolume{}
+			err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
+			return err == nil && got.Status.Phase == corev1.VolumeAvailable, err
+		})
+	}
+}
+
+func claim(ns, name, class, size string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+}
+
+// pod is a pod using the claims; no kubelet runs, so it is only ever scheduled.
+func pod(ns, name string, claims ...string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			Containers:                    []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+			TerminationGracePeriodSeconds: new(int64),
+		},
+	}
+	for i, c := range claims {
+		v := fmt.Sprintf("data%d", i)
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+		p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: v, MountPath: "/" + v})
+	}
+	return p
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := cl.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// deletePods deletes pods at once (no kubelet confirms a graceful deletion).
+func deletePods(t *testing.T, pods ...*corev1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		if err := cl.DeletePod(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// waitFor polls cond; a failure names what was awaited, the last error and the logs.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error)) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, err := cond(ctx)
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v); %s", what, err, last, cl.Logs())
+	}
+}
+
+// --- reading the cluster ---
+
+func getPV(t *testing.T, name string) *corev1.PersistentVolume {
+	t.Helper()
+	pv := &corev1.PersistentVolume{}
+	if err := cl.Client.Get(context.Background(), client.ObjectKey{Name: name}, pv); err != nil {
+		t.Fatalf("reading volume %s: %v", name, err)
+	}
+	return pv
+}
+
+func getPVC(t *testing.T, ns, name string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := cl.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc); err != nil {
+		t.Fatalf("reading claim %s/%s: %v", ns, name, err)
+	}
+	return pvc
+}
+
+func getPod(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{}
+	if err := cl.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+		t.Fatalf("reading pod %s/%s: %v", ns, name, err)
+	}
+	return p
+}
+
+// volumeNode is the one node a local volume's affinity names.
+func volumeNode(pv *corev1.PersistentVolume) string {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return ""
+	}
+	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			if e.Key == corev1.LabelHostname && len(e.Values) == 1 {
+				return e.Values[0]
+			}
+		}
+	}
+	return ""
+}
+
+// claimRefWriters are the field managers that own a volume's spec.claimRef (server-side field
+// tracking records who last changed a field): kube-scheduler when the scheduler chose the
+// volume, pvguard (the test binary) or kube-controller-manager when a binder did.
+func claimRefWriters(pv *corev1.PersistentVolume) []string {
+	var out []string
+	for _, mf := range pv.ManagedFields {
+		if mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:claimRef"`) {
+			out = append(out, mf.Manager)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// boundPair checks that a claim and its volume are bound to each other, both ways, and returns
+// the volume.
+func boundPair(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+	t.Helper()
+	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
+		t.Errorf("claim %s/%s: phase %q volume %q, want Bound", pvc.Namespace, pvc.Name, pvc.Status.Phase, pvc.Spec.VolumeName)
+		return nil
+	}
+	if pvc.Annotations["pv.kubernetes.io/bind-completed"] != "yes" {
+		t.Errorf("claim %s/%s is Bound without bind-completed", pvc.Namespace, pvc.Name)
+	}
+	pv := getPV(t, pvc.Spec.VolumeName)
+	ref := pv.Spec.ClaimRef
+	if ref == nil || ref.Namespace != pvc.Namespace || ref.Name != pvc.Name || ref.UID != pvc.UID || pv.Status.Phase != corev1.VolumeBound {
+		t.Errorf("volume %s of claim %s/%s: claimRef %+v phase %q, want the claim with its uid and Bound", pv.Name, pvc.Namespace, pvc.Name, ref, pv.Status.Phase)
+	}
+	return pv
+}
+
+// eventReasons are the reasons of the events recorded on the namespace's objects and on the
+// named volumes (whose events go to the default namespace), as "Kind/Reason".
+func eventReasons(t *testing.T, ns string, volumes []string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	ctx := context.Background()
+	var list corev1.EventList
+	if err := cl.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatalf("listing events: %v", err)
+	}
+	for _, e := range list.Items {
+		out[e.InvolvedObject.Kind+"/"+e.Reason] = true
+	}
+	if err := cl.Client.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+		t.Fatalf("listing events: %v", err)
+	}
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "PersistentVolume" && slices.Contains(volumes, e.InvolvedObject.Name) {
+			out[e.InvolvedObject.Kind+"/"+e.Reason] = true
+		}
+	}
+	return out
+}
+
+// --- latency ---
+
+// boundWatch records when each claim of a namespace is first seen Bound.
+type boundWatch struct {
+	mu    sync.Mutex
+	bound map[string]time.Time
+	stop  func()
+}
+
+func watchBound(t *testing.T, ns string) *boundWatch {
+	t.Helper()
+	w, err := cl.Clientset.CoreV1().PersistentVolumeClaims(ns).Watch(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watching claims: %v", err)
+	}
+	bw := &boundWatch{bound: map[string]time.Time{}, stop: w.Stop}
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			pvc, ok := ev.Object.(*corev1.PersistentVolumeClaim)
+			if !ok || pvc.Status.Phase != corev1.ClaimBound {
+				continue
+			}
+			bw.mu.Lock()
+			if _, seen := bw.bound[pvc.Name]; !seen {
+				bw.bound[pvc.Name] = time.Now()
+			}
+			bw.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return bw
+}
+
+func (bw *boundWatch) at(name string) (time.Time, bool) {
+	bw.mu.Lock()
+	defer bw.mu.Unlock()
+	at, ok := bw.bound[name]
+	return at, ok
+}
+
+// quantile is the q-quantile of durations (nearest rank).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// --- pvguard's view ---
+
+// pvguardCounters are what a flow reads from pvguard before and after: its binder's lost writes
+// (409s), binds and errors, and every admission finding.
+type pvguardCounters struct {
+	conflicts int
+	metrics   map[string]float64
+}
+
+func readCounters(t *testing.T) pvguardCounters {
+	t.Helper()
+	p := cl.PVGuard()
+	m, err := p.Metrics("pvguard_binder_binds_total", "pvguard_binder_errors_total", "pvguard_admission_findings_total", "pvguard_admission_reviews_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pvguardCounters{conflicts: p.Conflicts(), metrics: m}
+}
+
+// since returns the counters' changes, non-zero ones only.
+func (c pvguardCounters) since(before pvguardCounters) (conflicts int, deltas map[string]float64) {
+	deltas = map[string]float64{}
+	for k, v := range c.metrics {
+		if d := v - before.metrics[k]; d != 0 {
+			deltas[k] = d
+		}
+	}
+	return c.conflicts - before.conflicts, deltas
+}
+
+// checkAdmission fails on any denial by pvguard's webhooks between two readings: every write in
+// these flows is a real component's, or an ordinary user's, and must pass. It logs the rest.
+func checkAdmission(t *testing.T, before, after pvguardCounters) {
+	t.Helper()
+	conflicts, deltas := after.since(before)
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(deltas)) {
+		lines = append(lines, fmt.Sprintf("%s +%g", k, deltas[k]))
+		if strings.HasPrefix(k, "pvguard_admission_findings_total") && strings.Contains(k, `action="deny"`) ||
+			strings.HasPrefix(k, "pvguard_admission_reviews_total") && (strings.Contains(k, `decision="denied"`) || strings.Contains(k, `decision="error"`)) {
+			t.Errorf("pvguard refused a write: %s (%s)", k, cl.Logs())
+		}
+	}
+	t.Logf("pvguard during the flow: %d binder conflicts (409); %s", conflicts, strings.Join(lines, "; "))
+}
+
+// shape adds the facts both binders must agree on about a bound pair: the annotations and
+// finalizers of the claim and of the volume (names only: values may name objects).
+func shape(s *endState, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
+	keys := func(m map[string]string) string { return strings.Join(slices.Sorted(maps.Keys(m)), ",") }
+	s.add(fmt.Sprintf("bound claim: annotations [%s] finalizers %v", keys(pvc.Annotations), pvc.Finalizers), 1)
+	if pv != nil {
+		s.add(fmt.Sprintf("bound volume: annotations [%s] finalizers %v", keys(pv.Annotations), pv.Finalizers), 1)
+	}
+}

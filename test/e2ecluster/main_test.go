@@ -1,0 +1,38 @@
+package e2ecluster
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/pvguard/pvguard/test/cluster"
+)
+
+// cl is the suite's one cluster; each test switches it between modes with cl.Use.
+var cl *cluster.Cluster
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	// pvguard is given its own logger (a file); this silences controller-runtime's root logger.
+	ctrllog.SetLogger(logr.Discard())
+	var err error
+	if cl, err = cluster.Start(cluster.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, "e2ecluster:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := cl.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2ecluster: stopping the cluster:", err)
+		code = 1
+	}
+	if code == 0 && os.Getenv("PVGUARD_CLUSTER_KEEP_LOGS") == "" {
+		_ = os.RemoveAll(cl.LogDir)
+	} else {
+		fmt.Fprintln(os.Stderr, "e2ecluster: logs kept in", cl.LogDir)
+	}
+	return code
+}

@@ -1,0 +1,130 @@
+package e2ecluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/test/cluster"
+)
+
+// TestStaticLocalVolumes is flow a's core with volumes created directly (the local static
+// provisioner stand-in's discover/release/clean/delete/rediscover cycle is to be added here once
+// test/localstatic is merged: TODO(issue 15)). Local volumes, one node each, in a
+// kubernetes.io/no-provisioner WaitForFirstConsumer class; pods with one claim each are
+// scheduled by the real scheduler, which binds the volume it chose (claimRef); the binder of the
+// mode completes the binding. Every claim ends Bound on a volume of its pod's node, the claimRef
+// of every volume written by the scheduler alone. Pods and claims deleted: Retain volumes end
+// Released, statically made Delete volumes Failed (no plugin can delete them), as upstream.
+func TestStaticLocalVolumes(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m cluster.Mode) *endState {
+		ctx := context.Background()
+		before := readCounters(t)
+		f := newFlow(t, "static", m)
+		ns := f.ns
+		class := "local-static-" + string(m)
+		localClass(t, class)
+		var pvs []*corev1.PersistentVolume
+		var names []string
+		for _, n := range cl.Nodes {
+			for _, v := range []struct {
+				size    string
+				reclaim corev1.PersistentVolumeReclaimPolicy
+			}{{"1Gi", corev1.PersistentVolumeReclaimRetain}, {"2Gi", corev1.PersistentVolumeReclaimDelete}} {
+				pv := localPV(fmt.Sprintf("static-%s-%s-%s", m, n, strings.ToLower(v.size)), class, n, v.size, v.reclaim)
+				pvs = append(pvs, pv)
+				names = append(names, pv.Name)
+			}
+		}
+		f.createPVs(pvs...)
+
+		bw := watchBound(t, ns)
+		var pods []*corev1.Pod
+		created := map[string]time.Time{}
+		for i := range len(pvs) {
+			name := fmt.Sprintf("app-%d", i)
+			p := pod(ns, name, name)
+			created[name] = time.Now()
+			create(t, claim(ns, name, class, "1Gi"), p)
+			pods = append(pods, p)
+		}
+		waitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
+			for _, p := range pods {
+				pvc, got := &corev1.PersistentVolumeClaim{}, &corev1.Pod{}
+				if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Name}, pvc); err != nil {
+					return false, err
+				}
+				if err := cl.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+					return false, err
+				}
+				if pvc.Status.Phase != corev1.ClaimBound || got.Spec.NodeName == "" {
+					return false, fmt.Errorf("claim %s %s, pod on %q", pvc.Name, pvc.Status.Phase, got.Spec.NodeName)
+				}
+			}
+			return true, nil
+		})
+
+		s := newEndState()
+		var lat []time.Duration
+		for _, p := range pods {
+			p = getPod(t, ns, p.Name)
+			pvc := getPVC(t, ns, p.Name)
+			pv := boundPair(t, pvc)
+			if pv == nil {
+				continue
+			}
+			if n := volumeNode(pv); n != p.Spec.NodeName {
+				t.Errorf("claim %s is bound to %s on %s, but its pod runs on %s", pvc.Name, pv.Name, n, p.Spec.NodeName)
+			} else {
+				s.add("claim Bound on a volume of its pod's node", 1)
+			}
+			if w := claimRefWriters(pv); !slices.Equal(w, []string{"kube-scheduler"}) {
+				t.Errorf("volume %s: spec.claimRef written by %v, want kube-scheduler alone: a binder bound a volume the scheduler did not choose", pv.Name, w)
+			}
+			shape(s, pvc, pv)
+			if at, ok := bw.at(pvc.Name); ok {
+				lat = append(lat, at.Sub(created[pvc.Name]))
+			}
+		}
+		t.Logf("%s: pod created -> claim Bound, %d static volumes: median %v, p95 %v", m, len(lat),
+			quantile(lat, 0.5).Round(time.Millisecond), quantile(lat, 0.95).Round(time.Millisecond))
+
+		// Release: the pods go first, then their claims (the pvc-protection controller lets each
+		// go once no pod uses it).
+		deletePods(t, pods...)
+		for _, p := range pods {
+			if err := cl.Client.Delete(ctx, claim(ns, p.Name, class, "1Gi")); err != nil {
+				t.Fatalf("deleting claim %s: %v", p.Name, err)
+			}
+		}
+		for _, p := range pods {
+			waitFor(t, time.Minute, "claim "+p.Name+" deleted", func(ctx context.Context) (bool, error) {
+				err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Name}, &corev1.PersistentVolumeClaim{})
+				return apierrors.IsNotFound(err), ignoreNotFound(err)
+			})
+		}
+		want := map[corev1.PersistentVolumeReclaimPolicy]corev1.PersistentVolumePhase{
+			corev1.PersistentVolumeReclaimRetain: corev1.VolumeReleased,
+			corev1.PersistentVolumeReclaimDelete: corev1.VolumeFailed,
+		}
+		for _, pv := range pvs {
+			waitFor(t, time.Minute, fmt.Sprintf("volume %s (%s) %s", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy, want[pv.Spec.PersistentVolumeReclaimPolicy]), func(ctx context.Context) (bool, error) {
+				got := &corev1.PersistentVolume{}
+				err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
+				return err == nil && got.Status.Phase == want[pv.Spec.PersistentVolumeReclaimPolicy], err
+			})
+			got := getPV(t, pv.Name)
+			s.add(fmt.Sprintf("%s volume after its claim's deletion: %s, claimRef kept %v", got.Spec.PersistentVolumeReclaimPolicy, got.Status.Phase, got.Spec.ClaimRef != nil), 1)
+		}
+		s.reasons = eventReasons(t, ns, names)
+		checkAdmission(t, before, readCounters(t))
+		return s
+	})
+}
