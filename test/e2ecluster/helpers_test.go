@@ -485,3 +485,81 @@ func shape(s *endState, pvc *corev1.PersistentVolumeClaim, pv *corev1.Persistent
 		s.add(fmt.Sprintf("bound volume: annotations [%s] finalizers %v", keys(pv.Annotations), pv.Finalizers), 1)
 	}
 }
+
+// settleUnused waits until kube-controller-manager v1.37's pvc-protection controller has given
+// every Bound claim of the namespace its Unused status condition (False while a pod that is not
+// terminated uses the claim, True otherwise), and counts the claims by phase and condition. Both binders write claim status
+// too: neither may drop the condition or keep it from settling.
+func settleUnused(t *testing.T, s *endState, ns string) {
+	t.Helper()
+	var claims corev1.PersistentVolumeClaimList
+	waitFor(t, time.Minute, "every claim's Unused condition to settle", func(ctx context.Context) (bool, error) {
+		var pl corev1.PodList
+		if err := cl.Client.List(ctx, &pl, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		if err := cl.Client.List(ctx, &claims, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		used := map[string]bool{}
+		for _, p := range pl.Items {
+			for _, v := range p.Spec.Volumes {
+				if v.PersistentVolumeClaim != nil {
+					used[v.PersistentVolumeClaim.ClaimName] = true
+				}
+			}
+		}
+		for _, c := range claims.Items {
+			if c.Status.Phase != corev1.ClaimBound || c.DeletionTimestamp != nil {
+				continue // the controller tracks only Bound claims ("to avoid conflict with the PV controller")
+			}
+			want := corev1.ConditionTrue
+			if used[c.Name] {
+				want = corev1.ConditionFalse
+			}
+			if got := unusedCondition(&c); got != want {
+				return false, fmt.Errorf("claim %s: Unused %q, want %q", c.Name, got, want)
+			}
+		}
+		return true, nil
+	})
+	for _, c := range claims.Items {
+		s.add(fmt.Sprintf("claim %s with Unused=%s", c.Status.Phase, unusedCondition(&c)), 1)
+	}
+}
+
+func unusedCondition(c *corev1.PersistentVolumeClaim) corev1.ConditionStatus {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == corev1.PersistentVolumeClaimUnused {
+			return cond.Status
+		}
+	}
+	return ""
+}
+
+// createClaims creates WaitForFirstConsumer claims before their pods and waits until the binder
+// has seen each (its WaitForFirstConsumer event) and a little longer, so that the scheduler's
+// informer has them too when the pods come: a pod scheduled before its claim reaches the
+// scheduler fails once with "persistentvolumeclaim not found" (a FailedScheduling event and a
+// retry after a back-off), which would make event reasons and latencies depend on timing.
+func createClaims(t *testing.T, claims ...*corev1.PersistentVolumeClaim) {
+	t.Helper()
+	for _, c := range claims {
+		create(t, c)
+	}
+	for _, c := range claims {
+		waitFor(t, time.Minute, "the binder's event on claim "+c.Name, func(ctx context.Context) (bool, error) {
+			var list corev1.EventList
+			if err := cl.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+				return false, err
+			}
+			for _, e := range list.Items {
+				if e.InvolvedObject.Kind == "PersistentVolumeClaim" && e.InvolvedObject.Name == c.Name {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+}

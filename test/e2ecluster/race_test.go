@@ -44,9 +44,11 @@ func TestRaceForFewerVolumes(t *testing.T) {
 			}
 		}
 		f.createPVs(pvs...)
+		var claims []*corev1.PersistentVolumeClaim
 		for i := range pods {
-			create(t, claim(ns, fmt.Sprintf("app-%02d", i), class, "1Gi"))
+			claims = append(claims, claim(ns, fmt.Sprintf("app-%02d", i), class, "1Gi"))
 		}
+		createClaims(t, claims...)
 		// All pods at once, from parallel clients, as a StatefulSet scale-up or a batch job does.
 		var wg sync.WaitGroup
 		errs := make(chan error, pods)
@@ -129,6 +131,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 				t.Errorf("volume %s: claimRef %+v, but the claim bound to it is %q", pv.Name, ref, owner[pv.Name])
 			}
 		}
+		settleUnused(t, s, ns)
 		s.reasons = eventReasons(t, ns, names)
 
 		after := readCounters(t)

@@ -47,12 +47,16 @@ func TestStaticLocalVolumes(t *testing.T) {
 
 		bw := watchBound(t, ns)
 		var pods []*corev1.Pod
-		created := map[string]time.Time{}
+		var claims []*corev1.PersistentVolumeClaim
 		for i := range len(pvs) {
-			name := fmt.Sprintf("app-%d", i)
-			p := pod(ns, name, name)
-			created[name] = time.Now()
-			create(t, claim(ns, name, class, "1Gi"), p)
+			claims = append(claims, claim(ns, fmt.Sprintf("app-%d", i), class, "1Gi"))
+		}
+		createClaims(t, claims...)
+		created := map[string]time.Time{}
+		for _, c := range claims {
+			p := pod(ns, c.Name, c.Name)
+			created[c.Name] = time.Now()
+			create(t, p)
 			pods = append(pods, p)
 		}
 		waitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
@@ -93,6 +97,7 @@ func TestStaticLocalVolumes(t *testing.T) {
 				lat = append(lat, at.Sub(created[pvc.Name]))
 			}
 		}
+		settleUnused(t, s, ns)
 		t.Logf("%s: pod created -> claim Bound, %d static volumes: median %v, p95 %v", m, len(lat),
 			quantile(lat, 0.5).Round(time.Millisecond), quantile(lat, 0.95).Round(time.Millisecond))
 
