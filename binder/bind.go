@@ -29,6 +29,14 @@ func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *co
 		return nil
 	}
 	b.reserved[v.Name] = claim.UID
+	b.binding[v.Name]++
+	defer func(name string) {
+		b.mu.Lock()
+		if b.binding[name]--; b.binding[name] <= 0 {
+			delete(b.binding, name)
+		}
+		b.mu.Unlock()
+	}(v.Name)
 	start, ok := b.bindStart[claim.UID]
 	if !ok {
 		start = time.Now()

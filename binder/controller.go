@@ -93,6 +93,11 @@ type Binder struct {
 	superseded map[key][]string
 	// marking holds the Pending volumes whose Available write is in flight (see markAvailable).
 	marking map[string]bool
+	// binding counts, per volume, the binds writing it right now. Their status is the bind's to
+	// write: once the bind's first write shows, the volume's own sync sees a volume bound to a
+	// claim that names it and would write Bound too, racing the bind's second write on the same
+	// object (one of them losing with a conflict).
+	binding map[string]int
 	// shadow maps a claim uid to the volume pvguard would have bound (shadow mode).
 	shadow map[types.UID]string
 	// bindStart records when a bind decision was made, for the latency histogram.
@@ -127,6 +132,7 @@ func New(o Options) (*Binder, error) {
 		shadow:     map[types.UID]string{},
 		bindStart:  map[types.UID]time.Time{},
 		marking:    map[string]bool{},
+		binding:    map[string]int{},
 		superseded: map[key][]string{},
 	}, nil
 }
@@ -459,6 +465,9 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	if b.o.Mode == ModeShadow {
 		return nil
 	}
+	if a.Phase == corev1.VolumeBound && b.bindInFlight(name) {
+		a.Phase = "" // the bind writes it; its writes' events bring the volume back here
+	}
 	skip, marking := b.markAvailable(v, a)
 	if skip {
 		return nil
@@ -470,6 +479,13 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 		b.mu.Unlock()
 	}
 	return err
+}
+
+// bindInFlight reports whether a bind is writing the volume right now.
+func (b *Binder) bindInFlight(volume string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.binding[volume] > 0
 }
 
 // pendingFree reports whether free volumes still Pending may be bound: in active mode they are.
