@@ -76,6 +76,9 @@ type Options struct {
 	Nodes []string
 	// LogDir receives every component's log (default: a new temporary directory).
 	LogDir string
+	// ControllerManagerArgs are appended to kube-controller-manager's flags in both modes (a
+	// later flag wins), e.g. its --kube-api-qps for a like-for-like rate with pvguard's.
+	ControllerManagerArgs []string
 }
 
 // Cluster is the running control plane and components.
@@ -92,6 +95,7 @@ type Cluster struct {
 	Nodes []string
 
 	assets    string
+	kcmExtra  []string
 	cp        *controlplane.ControlPlane
 	scheduler *Process
 	kcm       *Process
@@ -131,7 +135,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (logs in %s)", err, o.LogDir)
 	}
-	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp}
+	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())

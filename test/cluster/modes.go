@@ -27,7 +27,7 @@ func (c *Cluster) ControllerManagerArgs(m Mode) []string {
 	if m == ModePVGuard {
 		controllers += ",-persistentvolume-binder-controller"
 	}
-	return []string{
+	args := []string{
 		"--kubeconfig=" + c.files.kcmKubeconfig,
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file=" + c.cp.ServiceAccountSigningKeyFile(),
@@ -37,6 +37,7 @@ func (c *Cluster) ControllerManagerArgs(m Mode) []string {
 		"--secure-port=0",
 		"--v=2",
 	}
+	return append(args, c.kcmExtra...)
 }
 
 // Use runs the cluster in mode m: kube-controller-manager and pvguard are (re)started when the

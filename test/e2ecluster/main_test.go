@@ -3,6 +3,7 @@ package e2ecluster
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -20,7 +21,10 @@ func run(m *testing.M) int {
 	// pvguard is given its own logger (a file); this silences controller-runtime's root logger.
 	ctrllog.SetLogger(logr.Discard())
 	var err error
-	if cl, err = cluster.Start(cluster.Options{}); err != nil {
+	// PVGUARD_CLUSTER_KCM_ARGS adds flags to kube-controller-manager, e.g.
+	// "--kube-api-qps=50 --kube-api-burst=100" to give it the rate the chart gives pvguard.
+	opts := cluster.Options{ControllerManagerArgs: strings.Fields(os.Getenv("PVGUARD_CLUSTER_KCM_ARGS"))}
+	if cl, err = cluster.Start(opts); err != nil {
 		fmt.Fprintln(os.Stderr, "e2ecluster:", err)
 		return 1
 	}
