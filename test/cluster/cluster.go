@@ -79,6 +79,9 @@ type Options struct {
 	// ControllerManagerArgs are appended to kube-controller-manager's flags in both modes (a
 	// later flag wins), e.g. its --kube-api-qps for a like-for-like rate with pvguard's.
 	ControllerManagerArgs []string
+	// UpstreamPVGuardBinder is pvguard's --binder in ModeUpstream: "off" (default) or "shadow"
+	// (pvguard decides beside kube-controller-manager's binder and reports disagreements).
+	UpstreamPVGuardBinder string
 }
 
 // Cluster is the running control plane and components.
@@ -96,6 +99,7 @@ type Cluster struct {
 
 	assets    string
 	kcmExtra  []string
+	shadow    bool
 	cp        *controlplane.ControlPlane
 	scheduler *Process
 	kcm       *Process
@@ -114,6 +118,11 @@ type files struct {
 // Start starts etcd, kube-apiserver, the Node objects and kube-scheduler. Use then starts
 // kube-controller-manager and pvguard in a mode.
 func Start(o Options) (_ *Cluster, err error) {
+	switch o.UpstreamPVGuardBinder {
+	case "", "off", "shadow":
+	default:
+		return nil, fmt.Errorf("UpstreamPVGuardBinder %q: want off or shadow", o.UpstreamPVGuardBinder)
+	}
 	if len(o.Nodes) == 0 {
 		o.Nodes = []string{"node-a", "node-b", "node-c"}
 	}
@@ -135,7 +144,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (logs in %s)", err, o.LogDir)
 	}
-	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs}
+	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs, shadow: o.UpstreamPVGuardBinder == "shadow"}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())

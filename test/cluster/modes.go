@@ -62,8 +62,11 @@ func (c *Cluster) Use(m Mode) error {
 		return err
 	}
 	binder := "off"
-	if m == ModePVGuard {
+	switch {
+	case m == ModePVGuard:
 		binder = "active"
+	case c.shadow:
+		binder = "shadow"
 	}
 	if c.pvguard, err = c.startPVGuard(ctx, binder); err != nil {
 		return err

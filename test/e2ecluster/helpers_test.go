@@ -442,7 +442,8 @@ type pvguardCounters struct {
 func readCounters(t *testing.T) pvguardCounters {
 	t.Helper()
 	p := cl.PVGuard()
-	m, err := p.Metrics("pvguard_binder_binds_total", "pvguard_binder_errors_total", "pvguard_admission_findings_total", "pvguard_admission_reviews_total")
+	m, err := p.Metrics("pvguard_binder_binds_total", "pvguard_binder_errors_total", "pvguard_admission_findings_total", "pvguard_admission_reviews_total",
+		"pvguard_binder_shadow_disagreements_total")
 	if err != nil {
 		t.Fatal(err)
 	}

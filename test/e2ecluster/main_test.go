@@ -23,7 +23,12 @@ func run(m *testing.M) int {
 	var err error
 	// PVGUARD_CLUSTER_KCM_ARGS adds flags to kube-controller-manager, e.g.
 	// "--kube-api-qps=50 --kube-api-burst=100" to give it the rate the chart gives pvguard.
-	opts := cluster.Options{ControllerManagerArgs: strings.Fields(os.Getenv("PVGUARD_CLUSTER_KCM_ARGS"))}
+	// PVGUARD_CLUSTER_UPSTREAM_PVGUARD=shadow runs pvguard's binder in shadow mode beside
+	// kube-controller-manager's in the upstream mode (default off).
+	opts := cluster.Options{
+		ControllerManagerArgs: strings.Fields(os.Getenv("PVGUARD_CLUSTER_KCM_ARGS")),
+		UpstreamPVGuardBinder: os.Getenv("PVGUARD_CLUSTER_UPSTREAM_PVGUARD"),
+	}
 	if cl, err = cluster.Start(opts); err != nil {
 		fmt.Fprintln(os.Stderr, "e2ecluster:", err)
 		return 1

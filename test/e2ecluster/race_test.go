@@ -24,7 +24,13 @@ import (
 // its claimRef written by the scheduler alone; pvguard's binder loses no write to a conflict
 // (409) and binds no volume the scheduler did not choose.
 func TestRaceForFewerVolumes(t *testing.T) {
-	const perNode, pods = 6, 30
+	// PVGUARD_CLUSTER_RACE=pods:volumesPerNode sizes the race (default 30:6).
+	pods, perNode := 30, 6
+	if v := os.Getenv("PVGUARD_CLUSTER_RACE"); v != "" {
+		if _, err := fmt.Sscanf(v, "%d:%d", &pods, &perNode); err != nil || perNode*len(cl.Nodes) >= pods {
+			t.Fatalf("PVGUARD_CLUSTER_RACE=%q: want pods:volumesPerNode with fewer volumes than pods (%v)", v, err)
+		}
+	}
 	forEachMode(t, func(t *testing.T, m cluster.Mode) *endState {
 		ctx := context.Background()
 		before := readCounters(t)
@@ -46,7 +52,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 		f.createPVs(pvs...)
 		var claims []*corev1.PersistentVolumeClaim
 		for i := range pods {
-			claims = append(claims, claim(ns, fmt.Sprintf("app-%02d", i), class, "1Gi"))
+			claims = append(claims, claim(ns, fmt.Sprintf("app-%03d", i), class, "1Gi"))
 		}
 		createClaims(t, claims...)
 		// All pods at once, from parallel clients, as a StatefulSet scale-up or a batch job does.
@@ -54,7 +60,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 		errs := make(chan error, pods)
 		for i := range pods {
 			wg.Go(func() {
-				name := fmt.Sprintf("app-%02d", i)
+				name := fmt.Sprintf("app-%03d", i)
 				if err := cl.Client.Create(ctx, pod(ns, name, name)); err != nil {
 					errs <- fmt.Errorf("creating pod %s: %w", name, err)
 				}
@@ -98,7 +104,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 		s := newEndState()
 		owner := map[string]string{} // volume -> claim
 		for i := range pods {
-			name := fmt.Sprintf("app-%02d", i)
+			name := fmt.Sprintf("app-%03d", i)
 			p, pvc := getPod(t, ns, name), getPVC(t, ns, name)
 			if p.Spec.NodeName == "" {
 				if pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending {

@@ -22,7 +22,8 @@ import (
 // scheduled by the real scheduler, which binds the volume it chose (claimRef); the binder of the
 // mode completes the binding. Every claim ends Bound on a volume of its pod's node, the claimRef
 // of every volume written by the scheduler alone. Pods and claims deleted: Retain volumes end
-// Released, statically made Delete volumes Failed (no plugin can delete them), as upstream.
+// Released, statically made Delete volumes Failed (no plugin can delete them), Delete volumes
+// the local static provisioner made (provisioned-by) Released for its deleter, as upstream.
 func TestStaticLocalVolumes(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m cluster.Mode) *endState {
 		ctx := context.Background()
@@ -37,8 +38,18 @@ func TestStaticLocalVolumes(t *testing.T) {
 			for _, v := range []struct {
 				size    string
 				reclaim corev1.PersistentVolumeReclaimPolicy
-			}{{"1Gi", corev1.PersistentVolumeReclaimRetain}, {"2Gi", corev1.PersistentVolumeReclaimDelete}} {
+				// provisionedBy is set as the local static provisioner sets it on the volumes it
+				// discovers (its name per node): a Delete volume is then its deleter's to clean.
+				provisionedBy string
+			}{
+				{"1Gi", corev1.PersistentVolumeReclaimRetain, ""},
+				{"2Gi", corev1.PersistentVolumeReclaimDelete, ""},
+				{"3Gi", corev1.PersistentVolumeReclaimDelete, "local-volume-provisioner-" + n},
+			} {
 				pv := localPV(fmt.Sprintf("static-%s-%s-%s", m, n, strings.ToLower(v.size)), class, n, v.size, v.reclaim)
+				if v.provisionedBy != "" {
+					pv.Annotations = map[string]string{"pv.kubernetes.io/provisioned-by": v.provisionedBy}
+				}
 				pvs = append(pvs, pv)
 				names = append(names, pv.Name)
 			}
@@ -115,18 +126,34 @@ func TestStaticLocalVolumes(t *testing.T) {
 				return apierrors.IsNotFound(err), ignoreNotFound(err)
 			})
 		}
-		want := map[corev1.PersistentVolumeReclaimPolicy]corev1.PersistentVolumePhase{
-			corev1.PersistentVolumeReclaimRetain: corev1.VolumeReleased,
-			corev1.PersistentVolumeReclaimDelete: corev1.VolumeFailed,
+		// Retain: Released. Delete of a volume no provisioner made: Failed (no plugin can delete
+		// it). Delete of the local static provisioner's volume: Released, left to its deleter.
+		want := func(pv *corev1.PersistentVolume) corev1.PersistentVolumePhase {
+			switch {
+			case pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain:
+				return corev1.VolumeReleased
+			case pv.Annotations["pv.kubernetes.io/provisioned-by"] != "":
+				return corev1.VolumeReleased
+			default:
+				return corev1.VolumeFailed
+			}
 		}
 		for _, pv := range pvs {
-			waitFor(t, time.Minute, fmt.Sprintf("volume %s (%s) %s", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy, want[pv.Spec.PersistentVolumeReclaimPolicy]), func(ctx context.Context) (bool, error) {
+			waitFor(t, time.Minute, fmt.Sprintf("volume %s (%s) %s", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy, want(pv)), func(ctx context.Context) (bool, error) {
 				got := &corev1.PersistentVolume{}
 				err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
-				return err == nil && got.Status.Phase == want[pv.Spec.PersistentVolumeReclaimPolicy], err
+				return err == nil && got.Status.Phase == want(pv), err
 			})
+		}
+		time.Sleep(2 * time.Second) // a Released volume must stay so: nothing else may be done to it
+		for _, pv := range pvs {
 			got := getPV(t, pv.Name)
-			s.add(fmt.Sprintf("%s volume after its claim's deletion: %s, claimRef kept %v", got.Spec.PersistentVolumeReclaimPolicy, got.Status.Phase, got.Spec.ClaimRef != nil), 1)
+			if got.Status.Phase != want(pv) {
+				t.Errorf("volume %s went on to %s, want it left %s", pv.Name, got.Status.Phase, want(pv))
+			}
+			_, byProvisioner := got.Annotations["pv.kubernetes.io/provisioned-by"]
+			s.add(fmt.Sprintf("%s volume (provisioned-by set %v) after its claim's deletion: %s, claimRef kept %v, finalizers %v",
+				got.Spec.PersistentVolumeReclaimPolicy, byProvisioner, got.Status.Phase, got.Spec.ClaimRef != nil, got.Finalizers), 1)
 		}
 		s.reasons = eventReasons(t, ns, names)
 		checkAdmission(t, before, readCounters(t))
