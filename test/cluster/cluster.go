@@ -90,6 +90,9 @@ type Cluster struct {
 	LogDir string
 	// Admin reaches the apiserver as a cluster admin (envtest's admin user).
 	Admin *rest.Config
+	// AdminWarnings collects the warnings the apiserver relays to Admin's requests (pvguard's
+	// warn findings among them), instead of printing them.
+	AdminWarnings *controlplane.Warnings
 	// Client is an admin client.
 	Client client.Client
 	// Clientset is an admin clientset.
@@ -151,6 +154,8 @@ func Start(o Options) (_ *Cluster, err error) {
 		}
 	}()
 	c.Admin.QPS, c.Admin.Burst = 200, 400 // the tests' own reads must not queue behind their writes
+	c.AdminWarnings = &controlplane.Warnings{}
+	c.Admin.WarningHandler = c.AdminWarnings
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -391,4 +396,27 @@ func (c *Cluster) serviceAccountToken(ctx context.Context, namespace, name strin
 func repoRoot() string {
 	_, file, _, _ := goruntime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// ServiceAccountConfig creates the ServiceAccount namespace/name (and its namespace) when
+// missing and returns a connection authenticated by a token the apiserver issues for it
+// (TokenRequest), as a pod running under it would have: a component given it acts as that
+// account, with exactly the permissions bound to it.
+func (c *Cluster) ServiceAccountConfig(ctx context.Context, namespace, name string) (*rest.Config, error) {
+	if err := c.ensureNamespace(ctx, namespace); err != nil {
+		return nil, err
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	token, err := c.serviceAccountToken(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.AnonymousClientConfig(c.Admin)
+	cfg.BearerToken = token
+	cfg.WarningHandler = nil
+	cfg.QPS, cfg.Burst = 0, 0 // client-go's defaults, as the component would have
+	return cfg, nil
 }

@@ -14,11 +14,14 @@
 //
 // Flows (issue 15, item 3):
 //
-//   - a (TestStaticLocalVolumes): local static volumes in a WaitForFirstConsumer class, bound by
-//     the scheduler and completed by the binder; released on the claim's deletion.
-//     TODO(issue 15): once test/localstatic (the local static provisioner stand-in, branch
-//     localprov15) is merged, let it discover the volumes from tmpfs mount points and run the
-//     release -> clean -> delete -> rediscover cycle here instead of creating volumes directly.
+//   - a (TestLocalStaticProvisionerCycle): the local static provisioner (test/localstatic, its
+//     stand-in, as its own ServiceAccount with its chart's RBAC) discovers tmpfs mount points
+//     under one directory per fake node; pods are scheduled, the scheduler binds the volumes it
+//     chose and the binder completes; pods and claims deleted, the volumes are Released,
+//     cleaned and deleted by the provisioner and discovered again, Available and empty. Needs
+//     root (mount). TestStaticLocalVolumes adds volumes an administrator creates directly:
+//     Retain (Released), Delete without a provisioner (Failed, VolumeFailedDelete), Delete with
+//     the provisioner's annotation (Released, left to it).
 //   - b, c: dynamic provisioning through the CSI external-provisioner, and a class with static
 //     volumes and a provisioner. TODO(issue 15): once test/csiplugin and test/csisidecars (branch
 //     csi15) are merged, start the plugin and the sidecars (cluster.StartProcess runs a binary

@@ -15,9 +15,8 @@ import (
 	"github.com/pvguard/pvguard/test/cluster"
 )
 
-// TestStaticLocalVolumes is flow a's core with volumes created directly (the local static
-// provisioner stand-in's discover/release/clean/delete/rediscover cycle is to be added here once
-// test/localstatic is merged: TODO(issue 15)). Local volumes, one node each, in a
+// TestStaticLocalVolumes is flow a's core with volumes an administrator creates directly (the
+// local static provisioner's cycle is TestLocalStaticProvisionerCycle). Local volumes, one node each, in a
 // kubernetes.io/no-provisioner WaitForFirstConsumer class; pods with one claim each are
 // scheduled by the real scheduler, which binds the volume it chose (claimRef); the binder of the
 // mode completes the binding. Every claim ends Bound on a volume of its pod's node, the claimRef
