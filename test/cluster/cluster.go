@@ -13,9 +13,9 @@
 //
 // Every component's output goes to a file in LogDir; failure messages name them (Logs).
 //
-// Components that need the CSI sidecars (external-provisioner, external-resizer, a CSI plugin)
-// or the local static provisioner stand-in are started with StartProcess or in-process by the
-// suites that need them, once those helpers exist: see test/e2ecluster/doc.go.
+// With Options.CSI, the CSI storage path runs too: a CSI plugin of ours behind the real
+// external-provisioner and external-resizer (see CSI). The local static provisioner stand-in
+// (test/localstatic) runs in-process in the tests that need it.
 package cluster
 
 import (
@@ -82,6 +82,8 @@ type Options struct {
 	// UpstreamPVGuardBinder is pvguard's --binder in ModeUpstream: "off" (default) or "shadow"
 	// (pvguard decides beside kube-controller-manager's binder and reports disagreements).
 	UpstreamPVGuardBinder string
+	// CSI starts the CSI storage path (see CSI) once the nodes exist.
+	CSI bool
 }
 
 // Cluster is the running control plane and components.
@@ -99,6 +101,8 @@ type Cluster struct {
 	Clientset kubernetes.Interface
 	// Nodes are the fake nodes' names.
 	Nodes []string
+	// CSI is the CSI storage path when Options.CSI asked for it, else nil.
+	CSI *CSI
 
 	assets    string
 	kcmExtra  []string
@@ -188,6 +192,11 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err := c.probeScheduler(ctx); err != nil {
 		return nil, err
 	}
+	if o.CSI {
+		if c.CSI, err = c.startCSI(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -221,12 +230,19 @@ func (c *Cluster) Alive() error {
 	if c.pvguard != nil {
 		errs = append(errs, c.pvguard.Alive())
 	}
+	if c.CSI != nil {
+		errs = append(errs, c.CSI.alive())
+	}
 	return errors.Join(errs...)
 }
 
 // Stop stops every component and the control plane. The log directory is left in place.
 func (c *Cluster) Stop() error {
 	var errs []error
+	if c.CSI != nil {
+		errs = append(errs, c.CSI.stop())
+		c.CSI = nil
+	}
 	if c.pvguard != nil {
 		errs = append(errs, c.pvguard.Stop())
 		c.pvguard = nil

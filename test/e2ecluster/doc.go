@@ -12,6 +12,9 @@
 // the one documented difference, see equivalentReasons), nothing left Terminating (every flow
 // deletes its namespace and volumes and waits for them to go) and no write refused by pvguard.
 //
+// Every flow also checks that pvguard refused nothing and that no component (kube-scheduler,
+// kube-controller-manager, the sidecars) was sent a warning or a denial during it.
+//
 // Flows (issue 15, item 3):
 //
 //   - a (TestLocalStaticProvisionerCycle): the local static provisioner (test/localstatic, its
@@ -22,16 +25,20 @@
 //     root (mount). TestStaticLocalVolumes adds volumes an administrator creates directly:
 //     Retain (Released), Delete without a provisioner (Failed, VolumeFailedDelete), Delete with
 //     the provisioner's annotation (Released, left to it).
-//   - b, c: dynamic provisioning through the CSI external-provisioner, and a class with static
-//     volumes and a provisioner. TODO(issue 15): once test/csiplugin and test/csisidecars (branch
-//     csi15) are merged, start the plugin and the sidecars (cluster.StartProcess runs a binary
-//     with its log in the cluster's log directory; CSINode objects for the fake nodes) and add
-//     the flows beside these.
-//   - d (TestRaceForFewerVolumes): many pods at once for fewer static volumes; its provisioner
-//     fallback waits for the sidecars too.
-//   - e (TestProtectionAndPreBound): protection finalizers and pre-bound claims and volumes.
-//     TODO(issue 15): expansion through kube-controller-manager's expand controller and the
-//     external-resizer, with the sidecars.
+//   - b (TestDynamicProvisioning): claims of an Immediate and of a WaitForFirstConsumer class
+//     of our CSI plugin, provisioned by the real external-provisioner (on the node the scheduler
+//     names in selected-node), bound, expanded by the real external-resizer (flow e's
+//     expansion), deleted by the provisioner with its finalizer: nothing stays, nothing leaks.
+//   - c (TestStaticBesideProvisioner): a class with static volumes and a provisioner; a static
+//     volume that appears on a node while a claim is being provisioned for there (CreateVolume
+//     held open) is left alone; no static volume of another node is ever bound; one volume per
+//     claim at the end, no disk without its PersistentVolume.
+//   - d (TestRaceForFewerVolumes, TestRaceWithProvisionerFallback): many pods at once for fewer
+//     static volumes, without a provisioner (the losers stay unschedulable) and with one (they
+//     are provisioned for); nothing claimed twice, no 409 lost by pvguard's binder.
+//   - e (TestProtectionAndPreBound): protection finalizers and pre-bound claims and volumes;
+//     expansion is in b.
+//   - The identities (TestControllersActAsServiceAccounts).
 //   - TestBindLatency measures pod created -> claim Bound for docs/benchmarks.md in both modes.
 //
 // Run: go test -count=1 -v ./test/e2ecluster/ (KUBEBUILDER_ASSETS or bin/ from `make tools`).

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/csisidecars"
 )
 
 // --- modes ---
@@ -304,14 +305,15 @@ func getPod(t *testing.T, ns, name string) *corev1.Pod {
 	return p
 }
 
-// volumeNode is the one node a local volume's affinity names.
+// volumeNode is the one node a volume's affinity names: by kubernetes.io/hostname (local
+// volumes) or by the CSI plugin's topology key, whose value is the node's name.
 func volumeNode(pv *corev1.PersistentVolume) string {
 	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 		return ""
 	}
 	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
 		for _, e := range term.MatchExpressions {
-			if e.Key == corev1.LabelHostname && len(e.Values) == 1 {
+			if (e.Key == corev1.LabelHostname || cl.CSI != nil && e.Key == cl.CSI.TopologyKey()) && len(e.Values) == 1 {
 				return e.Values[0]
 			}
 		}
@@ -437,6 +439,17 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 type pvguardCounters struct {
 	conflicts int
 	metrics   map[string]float64
+	// logs are the components' log sizes, to scan what a flow adds to them.
+	logs map[string]int64
+}
+
+// componentLogs are the logs of the components that write to the API from other processes.
+func componentLogs() []string {
+	logs := []string{cl.ControllerManagerLog(), cl.SchedulerLog()}
+	if cl.CSI != nil {
+		logs = append(logs, cl.CSI.Provisioner.LogPath, cl.CSI.Resizer.LogPath)
+	}
+	return logs
 }
 
 func readCounters(t *testing.T) pvguardCounters {
@@ -447,7 +460,11 @@ func readCounters(t *testing.T) pvguardCounters {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pvguardCounters{conflicts: p.Conflicts(), metrics: m}
+	logs := map[string]int64{}
+	for _, l := range componentLogs() {
+		logs[l] = logSize(t, l)
+	}
+	return pvguardCounters{conflicts: p.Conflicts(), metrics: m, logs: logs}
 }
 
 // since returns the counters' changes, non-zero ones only.
@@ -475,6 +492,20 @@ func checkAdmission(t *testing.T, before, after pvguardCounters) {
 		}
 	}
 	t.Logf("pvguard during the flow: %d binder conflicts (409); %s", conflicts, strings.Join(lines, "; "))
+	// What the components were told: client-go logs every warning the apiserver relays, and a
+	// refused write's error names the webhook that denied it.
+	for l, off := range before.logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off > int64(len(data)) {
+			off = 0
+		}
+		if found := csisidecars.APIFindings(string(data[off:])); len(found) > 0 {
+			t.Errorf("%s was sent warnings or denials during the flow:\n%s", l, strings.Join(found, "\n"))
+		}
+	}
 }
 
 // shape adds the facts both binders must agree on about a bound pair: the annotations and

@@ -28,6 +28,7 @@ func run(m *testing.M) int {
 	opts := cluster.Options{
 		ControllerManagerArgs: strings.Fields(os.Getenv("PVGUARD_CLUSTER_KCM_ARGS")),
 		UpstreamPVGuardBinder: os.Getenv("PVGUARD_CLUSTER_UPSTREAM_PVGUARD"),
+		CSI:                   true,
 	}
 	if cl, err = cluster.Start(opts); err != nil {
 		fmt.Fprintln(os.Stderr, "e2ecluster:", err)
