@@ -443,9 +443,10 @@ type pvguardCounters struct {
 	logs map[string]int64
 }
 
-// componentLogs are the logs of the components that write to the API from other processes.
+// componentLogs are the logs of the components that write to the API: pvguard's own binder
+// logs a refused write's error too.
 func componentLogs() []string {
-	logs := []string{cl.ControllerManagerLog(), cl.SchedulerLog()}
+	logs := []string{cl.ControllerManagerLog(), cl.SchedulerLog(), cl.PVGuard().Log}
 	if cl.CSI != nil {
 		logs = append(logs, cl.CSI.Provisioner.LogPath, cl.CSI.Resizer.LogPath)
 	}
@@ -478,17 +479,26 @@ func (c pvguardCounters) since(before pvguardCounters) (conflicts int, deltas ma
 	return c.conflicts - before.conflicts, deltas
 }
 
-// checkAdmission fails on any denial by pvguard's webhooks between two readings: every write in
-// these flows is a real component's, or an ordinary user's, and must pass. It logs the rest.
+// checkAdmission fails when a component was refused a write (or warned) during the flow: every
+// write in these flows is a real component's, or an ordinary user's, and must pass. It logs what
+// pvguard counted.
+//
+// pvguard's own counters cannot say that: kube-apiserver runs an update's admission first
+// against the object in its watch cache, and when that fails (a webhook's denial included) it
+// reads the object from etcd and runs the update again (etcd3 store, GuaranteedUpdate: "it's
+// possible we were working with stale data"). A webhook can thus deny a write judged on a stale
+// old object that the apiserver then admits on the current one: the external-provisioner's
+// finalizer removal right after its DELETE is seen once without the deletionTimestamp (PVG012)
+// and then with it. So a denial pvguard counts is not necessarily a refused write; what the
+// component's client received is in its log. (The test's own writes fail on a refusal.)
 func checkAdmission(t *testing.T, before, after pvguardCounters) {
 	t.Helper()
 	conflicts, deltas := after.since(before)
 	var lines []string
 	for _, k := range slices.Sorted(maps.Keys(deltas)) {
 		lines = append(lines, fmt.Sprintf("%s +%g", k, deltas[k]))
-		if strings.HasPrefix(k, "pvguard_admission_findings_total") && strings.Contains(k, `action="deny"`) ||
-			strings.HasPrefix(k, "pvguard_admission_reviews_total") && (strings.Contains(k, `decision="denied"`) || strings.Contains(k, `decision="error"`)) {
-			t.Errorf("pvguard refused a write: %s (%s)", k, cl.Logs())
+		if strings.Contains(k, `decision="error"`) {
+			t.Errorf("pvguard could not evaluate a review: %s (%s)", k, cl.Logs())
 		}
 	}
 	t.Logf("pvguard during the flow: %d binder conflicts (409); %s", conflicts, strings.Join(lines, "; "))
