@@ -41,12 +41,14 @@ func pvg013BinderAnnotations() Rule {
 	}
 }
 
-// provisionerSave reports whether the review is an external provisioner saving the volume it made:
-// a new volume that carries provisioned-by and is linked with a uid to the claim it was made for.
-// Which service account a provisioner runs as is the installer's choice, so on a default install
-// (no controllers configured) that state, not the identity, says it is the provisioner's write.
+// provisionerSave reports whether the review creates a volume that carries provisioned-by: that is
+// what a provisioner's new volume looks like, dynamic (saved for a claim) or static (the local
+// static provisioner's discovered disks). Which account a provisioner runs as is the installer's
+// choice, so on a default install (no controllers configured) the state, not the identity, says
+// it is a provisioner's write. Adding the annotation to an existing volume is still a finding: it
+// makes upstream treat a volume it did not make as its own (and delete a Delete one it releases).
 func provisionerSave(r *Review) bool {
-	return provisionedCreate(r) && r.PV.Spec.ClaimRef != nil && r.PV.Spec.ClaimRef.UID != ""
+	return provisionedCreate(r)
 }
 
 // rescheduling reports whether the change removes selected-node from a claim that is not bound:

@@ -40,11 +40,10 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 			wantText: "alice removed annotation pv.kubernetes.io/bind-completed from PersistentVolumeClaim team-a/data",
 		},
 		{
-			name:   "admin creating a static volume that claims to be provisioned is warned",
+			name:   "admin creating a volume that claims a controller bound it is warned",
 			review: pvCreate(admin, testobj.PV("pv-7", testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com"), ann(policy.AnnBoundByController, "yes")))),
 			want: []string{
 				"metadata.annotations[pv.kubernetes.io/bound-by-controller]",
-				"metadata.annotations[pv.kubernetes.io/provisioned-by]",
 			},
 		},
 		{
@@ -82,9 +81,8 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 			review: pvcUpdate(unlistedProvisioner, scheduled, claim),
 		},
 		{
-			name:   "a volume carrying provisioned-by without a claim uid is warned whoever creates it",
-			review: pvCreate(unlistedProvisioner, testobj.PV("pv-7", testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com")))),
-			want:   []string{"metadata.annotations[pv.kubernetes.io/provisioned-by]"},
+			name:   "a static provisioner no config names creating the volumes it discovered is allowed (default install)",
+			review: pvCreate(unlistedProvisioner, testobj.PV("local-pv-1a2b3c4d", testobj.PVMeta(ann(policy.AnnProvisionedBy, "local-volume-provisioner-node-1")))),
 		},
 		{
 			name:   "provisioned-by added to an existing volume is warned",
