@@ -25,7 +25,12 @@ func pvg013BinderAnnotations() Rule {
 			old, cur := reviewMeta(r)
 			var out []Finding
 			for _, ch := range annotationChanges(old, cur, binderAnnotations) {
-				if ch.Key == AnnProvisionedBy && provisionerSave(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) {
+				// Which account a provisioner runs as is the installer's choice, so on a default
+				// install the state says it is a provisioner's write: a new volume carrying
+				// provisioned-by (an external provisioner's save, a static provisioner's discovered
+				// disk). Adding it to an existing volume stays a finding: upstream would treat a
+				// volume it did not make as its own, and delete a Delete one it releases.
+				if ch.Key == AnnProvisionedBy && provisionedCreate(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) {
 					continue
 				}
 				out = append(out, Finding{
@@ -39,16 +44,6 @@ func pvg013BinderAnnotations() Rule {
 			return out, nil
 		},
 	}
-}
-
-// provisionerSave reports whether the review creates a volume that carries provisioned-by: that is
-// what a provisioner's new volume looks like, dynamic (saved for a claim) or static (the local
-// static provisioner's discovered disks). Which account a provisioner runs as is the installer's
-// choice, so on a default install (no controllers configured) the state, not the identity, says
-// it is a provisioner's write. Adding the annotation to an existing volume is still a finding: it
-// makes upstream treat a volume it did not make as its own (and delete a Delete one it releases).
-func provisionerSave(r *Review) bool {
-	return provisionedCreate(r)
 }
 
 // rescheduling reports whether the change removes selected-node from a claim that is not bound:
