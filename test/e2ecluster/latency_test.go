@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -40,18 +41,36 @@ func TestBindLatency(t *testing.T) {
 	if burst {
 		how = "all pods at once"
 	}
+	// PVGUARD_CLUSTER_LATENCY_PROVISIONED=1 gives the claims a WaitForFirstConsumer class of the
+	// CSI plugin and no static volumes: the scheduler sets selected-node, the real
+	// external-provisioner creates each volume (its save is then the "claimRef" time) and the
+	// binder completes the binding.
+	provisioned := os.Getenv("PVGUARD_CLUSTER_LATENCY_PROVISIONED") != ""
+	what := "static WaitForFirstConsumer volumes"
+	if provisioned {
+		what = "provisioned WaitForFirstConsumer volumes (the claimRef time is the provisioner's save)"
+	}
 	results := map[cluster.Mode]string{}
 	forEachMode(t, func(t *testing.T, m cluster.Mode) *endState {
-		f := newFlow(t, "latency", m)
-		ns := f.ns
+		var f *flow
+		var cf *csiFlow
 		class := "local-latency-" + string(m)
-		localClass(t, class)
-		var pvs []*corev1.PersistentVolume
-		for i := range pods {
-			n := cl.Nodes[i%len(cl.Nodes)]
-			pvs = append(pvs, localPV(fmt.Sprintf("latency-%s-%03d", m, i), class, n, "1Gi", corev1.PersistentVolumeReclaimRetain))
+		if provisioned {
+			cf = newCSIFlow(t, "latency", m)
+			f = cf.flow
+			class = "csi-latency-" + string(m)
+			csiClass(t, class, storagev1.VolumeBindingWaitForFirstConsumer)
+		} else {
+			f = newFlow(t, "latency", m)
+			localClass(t, class)
+			var pvs []*corev1.PersistentVolume
+			for i := range pods {
+				n := cl.Nodes[i%len(cl.Nodes)]
+				pvs = append(pvs, localPV(fmt.Sprintf("latency-%s-%03d", m, i), class, n, "1Gi", corev1.PersistentVolumeReclaimRetain))
+			}
+			f.createPVs(pvs...)
 		}
-		f.createPVs(pvs...)
+		ns := f.ns
 		bw := watchBound(t, ns)
 		refs := watchClaimRefs(t, ns)
 		var claims []*corev1.PersistentVolumeClaim
@@ -103,12 +122,20 @@ func TestBindLatency(t *testing.T) {
 		results[m] = fmt.Sprintf("%-8s n=%d  pod created -> claim Bound: %s;  -> claimRef by the scheduler: %s;  claimRef -> claim Bound (binder): %s",
 			m, len(total), q(total), q(sched), q(binder))
 		t.Log(results[m])
+		if cf != nil {
+			var made []string
+			for name := range created {
+				made = append(made, getPVC(t, ns, name).Spec.VolumeName)
+			}
+			cf.deleteAll(made)
+			return nil
+		}
 		deletePods(t, podsIn(t, ns)...)
 		return nil // no end state to compare: the flows above do that
 	})
 	for _, m := range cluster.Modes {
 		if r, ok := results[m]; ok {
-			t.Logf("static WaitForFirstConsumer volumes, %s: %s", how, r)
+			t.Logf("%s, %s: %s", what, how, r)
 		}
 	}
 }
