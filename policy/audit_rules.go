@@ -82,7 +82,7 @@ func auditMisbound(r *Review, v View, _ *Config, _ time.Time) ([]Finding, error)
 	// A claim that completed its binding needs the volume to carry its uid: upstream marks it Lost
 	// when the uid is missing. Before that, a claimRef by name is a pre-binding in progress.
 	ref := pv.Spec.ClaimRef
-	if linksTo(ref, pvc) || !completedTo(pvc, pv.Name) && ref != nil && ref.UID == "" && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name {
+	if linksTo(ref, pvc) || !completedTo(pvc, pv.Name) && claimRefNames(pv, pvc) {
 		return nil, nil
 	}
 	other := "no claim"

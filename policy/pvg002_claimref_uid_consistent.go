@@ -42,10 +42,10 @@ func pvg002ClaimRefUIDConsistent() Rule {
 // hold, a live claim's data.
 func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Finding, error) {
 	vol := pvRef(r.PV)
-	if old != nil && old.UID != "" && NamesAClaim(old) {
-		linked, err := liveClaim(old, v)
+	if r.OldPV != nil {
+		linked, err := boundClaim(r.OldPV, v)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading the claim %s is linked to: %w", vol, err)
 		}
 		if linked != nil && !abandoned(linked, r.PV.Name) {
 			field := "spec.claimRef"
