@@ -510,7 +510,9 @@ func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, error) {
 	var nodes metav1.PartialObjectMetadataList
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	for _, l := range []client.ObjectList{&pvs, &pvcs, &scs, &nodes} {
-		if err := r.o.Cache.List(ctx, l); err != nil {
+		// The cache's own objects, not deep copies: the policy never modifies its inputs
+		// (policy.FuzzAudit), and a copy of every object per full audit doubled the heap.
+		if err := r.o.Cache.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing %T for the audit: %w", l, err)
 		}
 	}

@@ -169,7 +169,9 @@ func (c *Cluster) installChart(ctx context.Context, binder string) (args []strin
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.Object.Object, d); err != nil {
 				return nil, "", "", fmt.Errorf("%s: %w", m.Template, err)
 			}
-			args = d.Spec.Template.Spec.Containers[0].Args
+			if args, err = charts.ContainerArgs(d.Spec.Template.Spec.Containers[0], namespace); err != nil {
+				return nil, "", "", fmt.Errorf("%s: %w", m.Template, err)
+			}
 			sa = d.Spec.Template.Spec.ServiceAccountName
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}

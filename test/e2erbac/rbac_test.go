@@ -119,7 +119,9 @@ func install(t *testing.T, c client.Client, release, ns string, values map[strin
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.Object.Object, d); err != nil {
 				t.Fatal(err)
 			}
-			args = d.Spec.Template.Spec.Containers[0].Args
+			if args, err = charts.ContainerArgs(d.Spec.Template.Spec.Containers[0], ns); err != nil {
+				t.Fatal(err)
+			}
 			continue
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}

@@ -88,7 +88,11 @@ func renderChartInstall(release, namespace string, values map[string]any) (*char
 					if len(c.Args) == 0 || c.Args[0] != "serve" {
 						return nil, fmt.Errorf("%s: container pvguard runs %q, not serve", m.Template, c.Args)
 					}
-					ci.ServeArgs = c.Args[1:]
+					args, err := charts.ContainerArgs(c, namespace)
+					if err != nil {
+						return nil, fmt.Errorf("%s: %w", m.Template, err)
+					}
+					ci.ServeArgs = args[1:]
 				}
 			}
 			if ci.ServeArgs == nil {

@@ -66,6 +66,7 @@ func ParseServeArgs(args []string) (ServeOptions, error) {
 // bindServeFlags defines the flags of `pvguard serve` on f, writing into o.
 func bindServeFlags(f *pflag.FlagSet, o *ServeOptions) {
 	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster, else $KUBECONFIG)")
+	f.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (a quantity such as 1Gi, or bytes); the Go heap's soft limit is set to 90% of it unless GOMEMLIMIT is set")
 	f.StringVar(&o.Listen, "listen", o.Listen, "address of the TLS listener for webhooks, health, readiness and metrics")
 	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "optional plain-HTTP address for /metrics, /healthz and /readyz")
 	f.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory with tls.crt and tls.key, reloaded on change")

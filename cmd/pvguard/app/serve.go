@@ -47,7 +47,11 @@ import (
 
 // ServeOptions are the flags of `pvguard serve`.
 type ServeOptions struct {
-	Kubeconfig      string
+	Kubeconfig string
+	// MemoryLimit is the container's memory limit (the chart passes limits.memory through the
+	// downward API). When set and GOMEMLIMIT is not, the Go heap's soft limit is set to 90% of
+	// it, so that the collector works harder before the kernel kills the process.
+	MemoryLimit     string
 	Listen          string
 	MetricsListen   string
 	CertDir         string
@@ -205,6 +209,9 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if err := applyMemoryLimit(o.MemoryLimit, os.Getenv("GOMEMLIMIT"), log); err != nil {
+		return err
+	}
 	cfg, err := RESTConfig(o.Kubeconfig)
 	if err != nil {
 		return err
@@ -240,6 +247,11 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 			return apiutil.NewDynamicRESTMapper(withOwnBucket(c, o, "pvguard-discovery"), hc)
 		},
 	}
+	// No rule, audit or binder decision reads managedFields, and they are a third of a
+	// controller-written object's size (docs/benchmarks.md, "Scale"). The binder's updates carry
+	// none, which the apiserver takes as "keep the stored ones". The last-applied annotation
+	// stays: an update from a cached object without it would erase it.
+	mgrOpts.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	if o.CertSecret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
 		// of anyone else's.

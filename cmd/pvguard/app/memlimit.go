@@ -1,0 +1,44 @@
+package app
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// memoryLimitShare is the part of the container's limit given to the Go heap: the rest is for
+// what the Go runtime does not count (thread stacks, the binary, fragmentation).
+const memoryLimitShare = 0.9
+
+// memoryLimit returns the soft heap limit for a container limit (a Kubernetes quantity, or
+// bytes as the downward API gives them), or 0 when none applies: no limit given, or GOMEMLIMIT
+// set (the operator's own choice wins).
+func memoryLimit(limit, gomemlimit string) (int64, error) {
+	if limit == "" || gomemlimit != "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(limit)
+	if err != nil {
+		return 0, fmt.Errorf("--memory-limit %q: %w", limit, err)
+	}
+	if q.Sign() <= 0 {
+		return 0, fmt.Errorf("--memory-limit %q: must be positive", limit)
+	}
+	return int64(float64(q.Value()) * memoryLimitShare), nil
+}
+
+// applyMemoryLimit sets the Go heap's soft limit from the container's (see memoryLimit).
+func applyMemoryLimit(limit, gomemlimit string, log logr.Logger) error {
+	soft, err := memoryLimit(limit, gomemlimit)
+	if err != nil || soft == 0 {
+		if gomemlimit != "" && limit != "" {
+			log.Info("GOMEMLIMIT is set; --memory-limit left unused", "GOMEMLIMIT", gomemlimit)
+		}
+		return err
+	}
+	debug.SetMemoryLimit(soft)
+	log.Info("Go heap soft limit set", "containerLimit", limit, "softLimitBytes", soft)
+	return nil
+}
