@@ -42,7 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 )
 
 // Mode says which binder the cluster runs.
@@ -94,7 +94,7 @@ type Cluster struct {
 	Admin *rest.Config
 	// AdminWarnings collects the warnings the apiserver relays to Admin's requests (pvguard's
 	// warn findings among them), instead of printing them.
-	AdminWarnings *controlplane.Warnings
+	AdminWarnings *devcluster.Warnings
 	// Client is an admin client.
 	Client client.Client
 	// Clientset is an admin clientset.
@@ -107,7 +107,7 @@ type Cluster struct {
 	assets    string
 	kcmExtra  []string
 	shadow    bool
-	cp        *controlplane.ControlPlane
+	cp        *devcluster.ControlPlane
 	scheduler *Process
 	kcm       *Process
 	pvguard   *PVGuard
@@ -138,7 +138,7 @@ func Start(o Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	assets, err := controlplane.AssetsDir()
+	assets, err := devcluster.AssetsDir()
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func Start(o Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("no %s in %s: run `make tools`", bin, assets)
 		}
 	}
-	cp, err := controlplane.StartWith(assets, controlplane.Options{LogDir: o.LogDir})
+	cp, err := devcluster.StartWith(assets, devcluster.Options{LogDir: o.LogDir})
 	if err != nil {
 		return nil, fmt.Errorf("%w (logs in %s)", err, o.LogDir)
 	}
@@ -158,7 +158,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		}
 	}()
 	c.Admin.QPS, c.Admin.Burst = 200, 400 // the tests' own reads must not queue behind their writes
-	c.AdminWarnings = &controlplane.Warnings{}
+	c.AdminWarnings = &devcluster.Warnings{}
 	c.Admin.WarningHandler = c.AdminWarnings
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {

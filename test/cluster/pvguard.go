@@ -35,14 +35,14 @@ import (
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/charts"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 )
 
-// The chart is rendered as controlplane's release, so the webhook configurations
-// controlplane.InstallWebhooks renders and the RBAC rendered here are the same release's.
+// The chart is rendered as devcluster's release, so the webhook configurations
+// devcluster.InstallWebhooks renders and the RBAC rendered here are the same release's.
 const (
-	release   = controlplane.ChartRelease
-	namespace = controlplane.ChartNamespace
+	release   = devcluster.ChartRelease
+	namespace = devcluster.ChartNamespace
 )
 
 // ConflictLine is what pvguard's binder logs (at V(1)) when a write of it lost to another
@@ -78,7 +78,7 @@ type PVGuard struct {
 // ServiceAccount. What differs from a pod: it listens on a loopback port; the chart's cert-manager
 // variant is rendered (--cert-dir) and the directory holds a certificate issued here, since the
 // test apiserver cannot reach a Service and calls the webhooks by URL
-// (controlplane.InstallWebhooks, the chart's webhook configurations pointed at the URL); no
+// (devcluster.InstallWebhooks, the chart's webhook configurations pointed at the URL); no
 // shutdown delay (no Service endpoints to drain).
 func (c *Cluster) startPVGuard(ctx context.Context, binder string) (*PVGuard, error) {
 	args, policyYAML, sa, err := c.installChart(ctx, binder)
@@ -142,7 +142,7 @@ func (c *Cluster) startPVGuard(ctx context.Context, binder string) (*PVGuard, er
 		cancel()
 		return nil, fmt.Errorf("pvguard serve did not become ready (log: %s)", logPath)
 	}
-	if err := controlplane.InstallWebhooks(ctx, c.Admin, controlplane.WebhookOptions{BaseURL: p.BaseURL, CABundle: c.files.pvguardCA}); err != nil {
+	if err := devcluster.InstallWebhooks(ctx, c.Admin, devcluster.WebhookOptions{BaseURL: p.BaseURL, CABundle: c.files.pvguardCA}); err != nil {
 		return nil, errors.Join(err, p.Stop())
 	}
 	return p, nil

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -47,7 +47,7 @@ func benchmarkApplyOverhead(b *testing.B, prebound bool) {
 	if err := c.Create(ctx, tenant); err != nil {
 		b.Fatal(err)
 	}
-	own := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controlplane.ChartNamespace}}
+	own := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: devcluster.ChartNamespace}}
 	if err := c.Create(ctx, own); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/controlplane"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -71,8 +72,8 @@ func setAnnotation(m *map[string]string, k, v string) {
 
 // patchPV and patchPVC apply merge patches as kubectl apply does.
 var (
-	patchPV  = controlplane.PatchPV
-	patchPVC = controlplane.PatchPVC
+	patchPV  = devcluster.PatchPV
+	patchPVC = devcluster.PatchPVC
 )
 
 // eventually retries f until it returns nil or a minute passes (config reloads, cache sync).

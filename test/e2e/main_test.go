@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/controlplane"
 	"github.com/pvguard/pvguard/test/harness"
 )
@@ -83,13 +84,13 @@ func runSuite(m *testing.M) int {
 // actor is a client acting as one identity, with the warnings it received.
 type actor struct {
 	client.Client
-	warnings *controlplane.Warnings
+	warnings *devcluster.Warnings
 }
 
 func newActor(t *testing.T, impersonate string, groups ...string) *actor {
 	t.Helper()
-	w := &controlplane.Warnings{}
-	c, err := controlplane.NewClient(suite.cfg, w, impersonate, groups...)
+	w := &devcluster.Warnings{}
+	c, err := devcluster.NewClient(suite.cfg, w, impersonate, groups...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -35,7 +35,7 @@ func BenchmarkClusterView(b *testing.B) {
 	}
 	go func() { _ = c.Start(ctx) }()
 	// The seeder is exempt from the policy, so the pair is written as it is, in either order.
-	seeder, err := controlplane.NewClient(suite.cfg, &controlplane.Warnings{}, seederUser, "system:masters", "system:authenticated")
+	seeder, err := devcluster.NewClient(suite.cfg, &devcluster.Warnings{}, seederUser, "system:masters", "system:authenticated")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/controlplane"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -118,7 +119,7 @@ func TestWaitForFirstConsumer(t *testing.T) {
 	ctx := context.Background()
 	c := admin(t)
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
-	scheduler, err := controlplane.NewClient(h.Config, nil, "system:kube-scheduler")
+	scheduler, err := devcluster.NewClient(h.Config, nil, "system:kube-scheduler")
 	must(t, err, "scheduler client")
 
 	t.Run("the scheduler binds a static volume, pvguard completes", func(t *testing.T) {
@@ -176,7 +177,7 @@ func TestWaitForFirstConsumer(t *testing.T) {
 		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
 		waitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
 		// No static volume fits on the node the scheduler picked: it asks for one there.
-		must(t, controlplane.PatchPVC(ctx, scheduler, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
+		must(t, devcluster.PatchPVC(ctx, scheduler, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
 			if pvc.Annotations == nil {
 				pvc.Annotations = map[string]string{}
 			}
@@ -256,7 +257,7 @@ func deleteClaim(t *testing.T, ns, name string) {
 	t.Helper()
 	ctx := context.Background()
 	must(t, admin(t).Delete(ctx, getPVC(t, ns, name)), "deleting claim")
-	protector, err := controlplane.NewClient(h.Config, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
+	protector, err := devcluster.NewClient(h.Config, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
 	must(t, err, "protection controller client")
 	waitFor(t, 30*time.Second, "claim gone", func() (bool, error) {
 		pvc := &corev1.PersistentVolumeClaim{}
@@ -361,7 +362,7 @@ func TestPVControllerFinalizer(t *testing.T) {
 	free := ns + "-free"
 	must(t, c.Create(ctx, fresh(ns, testobj.PV(free, inTree, deletePolicy))), "creating an in-tree provisioned volume")
 	waitFor(t, time.Minute, "finalizer added", has(free))
-	must(t, controlplane.PatchPV(ctx, c, free, func(pv *corev1.PersistentVolume) {
+	must(t, devcluster.PatchPV(ctx, c, free, func(pv *corev1.PersistentVolume) {
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	}), "switching to Retain")
 	waitFor(t, time.Minute, "finalizer removed under Retain", hasNot(free))
@@ -555,7 +556,7 @@ func TestShadowModeWritesNothingAndReportsDisagreement(t *testing.T) {
 	must(t, c.Create(ctx, fresh(ns, testobj.PV(small, testobj.Capacity("1Gi")))), "creating small volume")
 	must(t, c.Create(ctx, fresh(ns, testobj.PV(large, testobj.Capacity("5Gi")))), "creating large volume")
 	// The cluster's binder marks new volumes Available, as kube-controller-manager does.
-	binder, err := controlplane.NewClient(h.Config, nil, controlplane.BinderUser, controlplane.BinderGroups...)
+	binder, err := devcluster.NewClient(h.Config, nil, controlplane.BinderUser, controlplane.BinderGroups...)
 	must(t, err, "binder client")
 	for _, name := range []string{small, large} {
 		pv := getPV(t, name)

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -52,7 +52,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2ebinder:", err)
 		return 1
 	}
-	c, err := controlplane.NewClient(h.Config, nil, "")
+	c, err := devcluster.NewClient(h.Config, nil, "")
 	if err == nil {
 		err = c.Create(context.Background(), &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "e2e-seeder"},
@@ -88,7 +88,7 @@ func startBinder(t *testing.T, mode string, mutate func(*app.ServeOptions)) *har
 
 func admin(t *testing.T) client.Client {
 	t.Helper()
-	c, err := controlplane.NewClient(h.Config, nil, "")
+	c, err := devcluster.NewClient(h.Config, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func admin(t *testing.T) client.Client {
 
 func seed(t *testing.T) client.Client {
 	t.Helper()
-	c, err := controlplane.NewClient(h.Config, nil, seeder)
+	c, err := devcluster.NewClient(h.Config, nil, seeder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func getPVC(t *testing.T, ns, name string) *corev1.PersistentVolumeClaim {
 // boundTo reports whether the claim and volume are bound to each other and both Bound.
 func boundTo(ns, claim, volume string) func() (bool, error) {
 	return func() (bool, error) {
-		c, err := controlplane.NewClient(h.Config, nil, "")
+		c, err := devcluster.NewClient(h.Config, nil, "")
 		if err != nil {
 			return false, err
 		}

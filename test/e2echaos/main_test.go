@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -95,7 +95,7 @@ func startCluster() error {
 	if err := h.InstallWebhooks(webhooks); err != nil {
 		return err
 	}
-	c, err := controlplane.NewClient(h.Config, nil, "")
+	c, err := devcluster.NewClient(h.Config, nil, "")
 	if err != nil {
 		return err
 	}
@@ -205,7 +205,7 @@ func (l *lockedRand) Perm(n int) []int {
 
 func clientAs(t *testing.T, user string, groups ...string) client.Client {
 	t.Helper()
-	c, err := controlplane.NewClient(cluster(t).Config, nil, user, groups...)
+	c, err := devcluster.NewClient(cluster(t).Config, nil, user, groups...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
-	"github.com/pvguard/pvguard/test/controlplane"
 )
 
 // What the external-provisioner and the scheduler write.
@@ -209,7 +209,7 @@ func TestDynamicProvisioning(t *testing.T) {
 		settleUnused(t, s, ns)
 
 		// Expansion: the user raises the Immediate claim's request.
-		if err := controlplane.PatchPVC(ctx, cl.Client, ns, "imm", func(c *corev1.PersistentVolumeClaim) {
+		if err := devcluster.PatchPVC(ctx, cl.Client, ns, "imm", func(c *corev1.PersistentVolumeClaim) {
 			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("20Mi")
 		}); err != nil {
 			t.Fatalf("raising claim imm's request: %v", err)

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
-	"github.com/pvguard/pvguard/test/controlplane"
 )
 
 const pvControllerFinalizer = "kubernetes.io/pv-controller"
@@ -107,7 +107,7 @@ func TestInTreeProvisionedFinalizer(t *testing.T) {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
-			if err := controlplane.PatchPV(ctx, cl.Client, pv.Name, func(v *corev1.PersistentVolume) {
+			if err := devcluster.PatchPV(ctx, cl.Client, pv.Name, func(v *corev1.PersistentVolume) {
 				v.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 			}); err != nil {
 				t.Fatalf("setting the reclaim policy to Retain: %v", err)

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
-	"github.com/pvguard/pvguard/test/controlplane"
 	"github.com/pvguard/pvguard/test/localstatic"
 )
 
@@ -60,7 +60,7 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 		var mu sync.Mutex
 		var passErrors []string
 		runCtx, stop := context.WithCancel(ctx)
-		warnings := &controlplane.Warnings{}
+		warnings := &devcluster.Warnings{}
 		p, err := localstatic.Start(runCtx, localProvisionerClient(t, warnings), localstatic.Config{
 			Nodes:           nodes,
 			Classes:         map[string]localstatic.ClassConfig{class: {}},
@@ -246,7 +246,7 @@ const (
 
 // localProvisionerClient installs that identity and returns a client acting as it, the
 // apiserver's warnings to it collected in w.
-func localProvisionerClient(t *testing.T, w *controlplane.Warnings) kubernetes.Interface {
+func localProvisionerClient(t *testing.T, w *devcluster.Warnings) kubernetes.Interface {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := cl.ServiceAccountConfig(ctx, localProvisionerNamespace, localProvisionerAccount)

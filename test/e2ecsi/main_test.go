@@ -24,7 +24,7 @@ import (
 
 	"github.com/pvguard/pvguard/charts"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/csiplugin"
 	"github.com/pvguard/pvguard/test/csisidecars"
 	"github.com/pvguard/pvguard/test/harness"
@@ -77,7 +77,7 @@ func run(m *testing.M) (code int, err error) {
 		return 1, err
 	}
 	defer func() { _ = w.h.Stop() }()
-	admin, err := controlplane.NewClient(w.h.Config, nil, "")
+	admin, err := devcluster.NewClient(w.h.Config, nil, "")
 	if err != nil {
 		return 1, err
 	}
@@ -87,7 +87,7 @@ func run(m *testing.M) (code int, err error) {
 		return 1, fmt.Errorf("installing the chart's RBAC: %w", err)
 	}
 	pvguardKubeconfig := filepath.Join(w.dir, "pvguard.kubeconfig")
-	if err := csisidecars.ServiceAccountKubeconfig(ctx, w.h.Config, controlplane.ChartNamespace, chart.serviceAccount, pvguardKubeconfig); err != nil {
+	if err := csisidecars.ServiceAccountKubeconfig(ctx, w.h.Config, devcluster.ChartNamespace, chart.serviceAccount, pvguardKubeconfig); err != nil {
 		return 1, err
 	}
 	if w.pvguard, err = w.h.Serve(func(o *app.ServeOptions) {
@@ -166,7 +166,7 @@ type chart struct {
 }
 
 func renderChart() (chart, error) {
-	manifests, err := charts.Render(controlplane.ChartRelease, controlplane.ChartNamespace, map[string]any{
+	manifests, err := charts.Render(devcluster.ChartRelease, devcluster.ChartNamespace, map[string]any{
 		"binder": map[string]any{"mode": "active"},
 		// No openreports.io CRDs here, and the audit is not what this suite checks.
 		"audit": map[string]any{"interval": "0"},

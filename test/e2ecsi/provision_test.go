@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/csiplugin"
 	"github.com/pvguard/pvguard/test/csisidecars"
 	"github.com/pvguard/pvguard/test/harness"
@@ -118,7 +118,7 @@ type flow struct {
 	t        *testing.T
 	ctx      context.Context
 	user     client.Client
-	warnings *controlplane.Warnings
+	warnings *devcluster.Warnings
 	ns       string
 	findings [2]float64
 	calls    map[string]int
@@ -126,9 +126,9 @@ type flow struct {
 
 func newFlow(t *testing.T) *flow {
 	t.Cleanup(func() { dumpOnFailure(t) })
-	f := &flow{t: t, ctx: context.Background(), warnings: &controlplane.Warnings{}}
+	f := &flow{t: t, ctx: context.Background(), warnings: &devcluster.Warnings{}}
 	var err error
-	f.user, err = controlplane.NewClient(w.h.Config, f.warnings, "")
+	f.user, err = devcluster.NewClient(w.h.Config, f.warnings, "")
 	harness.Must(t, err, "user client")
 	f.ns = harness.Namespace(t, f.user, 30, "")
 	f.findings = findings(t)
@@ -196,7 +196,7 @@ func (f *flow) provision(class *storagev1.StorageClass, size string) (*corev1.Pe
 // expand raises the claim's request, as a user does.
 func (f *flow) expand(pvc *corev1.PersistentVolumeClaim, size string) {
 	f.t.Helper()
-	harness.Must(f.t, controlplane.PatchPVC(f.ctx, f.user, pvc.Namespace, pvc.Name, func(c *corev1.PersistentVolumeClaim) {
+	harness.Must(f.t, devcluster.PatchPVC(f.ctx, f.user, pvc.Namespace, pvc.Name, func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(size)
 	}), "raising the claim's request")
 	f.noWarnings("raising the claim's request")

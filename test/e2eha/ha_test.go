@@ -24,7 +24,7 @@ import (
 
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -69,7 +69,7 @@ func replicas(t *testing.T, n int, secret string, mutate func(*app.ServeOptions)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := controlplane.InstallWebhooks(ctx, h.Config, controlplane.WebhookOptions{BaseURL: "https://" + lb.Addr()}); err != nil {
+	if err := devcluster.InstallWebhooks(ctx, h.Config, devcluster.WebhookOptions{BaseURL: "https://" + lb.Addr()}); err != nil {
 		t.Fatalf("the webhook never worked through the balancer with self-managed certificates: %v", err)
 	}
 	return lb, insts

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/controlplane"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -40,7 +41,7 @@ func setUpTenants(t *testing.T) *outage {
 	mustDo(t, "creating tenant B's volume", o.user.Create(ctx, pv))
 	o.claimB = fresh(testobj.PVC(o.tenantB, "data"))
 	mustDo(t, "creating tenant B's claim", o.user.Create(ctx, o.claimB))
-	binder, err := controlplane.NewClient(h.Config, nil, controlplane.BinderUser, controlplane.BinderGroups...)
+	binder, err := devcluster.NewClient(h.Config, nil, controlplane.BinderUser, controlplane.BinderGroups...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func (o *outage) grab(name string) *corev1.PersistentVolumeClaim {
 
 // repoint points tenant B's volume at tenant A's claim, the volume side of the same misbinding.
 func (o *outage) repoint(ctx context.Context) error {
-	return controlplane.PatchPV(ctx, o.user, o.theirs, func(pv *corev1.PersistentVolume) {
+	return devcluster.PatchPV(ctx, o.user, o.theirs, func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name = o.tenantA, "mine"
 	})
 }
@@ -134,7 +135,7 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 		{"create a claim", func(ctx context.Context) error { return o.user.Create(ctx, fresh(testobj.PVC(o.tenantA, "new"))) }},
 		{"create a claim naming tenant B's volume", func(ctx context.Context) error { return o.user.Create(ctx, o.grab("grab")) }},
 		{"update a claim", func(ctx context.Context) error {
-			return controlplane.PatchPVC(ctx, o.user, o.tenantA, "mine", func(pvc *corev1.PersistentVolumeClaim) {
+			return devcluster.PatchPVC(ctx, o.user, o.tenantA, "mine", func(pvc *corev1.PersistentVolumeClaim) {
 				pvc.Labels = map[string]string{"e2eha.pvguard.io/touched": "yes"}
 			})
 		}},
@@ -188,12 +189,12 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 	restart := time.Now()
 	back := startReplica(t, lb, secret, nil)
 	waitRouted(t, lb, back)
-	mustDo(t, "waiting for the webhook", controlplane.WaitForWebhook(ctx, adminClient(t)))
+	mustDo(t, "waiting for the webhook", devcluster.WaitForWebhook(ctx, adminClient(t)))
 	t.Logf("back: a new replica answered the apiserver %v after it was started (outage %v in all)",
 		time.Since(restart).Round(time.Millisecond), time.Since(down).Round(time.Millisecond))
 
 	mustDo(t, "creating a claim with a replica back", o.user.Create(ctx, fresh(testobj.PVC(o.tenantA, "new"))))
-	mustDo(t, "updating a claim with a replica back", controlplane.PatchPVC(ctx, o.user, o.tenantA, "mine", func(pvc *corev1.PersistentVolumeClaim) {
+	mustDo(t, "updating a claim with a replica back", devcluster.PatchPVC(ctx, o.user, o.tenantA, "mine", func(pvc *corev1.PersistentVolumeClaim) {
 		pvc.Labels = map[string]string{"e2eha.pvguard.io/touched": "yes"}
 	}))
 	mustDo(t, "creating a volume with a replica back", o.user.Create(ctx, testobj.PV(o.tenantA+"-new")))
@@ -216,8 +217,8 @@ func TestBothReplicasDownIgnoreAdmitsThenAuditReports(t *testing.T) {
 	withAudit := func(o *app.ServeOptions) { o.AuditInterval = 2 * time.Second }
 	lb, insts := replicas(t, 2, secret, withAudit)
 	ctx := context.Background()
-	ignore := controlplane.WebhookOptions{BaseURL: "https://" + lb.Addr(), FailurePolicy: admissionregistrationv1.Ignore}
-	mustDo(t, "installing the webhooks with failurePolicy Ignore", controlplane.InstallWebhooks(ctx, h.Config, ignore))
+	ignore := devcluster.WebhookOptions{BaseURL: "https://" + lb.Addr(), FailurePolicy: admissionregistrationv1.Ignore}
+	mustDo(t, "installing the webhooks with failurePolicy Ignore", devcluster.InstallWebhooks(ctx, h.Config, ignore))
 	o := setUpTenants(t)
 	if err := o.user.Create(ctx, o.grab("grab-up")); !deniedBy(err, "PVG004") {
 		t.Fatalf("with pvguard up, the claim naming tenant B's volume: got %v, want a PVG004 denial", err)

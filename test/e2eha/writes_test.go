@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/certs"
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -71,7 +71,7 @@ func asStorageUser(t *testing.T) client.Client {
 
 func adminClient(t *testing.T) client.Client {
 	t.Helper()
-	c, err := controlplane.NewClient(h.Config, nil, "")
+	c, err := devcluster.NewClient(h.Config, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

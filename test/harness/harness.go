@@ -23,12 +23,12 @@ import (
 
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 )
 
 // Harness is a running control plane with everything pvguard instances need.
 type Harness struct {
-	cp         *controlplane.ControlPlane
+	cp         *devcluster.ControlPlane
 	dir        string
 	Config     *rest.Config
 	Kubeconfig string
@@ -39,11 +39,11 @@ type Harness struct {
 
 // Start starts the control plane and writes the kubeconfig, policy config and certificates.
 func Start(policy string) (*Harness, error) {
-	assets, err := controlplane.AssetsDir()
+	assets, err := devcluster.AssetsDir()
 	if err != nil {
 		return nil, err
 	}
-	cp, err := controlplane.Start(assets)
+	cp, err := devcluster.Start(assets)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (i *Instance) Stop() error {
 
 // InstallWebhooks points the apiserver's webhook configurations at an instance.
 func (h *Harness) InstallWebhooks(i *Instance) error {
-	return controlplane.InstallWebhooks(context.Background(), h.Config, controlplane.WebhookOptions{BaseURL: i.BaseURL, CABundle: h.CAPEM})
+	return devcluster.InstallWebhooks(context.Background(), h.Config, devcluster.WebhookOptions{BaseURL: i.BaseURL, CABundle: h.CAPEM})
 }
 
 // Logger keeps pvguard's logs out of test output unless PVGUARD_E2E_VERBOSE is set.

@@ -161,7 +161,7 @@ func TestDockerignoreChecksCatch(t *testing.T) {
 		{"**/*.html", "audit/dashboard.html"},
 		{"audit/*.html", "audit/dashboard.html"},
 		{"**/*.go", "cmd/pvguard/main.go"},
-		{"test", "test/controlplane/controlplane.go"}, // pvguard dev runs the test control plane
+		{"devcluster", "devcluster/controlplane.go"}, // pvguard dev runs the local control plane
 		{"*\n!go.*\n!**/*.go", "audit/dashboard.html"},
 	} {
 		t.Run(tc.add, func(t *testing.T) {

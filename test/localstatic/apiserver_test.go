@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/localstatic"
 )
 
@@ -46,11 +46,11 @@ func mountTmpfs(t *testing.T, dir string) {
 // TestCycleOnRealAPIServer runs the stand-in for two fake nodes against a real kube-apiserver:
 // discovery of tmpfs mount points, a released volume cleaned and deleted, and found again.
 func TestCycleOnRealAPIServer(t *testing.T) {
-	assets, err := controlplane.AssetsDir()
+	assets, err := devcluster.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := controlplane.Start(assets)
+	cp, err := devcluster.Start(assets)
 	if err != nil {
 		t.Fatal(err)
 	}

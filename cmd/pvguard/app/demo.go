@@ -14,15 +14,15 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 )
 
 // RunDemo plays the misbindings pvguard exists for against a cluster with pvguard installed,
 // printing what a kubectl user would see. It fails if pvguard lets a misbinding through or
 // refuses a legitimate write, so running it is also a smoke test.
 func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
-	warns := &controlplane.Warnings{}
-	user, err := controlplane.NewClient(cfg, warns, "")
+	warns := &devcluster.Warnings{}
+	user, err := devcluster.NewClient(cfg, warns, "")
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	}
 
 	step(4, "The admin pre-binds the Block disk to team-a/db, and team-a creates the right claim:")
-	if err := admitted(controlplane.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
+	if err := admitted(devcluster.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db"}
 	})); err != nil {
 		return err
@@ -97,7 +97,7 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 		pv.Status.Phase, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pvc.Status.Phase, pvc.Spec.VolumeName)
 
 	step(6, "Someone flips the bound Retain disk to Delete:")
-	if err := refused(controlplane.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
+	if err := refused(devcluster.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	}), "PVG011"); err != nil {
 		return err
@@ -127,7 +127,7 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	}
 	// No kube-controller-manager runs here: act as its pvc-protection controller, which lets a
 	// deleted claim go once no pod uses it.
-	protector, err := controlplane.NewClient(cfg, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
+	protector, err := devcluster.NewClient(cfg, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/certs"
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 )
 
 // DevOptions are the flags of `pvguard dev`.
@@ -88,7 +88,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 		o.Logger = func(w io.Writer) logr.Logger { return newLogger(w, false) }
 	}
 	if o.Assets == "" {
-		if o.Assets, err = controlplane.AssetsDir(); err != nil {
+		if o.Assets, err = devcluster.AssetsDir(); err != nil {
 			return err
 		}
 	}
@@ -118,7 +118,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 	klog.SetLogger(log)
 	defer klog.ClearLogger()
 
-	ci, err := renderChartInstall(controlplane.ChartRelease, controlplane.ChartNamespace, devValues())
+	ci, err := renderChartInstall(devcluster.ChartRelease, devcluster.ChartNamespace, devValues())
 	if err != nil {
 		return fmt.Errorf("rendering the Helm chart: %w", err)
 	}
@@ -128,7 +128,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 	}
 
 	fmt.Fprintf(o.Out, "Starting kube-apiserver and etcd from %s ...\n", o.Assets)
-	cp, err := controlplane.Start(o.Assets)
+	cp, err := devcluster.Start(o.Assets)
 	if err != nil {
 		return err
 	}
@@ -217,7 +217,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 		return ctx.Err()
 	}
 	baseURL := "https://" + net.JoinHostPort(host, portOf(addr))
-	if err := controlplane.InstallWebhooks(ctx, cp.Config, controlplane.WebhookOptions{BaseURL: baseURL}); err != nil {
+	if err := devcluster.InstallWebhooks(ctx, cp.Config, devcluster.WebhookOptions{BaseURL: baseURL}); err != nil {
 		return err
 	}
 	secret := &corev1.Secret{}

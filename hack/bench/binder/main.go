@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/devcluster"
 )
 
 type config struct {
@@ -146,7 +146,7 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 	}
-	assets, err := controlplane.AssetsDir()
+	assets, err := devcluster.AssetsDir()
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func run(ctx context.Context, c config) error {
 		defer os.RemoveAll(dir)
 	}
 	fmt.Fprintln(os.Stderr, "starting kube-apiserver and etcd from", assets)
-	cp, err := controlplane.Start(assets)
+	cp, err := devcluster.Start(assets)
 	if err != nil {
 		return err
 	}

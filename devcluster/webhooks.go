@@ -1,0 +1,100 @@
+package devcluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/charts"
+)
+
+// WebhookOptions say how the apiserver reaches a pvguard served outside the cluster.
+type WebhookOptions struct {
+	// BaseURL is https://host:port of pvguard's listener.
+	BaseURL  string
+	CABundle []byte
+	// FailurePolicy defaults to Fail, as in production.
+	FailurePolicy admissionregistrationv1.FailurePolicyType
+}
+
+// InstallWebhooks creates (or replaces) pvguard's webhook configurations exactly as the Helm chart
+// renders them (charts.WebhookConfigurations), but pointed at a URL instead of a Service, and
+// waits until the apiserver calls them.
+func InstallWebhooks(ctx context.Context, cfg *rest.Config, o WebhookOptions) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	values := map[string]any{}
+	if o.FailurePolicy != "" {
+		values["webhook"] = map[string]any{"failurePolicy": string(o.FailurePolicy)}
+	}
+	v, m, err := charts.WebhookConfigurations(ChartRelease, ChartNamespace, values)
+	if err != nil {
+		return fmt.Errorf("rendering the chart's webhook configurations: %w", err)
+	}
+	for i := range v.Webhooks {
+		toURL(&v.Webhooks[i].ClientConfig, o.BaseURL, o.CABundle)
+	}
+	for i := range m.Webhooks {
+		toURL(&m.Webhooks[i].ClientConfig, o.BaseURL, o.CABundle)
+	}
+	for _, obj := range []client.Object{v, m} {
+		if err := c.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("removing old %s: %w", obj.GetName(), err)
+		}
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating webhook configuration %s: %w", obj.GetName(), err)
+		}
+	}
+	return WaitForWebhook(ctx, c)
+}
+
+// toURL points a webhook rendered for in-cluster use (a Service) at a URL: a test apiserver
+// cannot reach a Service.
+func toURL(cc *admissionregistrationv1.WebhookClientConfig, base string, caBundle []byte) {
+	url := strings.TrimSuffix(base, "/") + *cc.Service.Path
+	cc.URL, cc.Service = &url, nil
+	if len(caBundle) > 0 {
+		cc.CABundle = caBundle
+	}
+}
+
+// The release the chart is rendered as for the test control plane and `pvguard dev`.
+const (
+	ChartRelease   = "pvguard"
+	ChartNamespace = "pvguard-system"
+)
+
+// WaitForWebhook waits until the apiserver sends volumes to pvguard: a dry-run create of a
+// volume whose claimRef has the wrong kind is refused by PVG014.
+func WaitForWebhook(ctx context.Context, c client.Client) error {
+	probe := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pvguard-probe"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/probe"}},
+			ClaimRef:               &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "probe"},
+		},
+	}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return last != nil && strings.Contains(last.Error(), "[PVG014"), nil
+	})
+	if err != nil {
+		return fmt.Errorf("pvguard's webhook never answered (last probe result: %v): %w", last, err)
+	}
+	return nil
+}
