@@ -1,5 +1,13 @@
-// Package binder will hold pvguard's binder loop: PV/PVC binding and reclamation with the
-// semantics of kube-controller-manager's PersistentVolume controller, asking package policy
-// before every write. It is not implemented yet (tracked as issue 3); until then
-// `pvguard serve --binder` accepts only "off", and nothing here pretends to bind.
+// Package binder is pvguard's binder: it binds PersistentVolumeClaims to PersistentVolumes and
+// reclaims released volumes with the observable behaviour of kube-controller-manager's
+// PersistentVolume controller, asking package policy before every write it makes
+// (`pvguard serve --binder=active`), or decides without writing and reports where the cluster's
+// own binder chose otherwise (`--binder=shadow`).
+//
+// The decisions are pure functions that table tests call directly: DecideClaim and DecideVolume
+// for one object, Assign for the pool (a maximum matching of pending claims to fitting volumes,
+// where upstream takes the smallest fitting volume one claim at a time). Around them, Binder is
+// the loop that reads the informer cache (and the apiserver where the cache's word is not
+// enough), carries out their actions as idempotent writes in upstream's order, records upstream's
+// events and serves its metrics. docs/binder.md describes the behaviour.
 package binder

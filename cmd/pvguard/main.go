@@ -1,4 +1,8 @@
-// Command pvguard is an admission and audit webhook server for Kubernetes storage objects.
+// Command pvguard guards the binding of Kubernetes PersistentVolumes and PersistentVolumeClaims:
+// `pvguard serve` runs the admission webhooks, the live audit and the binder; `pvguard audit`
+// audits manifests or a cluster from the command line; `pvguard dev` runs it all on a local
+// control plane with a demo; `pvguard certs` writes a CA and serving certificate. The commands
+// are wired in package app.
 package main
 
 import (
