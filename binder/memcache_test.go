@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,25 +14,30 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// memCache is a client.Reader over client-go indexers that copies objects out as
-// controller-runtime's informer cache does (its internal CacheReader): a deep copy of each
-// object unless the caller passes client.UnsafeDisableDeepCopy, then apimeta.SetList. The fake
-// client round-trips every listed object through JSON, which at 100,000 objects would measure
-// the fake rather than the planner.
+// memCache is a client.Reader that copies objects out as controller-runtime's informer cache
+// does (its internal CacheReader): a deep copy of each object unless the caller passes
+// client.UnsafeDisableDeepCopy, then apimeta.SetList. The fake client round-trips every listed
+// object through JSON, which at 100,000 objects would measure the fake rather than the planner.
+// Unlike the informer cache it lists in a fixed order (by key), so that two planners reading it
+// see the same lists.
 type memCache struct {
-	stores map[string]toolscache.Indexer // by kind
+	stores map[string]*memStore // by kind
+}
+
+type memStore struct {
+	items []runtime.Object // sorted by key
+	byKey map[string]runtime.Object
 }
 
 var _ client.Reader = &memCache{}
 
 // newMemCache holds objs; nodes are kept as metadata only, as the server caches them.
 func newMemCache(objs ...client.Object) (*memCache, error) {
-	m := &memCache{stores: map[string]toolscache.Indexer{}}
+	m := &memCache{stores: map[string]*memStore{}}
 	for _, obj := range objs {
 		kind, err := kindOf(obj)
 		if err != nil {
@@ -44,12 +50,20 @@ func newMemCache(objs ...client.Object) (*memCache, error) {
 		}
 		s, ok := m.stores[kind]
 		if !ok {
-			s = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+			s = &memStore{byKey: map[string]runtime.Object{}}
 			m.stores[kind] = s
 		}
-		if err := s.Add(obj); err != nil {
-			return nil, fmt.Errorf("adding %s %s: %w", kind, obj.GetName(), err)
+		k := storeKey(client.ObjectKeyFromObject(obj))
+		if _, dup := s.byKey[k]; dup {
+			return nil, fmt.Errorf("%s %s added twice", kind, k)
 		}
+		s.byKey[k] = obj
+		s.items = append(s.items, obj)
+	}
+	for _, s := range m.stores {
+		slices.SortFunc(s.items, func(a, b runtime.Object) int {
+			return strings.Compare(storeKey(client.ObjectKeyFromObject(a.(client.Object))), storeKey(client.ObjectKeyFromObject(b.(client.Object))))
+		})
 	}
 	return m, nil
 }
@@ -75,22 +89,15 @@ func (m *memCache) Get(_ context.Context, key client.ObjectKey, out client.Objec
 	if err != nil {
 		return err
 	}
-	s, ok := m.stores[kind]
-	var obj any
-	if ok {
-		k := key.Name
-		if key.Namespace != "" {
-			k = key.Namespace + "/" + key.Name
-		}
-		if obj, ok, err = s.GetByKey(k); err != nil {
-			return err
-		}
+	var obj runtime.Object
+	if s, ok := m.stores[kind]; ok {
+		obj = s.byKey[storeKey(key)]
 	}
-	if !ok {
+	if obj == nil {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: kind}, key.Name)
 	}
 	if o.UnsafeDisableDeepCopy == nil || !*o.UnsafeDisableDeepCopy {
-		obj = obj.(runtime.Object).DeepCopyObject()
+		obj = obj.DeepCopyObject()
 	}
 	reflect.Indirect(reflect.ValueOf(out)).Set(reflect.Indirect(reflect.ValueOf(obj)))
 	return nil
@@ -103,9 +110,12 @@ func (m *memCache) List(_ context.Context, list client.ObjectList, opts ...clien
 	if err != nil {
 		return err
 	}
-	var all []any
+	var all []any // the informer cache's store hands out such a slice, copied under its lock
 	if s, ok := m.stores[kind]; ok {
-		all = s.List()
+		all = make([]any, len(s.items))
+		for i, obj := range s.items {
+			all[i] = obj
+		}
 	}
 	items := make([]runtime.Object, 0, len(all))
 	for _, item := range all {
@@ -116,4 +126,11 @@ func (m *memCache) List(_ context.Context, list client.ObjectList, opts ...clien
 		items = append(items, obj)
 	}
 	return apimeta.SetList(list, items)
+}
+
+func storeKey(k client.ObjectKey) string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
 }
