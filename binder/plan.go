@@ -26,10 +26,12 @@ func (b *Binder) runPlan(ctx context.Context) error {
 	start := time.Now()
 	var pvcs corev1.PersistentVolumeClaimList
 	var pvs corev1.PersistentVolumeList
-	if err := b.o.Cache.List(ctx, &pvcs); err != nil {
+	// The cache's own objects, not deep copies (the copies were most of a plan's allocations):
+	// the planner only reads them, and what it keeps of them is names and uids.
+	if err := b.o.Cache.List(ctx, &pvcs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing claims: %w", err)
 	}
-	if err := b.o.Cache.List(ctx, &pvs); err != nil {
+	if err := b.o.Cache.List(ctx, &pvs, client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing volumes: %w", err)
 	}
 	classes, err := b.classes(ctx)
