@@ -43,6 +43,8 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		byName[sc.Name] = i
 	}
 
+	// Each node is read once a plan, so claims scheduled to it share one *Node (poolLists).
+	nodes := nodeReader{b: b, read: map[string]*corev1.Node{}}
 	claimsByClass := map[string][]pending{}
 	for i := range pvcs.Items {
 		c := &pvcs.Items[i]
@@ -55,7 +57,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		p := pending{claim: c}
 		if nodeName, ok := c.Annotations[annSelectedNode]; ok {
 			p.scheduled = true
-			if p.node, err = b.node(ctx, nodeName); err != nil {
+			if p.node, err = nodes.get(ctx, nodeName); err != nil {
 				return err
 			}
 		}
@@ -83,14 +85,6 @@ func (b *Binder) runPlan(ctx context.Context) error {
 			return claims[i].claim.Namespace+"/"+claims[i].claim.Name < claims[j].claim.Namespace+"/"+claims[j].claim.Name
 		})
 		volumes := volumesByClass[class]
-		// A volume whose Available write is in flight (marking) stays in the plan: only its
-		// bind waits for that write (bind). Left out, it would be invisible to the claim it
-		// fits best, which would then take a larger volume for good, and a later claim that
-		// needed that one would be stranded.
-		usable := func(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
-			uid, inFlight := b.reserved[v.Name]
-			return (!inFlight || uid == c.UID) && !b.isForbidden(c.UID, v.Name)
-		}
 		used := map[string]bool{}
 		preBound := preBoundByClaim(claims, volumes)
 		var poolClaims []pending
@@ -103,7 +97,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 			for _, withUID := range []bool{true, false} {
 				for _, v := range preBound[i] {
 					if plan[p.claim.UID] == "" && !used[v.Name] && preBoundTo(v, p.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
-						usable(p.claim, v) && fits.fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
+						b.usable(p.claim, v) && fits.fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
 						plan[p.claim.UID], used[v.Name] = v.Name, true
 					}
 				}
@@ -122,10 +116,8 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		for i, p := range poolClaims {
 			claimObjs[i] = p.claim
 		}
-		for ci, vi := range Assign(claimObjs, poolVolumes, func(ci, vi int) bool {
-			p, v := poolClaims[ci], poolVolumes[vi]
-			return usable(p.claim, v) && fits.fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree())
-		}) {
+		lists, listOf := b.poolLists(poolClaims, poolVolumes, assignVolumeOrder(poolVolumes), fits)
+		for ci, vi := range assignLists(claimObjs, len(poolVolumes), lists, listOf) {
 			plan[poolClaims[ci].claim.UID] = poolVolumes[vi].Name
 		}
 	}
@@ -171,6 +163,24 @@ type pending struct {
 	claim     *corev1.PersistentVolumeClaim
 	node      *corev1.Node
 	scheduled bool
+}
+
+// nodeReader reads nodes, each once.
+type nodeReader struct {
+	b    *Binder
+	read map[string]*corev1.Node
+}
+
+func (r nodeReader) get(ctx context.Context, name string) (*corev1.Node, error) {
+	if n, ok := r.read[name]; ok {
+		return n, nil
+	}
+	n, err := r.b.node(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r.read[name] = n
+	return n, nil
 }
 
 // node reads a node's name and labels (all node affinity needs); nil when it does not exist.
