@@ -52,6 +52,7 @@ func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume,
 	var demandClaim []int32
 	kinds := map[claimKind]int32{}
 	var kindOf, kindClaim, kindDemand []int32
+	var kindKey []claimKind
 	for c, p := range claims {
 		dk := demandOfClaim(p.claim, c)
 		d, ok := demands[dk]
@@ -70,45 +71,9 @@ func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume,
 			kinds[k] = i
 			kindClaim = append(kindClaim, int32(c))
 			kindDemand = append(kindDemand, d)
+			kindKey = append(kindKey, k)
 		}
 		kindOf = append(kindOf, i)
-	}
-
-	// Answers asked once: satisfied[d*offers+o] for Satisfies, reachable[node][v] for node
-	// affinity; 0 not asked yet, 1 yes, 2 no.
-	satisfied := make([]int8, len(demandClaim)*len(offerVolume))
-	reachable := map[*corev1.Node][]int8{}
-	answer := func(cell *int8, ask func() bool) bool {
-		if *cell == 0 {
-			*cell = 2
-			if ask() {
-				*cell = 1
-			}
-		}
-		return *cell == 1
-	}
-	// kindFits is fitsUnbound for a claim of kind k, asked of its representative.
-	kindFits := func(k int32, v int32) bool {
-		p, vol := claims[kindClaim[k]], volumes[v]
-		o := offerOf[v]
-		if !answer(&satisfied[int(kindDemand[k])*len(offerVolume)+int(o)], func() bool {
-			rep := volumes[offerVolume[o]]
-			return isFree(rep, pendingFree) && policy.Satisfies(rep, claims[demandClaim[kindDemand[k]]].claim) == nil
-		}) {
-			return false
-		}
-		if !fits.selectorAdmits(p.claim, vol) {
-			return false
-		}
-		if !p.scheduled {
-			return true
-		}
-		row, ok := reachable[p.node]
-		if !ok {
-			row = make([]int8, len(volumes))
-			reachable[p.node] = row
-		}
-		return answer(&row[v], func() bool { return fits.affinityAdmits(vol, p.node) })
 	}
 
 	// What depends on the claim's uid: volumes with a bind in flight are usable only by the
@@ -122,13 +87,69 @@ func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume,
 		}
 	}
 
+	// Answers asked once, unknown until asked: satisfied[d*offers+o] for Satisfies of demand d
+	// by offer o, selects[selector][v] whether a selector matches volume v, and
+	// reachable[node][a] whether volumes of distinct node affinity a (local volumes on one host
+	// share theirs) are reachable from a node.
+	satisfied := make([]answer, len(demandClaim)*len(offerVolume))
+	selects := map[string][]answer{}
+	reachable := map[*corev1.Node][]answer{}
+	var affinityOf, affinityVolume []int32
 	row := make([]int32, 0, len(order))
-	list := func(k int32, usable func(v int32) bool) []int32 {
+	// list is the list of claims of kind k; of claim when given, which alone may take the
+	// volumes reserved for it, and not those policy denied it.
+	list := func(k int32, claim *corev1.PersistentVolumeClaim) []int32 {
+		rep := claims[kindClaim[k]]
+		demand := claims[demandClaim[kindDemand[k]]].claim
+		sat := satisfied[int(kindDemand[k])*len(offerVolume):][:len(offerVolume)]
+		var sel, reach []answer
+		if key := kindKey[k].selector; key != "" {
+			if sel = selects[key]; sel == nil {
+				sel = make([]answer, len(volumes))
+				selects[key] = sel
+			}
+		}
+		if rep.scheduled {
+			if affinityOf == nil {
+				affinityOf, affinityVolume = distinctAffinities(volumes)
+			}
+			if reach = reachable[rep.node]; reach == nil {
+				reach = make([]answer, len(affinityVolume))
+				reachable[rep.node] = reach
+			}
+		}
 		row = row[:0]
 		for _, v := range order {
-			if usable(v) && kindFits(k, v) {
-				row = append(row, v)
+			vol := volumes[v]
+			if claim == nil && reserved[v] || claim != nil && !b.usable(claim, vol) {
+				continue
 			}
+			o := offerOf[v]
+			if !sat[o].known() {
+				rep := volumes[offerVolume[o]]
+				sat[o] = answerOf(isFree(rep, pendingFree) && policy.Satisfies(rep, demand) == nil)
+			}
+			if !sat[o].yes() {
+				continue
+			}
+			if sel != nil {
+				if !sel[v].known() {
+					sel[v] = answerOf(fits.selectorAdmits(rep.claim, vol))
+				}
+				if !sel[v].yes() {
+					continue
+				}
+			}
+			if reach != nil {
+				a := affinityOf[v]
+				if !reach[a].known() {
+					reach[a] = answerOf(fits.affinityAdmits(volumes[affinityVolume[a]], rep.node))
+				}
+				if !reach[a].yes() {
+					continue
+				}
+			}
+			row = append(row, v)
 		}
 		return slices.Clone(row)
 	}
@@ -140,18 +161,56 @@ func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume,
 	for c, p := range claims {
 		k := kindOf[c]
 		if owners[p.claim.UID] || len(b.forbidden[p.claim.UID]) > 0 {
-			lists = append(lists, list(k, func(v int32) bool { return b.usable(p.claim, volumes[v]) }))
+			lists = append(lists, list(k, p.claim))
 			listOf[c] = int32(len(lists) - 1)
 			continue
 		}
 		if kindList[k] < 0 {
-			lists = append(lists, list(k, func(v int32) bool { return !reserved[v] }))
+			lists = append(lists, list(k, nil))
 			kindList[k] = int32(len(lists) - 1)
 		}
 		listOf[c] = kindList[k]
 	}
 	return lists, listOf
 }
+
+// distinctAffinities numbers the volumes' distinct required node affinities, told apart by their
+// protobuf encoding (0 for none), and gives a volume of each. A volume whose affinity cannot be
+// encoded gets a number of its own.
+func distinctAffinities(volumes []*corev1.PersistentVolume) (affinityOf, affinityVolume []int32) {
+	affinityOf = make([]int32, len(volumes))
+	ids := map[string]int32{}
+	for v, vol := range volumes {
+		key, shared := "", true
+		if a := vol.Spec.NodeAffinity; a != nil && a.Required != nil {
+			encoded, err := a.Required.Marshal()
+			key, shared = "required:"+string(encoded), err == nil
+		}
+		id, ok := ids[key]
+		if !ok || !shared {
+			id = int32(len(affinityVolume))
+			affinityVolume = append(affinityVolume, int32(v))
+			if shared {
+				ids[key] = id
+			}
+		}
+		affinityOf[v] = id
+	}
+	return affinityOf, affinityVolume
+}
+
+// answer is a yes or no asked once: unknown (0) until then.
+type answer int8
+
+func answerOf(yes bool) answer {
+	if yes {
+		return 1
+	}
+	return 2
+}
+
+func (a answer) known() bool { return a != 0 }
+func (a answer) yes() bool   { return a == 1 }
 
 // usable reports whether the planner may give the volume to the claim, as far as the binder's
 // own state goes: no bind of it to another claim is in flight, and policy has not recently
