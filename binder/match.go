@@ -53,9 +53,10 @@ func fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, no
 }
 
 // fitCache parses each claim's label selector and each volume's node affinity once: the planner
-// asks fitsUnbound about every (claim, volume) pair of a class, and parsing them for every pair
-// cost 2-5 µs a pair (BenchmarkFitsUnbound), seconds a plan for a pool of a thousand claims and
-// volumes. Objects are keyed by pointer: one plan's objects do not change while it runs.
+// asks about many pairs of a class (the pre-bound pass, and poolLists once per kind of claim),
+// and parsing them for every pair cost 2-5 µs a pair (BenchmarkFitsUnbound), seconds a plan for a
+// pool of a thousand claims and volumes. Objects are keyed by pointer: one plan's objects do not
+// change while it runs.
 type fitCache struct {
 	selectors  map[*corev1.PersistentVolumeClaim]parsedSelector
 	affinities map[*corev1.PersistentVolume]parsedAffinity
