@@ -50,6 +50,7 @@ race: tools
 bench: tools
 	hack/build-tools.sh --with-controller-manager
 	$(GO) test -run '^$$' -bench 'Assign|Audit|AdmissionHandler|AdmissionTLS' -benchmem ./binder/ ./policy/ ./webhook/
+	$(GO) test -run '^$$' -bench 'PlanAtScale/volumes=$(if $(BENCH_LARGE),(10|50|100)000,10000)/' -benchtime 3x -benchmem ./binder/
 	$(GO) run ./hack/bench/admission $(if $(BENCH_LARGE),,-duration 3s -rounds 3)
 	$(GO) run ./hack/bench/audit -sizes $(if $(BENCH_LARGE),10000$(comma)50000$(comma)100000,10000$(comma)50000) $(if $(BENCH_LARGE),,-runs 1)
 	$(GO) run ./hack/bench/audit -sizes $(if $(BENCH_LARGE),10000$(comma)100000,10000) -modes offline,load -format json $(if $(BENCH_LARGE),,-runs 1)

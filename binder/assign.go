@@ -29,10 +29,59 @@ import (
 // are never assigned. Missing storage requests and capacities count as zero. The result depends
 // only on the inputs, never on map iteration order, and is never nil.
 func Assign(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume, fits func(c, v int) bool) map[int]int {
-	g := assignNewGraph(claims, volumes, fits)
+	order := assignVolumeOrder(volumes)
+	lists := make([][]int32, len(claims))
+	listOf := make([]int32, len(claims))
+	// Each list is copied out of one scratch row at its final size: growing a single flat slice
+	// by append spent most of a dense instance's time copying.
+	row := make([]int32, 0, len(order))
+	for c, claim := range claims {
+		listOf[c] = int32(c)
+		if claim == nil {
+			continue
+		}
+		row = row[:0]
+		for _, v := range order {
+			if fits(c, int(v)) {
+				row = append(row, v)
+			}
+		}
+		lists[c] = slices.Clone(row)
+	}
+	return assignLists(claims, len(volumes), lists, listOf)
+}
+
+// assignLists is Assign with the fits relation given as adjacency lists: claims[c] fits the
+// volumes lists[listOf[c]], most preferred first (assignVolumeOrder). Claims that fit the same
+// volumes may share a list, which changes nothing in the result: the planner's pools have
+// thousands of claims asking alike, and sharing lets it build each list once, the greedy start
+// and each phase's breadth-first search scan it once, and the relation take the memory of its
+// distinct lists rather than of all its pairs.
+func assignLists(claims []*corev1.PersistentVolumeClaim, volumes int, lists [][]int32, listOf []int32) map[int]int {
+	g := &assignGraph{
+		adj:      make([][]int32, len(claims)),
+		listOf:   listOf,
+		scanned:  make([]bool, len(lists)),
+		volumeOf: make([]int32, len(claims)),
+		claimOf:  make([]int32, volumes),
+		depth:    make([]int32, len(claims)),
+		next:     make([]int, len(claims)),
+	}
+	for c, claim := range claims {
+		g.volumeOf[c] = -1
+		if claim != nil {
+			g.adj[c] = lists[listOf[c]]
+		}
+	}
+	for v := range g.claimOf {
+		g.claimOf[v] = -1
+	}
 	order := assignClaimOrder(claims)
+	// Volumes are only taken during the greedy start, so a claim's first free volume is never
+	// before the one the last claim with the same list took: each list keeps where that was.
+	start := make([]int, len(lists))
 	for _, c := range order {
-		g.takeFirstFree(c)
+		g.takeFirstFree(c, start)
 	}
 	// Hopcroft-Karp: each phase flips a maximal set of shortest augmenting paths, so at most
 	// O(sqrt(claims)) phases of O(pairs) each. Plain one-path-at-a-time search (Kuhn) is cubic on
@@ -52,63 +101,40 @@ func Assign(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.Persistent
 const assignUnreached = math.MaxInt32
 
 // assignGraph is the fits relation computed once: adj[c] lists the volumes claim c fits, most
-// preferred first. Volume indices are int32 to halve the memory of dense instances (a million
-// pairs for 1,000 x 1,000).
+// preferred first, and is lists[listOf[c]] of assignLists. Volume indices are int32 to halve the
+// memory of dense instances (a million pairs for 1,000 x 1,000).
 type assignGraph struct {
 	adj      [][]int32
+	listOf   []int32
 	volumeOf []int32 // claim -> matched volume, or -1
 	claimOf  []int32 // volume -> matched claim, or -1
 
 	// Per phase: depth[c] is the length, in claims, of the shortest alternating path from an
 	// unmatched claim to c, and limit the depth at which a free volume is first reachable.
 	// next[c] is where c resumes its scan of adj[c]; it only moves forward within a phase, which
-	// bounds a phase by one pass over all lists.
-	depth []int32
-	limit int32
-	next  []int
-	queue []int32
-	stack []int32
+	// bounds a phase by one pass over all lists. scanned[l] records that the breadth-first
+	// search has scanned list l.
+	depth   []int32
+	limit   int32
+	next    []int
+	scanned []bool
+	queue   []int32
+	stack   []int32
 }
 
-func assignNewGraph(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume, fits func(c, v int) bool) *assignGraph {
-	volOrder := assignVolumeOrder(volumes)
-	g := &assignGraph{
-		adj:      make([][]int32, len(claims)),
-		volumeOf: make([]int32, len(claims)),
-		claimOf:  make([]int32, len(volumes)),
-		depth:    make([]int32, len(claims)),
-		next:     make([]int, len(claims)),
-	}
-	// Each list is copied out of one scratch row at its final size: growing a single flat slice
-	// by append spent most of a dense instance's time copying.
-	row := make([]int32, 0, len(volOrder))
-	for c, claim := range claims {
-		g.volumeOf[c] = -1
-		if claim == nil {
-			continue
-		}
-		row = row[:0]
-		for _, v := range volOrder {
-			if fits(c, int(v)) {
-				row = append(row, v)
-			}
-		}
-		g.adj[c] = slices.Clone(row)
-	}
-	for v := range g.claimOf {
-		g.claimOf[v] = -1
-	}
-	return g
-}
-
-func (g *assignGraph) takeFirstFree(c int32) {
-	for _, v := range g.adj[c] {
-		if g.claimOf[v] < 0 {
+// takeFirstFree gives claim c its most preferred free volume, scanning its list from start.
+func (g *assignGraph) takeFirstFree(c int32, start []int) {
+	l := g.listOf[c]
+	adj := g.adj[c]
+	for i := start[l]; i < len(adj); i++ {
+		if v := adj[i]; g.claimOf[v] < 0 {
 			g.claimOf[v] = c
 			g.volumeOf[c] = v
+			start[l] = i + 1
 			return
 		}
 	}
+	start[l] = len(adj)
 }
 
 // layer computes depth by breadth-first search from all unmatched claims and reports whether any
@@ -123,8 +149,15 @@ func (g *assignGraph) layer(order []int32) bool {
 		}
 	}
 	g.limit = assignUnreached
+	clear(g.scanned)
 	for i := 0; i < len(queue) && g.depth[queue[i]] <= g.limit; i++ {
 		c := queue[i]
+		// A list scanned before, at this depth or a smaller one, has given every owner in it
+		// a depth and found any free volume in it: scanning it again would change nothing.
+		if g.scanned[g.listOf[c]] {
+			continue
+		}
+		g.scanned[g.listOf[c]] = true
 		for _, v := range g.adj[c] {
 			owner := g.claimOf[v]
 			switch {

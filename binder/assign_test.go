@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -439,5 +440,82 @@ func BenchmarkAssignSparse5000(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Assign(claims, volumes, fits)
+	}
+}
+
+// TestAssignSharedListsAgree: claims that share one adjacency list (assignLists, as the planner
+// passes them) get exactly what the dense relation gives them in the old Assign (oracleAssign),
+// on random instances where many claims are of a few kinds, some pairs are taken out for single
+// claims (as binds in flight and denied pairs are), and requests tie.
+func TestAssignSharedListsAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 16))
+	for i := range 500 {
+		nc, nv, nk := rng.IntN(60), rng.IntN(40), 1+rng.IntN(6)
+		claims := make([]*corev1.PersistentVolumeClaim, nc)
+		volumes := make([]*corev1.PersistentVolume, nv)
+		kindOf := make([]int, nc)
+		for c := range claims {
+			kindOf[c] = rng.IntN(nk)
+			claims[c] = assignPVC(fmt.Sprintf("ns%d/c%03d", rng.IntN(2), c), fmt.Sprintf("%dGi", 1+kindOf[c]%3))
+		}
+		for v := range volumes {
+			volumes[v] = assignPV(fmt.Sprintf("v%03d", v), fmt.Sprintf("%dGi", 1+rng.IntN(4)),
+				assignModes([]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany}[:1+rng.IntN(2)]...))
+		}
+		density := rng.Float64()
+		kindFits := make([][]bool, nk)
+		for k := range kindFits {
+			kindFits[k] = make([]bool, nv)
+			for v := range kindFits[k] {
+				kindFits[k][v] = rng.Float64() < density
+			}
+		}
+		// A few claims have lists of their own: their kind's less some volumes.
+		own := map[int][]bool{}
+		for c := range claims {
+			if rng.IntN(10) == 0 {
+				own[c] = slices.Clone(kindFits[kindOf[c]])
+				for v := range own[c] {
+					own[c][v] = own[c][v] && rng.IntN(3) > 0
+				}
+			}
+		}
+		fits := func(c, v int) bool {
+			if o, ok := own[c]; ok {
+				return o[v]
+			}
+			return kindFits[kindOf[c]][v]
+		}
+		order := assignVolumeOrder(volumes)
+		listFor := func(fits func(v int) bool) []int32 {
+			var l []int32
+			for _, v := range order {
+				if fits(int(v)) {
+					l = append(l, v)
+				}
+			}
+			return l
+		}
+		var lists [][]int32
+		kindList := map[int]int32{}
+		listOf := make([]int32, nc)
+		for c := range claims {
+			if o, ok := own[c]; ok {
+				lists = append(lists, listFor(func(v int) bool { return o[v] }))
+				listOf[c] = int32(len(lists) - 1)
+				continue
+			}
+			l, ok := kindList[kindOf[c]]
+			if !ok {
+				lists = append(lists, listFor(func(v int) bool { return kindFits[kindOf[c]][v] }))
+				l = int32(len(lists) - 1)
+				kindList[kindOf[c]] = l
+			}
+			listOf[c] = l
+		}
+		got := assignLists(claims, nv, lists, listOf)
+		if want := oracleAssign(claims, volumes, fits); !maps.Equal(got, want) {
+			t.Fatalf("instance %d (%d claims of %d kinds, %d volumes): shared lists give %v, the dense relation %v", i, nc, nk, nv, got, want)
+		}
 	}
 }

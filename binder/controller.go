@@ -233,12 +233,13 @@ func (b *Binder) Start(ctx context.Context) error {
 func (b *Binder) resyncAll(ctx context.Context) {
 	var pvs corev1.PersistentVolumeList
 	var pvcs corev1.PersistentVolumeClaimList
-	if err := b.o.Cache.List(ctx, &pvs); err == nil {
+	// Only the names are read: no need for deep copies of every object.
+	if err := b.o.Cache.List(ctx, &pvs, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range pvs.Items {
 			b.queue.Add(key{kind: 'v', name: pvs.Items[i].Name})
 		}
 	}
-	if err := b.o.Cache.List(ctx, &pvcs); err == nil {
+	if err := b.o.Cache.List(ctx, &pvcs, client.UnsafeDisableDeepCopy); err == nil {
 		for i := range pvcs.Items {
 			b.queue.Add(key{kind: 'c', namespace: pvcs.Items[i].Namespace, name: pvcs.Items[i].Name})
 		}
@@ -370,9 +371,10 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 	return s, nil
 }
 
+// classes lists the storage classes as the cache holds them, not copies: callers only read them.
 func (b *Binder) classes(ctx context.Context) ([]*storagev1.StorageClass, error) {
 	var list storagev1.StorageClassList
-	if err := b.o.Cache.List(ctx, &list); err != nil {
+	if err := b.o.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing storage classes: %w", err)
 	}
 	out := make([]*storagev1.StorageClass, len(list.Items))

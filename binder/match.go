@@ -53,9 +53,10 @@ func fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, no
 }
 
 // fitCache parses each claim's label selector and each volume's node affinity once: the planner
-// asks fitsUnbound about every (claim, volume) pair of a class, and parsing them for every pair
-// cost 2-5 µs a pair (BenchmarkFitsUnbound), seconds a plan for a pool of a thousand claims and
-// volumes. Objects are keyed by pointer: one plan's objects do not change while it runs.
+// asks about many pairs of a class (the pre-bound pass, and poolLists once per kind of claim),
+// and parsing them for every pair cost 2-5 µs a pair (BenchmarkFitsUnbound), seconds a plan for a
+// pool of a thousand claims and volumes. Objects are keyed by pointer: one plan's objects do not
+// change while it runs.
 type fitCache struct {
 	selectors  map[*corev1.PersistentVolumeClaim]parsedSelector
 	affinities map[*corev1.PersistentVolume]parsedAffinity
@@ -82,7 +83,7 @@ func (f *fitCache) fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.Persis
 	if v.Spec.ClaimRef != nil && !preBoundTo(v, c) {
 		return false
 	}
-	if v.Spec.ClaimRef == nil && v.Status.Phase != corev1.VolumeAvailable && !(pendingFree && isPending(v)) {
+	if v.Spec.ClaimRef == nil && !isFree(v, pendingFree) {
 		return false
 	}
 	// The checks are policy's own (PVG001, PVG005-PVG009, PVG018), so the binder never picks a volume
@@ -90,17 +91,36 @@ func (f *fitCache) fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.Persis
 	if policy.Satisfies(v, c) != nil {
 		return false
 	}
+	if !f.selectorAdmits(c, v) {
+		return false
+	}
+	return !scheduled || f.affinityAdmits(v, node)
+}
+
+// isFree reports whether a volume without a claimRef may be bound: it is Available, or Pending
+// (never synced by a binder) when pendingFree.
+func isFree(v *corev1.PersistentVolume, pendingFree bool) bool {
+	return v.Status.Phase == corev1.VolumeAvailable || pendingFree && isPending(v)
+}
+
+// selector is the claim's label selector, parsed once.
+func (f *fitCache) selector(c *corev1.PersistentVolumeClaim) parsedSelector {
 	sel, ok := f.selectors[c]
 	if !ok {
 		sel.sel, sel.err = policy.ParseClaimSelector(c)
 		f.selectors[c] = sel
 	}
-	if sel.err != nil || !sel.sel.Admits(v) {
-		return false
-	}
-	if !scheduled {
-		return true
-	}
+	return sel
+}
+
+// selectorAdmits reports whether the claim's selector is valid and matches the volume.
+func (f *fitCache) selectorAdmits(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
+	sel := f.selector(c)
+	return sel.err == nil && sel.sel.Admits(v)
+}
+
+// affinityAdmits reports whether the volume is reachable from the node a claim was scheduled to.
+func (f *fitCache) affinityAdmits(v *corev1.PersistentVolume, node *corev1.Node) bool {
 	aff, ok := f.affinities[v]
 	if !ok {
 		aff.aff, aff.err = policy.ParseVolumeAffinity(v)
