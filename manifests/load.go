@@ -21,7 +21,9 @@ import (
 // .json; a file named directly is read whatever its extension). It returns them, how many there
 // are, and an error for each document that cannot be read, naming its file and place; the rest is
 // still read, the documents after a broken one and a List's other items included. Kinds other
-// than PersistentVolume, PersistentVolumeClaim, StorageClass and Node are ignored.
+// than PersistentVolume, PersistentVolumeClaim, StorageClass and Node are ignored. Objects are
+// read as strictly as the apiserver reads them: an unknown field, or a key repeated in JSON or
+// in YAML, makes the object unreadable rather than half-read.
 //
 // Documents, and the items of each List, are decoded on GOMAXPROCS goroutines and joined in walk
 // order, then document order, then item order, so the result does not depend on scheduling.
