@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -120,7 +121,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 			return err
 		}
 	} else {
-		snap, objects, readErrs = LoadManifests(o.Files)
+		snap, objects, readErrs = manifests.Load(o.Files)
 		for _, e := range readErrs {
 			fmt.Fprintln(errOut, "pvguard audit:", e)
 		}

@@ -154,6 +154,62 @@ func TestAuditBadDocumentsAreNamedAndTheRestAudited(t *testing.T) {
 	}
 }
 
+// TestAuditRefusesRepeatedKeys: a key repeated in one object (volumeMode Block, then
+// Filesystem) is not resolved to either value: the object is named on stderr with its file,
+// document and field, the exit code is 2, and every other object is still audited, in the same
+// file and in others.
+func TestAuditRefusesRepeatedKeys(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"volumes.yaml": volumes,
+		"claims.json":  claims,
+		"dup.yaml": `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-twice}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  hostPath: {path: /data/twice}
+  volumeMode: Filesystem
+status: {phase: Failed}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-after}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /data/after}
+status: {phase: Failed}
+`,
+	})
+	out, errOut, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "json"})
+	if exitCode(err) != app.ExitBadManifest {
+		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, app.ExitBadManifest)
+	}
+	want := `dup.yaml: document 1: PersistentVolume pv-twice: duplicate field "spec.volumeMode"`
+	if !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	var report audit.Report
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("json output: %v\n%s", err, out)
+	}
+	found := map[string]bool{}
+	for _, f := range report.Findings {
+		found[f.Rule+" "+f.Object] = true
+	}
+	for _, f := range []string{"PVG024 pv-failed", "PVG024 pv-after", "PVG001 db"} {
+		if !found[f] {
+			t.Errorf("the other objects were not all audited: no %s in %v", f, found)
+		}
+	}
+	if found["PVG024 pv-twice"] || report.Summary.Objects != 4 || len(report.Errors) != 1 {
+		t.Errorf("the object with the repeated key was audited, or the report is off: %d objects, errors %q, findings %v",
+			report.Summary.Objects, report.Errors, found)
+	}
+}
+
 func TestAuditFlags(t *testing.T) {
 	for _, o := range []app.AuditOptions{
 		{Output: "table"},

@@ -1,7 +1,7 @@
 // Command audit measures pvguard's audit at scale on synthetic clusters (hack/bench/auditgen):
 // for each size it times (a) Engine.Audit over the in-memory snapshot, (b) the offline path,
 // `pvguard audit -f DIR -o json` (app.RunAudit) over the same objects written as multi-document
-// YAML files, and (c) of that, app.LoadManifests alone. Each measurement runs in a child process
+// YAML files, and (c) of that, manifests.Load alone. Each measurement runs in a child process
 // of its own, so its peak RSS (getrusage maxrss) is its own; the peak Go heap is sampled with
 // runtime.ReadMemStats. See docs/benchmarks.md.
 package main
@@ -28,6 +28,7 @@ import (
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/hack/bench/auditgen"
+	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -114,7 +115,7 @@ func main() {
 			slices.Sort(walls)
 			r.Wall = walls[len(walls)/2]
 			path := map[string]string{"engine": "engine (Engine.Audit)", "offline": "offline (RunAudit -o json)",
-				"load": "  of which LoadManifests"}[mode]
+				"load": "  of which manifests.Load"}[mode]
 			findings := strconv.Itoa(r.Findings)
 			if mode == "load" {
 				findings = "-"
@@ -184,7 +185,7 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 		}
 	case "load":
 		run = func() (int, error) {
-			_, objects, errs := app.LoadManifests([]string{dir})
+			_, objects, errs := manifests.Load([]string{dir})
 			if len(errs) > 0 {
 				return 0, errs[0]
 			}

@@ -1,4 +1,4 @@
-package app
+package manifests
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // plainItems decodes a List's items as they were decoded before values were shared: each on
@@ -45,21 +47,53 @@ func plainItems(t testing.TB, js []byte) []metav1.Object {
 	return objs
 }
 
-func snapshotObjects(m *manifestFile) []metav1.Object {
+// snapshotObjects lists a snapshot's objects: classes, nodes, volumes, claims.
+func snapshotObjects(s *policy.Snapshot) []metav1.Object {
 	var objs []metav1.Object
-	for _, o := range m.snap.Classes {
+	for _, o := range s.Classes {
 		objs = append(objs, o)
 	}
-	for _, o := range m.snap.Nodes {
+	for _, o := range s.Nodes {
 		objs = append(objs, o)
 	}
-	for _, o := range m.snap.PVs {
+	for _, o := range s.PVs {
 		objs = append(objs, o)
 	}
-	for _, o := range m.snap.PVCs {
+	for _, o := range s.PVCs {
 		objs = append(objs, o)
 	}
 	return objs
+}
+
+// objectNames names a snapshot's objects (pv/NAME, pvc/NAMESPACE/NAME, sc/NAME, node/NAME) in the
+// order the audit sees them: volumes, claims, classes, nodes.
+func objectNames(s *policy.Snapshot) []string {
+	var out []string
+	for _, v := range s.PVs {
+		out = append(out, "pv/"+v.Name)
+	}
+	for _, c := range s.PVCs {
+		out = append(out, "pvc/"+c.Namespace+"/"+c.Name)
+	}
+	for _, sc := range s.Classes {
+		out = append(out, "sc/"+sc.Name)
+	}
+	for _, n := range s.Nodes {
+		out = append(out, "node/"+n.Name)
+	}
+	return out
+}
+
+// readList reads a JSON List with d, as Load reads each of its items.
+func readList(t testing.TB, d *decoder, js string) *policy.Snapshot {
+	t.Helper()
+	objs, err := d.readAll(item{js: []byte(js)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &policy.Snapshot{}
+	keep(snap, objs)
+	return snap
 }
 
 // byKind orders objects as the snapshot holds them (classes, nodes, volumes, claims), each kind in
@@ -112,35 +146,22 @@ func TestSharedValuesDecodeAsWithout(t *testing.T) {
 		),
 	}
 	for _, d := range listDocuments(t) {
-		if d.take {
-			docs = append(docs, d.js)
+		if d.want == nil {
+			docs = append(docs, d.js) // the generator's
 		}
 	}
-	w := new(worker)
+	// One decoder for all, as one goroutine's is for every document it reads.
+	d := new(decoder)
 	for i, js := range docs {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			want := byKind(plainItems(t, []byte(js)))
-			quick := &manifestFile{w: w}
-			if _, took := quick.addList([]byte(js)); !took {
-				t.Fatal("addList declined the document")
+			got := snapshotObjects(readList(t, d, js))
+			if len(got) != len(want) {
+				t.Fatalf("%d objects, want %d", len(got), len(want))
 			}
-			careful := &manifestFile{w: w}
-			_, _, items, err := careful.typeOfDocument([]byte(js))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := careful.addItems(items); err != nil {
-				t.Fatal(err)
-			}
-			for name, m := range map[string]*manifestFile{"addList": quick, "addItems": careful} {
-				got := snapshotObjects(m)
-				if len(got) != len(want) {
-					t.Fatalf("%s: %d objects, want %d", name, len(got), len(want))
-				}
-				for j := range got {
-					if !reflect.DeepEqual(got[j], want[j]) {
-						t.Errorf("%s: %s decodes to\n%+v\nwithout sharing to\n%+v", name, want[j].GetName(), got[j], want[j])
-					}
+			for j := range got {
+				if !reflect.DeepEqual(got[j], want[j]) {
+					t.Errorf("%s decodes to\n%+v\nwithout sharing to\n%+v", want[j].GetName(), got[j], want[j])
 				}
 			}
 		})
@@ -159,11 +180,11 @@ func TestRepeatsAreShared(t *testing.T) {
 		item("b", `{"app":"db"}`, "1Gi", `["ReadWriteOnce"]`),
 		item("c", `{"app":"web"}`, "2Gi", `["ReadWriteMany"]`),
 	}, ",") + `]}`
-	m := &manifestFile{w: new(worker)}
-	if n, took := m.addList([]byte(js)); !took || n != 3 {
-		t.Fatalf("addList: %d objects, took %v", n, took)
+	snap := readList(t, new(decoder), js)
+	if len(snap.PVCs) != 3 {
+		t.Fatalf("%d claims, want 3", len(snap.PVCs))
 	}
-	a, b, c := m.snap.PVCs[0], m.snap.PVCs[1], m.snap.PVCs[2]
+	a, b, c := snap.PVCs[0], snap.PVCs[1], snap.PVCs[2]
 	same := func(x, y any) bool { return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() }
 	for _, tc := range []struct {
 		what    string
@@ -201,17 +222,17 @@ func TestSharedValueErrorsNameTheField(t *testing.T) {
 			`PersistentVolume a: unknown field "spec.nodeAffinity.requird"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &manifestFile{w: new(worker)}
-			_, err := m.addDocument([]byte(tc.js))
+			d := new(decoder)
+			_, err := d.readAll(item{js: []byte(tc.js)})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want it to contain %q", err, tc.want)
 			}
 			// The same item again, after a clean one has filled the tables.
 			clean := strings.NewReplacer(`"x":1`, `"x":"1"`, `,"x":"2"`, ``, `"lots"`, `"1Gi"`, `"ReadWriteOnce"`, `["ReadWriteOnce"]`, `"requird"`, `"required"`).Replace(tc.js)
-			if _, err := m.addDocument([]byte(clean)); err != nil {
+			if _, err := d.readAll(item{js: []byte(clean)}); err != nil {
 				t.Fatalf("the clean item: %v", err)
 			}
-			if _, err := m.addDocument([]byte(tc.js)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := d.readAll(item{js: []byte(tc.js)}); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("after a clean item, error %v, want it to contain %q", err, tc.want)
 			}
 		})
@@ -221,23 +242,23 @@ func TestSharedValueErrorsNameTheField(t *testing.T) {
 // TestSharedTablesStayWithinBudget: unique values do not grow a table past its budget, and a
 // table that started over still decodes repeats as before.
 func TestSharedTablesStayWithinBudget(t *testing.T) {
-	m := &manifestFile{w: new(worker)}
-	item := func(i int) string {
-		return fmt.Sprintf(`{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"v%d","labels":{"unique":"%0100d"}}}`, i, i)
+	d := new(decoder)
+	volume := func(i int) item {
+		return item{js: fmt.Appendf(nil, `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"v%d","labels":{"unique":"%0100d"}}}`, i, i)}
 	}
 	const n = 2 * sharedBudget / 100
-	for i := range n {
-		if _, err := m.addDocument([]byte(item(i))); err != nil {
+	var objs []metav1.Object
+	for i := range n + 1 {
+		got, err := d.readAll(volume(i % n))
+		if err != nil {
 			t.Fatal(err)
 		}
-		if got := len(m.w.shared.strings); got*100 > sharedBudget {
+		objs = append(objs, got...)
+		if got := len(d.shared.strings); got*100 > sharedBudget {
 			t.Fatalf("after %d unique label sets the table holds %d (%d bytes and more)", i+1, got, got*100)
 		}
 	}
-	if _, err := m.addDocument([]byte(item(0))); err != nil {
-		t.Fatal(err)
-	}
-	first, again := m.snap.PVs[0], m.snap.PVs[n]
+	first, again := objs[0], objs[n]
 	if !reflect.DeepEqual(first, again) {
 		t.Fatalf("the first item decoded again, after the table started over, differs:\n%+v\n%+v", first, again)
 	}

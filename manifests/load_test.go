@@ -1,15 +1,32 @@
-package app_test
+package manifests_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
 )
+
+// writeFiles writes files (name: content, names may hold directories) into a new directory.
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
 
 func names(s *policy.Snapshot) []string {
 	var out []string
@@ -28,11 +45,16 @@ func names(s *policy.Snapshot) []string {
 	return out
 }
 
+// yamlItem makes a YAML document an item of a List's items.
+func yamlItem(doc string) string {
+	return "- " + strings.ReplaceAll(strings.TrimSuffix(doc, "\n"), "\n", "\n  ") + "\n"
+}
+
 func pvYAML(name string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: %s}\nspec: {capacity: {storage: 1Gi}, hostPath: {path: /d}}\n", name)
 }
 
-func TestLoadManifests(t *testing.T) {
+func TestLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		files   map[string]string
@@ -49,13 +71,48 @@ func TestLoadManifests(t *testing.T) {
  {"apiVersion":"storage.k8s.io/v1","kind":"StorageClass","metadata":{"name":"fast"},"provisioner":"x"}]}`},
 		want: []string{"pv/one", "pvc/default/c", "sc/fast"},
 	}, {
-		name: "a List's items wherever they are, even twice; items that are not an array are none",
+		name: "a List's items wherever they are; items that are not an array are none",
+		files: map[string]string{"a.json": `{"items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"before"}}],
+ "apiVersion":"v1","kind":"PersistentVolumeList","metadata":{}}
+{"apiVersion":"v1","kind":"List","items":{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"no"}}}
+{"items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"not-a-list"}}],"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`},
+		want: []string{"pv/before"},
+	}, {
+		// Until issue 17 the items of both were read; the apiserver refuses such a List.
+		name: "a List that repeats its items, or any other key, is refused whole",
 		files: map[string]string{"a.json": `{"items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"before"}}],
  "apiVersion":"v1","kind":"PersistentVolumeList","metadata":{},
  "items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"after"}}]}
-{"apiVersion":"v1","kind":"List","items":{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"no"}}}
-{"items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"not-a-list"}}],"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`},
-		want: []string{"pv/before", "pv/after"},
+{"kind":"List","apiVersion":"v1","kind":"List","items":[]}`,
+			"b.yaml": "apiVersion: v1\nkind: List\nmetadata: {}\nitems:\n" + yamlItem(pvYAML("one")) + "metadata: {}\n---\n" + pvYAML("kept")},
+		want: []string{"pv/kept"},
+		wantErr: []string{`a.json: document 1: PersistentVolumeList: duplicate field "items"`, `a.json: document 2: List: duplicate field "kind"`,
+			`b.yaml: document 1: List: duplicate field "metadata"`},
+	}, {
+		name: "a key repeated in YAML is refused, naming the object and the field; the rest is read",
+		files: map[string]string{"dup.yaml": "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: db, namespace: team-a}\nspec:\n" +
+			"  volumeMode: Block\n  resources: {requests: {storage: 1Gi}}\n  volumeMode: Filesystem\n---\n" + pvYAML("after") +
+			"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: other-kinds-are-not-read}\ndata: {a: x, a: y}\n",
+			"list.yaml": "apiVersion: v1\nkind: List\nitems:\n" + yamlItem(pvYAML("first")) +
+				"- apiVersion: v1\n  kind: PersistentVolume\n  metadata:\n    name: second\n    labels: {a: x, b: y, a: z}\n" +
+				yamlItem(pvYAML("third"))},
+		want: []string{"pv/after", "pv/first", "pv/third"},
+		wantErr: []string{`dup.yaml: document 1: PersistentVolumeClaim db: duplicate field "spec.volumeMode"`,
+			`list.yaml: document 1: items[1]: PersistentVolume second: duplicate field "metadata.labels.a"`},
+	}, {
+		name: "a key repeated in JSON is refused the same way",
+		files: map[string]string{"dup.json": `{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"db"},"spec":{"volumeMode":"Block","volumeMode":"Filesystem"}}
+{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"a","name":"b"}},
+ {"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"c"}}]}
+{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"d"},"metadata":{"name":"d"}}`},
+		want: []string{"pv/c"},
+		wantErr: []string{`dup.json: document 1: PersistentVolumeClaim db: duplicate field "spec.volumeMode"`,
+			`dup.json: document 2: items[0]: PersistentVolume b: duplicate field "metadata.name"`,
+			`dup.json: document 3: PersistentVolume d: duplicate field "metadata"`},
+	}, {
+		name:  "a key that overrides a merged one is no repeat",
+		files: map[string]string{"merge.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: merged\n  labels:\n    <<: {a: x, b: w}\n    a: z\n"},
+		want:  []string{"pv/merged"},
 	}, {
 		name: "a List as kubectl prints it (items before kind) and objects with kind last",
 		files: map[string]string{"k.json": `{"apiVersion":"v1","items":[{"metadata":{"name":"x"},"spec":{},"kind":"PersistentVolume","apiVersion":"v1"},
@@ -134,7 +191,7 @@ func TestLoadManifests(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFiles(t, tc.files)
-			snap, objects, errs := app.LoadManifests([]string{dir})
+			snap, objects, errs := manifests.Load([]string{dir})
 			got := names(snap)
 			if !slices.Equal(got, tc.want) || objects != len(tc.want) {
 				t.Errorf("loaded %d: %v, want %v", objects, got, tc.want)
@@ -151,9 +208,9 @@ func TestLoadManifests(t *testing.T) {
 	}
 }
 
-func TestLoadManifestsNamedFileAndMissingPath(t *testing.T) {
+func TestLoadNamedFileAndMissingPath(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"volumes.txt": pvYAML("named")})
-	snap, _, errs := app.LoadManifests([]string{filepath.Join(dir, "volumes.txt"), filepath.Join(dir, "absent")})
+	snap, _, errs := manifests.Load([]string{filepath.Join(dir, "volumes.txt"), filepath.Join(dir, "absent")})
 	if got := names(snap); !slices.Equal(got, []string{"pv/named"}) {
 		t.Errorf("a file named directly is read whatever its extension: got %v", got)
 	}

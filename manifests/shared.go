@@ -1,4 +1,4 @@
-package app
+package manifests
 
 import (
 	"github.com/go-json-experiment/json"
@@ -25,7 +25,7 @@ const sharedBudget = 256 << 10
 // sharedMaxLen is the longest value shared; longer ones are rarely repeated.
 const sharedMaxLen = 1 << 10
 
-// sharedValues holds one worker's tables (a worker decodes on one goroutine at a time).
+// sharedValues holds one decoder's tables (a decoder is used by one goroutine at a time).
 type sharedValues struct {
 	strings     map[string]map[string]string
 	resources   map[string]corev1.ResourceList
@@ -56,8 +56,8 @@ func newSharedValues() *sharedValues {
 // sharedFrom decodes a value of type T through table: the copy decoded earlier from the same
 // bytes, or a new one (decoded as without the table) that later repeats will share.
 //
-// An error is placed in the value, not the object; addDocument decodes the object again without
-// sharing to name the field, and addList declines the document for the careful way.
+// An error is placed in the value, not the object: decoder.object decodes the object again
+// without sharing to name the field.
 func sharedFrom[T any](table map[string]T) func(*jsontext.Decoder, *T) error {
 	used := 0
 	return func(dec *jsontext.Decoder, v *T) error {
