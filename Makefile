@@ -46,7 +46,8 @@ race: tools
 	$(GO) test -race -count=1 ./binder/ ./webhook/ ./policy/ ./certs/ ./cmd/pvguard/app/ ./manifests/ ./test/e2ebinder/
 
 ## bench: every benchmark of docs/benchmarks.md at a size that finishes in minutes; BENCH_LARGE=1
-## for the documented sizes (100k-object audit, 1,000-pair binder race)
+## for the documented sizes (100k-object audit, 1,000-pair binder race, pvguard serve against
+## 10k-100k pairs)
 bench: tools
 	hack/build-tools.sh --with-controller-manager
 	$(GO) test -run '^$$' -bench 'Assign|Audit|AdmissionHandler|AdmissionTLS' -benchmem ./binder/ ./policy/ ./webhook/
@@ -58,6 +59,7 @@ bench: tools
 	$(GO) run ./hack/bench/audit -sizes $(if $(BENCH_LARGE),100000,10000) -modes offline,load -format yaml-list -per-file $(if $(BENCH_LARGE),100000,10000) $(if $(BENCH_LARGE),,-runs 1)
 	$(GO) test -run '^$$' -bench 'ApplyOverhead|ClusterView' -benchtime 300x -benchmem ./test/e2e/
 	$(GO) run ./hack/bench/binder -pairs $(if $(BENCH_LARGE),1000,200) -qps 20:30,200:400,1000:2000
+	$(GO) run ./hack/bench/scale -pairs $(if $(BENCH_LARGE),10000$(comma)50000$(comma)100000,2000)
 
 comma := ,
 

@@ -67,6 +67,9 @@ type Options struct {
 	// LogDir, when set, receives the output of kube-apiserver and etcd (kube-apiserver.log,
 	// etcd.log); otherwise it is discarded.
 	LogDir string
+	// EtcdFlags are extra etcd flags (name without dashes -> value), e.g. a larger
+	// quota-backend-bytes for a control plane filled with hundreds of thousands of objects.
+	EtcdFlags map[string]string
 }
 
 // StartWith is Start with options.
@@ -80,18 +83,23 @@ func StartWith(assets string, o Options) (*ControlPlane, error) {
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	c := &ControlPlane{env: env}
+	etcd := &envtest.Etcd{}
+	env.ControlPlane.Etcd = etcd
+	for name, value := range o.EtcdFlags {
+		etcd.Configure().Set(name, value)
+	}
 	if o.LogDir != "" {
 		api, err := c.logFile(o.LogDir, "kube-apiserver.log")
 		if err != nil {
 			return nil, err
 		}
-		etcd, err := c.logFile(o.LogDir, "etcd.log")
+		etcdLog, err := c.logFile(o.LogDir, "etcd.log")
 		if err != nil {
 			c.closeLogs()
 			return nil, err
 		}
 		env.ControlPlane.GetAPIServer().Out, env.ControlPlane.GetAPIServer().Err = api, api
-		env.ControlPlane.Etcd = &envtest.Etcd{Out: etcd, Err: etcd}
+		etcd.Out, etcd.Err = etcdLog, etcdLog
 	}
 	cfg, err := env.Start()
 	if err != nil {

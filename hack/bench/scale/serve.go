@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/pvguard/pvguard/certs"
+)
+
+// buildPVGuard builds ./cmd/pvguard of the module the harness runs in into dir, stamped with
+// `git describe` as `make build` does.
+func buildPVGuard(ctx context.Context, dir string) (string, error) {
+	root, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module root: %w", err)
+	}
+	rootDir := strings.TrimSpace(string(root))
+	version := "dev"
+	if out, err := exec.CommandContext(ctx, "git", "-C", rootDir, "describe", "--tags", "--always", "--dirty").Output(); err == nil {
+		version = strings.TrimSpace(string(out))
+	}
+	bin := filepath.Join(dir, "pvguard")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X github.com/pvguard/pvguard/cmd/pvguard/app.Version="+version, "-o", bin, "./cmd/pvguard")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = rootDir, os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building pvguard: %w", err)
+	}
+	return bin, nil
+}
+
+// binaryVersion is what `pvguard version` prints and the commit the binary was built from.
+func binaryVersion(ctx context.Context, bin string) string {
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	v := strings.TrimSpace(string(out))
+	if err != nil {
+		v = fmt.Sprintf("unknown (%v)", err)
+	}
+	if info, err := buildinfo.ReadFile(bin); err == nil {
+		settings := map[string]string{}
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
+		}
+		if rev := settings["vcs.revision"]; rev != "" {
+			v += ", commit " + rev
+			if settings["vcs.modified"] == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return v
+}
+
+// server is one `pvguard serve` child process.
+type server struct {
+	cmd     *exec.Cmd
+	pid     int
+	base    string // https://127.0.0.1:port
+	certDir string
+	logPath string
+	started time.Time
+	exited  chan struct{}
+	waitErr error
+	// hc reaches the server's health and metrics endpoints; the probe needs no trust in the
+	// certificate (reviews are sent with a client that trusts its CA, see reviewClient).
+	hc *http.Client
+}
+
+// serveConfig is how to run a child.
+type serveConfig struct {
+	binary string
+	mode   string
+	dir    string // kubeconfig, certificates and log live here
+	kube   string // kubeconfig path
+	env    []string
+	args   []string // extra serve flags
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startServer starts `pvguard serve` with only the first full audit and change-driven
+// incremental audits in the measured window (--audit-interval 10m), no leader election, a
+// self-signed certificate in its own directory, and a fast shutdown.
+func startServer(c serveConfig) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s := &server{
+		base:    fmt.Sprintf("https://127.0.0.1:%d", port),
+		certDir: filepath.Join(c.dir, "certs-"+c.mode),
+		logPath: filepath.Join(c.dir, "pvguard-"+c.mode+".log"),
+		exited:  make(chan struct{}),
+		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a local probe of a self-signed child
+		}},
+	}
+	args := append([]string{"serve",
+		"--kubeconfig", c.kube,
+		"--binder", c.mode,
+		"--leader-elect=false",
+		"--self-signed", "--cert-dir", s.certDir,
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--audit-interval", "10m",
+		"--shutdown-delay", "0s", "--shutdown-timeout", "5s",
+	}, c.args...)
+	log, err := os.Create(s.logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating the server's log: %w", err)
+	}
+	s.cmd = exec.Command(c.binary, args...)
+	s.cmd.Env = append(os.Environ(), c.env...)
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.started = time.Now()
+	if err := s.cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, fmt.Errorf("starting %s serve: %w", c.binary, err)
+	}
+	s.pid = s.cmd.Process.Pid
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		_ = log.Close()
+		close(s.exited)
+	}()
+	return s, nil
+}
+
+// alive is an error once the child has exited.
+func (s *server) alive() error {
+	select {
+	case <-s.exited:
+		return fmt.Errorf("pvguard serve exited (%v); see %s", s.waitErr, s.logPath)
+	default:
+		return nil
+	}
+}
+
+// stop sends SIGTERM and waits; after 30 s it kills.
+func (s *server) stop() error {
+	if s.alive() != nil {
+		return nil
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stopping pvguard serve: %w", err)
+	}
+	select {
+	case <-s.exited:
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("pvguard serve did not stop within 30 s of SIGTERM; killed (see %s)", s.logPath)
+	}
+}
+
+// waitReady polls /readyz until it answers 200 and returns the time since the process started.
+func (s *server) waitReady(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := s.alive(); err != nil {
+			return 0, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/readyz", nil)
+		if err != nil {
+			return 0, fmt.Errorf("probing readiness: %w", err)
+		}
+		if resp, err := s.hc.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(s.started), nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("pvguard serve not ready after %s; see %s", timeout, s.logPath)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// caPool trusts the CA pvguard issued its self-signed certificate with.
+func (s *server) caPool() (*x509.CertPool, error) {
+	data, err := os.ReadFile(filepath.Join(s.certDir, certs.CAFile))
+	if err != nil {
+		return nil, fmt.Errorf("reading pvguard's CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, errors.New("pvguard's CA file holds no certificate")
+	}
+	return pool, nil
+}
+
+// metrics is one scrape of /metrics.
+type metrics map[string]*dto.MetricFamily
+
+func (s *server) metrics(ctx context.Context) (metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("reading pvguard's metrics: %w", err)
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading pvguard's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading pvguard's metrics: HTTP %d", resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing pvguard's metrics: %w", err)
+	}
+	return metrics(families), nil
+}
+
+// matches reports whether m carries every label pair in want.
+func matches(m *dto.Metric, want map[string]string) bool {
+	found := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			found++
+		}
+	}
+	return found == len(want)
+}
+
+// value sums a counter or gauge over the series matching the labels (0 when absent).
+func (m metrics) value(name string, labels map[string]string) float64 {
+	var sum float64
+	for _, s := range m[name].GetMetric() {
+		if matches(s, labels) {
+			sum += s.GetCounter().GetValue() + s.GetGauge().GetValue() + s.GetUntyped().GetValue()
+		}
+	}
+	return sum
+}
+
+// histogram is a histogram's sum and count over the matching series.
+func (m metrics) histogram(name string, labels map[string]string) (sum float64, count uint64) {
+	for _, s := range m[name].GetMetric() {
+		if matches(s, labels) {
+			sum += s.GetHistogram().GetSampleSum()
+			count += s.GetHistogram().GetSampleCount()
+		}
+	}
+	return sum, count
+}
+
+// bucket is one cumulative histogram bucket.
+type bucket struct {
+	UpperBound float64 `json:"le"`
+	Count      uint64  `json:"count"`
+}
+
+// buckets are a histogram's cumulative buckets over the matching series (+Inf last).
+func (m metrics) buckets(name string, labels map[string]string) []bucket {
+	var out []bucket
+	for _, s := range m[name].GetMetric() {
+		if !matches(s, labels) {
+			continue
+		}
+		h := s.GetHistogram()
+		for i, b := range h.GetBucket() {
+			if i >= len(out) {
+				out = append(out, bucket{UpperBound: b.GetUpperBound()})
+			}
+			out[i].Count += b.GetCumulativeCount()
+		}
+		if n := len(h.GetBucket()); n >= len(out) {
+			out = append(out, bucket{UpperBound: math.Inf(1)})
+		}
+		out[len(h.GetBucket())].Count += h.GetSampleCount()
+	}
+	return out
+}
