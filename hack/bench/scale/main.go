@@ -39,6 +39,7 @@ type config struct {
 	sizes      []int
 	modes      []string
 	pvguard    string
+	baseline   string
 	env        []string
 	args       []string
 	pending    int
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&pairs, "pairs", "2000", "comma-separated cluster sizes in volume/claim pairs (0: an empty cluster, the admission baseline)")
 	flag.StringVar(&modes, "modes", "off,shadow,active", "comma-separated binder modes, one fresh `pvguard serve` each")
 	flag.StringVar(&c.pvguard, "pvguard", "", "pvguard binary (default: go build ./cmd/pvguard into the run's temporary directory)")
+	flag.StringVar(&c.baseline, "baseline", "", "another pvguard binary (e.g. built from an older commit) run first in binder mode off against the same objects, for a before/after on one fill")
 	flag.Var(&env, "env", "extra environment for pvguard serve, KEY=VALUE (repeatable), e.g. -env GOMEMLIMIT=900MiB -env GOGC=50")
 	flag.Var(&args, "arg", "extra pvguard serve flag (repeatable), e.g. -arg=--kube-api-qps=200")
 	flag.IntVar(&c.pending, "pending", 10000, "pending claims (and half as many free volumes) the binder plans over in shadow and active modes (0 skips)")
@@ -267,15 +269,25 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			fillPending++
 		}
 	}
+	type run struct{ binary, mode, label string }
+	var runs []run
+	if c.baseline != "" {
+		runs = append(runs, run{c.baseline, "off", "off (baseline)"})
+	}
 	for _, mode := range c.modes {
+		runs = append(runs, run{c.pvguard, mode, mode})
+	}
+	for _, ru := range runs {
+		mode := ru.mode
 		r, err := measureMode(ctx, modeConfig{
-			serve:  serveConfig{binary: c.pvguard, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args},
+			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args},
 			filler: f, cases: cases, pairs: n, pending: c.pending, fillPending: fillPending,
 			warmup: c.warmup, reviews: c.reviews, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
 		})
+		r.Mode = ru.label
 		res.Modes = append(res.Modes, r)
 		if err != nil {
-			return res, fmt.Errorf("binder %s: %w", mode, err)
+			return res, fmt.Errorf("binder %s: %w", ru.label, err)
 		}
 	}
 	return res, nil
