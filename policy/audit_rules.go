@@ -112,7 +112,7 @@ func auditReleasedAging(r *Review, _ View, c *Config, now time.Time) ([]Finding,
 	}
 	return []Finding{{Object: pvRef(pv), Field: "status.phase",
 		Message: fmt.Sprintf("%s has been Released (reclaim policy Retain) for %s, longer than %s", pvRef(pv), now.Sub(since).Round(time.Hour), maxAge),
-		Hint:    "recover or delete its data, then delete the volume, or mark it " + "pvguard.io/reuse-when-released=true to make it Available again"}}, nil
+		Hint:    "recover or delete its data, then delete the volume, or mark it " + AnnReuseWhenReleased + "=true to make it Available again"}}, nil
 }
 
 func auditFailed(r *Review, _ View, _ *Config, _ time.Time) ([]Finding, error) {
