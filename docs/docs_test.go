@@ -16,7 +16,7 @@ func TestRuleReferenceCoversTheCatalogue(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(data)
-	for _, rl := range append(policy.Catalogue(), policy.AuditRules()...) {
+	for _, rl := range policy.Catalogue() {
 		row := "| " + string(rl.ID) + " | " + rl.Name + " | " + string(rl.Default) + " |"
 		if !strings.Contains(doc, row) {
 			t.Errorf("docs/rules.md has no row starting %q", row)

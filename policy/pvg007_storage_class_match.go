@@ -9,6 +9,7 @@ func pvg007StorageClassMatch() Rule {
 		ID:      "PVG007",
 		Name:    "storage-class-match",
 		Default: ActionWarn,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind the volume and the claim have the same storage class",
 		// Upstream binds a pre-bound volume to a claim of another class, and refuses a

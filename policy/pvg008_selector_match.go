@@ -11,6 +11,7 @@ func pvg008SelectorMatch() Rule {
 		ID:      "PVG008",
 		Name:    "selector-match",
 		Default: ActionWarn,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind the claim's label selector matches the volume's labels",
 		// Upstream ignores the selector for pre-bound pairs, so a mismatch binds anyway; it is

@@ -11,6 +11,7 @@ func pvg009NodeAffinityMatch() Rule {
 		ID:      "PVG009",
 		Name:    "node-affinity-match",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "a claim scheduled to a node (volume.kubernetes.io/selected-node) binds only a volume whose node affinity admits that node",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {

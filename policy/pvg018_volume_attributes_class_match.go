@@ -11,6 +11,7 @@ func pvg018VolumeAttributesClassMatch() Rule {
 		ID:      "PVG018",
 		Name:    "volume-attributes-class-match",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind, the volume and the claim name the same VolumeAttributesClass (unset and \"\" both mean none)",
 		// Upstream's binder never pairs a claim with a volume of another VolumeAttributesClass
