@@ -25,6 +25,7 @@ func pvg002ClaimRefUIDConsistent() Rule {
 		Default: ActionDeny,
 		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume},
+		Reads:   []Kind{KindPersistentVolumeClaim},
 		Summary: "a volume keeps its link to a live claim until the claim is deleted or goes to another volume, links only to a claim that completed a binding to it, and any uid it is given is the live claim's",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			if r.Kind != KindPersistentVolume || r.PV == nil {

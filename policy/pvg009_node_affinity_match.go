@@ -13,6 +13,7 @@ func pvg009NodeAffinityMatch() Rule {
 		Default: ActionDeny,
 		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim, KindNode},
 		Summary: "a claim scheduled to a node (volume.kubernetes.io/selected-node) binds only a volume whose node affinity admits that node",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			b, err := newBinding(r, v)

@@ -13,6 +13,7 @@ func pvg010VolumeGrab() Rule {
 		Default: ActionWarn,
 		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume},
 		Summary: "a claim names in spec.volumeName only a volume pre-bound to it, or one whose grant annotation lists its namespace",
 		Check: func(r *Review, v View, c *Config) ([]Finding, error) {
 			if !claimLinkChanged(r) {

@@ -13,6 +13,7 @@ func pvg017SingleDefaultClass() Rule {
 		Default: ActionWarn,
 		Judges:  JudgesState,
 		Kinds:   []Kind{KindStorageClass},
+		Reads:   []Kind{KindStorageClass},
 		Summary: "at most one StorageClass is marked as the cluster default",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			sc := r.SC
