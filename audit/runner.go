@@ -245,8 +245,8 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 	objects := make(map[objectKey]judged, len(each))
 	var failed []error
 	for _, oa := range each {
-		if !onlyRuleErrors(oa.Err) {
-			return oa.Err
+		if _, err := policy.SplitRuleErrors(oa.Err); err != nil {
+			return err
 		}
 		k, j, err := record(oa.Object, oa.Findings, v)
 		if err != nil {
@@ -370,11 +370,10 @@ func lookup(v policy.View, k objectKey) (any, []objectKey, error) {
 // keeps them and reports ruleErr. Any other failure is err, with no result.
 func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k objectKey, j judged, ruleErr, err error) {
 	engine, now := r.o.Engine(), r.o.Now()
-	found, err := engine.AuditObject(obj, v, now)
-	if !onlyRuleErrors(err) {
+	found, ruleErr := engine.AuditObject(obj, v, now)
+	if _, err := policy.SplitRuleErrors(ruleErr); err != nil {
 		return objectKey{}, judged{}, nil, err
 	}
-	ruleErr = err
 	if found, err = engine.Confirm(found, r.live(ctx), now); err != nil {
 		return objectKey{}, judged{}, nil, err
 	}
@@ -382,13 +381,6 @@ func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k objectKey
 		return objectKey{}, judged{}, nil, err
 	}
 	return k, j, ruleErr, nil
-}
-
-// onlyRuleErrors reports whether what an audit of one object returned, if anything, is rules that
-// could not judge it (*policy.RuleError), beside the other rules' findings.
-func onlyRuleErrors(err error) bool {
-	var re *policy.RuleError
-	return err == nil || errors.As(err, &re)
 }
 
 // record is an audited object's key and result: its findings and, for a volume, its binding row.

@@ -146,6 +146,40 @@ func (e *RuleError) Error() string {
 
 func (e *RuleError) Unwrap() error { return e.Err }
 
+// SplitRuleErrors takes apart what an audit (or Admit) returns: each rule that could not judge an
+// object (a *RuleError, reported beside the other rules' findings), or, when anything else
+// failed, that error alone.
+func SplitRuleErrors(err error) ([]error, error) {
+	if err == nil {
+		return nil, nil
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = flattenJoined(joined.Unwrap())
+	}
+	for _, e := range errs {
+		var re *RuleError
+		if !errors.As(e, &re) {
+			return nil, err
+		}
+	}
+	return errs, nil
+}
+
+// flattenJoined lists the errors inside nested errors.Join results (the audit joins per object,
+// and each object's joins per rule).
+func flattenJoined(errs []error) []error {
+	var out []error
+	for _, e := range errs {
+		if joined, ok := e.(interface{ Unwrap() []error }); ok {
+			out = append(out, flattenJoined(joined.Unwrap())...)
+		} else {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // judgeable reports why a review that is not a DELETE cannot be judged: an operation other than
 // CREATE or UPDATE, an unknown kind, no new object, or an UPDATE without the old one. Judging such
 // a review would mean allowing a write nobody looked at (an UPDATE without its old object would
