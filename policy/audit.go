@@ -209,7 +209,7 @@ func (e *Engine) auditObject(obj any, r *Review, v View, now time.Time) ([]Findi
 	if err := r.auditOf(obj, now); err != nil {
 		return nil, err
 	}
-	out, failed := e.evaluate(nil, e.inAudit, r, v)
+	out, failed := e.evaluate(e.inAudit, r, v)
 	return out, errors.Join(failed...)
 }
 
@@ -271,7 +271,7 @@ func (e *Engine) confirm(f Finding, live View, now time.Time) (bool, error) {
 	if err := r.auditOf(obj, now); err != nil {
 		return false, err
 	}
-	again, failed := e.evaluate(nil, []Rule{*rl}, r, newMemoView(live))
+	again, failed := e.evaluate([]Rule{*rl}, r, newMemoView(live))
 	if len(failed) > 0 {
 		err := failed[0]
 		if re, ok := err.(*RuleError); ok {

@@ -54,9 +54,6 @@ func NewEngineWith(cfg *Config, rules []Rule) *Engine {
 // Config returns the engine's configuration.
 func (e *Engine) Config() *Config { return e.cfg }
 
-// Rules returns the engine's rule set, in order.
-func (e *Engine) Rules() []Rule { return slices.Clone(e.rules) }
-
 // rule finds a rule of the engine's set by ID.
 func (e *Engine) rule(id RuleID) (*Rule, bool) {
 	for i := range e.rules {
@@ -82,7 +79,7 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 	if err := r.judgeable(); err != nil {
 		return Decision{}, err
 	}
-	found, failed := e.evaluate(nil, e.atAdmission, r, newMemoView(v))
+	found, failed := e.evaluate(e.atAdmission, r, newMemoView(v))
 	for _, f := range found {
 		switch f.Action {
 		case ActionDeny:
@@ -99,11 +96,11 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 // evaluate is the one rule loop, for admission and the audit alike. It applies each of the
 // rules that judges the review's kind, unless the config turns it off or exempts the review (by
 // the namespaces the review touches and its requester; an audit's review has none), fills in each
-// finding's rule, name, action and, when the rule left it out, object, and appends it to out. A
-// rule that cannot judge adds a *RuleError to failed (nil, and not allocated, unless one fails).
-func (e *Engine) evaluate(out []Finding, rules []Rule, r *Review, v View) ([]Finding, []error) {
+// finding's rule, name, action and, when the rule left it out, object, and returns them in the
+// rules' order. A rule that cannot judge adds a *RuleError to failed instead (out and failed are
+// nil, and not allocated, until a rule finds something or fails).
+func (e *Engine) evaluate(rules []Rule, r *Review, v View) (out []Finding, failed []error) {
 	ns := r.namespaces()
-	var failed []error
 	for i := range rules {
 		rl := &rules[i]
 		if !rl.appliesTo(r.Kind) {
