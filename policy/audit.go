@@ -127,7 +127,7 @@ func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int
 	for i := range each {
 		errs[i] = each[i].Err
 	}
-	return MergeEach(each), errors.Join(errs...)
+	return mergeEach(each), errors.Join(errs...)
 }
 
 // AuditEach judges every object of a snapshot with AuditObject, in the order of Objects, and
@@ -334,8 +334,8 @@ func Merge(perObject [][]Finding) []Finding {
 	return merge(slices.Values(perObject))
 }
 
-// MergeEach is Merge over the findings of an AuditEach.
-func MergeEach(each []ObjectAudit) []Finding {
+// mergeEach is Merge over the findings of an AuditEach.
+func mergeEach(each []ObjectAudit) []Finding {
 	return merge(func(yield func([]Finding) bool) {
 		for i := range each {
 			if !yield(each[i].Findings) {
