@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -230,27 +229,31 @@ func (r *Runner) RunPending(ctx context.Context) error {
 	return err
 }
 
-// RunOnce audits the whole cache now.
+// RunOnce audits the whole cache now, with the one full audit (policy.Engine.AuditEach), the
+// findings that report an object as gone confirmed live.
 func (r *Runner) RunOnce(ctx context.Context) error {
 	start := time.Now()
 	snap, err := r.snapshot(ctx)
 	if err != nil {
 		return err
 	}
+	each, err := r.o.Engine().AuditEach(snap, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.live(ctx)})
+	if err != nil {
+		return err
+	}
 	v := snap.Indexed()
-	all := snap.Objects()
-	objects := make(map[objectKey]judged, len(all))
+	objects := make(map[objectKey]judged, len(each))
 	var failed []error
-	for i, obj := range all {
-		k, j, ruleErr, err := r.judge(ctx, obj, v)
+	for _, oa := range each {
+		if _, err := policy.SplitRuleErrors(oa.Err); err != nil {
+			return err
+		}
+		k, j, err := record(oa.Object, oa.Findings, v)
 		if err != nil {
 			return err
 		}
 		objects[k] = j
-		failed = append(failed, ruleErr)
-		if r.o.Progress != nil {
-			r.o.Progress(i+1, len(all))
-		}
+		failed = append(failed, oa.Err)
 	}
 	r.mu.Lock()
 	r.objects = objects
@@ -366,31 +369,30 @@ func lookup(v policy.View, k objectKey) (any, []objectKey, error) {
 // rules that could, so one rule's failure does not hide the object's other findings; the caller
 // keeps them and reports ruleErr. Any other failure is err, with no result.
 func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k objectKey, j judged, ruleErr, err error) {
-	found, err := r.o.Engine().AuditObject(obj, v, r.o.Now())
-	if err != nil {
-		var re *policy.RuleError
-		if !errors.As(err, &re) {
-			return objectKey{}, judged{}, nil, err
-		}
-		ruleErr = err
+	engine, now := r.o.Engine(), r.o.Now()
+	found, ruleErr := engine.AuditObject(obj, v, now)
+	if _, err := policy.SplitRuleErrors(ruleErr); err != nil {
+		return objectKey{}, judged{}, nil, err
 	}
-	confirmed := found[:0]
-	for _, f := range found {
-		ok, err := r.confirm(ctx, f)
-		if err != nil {
-			return objectKey{}, judged{}, nil, err
-		}
-		if ok {
-			confirmed = append(confirmed, f)
-		}
+	if found, err = engine.Confirm(found, r.live(ctx), now); err != nil {
+		return objectKey{}, judged{}, nil, err
 	}
-	j = judged{findings: confirmed}
+	if k, j, err = record(obj, found, v); err != nil {
+		return objectKey{}, judged{}, nil, err
+	}
+	return k, j, ruleErr, nil
+}
+
+// record is an audited object's key and result: its findings and, for a volume, its binding row.
+func record(obj any, found []policy.Finding, v policy.View) (objectKey, judged, error) {
+	j := judged{findings: found}
+	var k objectKey
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
 		k = objectKey{kind: policy.KindPersistentVolume, name: o.Name}
 		b, err := bindingOf(o, v)
 		if err != nil {
-			return objectKey{}, judged{}, nil, err
+			return objectKey{}, judged{}, err
 		}
 		j.binding = &b
 	case *corev1.PersistentVolumeClaim:
@@ -398,7 +400,7 @@ func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k objectKey
 	case *storagev1.StorageClass:
 		k = objectKey{kind: policy.KindStorageClass, name: o.Name}
 	}
-	return k, j, ruleErr, nil
+	return k, j, nil
 }
 
 // publish merges the per-object results into the report, the bindings and the metrics.
@@ -455,53 +457,10 @@ func (r *Runner) view(ctx context.Context) (policy.View, error) {
 	return snap.Indexed(), nil
 }
 
-// confirm re-reads, past the cache, the object whose absence a finding is about: an informer
-// that has not caught up must not make pvguard report a claim or volume as gone.
-func (r *Runner) confirm(ctx context.Context, f policy.Finding) (bool, error) {
-	var key client.ObjectKey
-	var obj client.Object
-	switch f.Rule {
-	case "PVG020": // the claim a Bound volume names
-		pv := &corev1.PersistentVolume{}
-		if err := r.o.Live.Get(ctx, client.ObjectKey{Name: f.Object.Name}, pv); err != nil {
-			return !apierrors.IsNotFound(err), ignoreNotFound(err)
-		}
-		if pv.Spec.ClaimRef == nil {
-			return false, nil
-		}
-		if !policy.NamesAClaim(pv.Spec.ClaimRef) { // no claim to read: it names none
-			return pv.Status.Phase == corev1.VolumeBound, nil
-		}
-		key, obj = client.ObjectKey{Namespace: pv.Spec.ClaimRef.Namespace, Name: pv.Spec.ClaimRef.Name}, &corev1.PersistentVolumeClaim{}
-		if err := r.o.Live.Get(ctx, key, obj); err == nil {
-			return obj.GetUID() != pv.Spec.ClaimRef.UID, nil
-		} else if !apierrors.IsNotFound(err) {
-			return false, fmt.Errorf("confirming %s: %w", f.Object, err)
-		}
-		return pv.Status.Phase == corev1.VolumeBound, nil
-	case "PVG021": // a claim bound to a missing volume
-		if f.Field != "spec.volumeName" {
-			return true, nil
-		}
-		pvc := &corev1.PersistentVolumeClaim{}
-		if err := r.o.Live.Get(ctx, client.ObjectKey{Namespace: f.Object.Namespace, Name: f.Object.Name}, pvc); err != nil {
-			return false, ignoreNotFound(err)
-		}
-		err := r.o.Live.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &corev1.PersistentVolume{})
-		if err == nil {
-			return false, nil
-		}
-		return apierrors.IsNotFound(err), ignoreNotFound(err)
-	}
-	return true, nil
-}
-
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
+// live is the view findings are confirmed on: reads past the cache, so that an informer that
+// has not caught up does not make pvguard report a claim or volume as gone. Which findings need
+// it, and what confirms them, each rule declares (policy.Rule.ConfirmLive).
+func (r *Runner) live(ctx context.Context) policy.View { return liveView{ctx: ctx, c: r.o.Live} }
 
 func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, error) {
 	var pvs corev1.PersistentVolumeList

@@ -20,7 +20,8 @@ const (
 
 	// AnnReuse on a Released volume with reclaim policy Retain makes it Available again once a
 	// live read confirms its claim is gone. The data stays on the volume: that is the point.
-	AnnReuse = "pvguard.io/reuse-when-released"
+	// policy owns the key, as PVG023's hint names it.
+	AnnReuse = policy.AnnReuseWhenReleased
 
 	noProvisioner = "kubernetes.io/no-provisioner"
 )

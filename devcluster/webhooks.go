@@ -76,8 +76,9 @@ const (
 	ChartNamespace = "pvguard-system"
 )
 
-// WaitForWebhook waits until the apiserver sends volumes to pvguard: a dry-run create of a
-// volume whose claimRef has the wrong kind is refused by PVG014.
+// WaitForWebhook waits until the apiserver sends volumes to pvguard: until a dry-run create of
+// a volume whose claimRef has the wrong kind, which pvguard refuses, is refused by one of
+// pvguard's webhooks (not failed for want of an answer, nor let through).
 func WaitForWebhook(ctx context.Context, c client.Client) error {
 	probe := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvguard-probe"},
@@ -91,7 +92,7 @@ func WaitForWebhook(ctx context.Context, c client.Client) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		last = c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		return last != nil && strings.Contains(last.Error(), "[PVG014"), nil
+		return last != nil && strings.Contains(last.Error(), `.pvguard.io" denied the request`), nil
 	})
 	if err != nil {
 		return fmt.Errorf("pvguard's webhook never answered (last probe result: %v): %w", last, err)

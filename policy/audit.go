@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"runtime"
 	"slices"
 	"sync"
@@ -89,23 +90,60 @@ func (s *Snapshot) Objects() []any {
 	return out
 }
 
-// transitionRules judge a change, not a state, so the audit does not evaluate them. PVG002 is
-// among them: a claimRef naming a claim that is gone describes a released volume once it has been
-// written, and PVG020 reports the states that are wrong (a Bound volume whose claim is gone).
-var transitionRules = map[RuleID]bool{"PVG002": true, "PVG003": true, "PVG011": true, "PVG012": true, "PVG013": true}
+// AuditOptions are what an audit needs besides the snapshot.
+type AuditOptions struct {
+	// Now dates the rules that age (PVG023).
+	Now time.Time
+	// Progress, when not nil, is told after each object how many of how many are done; its calls
+	// are serialised and count up by one.
+	Progress func(done, total int)
+	// Live, when not nil, reads past any cache: the findings that report an object as gone are
+	// confirmed on it (Confirm). It is read from several goroutines at once. Without it the
+	// snapshot is taken as the whole truth, as for manifests.
+	Live View
+}
 
-// Audit judges every object of a snapshot with AuditObject and merges the results: the findings
+// ObjectAudit is what an audit found on one object.
+type ObjectAudit struct {
+	// Object is the *PersistentVolume, *PersistentVolumeClaim or *StorageClass judged.
+	Object   any
+	Findings []Finding
+	// Err joins the *RuleError of each rule that could not judge the object; the findings are
+	// those of the rules that could.
+	Err error
+}
+
+// Audit judges every object of a snapshot with AuditEach and merges the results: the findings
 // of every rule that could judge, and an error joining the *RuleError of each rule that could not
-// judge an object (a Snapshot's own reads never fail). progress,
-// when not nil, is told after each object how many of how many are done; its calls are
-// serialised and count up by one. The objects are judged on up to GOMAXPROCS goroutines (the
-// snapshot is only read, and each goroutine has its own review and memo), and the result does not
-// depend on their scheduling: each object's findings keep its place before Merge.
+// judge an object (a Snapshot's own reads never fail). progress is as in AuditOptions.
 func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int)) ([]Finding, error) {
+	each, err := e.AuditEach(s, AuditOptions{Now: now, Progress: progress})
+	if err != nil {
+		return nil, err
+	}
+	// The errors in the snapshot's order, whichever goroutine met them first. An object a rule
+	// could not judge still has the other rules' findings, so they are reported beside it.
+	errs := make([]error, len(each))
+	for i := range each {
+		errs[i] = each[i].Err
+	}
+	return mergeEach(each), errors.Join(errs...)
+}
+
+// AuditEach judges every object of a snapshot with AuditObject, in the order of Objects, and
+// confirms on o.Live what must be (Confirm). It is the one full audit: `pvguard audit` on
+// manifests and on a cluster, and the server's audit, all run it. The objects are judged on up to
+// GOMAXPROCS goroutines (the snapshot is only read, and each goroutine has its own review and
+// memo), and the result does not depend on their scheduling: each object's result keeps its
+// place. The error is not nil only when a live read failed, and then the audit has no result.
+func (e *Engine) AuditEach(s *Snapshot, o AuditOptions) ([]ObjectAudit, error) {
 	view := indexSnapshot(s)
 	objs := s.Objects()
-	perObject := make([][]Finding, len(objs))
-	errs := make([]error, len(objs))
+	each := make([]ObjectAudit, len(objs))
+	var unconfirmed []error // per object, allocated only with a live view
+	if o.Live != nil {
+		unconfirmed = make([]error, len(objs))
+	}
 	var (
 		next atomic.Int64 // the first object of the next block to take
 		mu   sync.Mutex   // serialises progress
@@ -125,11 +163,15 @@ func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int
 				}
 				for i := start; i < min(start+auditBlock, len(objs)); i++ {
 					memo.reset()
-					perObject[i], errs[i] = e.auditObject(objs[i], r, memo, now)
-					if progress != nil {
+					found, err := e.auditObject(objs[i], r, memo, o.Now)
+					if o.Live != nil && len(found) > 0 {
+						found, unconfirmed[i] = e.Confirm(found, o.Live, o.Now)
+					}
+					each[i] = ObjectAudit{Object: objs[i], Findings: found, Err: err}
+					if o.Progress != nil {
 						mu.Lock()
 						done++
-						progress(done, len(objs))
+						o.Progress(done, len(objs))
 						mu.Unlock()
 					}
 				}
@@ -137,9 +179,12 @@ func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int
 		})
 	}
 	wg.Wait()
-	// The errors in the snapshot's order, whichever goroutine met them first. An object a rule
-	// could not judge still has the other rules' findings, so they are reported beside it.
-	return Merge(perObject), errors.Join(errs...)
+	for _, err := range unconfirmed {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return each, nil
 }
 
 // auditBlock is how many consecutive objects an Audit goroutine takes at a time: enough that
@@ -147,20 +192,30 @@ func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int
 const auditBlock = 256
 
 // AuditObject judges one existing object (a *PersistentVolume, *PersistentVolumeClaim or
-// *StorageClass) as it stands: the admission rules that describe a state, each applied as if the
-// object had just been created, then the audit-only rules PVG020-PVG024. Exemptions apply as at
-// admission, matched by namespace only (an audit has no requester). now dates the
-// released-aging rule. The findings are not yet deduplicated against the object's neighbours:
-// Merge does that. As with Admit, a rule that cannot judge the object does not stop the others:
-// the error joins a *RuleError for each that could not, beside the findings of those that could.
+// *StorageClass) as it stands, with the rules of the engine's set that judge a state
+// (Rule.Judges), each applied as if the object had just been created. Exemptions apply as at
+// admission, matched by namespace only (an audit has no requester). now dates the rules that
+// age. The findings are not yet deduplicated against the object's neighbours: Merge does that,
+// and they are not confirmed live: Confirm does that. As with Admit, a rule that cannot judge
+// the object does not stop the others: the error joins a *RuleError for each that could not,
+// beside the findings of those that could.
 func (e *Engine) AuditObject(obj any, v View, now time.Time) ([]Finding, error) {
 	return e.auditObject(obj, &Review{}, newMemoView(v), now)
 }
 
-// auditObject is AuditObject with the review to fill in and the memo to read through supplied
+// auditObject is AuditObject with the review to fill in and the view to read through supplied
 // by the caller.
-func (e *Engine) auditObject(obj any, r *Review, v *memoView, now time.Time) ([]Finding, error) {
-	*r = Review{Operation: OperationCreate, audit: true}
+func (e *Engine) auditObject(obj any, r *Review, v View, now time.Time) ([]Finding, error) {
+	if err := r.auditOf(obj, now); err != nil {
+		return nil, err
+	}
+	out, failed := e.evaluate(e.inAudit, r, v)
+	return out, errors.Join(failed...)
+}
+
+// auditOf makes r the review an audit makes of an existing object at now.
+func (r *Review) auditOf(obj any, now time.Time) error {
+	*r = Review{Operation: OperationCreate, audit: true, now: now}
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
 		r.Kind, r.PV = KindPersistentVolume, o
@@ -169,60 +224,94 @@ func (e *Engine) auditObject(obj any, r *Review, v *memoView, now time.Time) ([]
 	case *storagev1.StorageClass:
 		r.Kind, r.SC = KindStorageClass, o
 	default:
-		return nil, fmt.Errorf("auditing %T: not a PersistentVolume, PersistentVolumeClaim or StorageClass", obj)
+		return fmt.Errorf("auditing %T: not a PersistentVolume, PersistentVolumeClaim or StorageClass", obj)
 	}
-	ns := r.namespaces()
-	var out []Finding
-	var failed []error
-	for i := range e.rules {
-		rl := &e.rules[i]
-		if transitionRules[rl.ID] || !rl.appliesTo(r.Kind) {
-			continue
-		}
-		var err error
-		if out, err = e.judge(out, rl, false, r, v, ns, now); err != nil {
-			failed = append(failed, err)
-		}
-	}
-	for i := range e.auditRules {
-		rl := &e.auditRules[i]
-		if !rl.appliesTo(r.Kind) {
-			continue
-		}
-		var err error
-		if out, err = e.judge(out, rl, true, r, v, ns, now); err != nil {
-			failed = append(failed, err)
-		}
-	}
-	return out, errors.Join(failed...)
+	return nil
 }
 
-// judge applies one rule to an existing object for AuditObject, an audit-only rule through its
-// audit function and an admission rule through Check, and appends the findings to out; when the
-// rule cannot judge, out comes back as it was, with a *RuleError.
-func (e *Engine) judge(out []Finding, rl *Rule, auditOnly bool, r *Review, v View, ns []string, now time.Time) ([]Finding, error) {
-	action := e.cfg.ActionFor(rl)
-	if action == ActionOff || e.cfg.Exempt(rl, ns, UserInfo{}) {
-		return out, nil
-	}
-	var found []Finding
-	var err error
-	if auditOnly {
-		found, err = rl.audit(r, v, e.cfg, now)
-	} else {
-		found, err = rl.Check(r, v, e.cfg)
-	}
-	if err != nil {
-		return out, &RuleError{Rule: rl.ID, Name: rl.Name, Object: r.Object(), Err: err}
-	}
-	for _, f := range found {
-		f.Rule, f.Name, f.Action = rl.ID, rl.Name, action
-		if f.Object.Kind == "" {
-			f.Object = r.Object()
+// Confirm keeps, of the audit findings on one object, the ones that stand on live reads. A
+// finding on a field its rule lists in ConfirmLive (it reports an object as gone) is kept only
+// when the rule, judging the object again as live reads it, finds it again, on the same object
+// and field; the others are kept without a read. live must read past any cache. An error means
+// a live read failed, and nothing is confirmed.
+func (e *Engine) Confirm(found []Finding, live View, now time.Time) ([]Finding, error) {
+	var out []Finding // allocated at the first finding dropped
+	for i, f := range found {
+		ok, err := e.confirm(f, live, now)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, f)
+		switch {
+		case ok && out != nil:
+			out = append(out, f)
+		case !ok && out == nil:
+			out = append(make([]Finding, 0, len(found)-1), found[:i]...)
+		}
+	}
+	if out == nil {
+		return found, nil
 	}
 	return out, nil
+}
+
+// confirm reports whether one finding stands on live reads.
+func (e *Engine) confirm(f Finding, live View, now time.Time) (bool, error) {
+	rl, ok := e.rule(f.Rule)
+	if !ok || !rl.confirms(f.Field) {
+		return true, nil
+	}
+	obj, err := readObject(f.Object, live)
+	if err != nil {
+		return false, fmt.Errorf("confirming %s %s on %s with a live read: %w", rl.ID, rl.Name, f.Object, err)
+	}
+	if obj == nil {
+		return false, nil // the object itself is gone
+	}
+	r := &Review{}
+	if err := r.auditOf(obj, now); err != nil {
+		return false, err
+	}
+	again, failed := e.evaluate([]Rule{*rl}, r, newMemoView(live))
+	if len(failed) > 0 {
+		err := failed[0]
+		if re, ok := err.(*RuleError); ok {
+			err = re.Err // a failed read, not a rule that could not judge
+		}
+		return false, fmt.Errorf("confirming %s %s on %s with a live read: %w", rl.ID, rl.Name, f.Object, err)
+	}
+	for _, g := range again {
+		if g.Object == f.Object && g.Field == f.Field {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// readObject reads the object a finding is on through v: nil when it does not exist.
+func readObject(ref ObjectRef, v View) (any, error) {
+	switch ref.Kind {
+	case KindPersistentVolume:
+		if pv, err := v.PersistentVolume(ref.Name); pv != nil || err != nil {
+			return pv, err
+		}
+	case KindPersistentVolumeClaim:
+		if pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name); pvc != nil || err != nil {
+			return pvc, err
+		}
+	case KindStorageClass:
+		classes, err := v.StorageClasses()
+		if err != nil {
+			return nil, err
+		}
+		for _, sc := range classes {
+			if sc.Name == ref.Name {
+				return sc, nil
+			}
+		}
+	default:
+		return nil, fmt.Errorf("cannot read a %s", ref.Kind)
+	}
+	return nil, nil
 }
 
 // AuditOrder ranks kinds in the order Merge expects their findings: classes, then claims, then
@@ -242,9 +331,24 @@ func AuditOrder(k Kind) int {
 // Merge joins per-object audit findings, given in AuditOrder, keeping the first of any two with
 // the same rule and message, and sorts the result by rule, then object.
 func Merge(perObject [][]Finding) []Finding {
+	return merge(slices.Values(perObject))
+}
+
+// mergeEach is Merge over the findings of an AuditEach.
+func mergeEach(each []ObjectAudit) []Finding {
+	return merge(func(yield func([]Finding) bool) {
+		for i := range each {
+			if !yield(each[i].Findings) {
+				return
+			}
+		}
+	})
+}
+
+func merge(perObject iter.Seq[[]Finding]) []Finding {
 	var out []Finding
 	seen := map[string]bool{}
-	for _, found := range perObject {
+	for found := range perObject {
 		for _, f := range found {
 			k := string(f.Rule) + "\x00" + f.Message
 			if !seen[k] {

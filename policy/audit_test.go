@@ -148,6 +148,11 @@ func TestAudit(t *testing.T) {
 			if strings.Join(keys, "\n") != strings.Join(tc.want, "\n") {
 				t.Fatalf("findings:\n%s\nwant:\n%s", strings.Join(keys, "\n"), strings.Join(tc.want, "\n"))
 			}
+			for _, rl := range policy.Catalogue() {
+				for _, obj := range tc.snap.Objects() {
+					checkReads(t, rl, func(e *policy.Engine, v policy.View) { _, _ = e.AuditObject(obj, v, now) }, cfg, tc.snap.Indexed())
+				}
+			}
 		})
 	}
 }

@@ -1,7 +1,9 @@
 package policy
 
-// Catalogue returns the rules pvguard evaluates at admission, in ID order. Each rule lives in its
-// own file, pvgNNN_<name>.go, with its table test beside it.
+// Catalogue returns pvguard's rules in ID order: the ones admission runs and the ones the audit
+// runs, each declaring which (Rule.Judges). Each rule lives in its own file, pvgNNN_<name>.go,
+// with its table test beside it; adding a rule is adding its file and its line here
+// (docs/development.md).
 func Catalogue() []Rule {
 	return []Rule{
 		pvg001VolumeModeMatch(),
@@ -22,12 +24,17 @@ func Catalogue() []Rule {
 		pvg016SecretsInAttributes(),
 		pvg017SingleDefaultClass(),
 		pvg018VolumeAttributesClassMatch(),
+		pvg020DanglingClaimRef(),
+		pvg021ClaimLost(),
+		pvg022MisboundPair(),
+		pvg023ReleasedAging(),
+		pvg024FailedVolume(),
 	}
 }
 
-// LookupRule finds a rule, admission or audit, by ID or name.
+// LookupRule finds a rule of the catalogue by ID or name.
 func LookupRule(key string) (Rule, bool) {
-	for _, rl := range append(Catalogue(), AuditRules()...) {
+	for _, rl := range Catalogue() {
 		if string(rl.ID) == key || rl.Name == key {
 			return rl, true
 		}

@@ -26,6 +26,10 @@ const (
 	// DefaultReclaimConfirmAnnotation on a PV confirms a reclaim policy change away from Retain
 	// (PVG011); its value must be the new policy.
 	DefaultReclaimConfirmAnnotation = "pvguard.io/confirm-reclaim-policy"
+	// AnnReuseWhenReleased set to "true" on a Released volume with reclaim policy Retain has
+	// pvguard's binder make it Available again once a live read confirms its claim is gone; the
+	// data stays on the volume. PVG023's hint offers it for a volume Released too long.
+	AnnReuseWhenReleased = "pvguard.io/reuse-when-released"
 )
 
 // Config is the enforcement configuration, read from the YAML file given to --config.

@@ -86,9 +86,21 @@ func TestIdentities(t *testing.T) {
 func TestCatalogueIsComplete(t *testing.T) {
 	rules := policy.Catalogue()
 	seen := map[string]bool{}
+	var admission, audit int
 	for i, rl := range rules {
 		if rl.ID == "" || rl.Name == "" || rl.Summary == "" || rl.Check == nil || len(rl.Kinds) == 0 {
 			t.Errorf("rule %d incomplete: %+v", i, rl)
+		}
+		if !rl.Judges.AtAdmission() && !rl.Judges.InAudit() {
+			t.Errorf("rule %s judges %q: neither admission nor the audit runs it", rl.ID, rl.Judges)
+		}
+		if len(rl.ConfirmLive) > 0 && !rl.Judges.InAudit() {
+			t.Errorf("rule %s has findings to confirm live, but the audit does not run it", rl.ID)
+		}
+		if rl.Judges.AtAdmission() {
+			admission++
+		} else {
+			audit++
 		}
 		if seen[string(rl.ID)] || seen[rl.Name] {
 			t.Errorf("duplicate %s %s", rl.ID, rl.Name)
@@ -98,7 +110,7 @@ func TestCatalogueIsComplete(t *testing.T) {
 			t.Errorf("catalogue out of order at %s", rl.ID)
 		}
 	}
-	if len(rules) != 18 {
-		t.Errorf("%d admission rules, want PVG001-PVG018", len(rules))
+	if admission != 18 || audit != 5 {
+		t.Errorf("%d admission rules and %d audit-only rules, want PVG001-PVG018 and PVG020-PVG024", admission, audit)
 	}
 }

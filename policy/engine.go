@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Decision is the outcome of evaluating one review against the catalogue, with the findings
@@ -16,24 +17,52 @@ type Decision struct {
 // Allowed reports whether the write may proceed.
 func (d *Decision) Allowed() bool { return len(d.Deny) == 0 }
 
-// Engine evaluates reviews against the catalogue under one Config. It is immutable and safe for
-// concurrent use; a config reload builds a new Engine.
+// Engine evaluates reviews, and audits existing objects, against a rule set under one Config. It
+// is immutable and safe for concurrent use; a config reload builds a new Engine.
 type Engine struct {
-	cfg        *Config
-	rules      []Rule
-	auditRules []Rule
+	cfg   *Config
+	rules []Rule
+	// atAdmission and inAudit are the rules of the set that admission and the audit run, in the
+	// set's order, as each rule's Judges says.
+	atAdmission, inAudit []Rule
 }
 
-// NewEngine returns an engine for the config; a nil config means DefaultConfig.
-func NewEngine(cfg *Config) *Engine {
+// NewEngine returns an engine over the Catalogue for the config; a nil config means
+// DefaultConfig.
+func NewEngine(cfg *Config) *Engine { return NewEngineWith(cfg, Catalogue()) }
+
+// NewEngineWith returns an engine over the given rule set, in its order, instead of the
+// Catalogue: everything that takes an engine (the webhooks, the audit, the binder) then runs
+// those rules. The config's per-rule settings are checked against the Catalogue when it is
+// parsed; a rule outside it runs with its default action and the global exemptions.
+func NewEngineWith(cfg *Config, rules []Rule) *Engine {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	return &Engine{cfg: cfg, rules: Catalogue(), auditRules: AuditRules()}
+	e := &Engine{cfg: cfg, rules: slices.Clone(rules)}
+	for _, rl := range e.rules {
+		if rl.Judges.AtAdmission() {
+			e.atAdmission = append(e.atAdmission, rl)
+		}
+		if rl.Judges.InAudit() {
+			e.inAudit = append(e.inAudit, rl)
+		}
+	}
+	return e
 }
 
 // Config returns the engine's configuration.
 func (e *Engine) Config() *Config { return e.cfg }
+
+// rule finds a rule of the engine's set by ID.
+func (e *Engine) rule(id RuleID) (*Rule, bool) {
+	for i := range e.rules {
+		if e.rules[i].ID == id {
+			return &e.rules[i], true
+		}
+	}
+	return nil, false
+}
 
 // Admit evaluates a write. Every rule that applies is evaluated, even when another could not
 // judge: the decision holds the findings of all the rules that could, and the error joins one
@@ -50,11 +79,30 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 	if err := r.judgeable(); err != nil {
 		return Decision{}, err
 	}
+	found, failed := e.evaluate(e.atAdmission, r, newMemoView(v))
+	for _, f := range found {
+		switch f.Action {
+		case ActionDeny:
+			d.Deny = append(d.Deny, f)
+		case ActionWarn:
+			d.Warn = append(d.Warn, f)
+		default:
+			d.Audit = append(d.Audit, f)
+		}
+	}
+	return d, errors.Join(failed...)
+}
+
+// evaluate is the one rule loop, for admission and the audit alike. It applies each of the
+// rules that judges the review's kind, unless the config turns it off or exempts the review (by
+// the namespaces the review touches and its requester; an audit's review has none), fills in each
+// finding's rule, name, action and, when the rule left it out, object, and returns them in the
+// rules' order. A rule that cannot judge adds a *RuleError to failed instead (out and failed are
+// nil, and not allocated, until a rule finds something or fails).
+func (e *Engine) evaluate(rules []Rule, r *Review, v View) (out []Finding, failed []error) {
 	ns := r.namespaces()
-	v = newMemoView(v)
-	var failed []error // nil, and not allocated, unless a rule fails
-	for i := range e.rules {
-		rl := &e.rules[i]
+	for i := range rules {
+		rl := &rules[i]
 		if !rl.appliesTo(r.Kind) {
 			continue
 		}
@@ -72,17 +120,10 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 			if f.Object.Kind == "" {
 				f.Object = r.Object()
 			}
-			switch action {
-			case ActionDeny:
-				d.Deny = append(d.Deny, f)
-			case ActionWarn:
-				d.Warn = append(d.Warn, f)
-			default:
-				d.Audit = append(d.Audit, f)
-			}
+			out = append(out, f)
 		}
 	}
-	return d, errors.Join(failed...)
+	return out, failed
 }
 
 // RuleError is one rule's failure to judge one object, usually because a related object could
@@ -101,6 +142,40 @@ func (e *RuleError) Error() string {
 }
 
 func (e *RuleError) Unwrap() error { return e.Err }
+
+// SplitRuleErrors takes apart what an audit (or Admit) returns: each rule that could not judge an
+// object (a *RuleError, reported beside the other rules' findings), or, when anything else
+// failed, that error alone.
+func SplitRuleErrors(err error) ([]error, error) {
+	if err == nil {
+		return nil, nil
+	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = flattenJoined(joined.Unwrap())
+	}
+	for _, e := range errs {
+		var re *RuleError
+		if !errors.As(e, &re) {
+			return nil, err
+		}
+	}
+	return errs, nil
+}
+
+// flattenJoined lists the errors inside nested errors.Join results (the audit joins per object,
+// and each object's joins per rule).
+func flattenJoined(errs []error) []error {
+	var out []error
+	for _, e := range errs {
+		if joined, ok := e.(interface{ Unwrap() []error }); ok {
+			out = append(out, flattenJoined(joined.Unwrap())...)
+		} else {
+			out = append(out, e)
+		}
+	}
+	return out
+}
 
 // judgeable reports why a review that is not a DELETE cannot be judged: an operation other than
 // CREATE or UPDATE, an unknown kind, no new object, or an UPDATE without the old one. Judging such

@@ -408,6 +408,9 @@ func checkDecision(t *testing.T, cfg *policy.Config, d policy.Decision) {
 	}{{policy.ActionDeny, d.Deny}, {policy.ActionWarn, d.Warn}, {policy.ActionAudit, d.Audit}} {
 		for _, f := range group.findings {
 			checkFinding(t, cfg, f)
+			if rl, _ := policy.LookupRule(string(f.Rule)); !rl.Judges.AtAdmission() {
+				t.Fatalf("rule %s judges a %s, yet is at admission: %s", f.Rule, rl.Judges, f)
+			}
 			if f.Action != group.action {
 				t.Fatalf("%s finding filed under %s: %+v", f.Action, group.action, f)
 			}
@@ -433,9 +436,6 @@ func checkFinding(t *testing.T, cfg *policy.Config, f policy.Finding) {
 		t.Fatalf("finding renders as %q", f.String())
 	}
 }
-
-// transitionRules judge changes and are never part of an audit (docs/rules.md).
-var transitionRules = []policy.RuleID{"PVG002", "PVG003", "PVG011", "PVG012", "PVG013"}
 
 // FuzzAudit audits a fuzzed snapshot at a fuzzed time, through Audit and through AuditObject.
 func FuzzAudit(f *testing.F) {
@@ -550,28 +550,14 @@ func sameFindings(a, b []policy.Finding) bool {
 	return len(a) == len(b) && (len(a) == 0 || reflect.DeepEqual(a, b))
 }
 
-// checkAuditFinding is checkFinding for the audit, whose findings come from the admission
-// catalogue or the audit-only rules.
+// checkAuditFinding is checkFinding for the audit, whose findings come from the rules that judge
+// a state: never from one that judges a change (docs/rules.md).
 func checkAuditFinding(t *testing.T, cfg *policy.Config, f policy.Finding) {
 	t.Helper()
-	if slices.Contains(transitionRules, f.Rule) {
-		t.Fatalf("transition rule %s in an audit: %s", f.Rule, f)
+	if rl, ok := policy.LookupRule(string(f.Rule)); ok && !rl.Judges.InAudit() {
+		t.Fatalf("rule %s judges a %s, yet is in an audit: %s", f.Rule, rl.Judges, f)
 	}
-	if _, ok := policy.LookupRule(string(f.Rule)); ok {
-		checkFinding(t, cfg, f)
-		return
-	}
-	i := slices.IndexFunc(policy.AuditRules(), func(rl policy.Rule) bool { return rl.ID == f.Rule })
-	if i < 0 {
-		t.Fatalf("finding for unknown rule %q: %+v", f.Rule, f)
-	}
-	rl := policy.AuditRules()[i]
-	if f.Name != rl.Name || f.Message == "" || f.Field == "" || f.Object.Kind == "" {
-		t.Fatalf("finding not filled in: %+v", f)
-	}
-	if want := cfg.ActionFor(&rl); f.Action != want || f.Action == policy.ActionOff {
-		t.Fatalf("finding with action %q, rule %s is configured %q: %+v", f.Action, f.Rule, want, f)
-	}
+	checkFinding(t, cfg, f)
 }
 
 // FuzzParseConfig parses fuzzed configuration files.
@@ -606,7 +592,7 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		for _, rl := range slices.Concat(policy.Catalogue(), policy.AuditRules()) {
+		for _, rl := range policy.Catalogue() {
 			switch a := c.ActionFor(&rl); a {
 			case policy.ActionDeny, policy.ActionWarn, policy.ActionAudit, policy.ActionOff:
 			default:

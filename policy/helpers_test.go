@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,8 +124,64 @@ func runRuleCases(t *testing.T, id policy.RuleID, cases []ruleCase) {
 			if tc.wantText != "" && !strings.Contains(got[0].String(), tc.wantText) {
 				t.Errorf("message %q does not contain %q", got[0].String(), tc.wantText)
 			}
+			checkReads(t, rule, func(e *policy.Engine, v policy.View) { _, _ = e.Admit(tc.review, v) }, cfg, view)
 		})
 	}
+}
+
+// checkReads runs one rule alone (an engine of that rule only) on a view that records what is
+// read through it, and fails when the rule reads a kind of object it does not declare in Reads.
+func checkReads(t *testing.T, rule policy.Rule, run func(*policy.Engine, policy.View), cfg *policy.Config, v policy.View) {
+	t.Helper()
+	rv := &readsView{View: v}
+	run(policy.NewEngineWith(cfg, []policy.Rule{rule}), rv)
+	for _, k := range rv.read {
+		if !slices.Contains(rule.Reads, k) {
+			t.Errorf("%s %s reads a %s, but its Reads are %v", rule.ID, rule.Name, k, rule.Reads)
+		}
+	}
+}
+
+// readsView records the kinds of object read through a View.
+type readsView struct {
+	policy.View
+	read []policy.Kind
+}
+
+func (v *readsView) saw(k policy.Kind) {
+	if !slices.Contains(v.read, k) {
+		v.read = append(v.read, k)
+	}
+}
+
+func (v *readsView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+	v.saw(policy.KindPersistentVolume)
+	return v.View.PersistentVolume(name)
+}
+
+func (v *readsView) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	v.saw(policy.KindPersistentVolumeClaim)
+	return v.View.PersistentVolumeClaim(namespace, name)
+}
+
+func (v *readsView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
+	v.saw(policy.KindPersistentVolumeClaim)
+	return v.View.ClaimsNamingVolume(volumeName)
+}
+
+func (v *readsView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	v.saw(policy.KindPersistentVolume)
+	return v.View.VolumesClaiming(namespace, name)
+}
+
+func (v *readsView) Node(name string) (*corev1.Node, error) {
+	v.saw(policy.KindNode)
+	return v.View.Node(name)
+}
+
+func (v *readsView) StorageClasses() ([]*storagev1.StorageClass, error) {
+	v.saw(policy.KindStorageClass)
+	return v.View.StorageClasses()
 }
 
 func mustConfig(t *testing.T, yaml string) *policy.Config {

@@ -7,7 +7,9 @@ func pvg001VolumeModeMatch() Rule {
 		ID:      "PVG001",
 		Name:    "volume-mode-match",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind, the volume and the claim have the same volumeMode (unset means Filesystem)",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			b, err := newBinding(r, v)

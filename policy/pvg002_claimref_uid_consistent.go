@@ -14,12 +14,18 @@ import (
 //   - a volume that a live claim has completed a binding to (bind-completed, volumeName naming it)
 //     links to nothing but that claim with its uid, which is how upstream re-links it;
 //   - a uid a write gives the claimRef is the uid of the live claim it names.
+//
+// It judges a change, so the audit does not run it: a claimRef naming a claim that is gone
+// describes a released volume once it has been written, and PVG020 and PVG022 report the states
+// that are wrong (a Bound volume whose claim is gone, a claim whose volume points elsewhere).
 func pvg002ClaimRefUIDConsistent() Rule {
 	return Rule{
 		ID:      "PVG002",
 		Name:    "claimref-uid-consistent",
 		Default: ActionDeny,
+		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume},
+		Reads:   []Kind{KindPersistentVolumeClaim},
 		Summary: "a volume keeps its link to a live claim until the claim is deleted or goes to another volume, links only to a claim that completed a binding to it, and any uid it is given is the live claim's",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			if r.Kind != KindPersistentVolume || r.PV == nil {

@@ -9,6 +9,7 @@ func pvg003VolumeNameImmutable() Rule {
 		ID:      "PVG003",
 		Name:    "volumename-immutable",
 		Default: ActionDeny,
+		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolumeClaim},
 		Summary: "once a claim's binding is complete, spec.volumeName never changes or clears and the bind-completed annotation stays while it is set",
 		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {

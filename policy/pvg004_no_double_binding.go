@@ -9,7 +9,9 @@ func pvg004NoDoubleBinding() Rule {
 		ID:      "PVG004",
 		Name:    "no-double-binding",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "a volume is claimed by at most one live claim, and a claim names at most one volume that points back",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			switch {

@@ -9,7 +9,9 @@ func pvg005CapacityFits() Rule {
 		ID:      "PVG005",
 		Name:    "capacity-fits",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind the volume's capacity covers the claim's request, and a bound volume never shrinks below what its claim was given",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			b, err := newBinding(r, v)

@@ -13,7 +13,9 @@ func pvg006AccessModesSubset() Rule {
 		ID:      "PVG006",
 		Name:    "access-modes-subset",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind the claim's access modes are all offered by the volume, and a bound volume never drops a mode its claim uses",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			b, err := newBinding(r, v)

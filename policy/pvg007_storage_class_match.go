@@ -9,7 +9,9 @@ func pvg007StorageClassMatch() Rule {
 		ID:      "PVG007",
 		Name:    "storage-class-match",
 		Default: ActionWarn,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind the volume and the claim have the same storage class",
 		// Upstream binds a pre-bound volume to a claim of another class, and refuses a
 		// pre-bound claim whose class differs, leaving it Pending; either way the pair is rarely

@@ -11,7 +11,9 @@ func pvg008SelectorMatch() Rule {
 		ID:      "PVG008",
 		Name:    "selector-match",
 		Default: ActionWarn,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind the claim's label selector matches the volume's labels",
 		// Upstream ignores the selector for pre-bound pairs, so a mismatch binds anyway; it is
 		// reported because the selector usually says which volume the author meant.

@@ -11,7 +11,9 @@ func pvg009NodeAffinityMatch() Rule {
 		ID:      "PVG009",
 		Name:    "node-affinity-match",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim, KindNode},
 		Summary: "a claim scheduled to a node (volume.kubernetes.io/selected-node) binds only a volume whose node affinity admits that node",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			b, err := newBinding(r, v)

@@ -11,7 +11,9 @@ func pvg010VolumeGrab() Rule {
 		ID:      "PVG010",
 		Name:    "volume-grab",
 		Default: ActionWarn,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume},
 		Summary: "a claim names in spec.volumeName only a volume pre-bound to it, or one whose grant annotation lists its namespace",
 		Check: func(r *Review, v View, c *Config) ([]Finding, error) {
 			if !claimLinkChanged(r) {

@@ -11,6 +11,7 @@ func pvg011ReclaimDowngrade() Rule {
 		ID:      "PVG011",
 		Name:    "reclaim-downgrade",
 		Default: ActionDeny,
+		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume},
 		Summary: "changing a Bound or Released volume's reclaim policy from Retain to Delete or Recycle needs a confirmation annotation",
 		Check: func(r *Review, _ View, c *Config) ([]Finding, error) {

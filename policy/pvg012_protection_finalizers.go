@@ -30,7 +30,9 @@ func pvg012ProtectionFinalizers() Rule {
 		ID:      "PVG012",
 		Name:    "protection-finalizers",
 		Default: ActionDeny,
+		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolumeClaim},
 		Summary: "protection finalizers stay on a volume or claim in use unless the controllers that own them remove them; a volume being deleted that no live claim is linked to is no longer in use",
 		Check: func(r *Review, v View, c *Config) ([]Finding, error) {
 			if r.Operation != OperationUpdate || c.IsController(r.User) {

@@ -16,6 +16,7 @@ func pvg013BinderAnnotations() Rule {
 		ID:      "PVG013",
 		Name:    "binder-annotations",
 		Default: ActionWarn,
+		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "bind-completed, bound-by-controller, provisioned-by and selected-node are set, changed or removed only by controller identities",
 		Check: func(r *Review, _ View, c *Config) ([]Finding, error) {

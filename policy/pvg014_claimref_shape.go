@@ -9,6 +9,7 @@ func pvg014ClaimRefShape() Rule {
 		ID:      "PVG014",
 		Name:    "claimref-shape",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume},
 		Summary: "spec.claimRef has a name and a namespace, and names a v1 PersistentVolumeClaim",
 		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {

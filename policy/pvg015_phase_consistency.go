@@ -11,6 +11,7 @@ func pvg015PhaseConsistency() Rule {
 		ID:      "PVG015",
 		Name:    "phase-consistency",
 		Default: ActionAudit,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "a Bound volume has a claimRef uid, an Available volume has none, a Bound claim names a volume",
 		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {

@@ -23,6 +23,7 @@ func pvg016SecretsInAttributes() Rule {
 		ID:      "PVG016",
 		Name:    "secrets-in-attributes",
 		Default: ActionWarn,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume},
 		Summary: "CSI volumeAttributes hold no credentials (keys like keyring, password, token, secret); values are never reported",
 		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {

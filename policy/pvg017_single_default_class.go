@@ -11,7 +11,9 @@ func pvg017SingleDefaultClass() Rule {
 		ID:      "PVG017",
 		Name:    "single-default-class",
 		Default: ActionWarn,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindStorageClass},
+		Reads:   []Kind{KindStorageClass},
 		Summary: "at most one StorageClass is marked as the cluster default",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			sc := r.SC

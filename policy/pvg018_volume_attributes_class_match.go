@@ -11,7 +11,9 @@ func pvg018VolumeAttributesClassMatch() Rule {
 		ID:      "PVG018",
 		Name:    "volume-attributes-class-match",
 		Default: ActionDeny,
+		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Summary: "at bind, the volume and the claim name the same VolumeAttributesClass (unset and \"\" both mean none)",
 		// Upstream's binder never pairs a claim with a volume of another VolumeAttributesClass
 		// (it skips such volumes when matching, pre-bound ones included, and leaves a claim

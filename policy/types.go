@@ -56,13 +56,15 @@ func (a Action) valid() bool {
 	return false
 }
 
-// Kind is the kind of object a review is about.
+// Kind is the kind of object a review is about, or that a rule reads through the View.
 type Kind string
 
 const (
 	KindPersistentVolume      Kind = "PersistentVolume"
 	KindPersistentVolumeClaim Kind = "PersistentVolumeClaim"
 	KindStorageClass          Kind = "StorageClass"
+	// KindNode is only read, by the rules that judge node affinity: no review is about a Node.
+	KindNode Kind = "Node"
 )
 
 // Operation is the kind of write under review.
@@ -94,8 +96,10 @@ type Review struct {
 	SC, OldSC   *storagev1.StorageClass
 
 	// audit marks the review an audit makes of an existing object (judged as if just created):
-	// a pair it reads as linked may be a binding completed long ago.
+	// a pair it reads as linked may be a binding completed long ago. now is when the audit
+	// judges, for the rules that age (zero at admission).
 	audit bool
+	now   time.Time
 }
 
 // Object names the object under review.
@@ -213,26 +217,71 @@ type View interface {
 	StorageClasses() ([]*storagev1.StorageClass, error)
 }
 
-// Rule is one entry of the catalogue.
+// Judges is what a rule judges, which decides where it runs.
+type Judges string
+
+const (
+	// JudgesChange: a write, the new object against the old one. Only admission runs the rule:
+	// an object as it stands has no change to judge (a claimRef naming a claim that is gone
+	// describes a released volume once it has been written).
+	JudgesChange Judges = "change"
+	// JudgesState: an object as it stands, with the objects it relates to. Admission refuses a
+	// write that takes a safe state to this one, and the audit reports the objects found in it,
+	// each judged as if it had just been created.
+	JudgesState Judges = "state"
+	// JudgesStoredState: a state that no write of the object itself brings about (its claim
+	// deleted, its storage failed, time passed), so there is no write to refuse: only the audit
+	// runs the rule.
+	JudgesStoredState Judges = "stored state"
+)
+
+// AtAdmission reports whether admission runs a rule that judges j.
+func (j Judges) AtAdmission() bool { return j == JudgesChange || j == JudgesState }
+
+// InAudit reports whether the audit runs a rule that judges j.
+func (j Judges) InAudit() bool { return j == JudgesState || j == JudgesStoredState }
+
+// Rule is one entry of the catalogue. Everything pvguard needs to know about a rule is declared
+// here, in the rule's own file: the engine, the audit, the reports, the metrics and the docs
+// check read it from the rule set they are given.
 type Rule struct {
 	ID      RuleID
 	Name    string
 	Default Action
-	// Kinds lists the kinds of object the rule examines at admission.
+	// Judges says whether the rule judges a change or a state, and so whether admission, the
+	// audit or both run it.
+	Judges Judges
+	// Kinds lists the kinds of object the rule judges.
 	Kinds []Kind
+	// Reads lists the kinds of related object the rule reads through the View (a claim's
+	// volume, a volume's claims, the StorageClasses, a Node); the rule tests hold each rule to it.
+	Reads []Kind
+	// ConfirmLive lists the fields of the rule's audit findings that report an object as gone (the
+	// claim a volume names, the volume a claim names). The audit reports such a finding only when
+	// the rule, judging the object again on live reads (Engine.Confirm), finds it again: an
+	// informer cache that has not caught up must not make pvguard report an object as gone.
+	ConfirmLive []string
 	// Summary is a one-line description for documentation and reports.
 	Summary string
-	// Check evaluates one review. Findings need only Object, Field, Message and Hint: the
-	// engine fills in the rule's identity and action.
+	// Check judges one review: a write at admission, or an existing object in the audit (judged
+	// as if just created). Findings need only Object, Field, Message and Hint: the engine fills
+	// in the rule's identity and action.
 	Check func(r *Review, v View, c *Config) ([]Finding, error)
-	// audit judges one existing object, for the rules that judge state (PVG020-PVG024); now
-	// dates the ones that age.
-	audit func(r *Review, v View, c *Config, now time.Time) ([]Finding, error)
 }
 
 func (rl *Rule) appliesTo(k Kind) bool {
 	for _, kk := range rl.Kinds {
 		if kk == k {
+			return true
+		}
+	}
+	return false
+}
+
+// confirms reports whether a finding of the rule on field must be confirmed live.
+func (rl *Rule) confirms(field string) bool {
+	for _, f := range rl.ConfirmLive {
+		if f == field {
 			return true
 		}
 	}

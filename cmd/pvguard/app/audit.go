@@ -130,7 +130,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		}
 		var err error
 		findings, err = policy.NewEngine(cfg).Audit(snap, now(), progressTo(errOut))
-		if ruleErrs, err = splitRuleErrors(err); err != nil {
+		if ruleErrs, err = policy.SplitRuleErrors(err); err != nil {
 			return err
 		}
 	}
@@ -176,40 +176,6 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	return nil
 }
 
-// splitRuleErrors takes apart what an audit returns: each rule that could not judge an object
-// (a *policy.RuleError, reported beside the other findings), or, when anything else failed, that
-// error alone.
-func splitRuleErrors(err error) ([]error, error) {
-	if err == nil {
-		return nil, nil
-	}
-	errs := []error{err}
-	if joined, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = flattenJoined(joined.Unwrap())
-	}
-	for _, e := range errs {
-		var re *policy.RuleError
-		if !errors.As(e, &re) {
-			return nil, err
-		}
-	}
-	return errs, nil
-}
-
-// flattenJoined lists the errors inside nested errors.Join results (the audit joins per object,
-// and each object's joins per rule).
-func flattenJoined(errs []error) []error {
-	var out []error
-	for _, e := range errs {
-		if joined, ok := e.(interface{ Unwrap() []error }); ok {
-			out = append(out, flattenJoined(joined.Unwrap())...)
-		} else {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // auditCluster audits a live cluster: it lists the objects through the apiserver (a cache of
 // one read) and confirms missing objects with a second read, exactly as the in-server audit does.
 func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, []audit.Binding, int, []error, error) {
@@ -226,7 +192,7 @@ func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, e
 	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
 		Log: logr.Discard(), Now: now, Progress: progressTo(errOut)})
 	// The runner publishes what it found even when some rules could not judge an object.
-	ruleErrs, err := splitRuleErrors(r.RunOnce(context.Background()))
+	ruleErrs, err := policy.SplitRuleErrors(r.RunOnce(context.Background()))
 	if err != nil {
 		return nil, nil, 0, nil, fmt.Errorf("auditing %s: %w", rc.Host, err)
 	}

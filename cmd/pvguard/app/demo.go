@@ -27,8 +27,9 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 		return err
 	}
 	step := func(n int, what string) { fmt.Fprintf(out, "%d. %s\n", n, what) }
+	// refused checks that pvguard refused a write by the rule of that name ("[PVGnnn name] ...").
 	refused := func(err error, rule string) error {
-		if err == nil || !strings.Contains(err.Error(), "["+rule+" ") {
+		if err == nil || !strings.Contains(err.Error(), " "+rule+"] ") {
 			return fmt.Errorf("expected pvguard to refuse with %s, got: %v", rule, err)
 		}
 		fmt.Fprintf(out, "   refused: %s\n", indent(err.Error()))
@@ -59,12 +60,12 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	}
 
 	step(2, "team-a asks for a Block claim pre-bound to the Filesystem disk (would fail only at mount time):")
-	if err := refused(user.Create(ctx, demoPVC("team-a", "db", corev1.PersistentVolumeBlock, "pv-disk-fs")), "PVG001"); err != nil {
+	if err := refused(user.Create(ctx, demoPVC("team-a", "db", corev1.PersistentVolumeBlock, "pv-disk-fs")), "volume-mode-match"); err != nil {
 		return err
 	}
 
 	step(3, "team-b names the Block disk it was never given in spec.volumeName:")
-	if err := refused(user.Create(ctx, demoPVC("team-b", "grab", corev1.PersistentVolumeBlock, "pv-disk-block")), "PVG010"); err != nil {
+	if err := refused(user.Create(ctx, demoPVC("team-b", "grab", corev1.PersistentVolumeBlock, "pv-disk-block")), "volume-grab"); err != nil {
 		return err
 	}
 
@@ -99,12 +100,12 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	step(6, "Someone flips the bound Retain disk to Delete:")
 	if err := refused(devcluster.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
-	}), "PVG011"); err != nil {
+	}), "reclaim-downgrade"); err != nil {
 		return err
 	}
 
 	step(7, "A second claim names the bound disk:")
-	if err := refused(user.Create(ctx, demoPVC("team-a", "db-copy", corev1.PersistentVolumeBlock, "pv-disk-block")), "PVG004"); err != nil {
+	if err := refused(user.Create(ctx, demoPVC("team-a", "db-copy", corev1.PersistentVolumeBlock, "pv-disk-block")), "no-double-binding"); err != nil {
 		return err
 	}
 

@@ -277,7 +277,7 @@ func printAuditReport(ctx context.Context, out io.Writer, baseURL string, caPEM 
 			return false, nil
 		}
 		for _, f := range r.Findings {
-			if f.Rule == "PVG024" && f.Object == "pv-scratch" {
+			if f.Name == "failed-volume" && f.Object == "pv-scratch" {
 				return true, nil
 			}
 		}

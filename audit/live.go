@@ -1,0 +1,102 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// liveView is the policy.View over live reads that findings are confirmed on
+// (policy.Engine.Confirm): every read goes to the apiserver, none to the cache. The rules that
+// confirm live read single objects by name; a list is a full list, filtered here.
+type liveView struct {
+	ctx context.Context
+	c   client.Reader
+}
+
+var _ policy.View = liveView{}
+
+// get reports false when the object does not exist.
+func (v liveView) get(key client.ObjectKey, obj client.Object) (bool, error) {
+	err := v.c.Get(v.ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading %T %s: %w", obj, key, err)
+	}
+	return true, nil
+}
+
+func (v liveView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+	pv := &corev1.PersistentVolume{}
+	if ok, err := v.get(client.ObjectKey{Name: name}, pv); !ok {
+		return nil, err
+	}
+	return pv, nil
+}
+
+func (v liveView) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if ok, err := v.get(client.ObjectKey{Namespace: namespace, Name: name}, pvc); !ok {
+		return nil, err
+	}
+	return pvc, nil
+}
+
+func (v liveView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
+	var list corev1.PersistentVolumeClaimList
+	if err := v.c.List(v.ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing claims naming volume %s: %w", volumeName, err)
+	}
+	var out []*corev1.PersistentVolumeClaim
+	for i := range list.Items {
+		if list.Items[i].Spec.VolumeName == volumeName {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+func (v liveView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	var list corev1.PersistentVolumeList
+	if err := v.c.List(v.ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing volumes claiming %s/%s: %w", namespace, name, err)
+	}
+	var out []*corev1.PersistentVolume
+	for i := range list.Items {
+		if ref := list.Items[i].Spec.ClaimRef; ref != nil && ref.Namespace == namespace && ref.Name == name {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// Node reads the node's metadata only, as the cache keeps nodes: node affinity needs no more.
+func (v liveView) Node(name string) (*corev1.Node, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	if ok, err := v.get(client.ObjectKey{Name: name}, m); !ok {
+		return nil, err
+	}
+	return &corev1.Node{ObjectMeta: m.ObjectMeta}, nil
+}
+
+func (v liveView) StorageClasses() ([]*storagev1.StorageClass, error) {
+	var list storagev1.StorageClassList
+	if err := v.c.List(v.ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing StorageClasses: %w", err)
+	}
+	out := make([]*storagev1.StorageClass, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}

@@ -1,0 +1,50 @@
+package policy
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// PVG020: a Bound volume whose claim is gone. The claim's absence is confirmed by a live read
+// before it is reported: the audit reads the cache, which may not have the claim yet.
+func pvg020DanglingClaimRef() Rule {
+	return Rule{
+		ID:          "PVG020",
+		Name:        "dangling-claimref",
+		Default:     ActionAudit,
+		Judges:      JudgesStoredState,
+		Kinds:       []Kind{KindPersistentVolume},
+		Reads:       []Kind{KindPersistentVolumeClaim},
+		ConfirmLive: []string{"spec.claimRef"},
+		Summary:     "a Bound volume's claimRef names a claim that no longer exists (or was re-created)",
+		Check:       auditDanglingClaimRef,
+	}
+}
+
+func auditDanglingClaimRef(r *Review, v View, _ *Config) ([]Finding, error) {
+	pv := r.PV
+	ref := pv.Spec.ClaimRef
+	if pv.Status.Phase != corev1.VolumeBound || ref == nil || ref.UID == "" {
+		return nil, nil
+	}
+	pvc, err := namedClaim(ref, v)
+	if err != nil {
+		return nil, err
+	}
+	msg := fmt.Sprintf("%s is Bound to %s, which no longer exists", pvRef(pv), claimRefString(ref))
+	switch {
+	case !NamesAClaim(ref):
+		msg = fmt.Sprintf("%s is Bound, but its spec.claimRef names no claim (it has no name or no namespace)", pvRef(pv))
+	case pvc == nil:
+	case pvc.UID != ref.UID:
+		msg = fmt.Sprintf("%s is Bound to %s, which was re-created (uid %s, not %s)", pvRef(pv), claimRefString(ref), pvc.UID, ref.UID)
+	default:
+		return nil, nil
+	}
+	return []Finding{{
+		Object: pvRef(pv), Field: "spec.claimRef",
+		Message: msg,
+		Hint:    "let the binder release the volume (check that it runs), or clear spec.claimRef once the data is safe",
+	}}, nil
+}

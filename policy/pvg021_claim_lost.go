@@ -1,0 +1,43 @@
+package policy
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// PVG021: a claim that is Lost, or bound to a volume that is gone. A missing volume is confirmed
+// by a live read before it is reported; a Lost phase is the claim's own word.
+func pvg021ClaimLost() Rule {
+	return Rule{
+		ID:          "PVG021",
+		Name:        "claim-lost",
+		Default:     ActionAudit,
+		Judges:      JudgesStoredState,
+		Kinds:       []Kind{KindPersistentVolumeClaim},
+		Reads:       []Kind{KindPersistentVolume},
+		ConfirmLive: []string{"spec.volumeName"},
+		Summary:     "a claim is Lost, or bound to a volume that does not exist",
+		Check:       auditClaimLost,
+	}
+}
+
+func auditClaimLost(r *Review, v View, _ *Config) ([]Finding, error) {
+	pvc := r.PVC
+	_, completed := pvc.Annotations[AnnBindCompleted]
+	switch {
+	case pvc.Status.Phase == corev1.ClaimLost:
+		return []Finding{{Object: pvcRef(pvc), Field: "status.phase",
+			Message: fmt.Sprintf("%s is Lost: the volume it was bound to is gone or bound elsewhere", pvcRef(pvc)),
+			Hint:    "restore the volume with spec.claimRef pointing at this claim, or delete the claim"}}, nil
+	case completed && pvc.Spec.VolumeName != "":
+		pv, err := v.PersistentVolume(pvc.Spec.VolumeName)
+		if err != nil || pv != nil {
+			return nil, err
+		}
+		return []Finding{{Object: pvcRef(pvc), Field: "spec.volumeName",
+			Message: fmt.Sprintf("%s is bound to PersistentVolume %s, which does not exist", pvcRef(pvc), pvc.Spec.VolumeName),
+			Hint:    "restore the volume with spec.claimRef pointing at this claim, or delete the claim"}}, nil
+	}
+	return nil, nil
+}
