@@ -304,6 +304,9 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := webhook.CountCachedObjects(ctx, mgr.GetCache(), reg); err != nil {
+		return err
+	}
 	var cacheSynced atomic.Bool
 	engines := &engineRef{}
 	reviewReader, err := reviewLiveReader(cfg, o, mgr)
