@@ -60,17 +60,21 @@ type planResult struct {
 	// classes (all a plan considers while nothing binds).
 	ExpectedPending int     `json:"expected_pending"`
 	CreateSeconds   float64 `json:"create_seconds"`
-	// Plans that ran while the batch was being created, and their total time.
+	// Plans that ran while the batch was being created and until one had seen all of it, and
+	// their total time.
 	PlansDuringCreate       uint64  `json:"plans_during_create"`
 	PlanSecondsDuringCreate float64 `json:"plan_seconds_during_create"`
 	// Triggered: each entry is one plan started by a label change on one batch claim after the
 	// batch was complete: its duration is the histogram's sum delta over its count delta (more
 	// than one plan may fall in a window when binds trigger plans too), with the pending-claims
 	// gauge the plan set.
-	Triggered     []triggeredPlan `json:"triggered"`
-	MedianSeconds float64         `json:"median_seconds"`
-	MaxSeconds    float64         `json:"max_seconds"`
-	BindsDuring   float64         `json:"binds_during"`
+	Triggered []triggeredPlan `json:"triggered"`
+	// FirstWhole is the first plan that saw the whole batch (it ended in the 200 ms before it
+	// was seen; Plans counts the plans that ended then).
+	FirstWhole    *triggeredPlan `json:"first_whole_batch_plan,omitempty"`
+	MedianSeconds float64        `json:"median_seconds"`
+	MaxSeconds    float64        `json:"max_seconds"`
+	BindsDuring   float64        `json:"binds_during"`
 	// MaxAtMost bounds the longest plan of the whole batch phase (creation and measured plans)
 	// from above: the smallest histogram bucket that holds all of them (+Inf: more than the
 	// largest finite bucket, 3.3 s).
@@ -305,14 +309,41 @@ func measurePlan(ctx context.Context, c modeConfig, srv *server, logf func(strin
 	sum0, count0 := m.histogram(planMetric, nil)
 	binds0 := m.value("pvguard_binder_binds_total", nil)
 	buckets0 := m.buckets(planMetric, nil)
+	// From before the batch exists, watch for the first plan that sees all of it (its pending
+	// gauge, plus the claims bound since, reaches the batch and the fill's pending claims).
+	type wholeResult struct {
+		plan *triggeredPlan
+		err  error
+	}
+	whole := make(chan wholeResult, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	go func() {
+		t, err := waitWholeBatch(wctx, srv, float64(p.ExpectedPending), binds0)
+		whole <- wholeResult{t, err}
+	}()
 	start := time.Now()
 	batch, err := c.filler.createPlanBatch(ctx, c.pending)
 	if err != nil {
 		return nil, batch, fmt.Errorf("creating the binder's batch: %w", err)
 	}
 	p.CreateSeconds = time.Since(start).Seconds()
-	// Let the plans the creation started finish (in active mode binds go on starting more).
-	if _, err := quietPlans(ctx, srv, 2*time.Second, 30*time.Second); err != nil {
+	select {
+	case w := <-whole:
+		if w.err != nil {
+			return nil, batch, w.err
+		}
+		p.FirstWhole = w.plan
+	case <-time.After(c.planBudget):
+		wcancel()
+		p.Note = fmt.Sprintf("no plan saw the whole batch within %s; ", c.planBudget)
+	}
+	if f := p.FirstWhole; f != nil {
+		logf("first plan that saw the whole batch: %.0f ms over %.0f pending claims (%d plans ended in that scrape's 200 ms)", f.Seconds*1000, f.Pending, f.Plans)
+	}
+	// Then let the plans still queued end: the measured plans all start after the batch is
+	// complete in the binder's cache.
+	if _, err := quietPlans(ctx, srv, 2*time.Second, c.planBudget); err != nil {
 		return nil, batch, err
 	}
 	if m, err = srv.metrics(ctx); err != nil {
@@ -320,7 +351,7 @@ func measurePlan(ctx context.Context, c modeConfig, srv *server, logf func(strin
 	}
 	sum1, count1 := m.histogram(planMetric, nil)
 	p.PlansDuringCreate, p.PlanSecondsDuringCreate = count1-count0, sum1-sum0
-	logf("batch of %d claims and %d volumes created in %.1f s; %d plans ran meanwhile (%.2f s in all)",
+	logf("batch of %d claims and %d volumes created in %.1f s; %d plans ran until one had seen it all (%.2f s in all)",
 		p.Claims, p.Volumes, p.CreateSeconds, p.PlansDuringCreate, p.PlanSecondsDuringCreate)
 
 	touched := batch.claims[0]
@@ -340,7 +371,7 @@ func measurePlan(ctx context.Context, c modeConfig, srv *server, logf func(strin
 		}
 		got, err := waitObservations(ctx, srv, planMetric, nil, ca, time.Until(budget))
 		if errors.Is(err, errNotSeen) {
-			p.Note = fmt.Sprintf("no plan ended within the %s budget after %d measured", c.planBudget, k)
+			p.Note += fmt.Sprintf("no plan ended within the %s budget after %d measured", c.planBudget, k)
 			break
 		}
 		if err != nil {
@@ -375,6 +406,35 @@ func measurePlan(ctx context.Context, c modeConfig, srv *server, logf func(strin
 	logf("plan over %.0f pending claims: median %.0f ms, max %.0f ms (%d triggered); %.0f binds during the batch",
 		p.Triggered[len(p.Triggered)-1].Pending, p.MedianSeconds*1000, p.MaxSeconds*1000, len(p.Triggered), p.BindsDuring)
 	return p, batch, nil
+}
+
+// waitWholeBatch polls /metrics every 200 ms until the last plan considered at least want
+// pending claims, counting the claims bound since binds0 as considered (an active binder binds
+// the batch as it plans), and returns the plans that ended between the two last scrapes: the
+// first plan of the whole batch.
+func waitWholeBatch(ctx context.Context, srv *server, want, binds0 float64) (*triggeredPlan, error) {
+	var prev *observed
+	for {
+		m, err := srv.metrics(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sum, count := m.histogram(planMetric, nil)
+		pending := m.value("pvguard_binder_pending_claims", nil)
+		if pending+m.value("pvguard_binder_binds_total", nil)-binds0 >= want {
+			t := &triggeredPlan{Pending: pending}
+			if prev != nil && count > prev.count {
+				t.Plans, t.Seconds = count-prev.count, (sum-prev.sum)/float64(count-prev.count)
+			}
+			return t, nil
+		}
+		prev = &observed{sum, count}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // quietPlans waits until no plan has ended for quiet (or timeout passes: in active mode binds
