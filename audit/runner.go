@@ -60,11 +60,15 @@ type Runner struct {
 	full    bool
 	dirty   map[objectKey]struct{}
 
-	mu       sync.RWMutex
-	objects  map[objectKey]judged
-	latest   Report
-	found    []policy.Finding
-	bindings []Binding
+	mu      sync.RWMutex
+	objects map[objectKey]judged
+	// order is objects' keys in report order, re-sorted only when a key comes or goes: an
+	// incremental audit that changes one object's findings must not sort the whole cluster.
+	order      []objectKey
+	orderStale bool
+	latest     Report
+	found      []policy.Finding
+	bindings   []Binding
 
 	findings *prometheus.GaugeVec
 	duration *prometheus.HistogramVec
@@ -256,7 +260,7 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 		failed = append(failed, oa.Err)
 	}
 	r.mu.Lock()
-	r.objects = objects
+	r.objects, r.orderStale = objects, true
 	r.mu.Unlock()
 	r.publish(start, "full")
 	return errors.Join(failed...)
@@ -306,10 +310,14 @@ func (r *Runner) runIncremental(ctx context.Context, dirty map[objectKey]struct{
 	}
 	r.mu.Lock()
 	for k, j := range results {
+		_, had := r.objects[k]
 		if j == nil {
 			delete(r.objects, k)
 		} else {
 			r.objects[k] = *j
+		}
+		if had != (j != nil) {
+			r.orderStale = true
 		}
 	}
 	r.mu.Unlock()
@@ -406,20 +414,10 @@ func record(obj any, found []policy.Finding, v policy.View) (objectKey, judged, 
 // publish merges the per-object results into the report, the bindings and the metrics.
 func (r *Runner) publish(start time.Time, scope string) {
 	r.mu.Lock()
-	keys := make([]objectKey, 0, len(r.objects))
-	for k := range r.objects {
-		keys = append(keys, k)
+	if r.orderStale {
+		r.order, r.orderStale = sortedKeys(r.objects), false
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if oa, ob := policy.AuditOrder(a.kind), policy.AuditOrder(b.kind); oa != ob {
-			return oa < ob
-		}
-		if a.namespace != b.namespace {
-			return a.namespace < b.namespace
-		}
-		return a.name < b.name
-	})
+	keys := r.order
 	perObject := make([][]policy.Finding, 0, len(keys))
 	var bindings []Binding
 	for _, k := range keys {
@@ -444,6 +442,25 @@ func (r *Runner) publish(start time.Time, scope string) {
 	}
 	r.duration.WithLabelValues(scope).Observe(time.Since(start).Seconds())
 	r.lastRun.Set(float64(time.Now().Unix()))
+}
+
+// sortedKeys returns the keys in report order: by kind, namespace and name.
+func sortedKeys(objects map[objectKey]judged) []objectKey {
+	keys := make([]objectKey, 0, len(objects))
+	for k := range objects {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if oa, ob := policy.AuditOrder(a.kind), policy.AuditOrder(b.kind); oa != ob {
+			return oa < ob
+		}
+		if a.namespace != b.namespace {
+			return a.namespace < b.namespace
+		}
+		return a.name < b.name
+	})
+	return keys
 }
 
 func (r *Runner) view(ctx context.Context) (policy.View, error) {

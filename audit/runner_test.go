@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,50 @@ func TestRuleFailureKeepsTheObjectsOtherFindings(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("findings %+v, want PVG001 on the claim despite PVG009's failure", r.Latest().Findings)
+	}
+}
+
+// TestIncrementalAuditKeepsReportOrder: an object an incremental audit adds or drops takes its
+// place in the report's order, as a full audit would give it (the runner re-sorts only then).
+func TestIncrementalAuditKeepsReportOrder(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithObjects(testobj.PV("pv-b", testobj.Phase(corev1.VolumeFailed)), testobj.PV("pv-d", testobj.Phase(corev1.VolumeFailed))).
+		WithStatusSubresource(&corev1.PersistentVolume{}).Build()
+	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
+	if err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	order := func() []string {
+		var names []string
+		for _, f := range r.Latest().Findings {
+			names = append(names, f.Object)
+		}
+		return names
+	}
+	for _, name := range []string{"pv-a", "pv-c"} {
+		pv := testobj.PV(name, testobj.Phase(corev1.VolumeFailed))
+		if err := c.Create(ctx, pv); err != nil {
+			t.Fatal(err)
+		}
+		r.Changed(pv)
+	}
+	d := &corev1.PersistentVolume{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "pv-d"}, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	r.Changed(d)
+	if err := r.RunPending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	incremental := order()
+	r.Trigger()
+	if err := r.RunPending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := order(); !slices.Equal(incremental, want) || len(want) != 3 {
+		t.Fatalf("after an incremental audit the findings are on %v, a full audit gives %v", incremental, want)
 	}
 }
