@@ -22,27 +22,12 @@ const forbidTTL = time.Minute
 // interrupted between any two writes (a crash, a conflict) is completed by the next sync, and a
 // repeated bind writes nothing. Every spec write is first judged by policy as the webhook would.
 func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) error {
-	b.mu.Lock()
-	if uid, ok := b.reserved[v.Name]; (ok && uid != claim.UID) || b.marking[v.Name] {
-		b.mu.Unlock()
+	start, ok := b.ledger.beginBind(v.Name, claim.UID, time.Now())
+	if !ok {
 		b.requestPlan() // another claim's bind of this volume, or its Available write, is in flight
 		return nil
 	}
-	b.reserved[v.Name] = claim.UID
-	b.binding[v.Name]++
-	defer func(name string) {
-		b.mu.Lock()
-		if b.binding[name]--; b.binding[name] <= 0 {
-			delete(b.binding, name)
-		}
-		b.mu.Unlock()
-	}(v.Name)
-	start, ok := b.bindStart[claim.UID]
-	if !ok {
-		start = time.Now()
-		b.bindStart[claim.UID] = start
-	}
-	b.mu.Unlock()
+	defer b.ledger.endBind(v.Name)
 
 	_, completed := claim.Annotations[annBindCompleted]
 	ref := v.Spec.ClaimRef
@@ -111,9 +96,7 @@ func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *co
 		}
 		wrote = true
 	}
-	b.mu.Lock()
-	delete(b.bindStart, claim.UID)
-	b.mu.Unlock()
+	b.ledger.bindCompleted(claim.UID)
 	if wrote {
 		b.metrics.binds.Inc()
 		b.metrics.bindLatency.Observe(time.Since(start).Seconds())
@@ -169,16 +152,7 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	b.metrics.policyDenials.Inc()
 	b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonPolicyForbidsBinding,
 		fmt.Sprintf("pvguard did not bind volume %q: %s", v.Name, strings.Join(msgs, "; ")))
-	b.mu.Lock()
-	if b.forbidden[claim.UID] == nil {
-		b.forbidden[claim.UID] = map[string]time.Time{}
-	}
-	b.forbidden[claim.UID][v.Name] = time.Now()
-	delete(b.plan, claim.UID)
-	if b.reserved[v.Name] == claim.UID {
-		delete(b.reserved, v.Name)
-	}
-	b.mu.Unlock()
+	b.ledger.deny(claim.UID, v.Name, time.Now())
 	b.requestPlan()
 	b.queue.Add(key{kind: 'v', name: v.Name}) // its Available write may have waited for the bind
 	return true, nil
@@ -200,16 +174,7 @@ func (w withVolume) PersistentVolume(name string) (*corev1.PersistentVolume, err
 // unreserve drops a reservation after a bind failed, and syncs the volume: its Available write
 // (markAvailable) may have waited for the bind.
 func (b *Binder) unreserve(volume string, claim types.UID) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.reserved[volume] == claim {
-		delete(b.reserved, volume)
+	if b.ledger.unreserve(volume, claim) {
 		b.queue.Add(key{kind: 'v', name: volume})
 	}
-}
-
-// isForbidden reports whether policy denied the pair recently; callers hold b.mu.
-func (b *Binder) isForbidden(claim types.UID, volume string) bool {
-	at, ok := b.forbidden[claim][volume]
-	return ok && time.Since(at) < forbidTTL
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -32,6 +34,43 @@ func planner(tb testing.TB, objs ...client.Object) *Binder {
 	return b
 }
 
+// planned is the volume the binder's installed plan gives the claim ("" for none, or unplanned).
+func planned(b *Binder, claim types.UID) string {
+	v, _ := b.ledger.planned(claim)
+	return v
+}
+
+// installedPlan is the binder's installed plan, for the claims among objs.
+func installedPlan(b *Binder, objs []client.Object) map[types.UID]string {
+	plan := map[types.UID]string{}
+	for _, o := range objs {
+		if c, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			if v, ok := b.ledger.planned(c.UID); ok {
+				plan[c.UID] = v
+			}
+		}
+	}
+	return plan
+}
+
+// countPlanned counts the claims among objs that the installed plan gives a volume.
+func countPlanned(b *Binder, objs []client.Object) int {
+	n := 0
+	for _, v := range installedPlan(b, objs) {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// reserve makes a bind of the volume for the claim in flight, between two of its writes.
+func reserve(b *Binder, volume string, claim types.UID) {
+	if _, ok := b.ledger.beginBind(volume, claim, time.Now()); ok {
+		b.ledger.endBind(volume)
+	}
+}
+
 // TestPlanPrefersTheVolumeThatHasTheClaimsUID: a claim pre-bound from two volumes, one by name
 // only and one already carrying its uid (a bind begun before a crash), gets the latter whatever
 // the list order, so the binder does not bind one and then unbind the other.
@@ -44,7 +83,7 @@ func TestPlanPrefersTheVolumeThatHasTheClaimsUID(t *testing.T) {
 		if err := b.runPlan(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got := b.plan[claim.UID]; got != byUID.Name {
+		if got, _ := b.ledger.planned(claim.UID); got != byUID.Name {
 			t.Errorf("order %s, %s: planned %q, want %q", order[0].GetName(), order[1].GetName(), got, byUID.Name)
 		}
 	}
@@ -99,7 +138,7 @@ func TestPlanChoosesByVolumeAttributesClass(t *testing.T) {
 			if err := b.runPlan(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if got := b.plan[tc.claim.UID]; got != tc.want {
+			if got, _ := b.ledger.planned(tc.claim.UID); got != tc.want {
 				t.Errorf("planned %q, want %q", got, tc.want)
 			}
 		})
@@ -193,14 +232,16 @@ func TestPlanCountsVolumesBeingMarkedAvailable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.marking[pv1.Name] = tc.marking
+			if tc.marking && !b.ledger.startMarking(pv1.Name) {
+				t.Fatal("the Available write could not start")
+			}
 			if err := b.runPlan(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := b.plan[small.UID], pv1.Name; got != want {
+			if got, want := planned(b, small.UID), pv1.Name; got != want {
 				t.Errorf("claim small planned on %q, want %q", got, want)
 			}
-			if got, planned := b.plan[large.UID]; planned && got != pv2.Name {
+			if got, planned := b.ledger.planned(large.UID); planned && got != pv2.Name {
 				t.Errorf("claim large planned on %q, want %q", got, pv2.Name)
 			}
 			// The bind itself still waits for the write.
@@ -236,15 +277,9 @@ func BenchmarkPlanSelectingPool(b *testing.B) {
 		if err := bd.runPlan(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		planned := 0
-		for _, v := range bd.plan {
-			if v != "" {
-				planned++
-			}
-		}
-		if planned != n {
-			b.Fatalf("planned %d of %d claims", planned, n)
-		}
+	}
+	if planned := countPlanned(bd, objs); planned != n {
+		b.Fatalf("planned %d of %d claims", planned, n)
 	}
 }
 
@@ -317,11 +352,11 @@ func TestPlanLeavesWaitForFirstConsumerClaimsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []*corev1.PersistentVolumeClaim{waiting, scheduled} {
-		if v, planned := b.plan[c.UID]; planned {
+		if v, planned := b.ledger.planned(c.UID); planned {
 			t.Errorf("WaitForFirstConsumer claim %s planned (on %q)", c.Name, v)
 		}
 	}
-	if got := b.plan[immediate.UID]; got != "pv-fast" {
+	if got := planned(b, immediate.UID); got != "pv-fast" {
 		t.Errorf("Immediate claim planned on %q, want pv-fast", got)
 	}
 }
@@ -415,12 +450,12 @@ func TestNewVolumesMarkedAvailableAtOnce(t *testing.T) {
 				if err := b.runPlan(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if b.plan[claim.UID] != "pv-new" {
-					t.Fatalf("plan gave the claim %q", b.plan[claim.UID])
+				if got := planned(b, claim.UID); got != "pv-new" {
+					t.Fatalf("plan gave the claim %q", got)
 				}
 			}
 			if tc.reserved {
-				b.reserved["pv-new"] = claim.UID
+				reserve(b, "pv-new", claim.UID)
 			}
 			if err := b.syncVolume(ctx, "pv-new"); err != nil {
 				t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 // poolLists gives Assign the planner's relation for one class's pool, "claims[c] may take
 // volumes[v]" (usable and fitsUnbound), as adjacency lists in Assign's preference order (order,
 // from assignVolumeOrder): claim c's list is lists[listOf[c]]. The volumes are the pool's: no
-// claimRef, not being deleted. The caller holds b.mu.
+// claimRef, not being deleted.
 //
 // Asking the predicate about every pair is 50 M questions for 10,000 claims over 5,000 free
 // volumes, and the dense relation up to 200 MB. But the predicate reads little of either side,
@@ -22,8 +22,8 @@ import (
 // share one list, built once, and policy.Satisfies is asked once per demand and kind of volume.
 // Only what depends on the claim's uid (a bind in flight to one claim, pairs policy denied) is
 // asked per pair, and only for the few claims it concerns, which get lists of their own.
-func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume, order []int32, fits *fitCache) (lists [][]int32, listOf []int32) {
-	pendingFree := b.pendingFree()
+func (pl *poolPlanner) poolLists(claims []pending, volumes []*corev1.PersistentVolume, order []int32) (lists [][]int32, listOf []int32) {
+	pendingFree, fits := pl.pendingFree, pl.fits
 
 	// Kinds of volume (offers), with one volume of each.
 	offerOf := make([]int32, len(volumes))
@@ -81,7 +81,7 @@ func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume,
 	reserved := make([]bool, len(volumes))
 	owners := map[types.UID]bool{}
 	for v, vol := range volumes {
-		if uid, ok := b.reserved[vol.Name]; ok {
+		if uid, ok := pl.inFlight.Reserved[vol.Name]; ok {
 			reserved[v] = true
 			owners[uid] = true
 		}
@@ -121,7 +121,7 @@ func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume,
 		row = row[:0]
 		for _, v := range order {
 			vol := volumes[v]
-			if claim == nil && reserved[v] || claim != nil && !b.usable(claim, vol) {
+			if claim == nil && reserved[v] || claim != nil && !pl.inFlight.usable(claim.UID, vol.Name) {
 				continue
 			}
 			o := offerOf[v]
@@ -160,7 +160,7 @@ func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume,
 	listOf = make([]int32, len(claims))
 	for c, p := range claims {
 		k := kindOf[c]
-		if owners[p.claim.UID] || len(b.forbidden[p.claim.UID]) > 0 {
+		if owners[p.claim.UID] || len(pl.inFlight.Denied[p.claim.UID]) > 0 {
 			lists = append(lists, list(k, p.claim))
 			listOf[c] = int32(len(lists) - 1)
 			continue
@@ -211,17 +211,6 @@ func answerOf(yes bool) answer {
 
 func (a answer) known() bool { return a != 0 }
 func (a answer) yes() bool   { return a == 1 }
-
-// usable reports whether the planner may give the volume to the claim, as far as the binder's
-// own state goes: no bind of it to another claim is in flight, and policy has not recently
-// denied the pair. A volume whose Available write is in flight (marking) stays usable: only its
-// bind waits for that write (bind). Left out, it would be invisible to the claim it fits best,
-// which would then take a larger volume for good, and a later claim that needed that one would
-// be stranded. Callers hold b.mu.
-func (b *Binder) usable(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
-	uid, inFlight := b.reserved[v.Name]
-	return (!inFlight || uid == c.UID) && !b.isForbidden(c.UID, v.Name)
-}
 
 // claimDemand is what policy.Satisfies reads of a claim, apart from its class (which a pool's
 // claims share): claims with equal demands are satisfied by the same volumes. It must name
