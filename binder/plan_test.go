@@ -3,6 +3,7 @@ package binder
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -68,6 +69,119 @@ func countPlanned(b *Binder, objs []client.Object) int {
 func reserve(b *Binder, volume string, claim types.UID) {
 	if _, ok := b.ledger.beginBind(volume, claim, time.Now()); ok {
 		b.ledger.endBind(volume)
+	}
+}
+
+// TestPlan calls the planner as a pure function, with the cluster and the in-flight state built
+// by hand.
+func TestPlan(t *testing.T) {
+	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
+	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	classes := []*storagev1.StorageClass{fast, local}
+	avail := testobj.Phase(corev1.VolumeAvailable)
+	claim := func(name string, mods ...testobj.PVCMod) *corev1.PersistentVolumeClaim {
+		return testobj.PVC("ns", name, append([]testobj.PVCMod{testobj.ClaimClass("fast"), testobj.Request("1Gi")}, mods...)...)
+	}
+	volume := func(name, size string, mods ...testobj.PVMod) *corev1.PersistentVolume {
+		return testobj.PV(name, append([]testobj.PVMod{testobj.Class("fast"), testobj.Capacity(size), avail}, mods...)...)
+	}
+	a, b := claim("a"), claim("b")
+	onNode := func(node string) testobj.PVCMod { return testobj.ClaimMeta(testobj.Annotation(annSelectedNode, node)) }
+	deniedAt := t0.Add(-time.Second)
+	for _, tc := range []struct {
+		name        string
+		claims      []*corev1.PersistentVolumeClaim
+		volumes     []*corev1.PersistentVolume
+		nodes       map[string]*corev1.Node
+		pendingFree bool
+		inFlight    InFlight
+		want        map[string]string // claim name -> volume, for the claims the plan considers
+	}{
+		{name: "the smallest volume that fits",
+			claims:  []*corev1.PersistentVolumeClaim{a},
+			volumes: []*corev1.PersistentVolume{volume("pv-2g", "2Gi"), volume("pv-1g", "1Gi"), volume("pv-500m", "500Mi")},
+			want:    map[string]string{"a": "pv-1g"}},
+		{name: "a volume pre-bound with the claim's uid before one pre-bound by name",
+			claims: []*corev1.PersistentVolumeClaim{a},
+			volumes: []*corev1.PersistentVolume{volume("pv-free", "1Gi"), volume("pv-by-name", "1Gi", testobj.ClaimRef("ns", "a", "")),
+				volume("pv-by-uid", "2Gi", testobj.ClaimRef("ns", "a", string(a.UID)))},
+			want: map[string]string{"a": "pv-by-uid"}},
+		{name: "claims of WaitForFirstConsumer classes, bound, naming a volume or being deleted are left out",
+			claims: []*corev1.PersistentVolumeClaim{a, claim("wffc", testobj.ClaimClass("local")), claim("bound", testobj.ClaimBoundTo("pv-x")),
+				claim("named", testobj.VolumeName("pv-1g")), claim("deleted", testobj.ClaimMeta(testobj.Deleting()))},
+			volumes: []*corev1.PersistentVolume{volume("pv-1g", "1Gi"), testobj.PV("pv-local", testobj.Class("local"), testobj.Capacity("1Gi"), avail)},
+			want:    map[string]string{"a": "pv-1g"}},
+		{name: "a claim on a node takes a volume reachable from it",
+			claims:  []*corev1.PersistentVolumeClaim{claim("s", onNode("n1"))},
+			volumes: []*corev1.PersistentVolume{volume("pv-n2", "1Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n2")), volume("pv-n1", "2Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n1"))},
+			nodes:   map[string]*corev1.Node{"n1": testobj.Node("n1", nil)},
+			want:    map[string]string{"s": "pv-n1"}},
+		{name: "a claim on a node that does not exist takes no volume with a node affinity",
+			claims:  []*corev1.PersistentVolumeClaim{claim("s", onNode("gone"))},
+			volumes: []*corev1.PersistentVolume{volume("pv-n1", "1Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n1")), volume("pv-anywhere", "2Gi")},
+			want:    map[string]string{"s": "pv-anywhere"}},
+		{name: "a volume with a bind in flight goes only to the claim being bound",
+			claims:   []*corev1.PersistentVolumeClaim{a, b},
+			volumes:  []*corev1.PersistentVolume{volume("pv-1g", "1Gi")},
+			inFlight: InFlight{Reserved: map[string]types.UID{"pv-1g": b.UID}, At: t0},
+			want:     map[string]string{"a": "", "b": "pv-1g"}},
+		{name: "a pair policy denied a moment ago is left out",
+			claims:   []*corev1.PersistentVolumeClaim{a},
+			volumes:  []*corev1.PersistentVolume{volume("pv-1g", "1Gi"), volume("pv-2g", "2Gi")},
+			inFlight: InFlight{Denied: map[types.UID]map[string]time.Time{a.UID: {"pv-1g": deniedAt}}, At: t0},
+			want:     map[string]string{"a": "pv-2g"}},
+		{name: "a pair policy denied a minute ago is tried again",
+			claims:   []*corev1.PersistentVolumeClaim{a},
+			volumes:  []*corev1.PersistentVolume{volume("pv-1g", "1Gi"), volume("pv-2g", "2Gi")},
+			inFlight: InFlight{Denied: map[types.UID]map[string]time.Time{a.UID: {"pv-1g": deniedAt}}, At: deniedAt.Add(forbidTTL)},
+			want:     map[string]string{"a": "pv-1g"}},
+		{name: "a Pending volume is free only when Pending volumes count",
+			claims:  []*corev1.PersistentVolumeClaim{a},
+			volumes: []*corev1.PersistentVolume{volume("pv-new", "1Gi", testobj.Phase(corev1.VolumePending))},
+			want:    map[string]string{"a": ""}},
+		{name: "a Pending volume counts in active mode",
+			claims:      []*corev1.PersistentVolumeClaim{a},
+			volumes:     []*corev1.PersistentVolume{volume("pv-new", "1Gi", testobj.Phase(corev1.VolumePending))},
+			pendingFree: true,
+			want:        map[string]string{"a": "pv-new"}},
+		{name: "a volume being deleted is not given out",
+			claims:  []*corev1.PersistentVolumeClaim{a},
+			volumes: []*corev1.PersistentVolume{volume("pv-1g", "1Gi", testobj.PVMeta(testobj.Deleting()))},
+			want:    map[string]string{"a": ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Plan(PlanInput{Claims: tc.claims, Volumes: tc.volumes, Classes: classes, Nodes: tc.nodes,
+				PendingFree: tc.pendingFree, InFlight: tc.inFlight})
+			byName := map[string]string{}
+			for _, c := range got.Claims {
+				v, ok := got.Volumes[c.UID]
+				if !ok {
+					t.Errorf("claim %s listed but not planned", c.Name)
+				}
+				byName[c.Name] = v
+			}
+			if len(got.Volumes) != len(got.Claims) {
+				t.Errorf("%d claims planned, %d listed", len(got.Volumes), len(got.Claims))
+			}
+			if !maps.Equal(byName, tc.want) {
+				t.Errorf("plan %v, want %v", byName, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanListsClaimsByClassThenName: the order in which the binder syncs the claims it planned.
+func TestPlanListsClaimsByClassThenName(t *testing.T) {
+	var claims []*corev1.PersistentVolumeClaim
+	for _, c := range []struct{ namespace, name, class string }{{"ns2", "a", "x"}, {"ns1", "b", "y"}, {"ns1", "c", "x"}, {"ns1", "a", "y"}} {
+		claims = append(claims, testobj.PVC(c.namespace, c.name, testobj.ClaimClass(c.class)))
+	}
+	var got []string
+	for _, c := range Plan(PlanInput{Claims: claims}).Claims {
+		got = append(got, c.Namespace+"/"+c.Name)
+	}
+	if want := []string{"ns1/c", "ns2/a", "ns1/a", "ns1/b"}; !slices.Equal(got, want) {
+		t.Errorf("claims listed %v, want %v", got, want)
 	}
 }
 
