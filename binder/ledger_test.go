@@ -1,6 +1,7 @@
 package binder
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -334,5 +335,42 @@ func TestLedgerShadow(t *testing.T) {
 	}
 	if n := l.shadowChoices(); n != 1 {
 		t.Errorf("%v choices, want 1", n)
+	}
+}
+
+// BenchmarkLedgerSnapshotAndInstall times what a plan of 10,000 claims holds the ledger's lock
+// for: the snapshot before it and the install after it, with 100 binds in flight (half of them
+// begun while the plan ran) and 100 denied pairs. Before issue 17 the lock was held through the
+// whole plan (BenchmarkPlanAtScale). Results are in docs/benchmarks.md.
+func BenchmarkLedgerSnapshotAndInstall(b *testing.B) {
+	const claims, binds = 10_000, 100
+	l := newLedger()
+	plan := make(map[types.UID]string, claims)
+	for i := range claims {
+		plan[types.UID(fmt.Sprintf("uid-%05d", i))] = fmt.Sprintf("pv-%05d", i)
+	}
+	for i := range binds {
+		l.deny(types.UID(fmt.Sprintf("uid-%05d", i)), fmt.Sprintf("pv-other-%d", i), t0)
+		if i%2 == 0 {
+			l.beginBind(fmt.Sprintf("pv-%05d", i), types.UID(fmt.Sprintf("uid-%05d", i)), t0)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		snap := l.snapshot(t0)
+		b.StopTimer()
+		for i := 1; i < binds; i += 2 {
+			l.beginBind(fmt.Sprintf("pv-%05d", i), types.UID(fmt.Sprintf("uid-other-%d", i)), t0)
+		}
+		p := maps.Clone(plan)
+		b.StartTimer()
+		if unplanned := l.install(p, snap, t0); unplanned != binds/2 {
+			b.Fatalf("%d claims unplanned, want %d", unplanned, binds/2)
+		}
+		b.StopTimer()
+		for i := 1; i < binds; i += 2 {
+			l.unreserve(fmt.Sprintf("pv-%05d", i), types.UID(fmt.Sprintf("uid-other-%d", i)))
+		}
+		b.StartTimer()
 	}
 }
