@@ -22,104 +22,131 @@ const forbidTTL = time.Minute
 // interrupted between any two writes (a crash, a conflict) is completed by the next sync, and a
 // repeated bind writes nothing. Every spec write is first judged by policy as the webhook would.
 func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) error {
-	b.mu.Lock()
-	if uid, ok := b.reserved[v.Name]; (ok && uid != claim.UID) || b.marking[v.Name] {
-		b.mu.Unlock()
+	start, ok := b.ledger.beginBind(v.Name, claim.UID, time.Now())
+	if !ok {
 		b.requestPlan() // another claim's bind of this volume, or its Available write, is in flight
 		return nil
 	}
-	b.reserved[v.Name] = claim.UID
-	b.binding[v.Name]++
-	defer func(name string) {
-		b.mu.Lock()
-		if b.binding[name]--; b.binding[name] <= 0 {
-			delete(b.binding, name)
-		}
-		b.mu.Unlock()
-	}(v.Name)
-	start, ok := b.bindStart[claim.UID]
-	if !ok {
-		start = time.Now()
-		b.bindStart[claim.UID] = start
-	}
-	b.mu.Unlock()
+	defer b.ledger.endBind(v.Name)
 
-	_, completed := claim.Annotations[annBindCompleted]
-	ref := v.Spec.ClaimRef
-	linked := ref != nil && ref.Namespace == claim.Namespace && ref.Name == claim.Name && ref.UID == claim.UID
-	if !linked || !completed || claim.Spec.VolumeName != v.Name {
+	if !linkedTo(v, claim) || !completedOn(claim, v) {
 		// Judge the pair before the first write, so a denial never leaves half a binding.
 		if denied, err := b.denied(ctx, v, claim); denied || err != nil {
 			return err
 		}
 	}
-	wrote := false
-	if !linked {
-		nv := v.DeepCopy()
-		if !preBoundTo(v, claim) {
-			setAnn(&nv.ObjectMeta, annBoundByController, "yes")
-		}
-		nv.Spec.ClaimRef = &corev1.ObjectReference{
-			Kind: "PersistentVolumeClaim", APIVersion: "v1",
-			Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion,
-		}
-		if err := b.write("bind-1-volume-spec", nv, func() error { return b.o.Writer.Update(ctx, nv) }); err != nil {
-			b.unreserve(v.Name, claim.UID)
-			return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
-		}
-		v, wrote = nv, true
+	wrote, err := b.bindWrites(ctx, v, claim)
+	if err != nil {
+		return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
 	}
-	if v.Status.Phase != corev1.VolumeBound {
-		nv := v.DeepCopy()
-		nv.Status.Phase, nv.Status.Message = corev1.VolumeBound, ""
-		if err := b.write("bind-2-volume-status", nv, func() error { return b.o.Writer.Status().Update(ctx, nv) }); err != nil {
-			return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
-		}
-		v, wrote = nv, true
-	}
-	if !completed || claim.Spec.VolumeName != v.Name {
-		nc := claim.DeepCopy()
-		if nc.Spec.VolumeName == "" {
-			setAnn(&nc.ObjectMeta, annBoundByController, "yes")
-		}
-		nc.Spec.VolumeName = v.Name
-		setAnn(&nc.ObjectMeta, annBindCompleted, "yes")
-		if err := b.write("bind-3-claim-spec", nc, func() error { return b.o.Writer.Update(ctx, nc) }); err != nil {
-			return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
-		}
-		claim, wrote = nc, true
-	}
-	if claim.Status.Phase != corev1.ClaimBound || !slices.Equal(claim.Status.AccessModes, v.Spec.AccessModes) {
-		nc := claim.DeepCopy()
-		if claim.Status.Phase != corev1.ClaimBound {
-			// Capacity is set only when the claim becomes Bound: later differences can be a resize.
-			nc.Status.Capacity = v.Spec.Capacity.DeepCopy()
-			// So is the VolumeAttributesClass the claim now has, as upstream does: after that the
-			// external-resizer owns the field, and it reads a claim whose spec names a class its
-			// status does not as a modification to make.
-			if vac := v.Spec.VolumeAttributesClassName; vac != nil {
-				name := *vac
-				nc.Status.CurrentVolumeAttributesClassName = &name
-			} else {
-				nc.Status.CurrentVolumeAttributesClassName = nil
-			}
-		}
-		nc.Status.Phase = corev1.ClaimBound
-		nc.Status.AccessModes = v.Spec.AccessModes
-		if err := b.write("bind-4-claim-status", nc, func() error { return b.o.Writer.Status().Update(ctx, nc) }); err != nil {
-			return fmt.Errorf("binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
-		}
-		wrote = true
-	}
-	b.mu.Lock()
-	delete(b.bindStart, claim.UID)
-	b.mu.Unlock()
+	b.ledger.bindCompleted(claim.UID)
 	if wrote {
 		b.metrics.binds.Inc()
 		b.metrics.bindLatency.Observe(time.Since(start).Seconds())
 		b.o.Log.V(1).Info("bound", "claim", claim.Namespace+"/"+claim.Name, "volume", v.Name)
 	}
 	return nil
+}
+
+// bindWrites makes those of the four bind writes that the objects do not say yet, in order, and
+// reports whether it made any.
+func (b *Binder) bindWrites(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) (wrote bool, err error) {
+	if !linkedTo(v, claim) {
+		nv := linkVolume(v, claim)
+		if err := b.write("bind-1-volume-spec", nv, func() error { return b.o.Writer.Update(ctx, nv) }); err != nil {
+			b.unreserve(v.Name, claim.UID)
+			return wrote, err
+		}
+		v, wrote = nv, true
+	}
+	if v.Status.Phase != corev1.VolumeBound {
+		nv := boundVolume(v)
+		if err := b.write("bind-2-volume-status", nv, func() error { return b.o.Writer.Status().Update(ctx, nv) }); err != nil {
+			return wrote, err
+		}
+		v, wrote = nv, true
+	}
+	if !completedOn(claim, v) {
+		nc := completeClaim(claim, v)
+		if err := b.write("bind-3-claim-spec", nc, func() error { return b.o.Writer.Update(ctx, nc) }); err != nil {
+			return wrote, err
+		}
+		claim, wrote = nc, true
+	}
+	if claim.Status.Phase != corev1.ClaimBound || !slices.Equal(claim.Status.AccessModes, v.Spec.AccessModes) {
+		nc := boundClaim(claim, v)
+		if err := b.write("bind-4-claim-status", nc, func() error { return b.o.Writer.Status().Update(ctx, nc) }); err != nil {
+			return wrote, err
+		}
+		wrote = true
+	}
+	return wrote, nil
+}
+
+// linkedTo reports whether the volume's claimRef names the claim with its uid.
+func linkedTo(v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) bool {
+	ref := v.Spec.ClaimRef
+	return ref != nil && ref.Namespace == claim.Namespace && ref.Name == claim.Name && ref.UID == claim.UID
+}
+
+// completedOn reports whether the claim names the volume and says its binding is complete.
+func completedOn(claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
+	_, completed := claim.Annotations[annBindCompleted]
+	return completed && claim.Spec.VolumeName == v.Name
+}
+
+// linkVolume is the first write: the volume's claimRef, with bound-by-controller unless the user
+// pre-bound the volume to the claim.
+func linkVolume(v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+	nv := v.DeepCopy()
+	if !preBoundTo(v, claim) {
+		setAnn(&nv.ObjectMeta, annBoundByController, "yes")
+	}
+	nv.Spec.ClaimRef = &corev1.ObjectReference{
+		Kind: "PersistentVolumeClaim", APIVersion: "v1",
+		Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, ResourceVersion: claim.ResourceVersion,
+	}
+	return nv
+}
+
+// boundVolume is the second write: the volume's status.
+func boundVolume(v *corev1.PersistentVolume) *corev1.PersistentVolume {
+	nv := v.DeepCopy()
+	nv.Status.Phase, nv.Status.Message = corev1.VolumeBound, ""
+	return nv
+}
+
+// completeClaim is the third write: the claim's volumeName and bind-completed, with
+// bound-by-controller when the binder chose the volume.
+func completeClaim(claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) *corev1.PersistentVolumeClaim {
+	nc := claim.DeepCopy()
+	if nc.Spec.VolumeName == "" {
+		setAnn(&nc.ObjectMeta, annBoundByController, "yes")
+	}
+	nc.Spec.VolumeName = v.Name
+	setAnn(&nc.ObjectMeta, annBindCompleted, "yes")
+	return nc
+}
+
+// boundClaim is the fourth write: the claim's status, with the volume's access modes.
+func boundClaim(claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) *corev1.PersistentVolumeClaim {
+	nc := claim.DeepCopy()
+	if claim.Status.Phase != corev1.ClaimBound {
+		// Capacity is set only when the claim becomes Bound: later differences can be a resize.
+		nc.Status.Capacity = v.Spec.Capacity.DeepCopy()
+		// So is the VolumeAttributesClass the claim now has, as upstream does: after that the
+		// external-resizer owns the field, and it reads a claim whose spec names a class its
+		// status does not as a modification to make.
+		if vac := v.Spec.VolumeAttributesClassName; vac != nil {
+			name := *vac
+			nc.Status.CurrentVolumeAttributesClassName = &name
+		} else {
+			nc.Status.CurrentVolumeAttributesClassName = nil
+		}
+	}
+	nc.Status.Phase = corev1.ClaimBound
+	nc.Status.AccessModes = v.Spec.AccessModes
+	return nc
 }
 
 // denied asks policy about the binding the binder is about to make, judged as the webhook would
@@ -169,16 +196,7 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	b.metrics.policyDenials.Inc()
 	b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonPolicyForbidsBinding,
 		fmt.Sprintf("pvguard did not bind volume %q: %s", v.Name, strings.Join(msgs, "; ")))
-	b.mu.Lock()
-	if b.forbidden[claim.UID] == nil {
-		b.forbidden[claim.UID] = map[string]time.Time{}
-	}
-	b.forbidden[claim.UID][v.Name] = time.Now()
-	delete(b.plan, claim.UID)
-	if b.reserved[v.Name] == claim.UID {
-		delete(b.reserved, v.Name)
-	}
-	b.mu.Unlock()
+	b.ledger.deny(claim.UID, v.Name, time.Now())
 	b.requestPlan()
 	b.queue.Add(key{kind: 'v', name: v.Name}) // its Available write may have waited for the bind
 	return true, nil
@@ -200,16 +218,7 @@ func (w withVolume) PersistentVolume(name string) (*corev1.PersistentVolume, err
 // unreserve drops a reservation after a bind failed, and syncs the volume: its Available write
 // (markAvailable) may have waited for the bind.
 func (b *Binder) unreserve(volume string, claim types.UID) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.reserved[volume] == claim {
-		delete(b.reserved, volume)
+	if b.ledger.unreserve(volume, claim) {
 		b.queue.Add(key{kind: 'v', name: volume})
 	}
-}
-
-// isForbidden reports whether policy denied the pair recently; callers hold b.mu.
-func (b *Binder) isForbidden(claim types.UID, volume string) bool {
-	at, ok := b.forbidden[claim][volume]
-	return ok && time.Since(at) < forbidTTL
 }

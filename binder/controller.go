@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -15,7 +14,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -78,30 +76,8 @@ type Binder struct {
 	queue   workqueue.TypedRateLimitingInterface[key]
 	metrics *metrics
 
-	mu sync.Mutex
-	// plan maps a claim uid to the volume the last plan chose for it ("" when none fits);
-	// claims absent from it have not been planned yet.
-	plan map[types.UID]string
-	// reserved maps a volume to the claim a bind in flight gives it, so a new plan does not
-	// hand the same volume to another claim before the cache shows the first bind.
-	reserved map[string]types.UID
-	// forbidden holds pairs policy denied, and when, so the planner looks elsewhere.
-	forbidden map[types.UID]map[string]time.Time
-	// superseded holds, per object, the resourceVersions the binder's own writes replaced: a
-	// cache still showing one of them lags behind those writes, and acting on it would repeat a
-	// write bound to fail with a conflict (a request spent from the client's rate limit).
-	superseded map[key][]string
-	// marking holds the Pending volumes whose Available write is in flight (see markAvailable).
-	marking map[string]bool
-	// binding counts, per volume, the binds writing it right now. Their status is the bind's to
-	// write: once the bind's first write shows, the volume's own sync sees a volume bound to a
-	// claim that names it and would write Bound too, racing the bind's second write on the same
-	// object (one of them losing with a conflict).
-	binding map[string]int
-	// shadow maps a claim uid to the volume pvguard would have bound (shadow mode).
-	shadow map[types.UID]string
-	// bindStart records when a bind decision was made, for the latency histogram.
-	bindStart map[types.UID]time.Time
+	// ledger is the binder's in-flight state, shared by its workers and its planner.
+	ledger *ledger
 }
 
 // New builds a binder. Register it with SetupInformers before the cache starts, then Start it
@@ -122,18 +98,12 @@ func New(o Options) (*Binder, error) {
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
+	l := newLedger()
 	return &Binder{
-		o:          o,
-		queue:      workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
-		metrics:    newMetrics(o.Registry),
-		plan:       map[types.UID]string{},
-		reserved:   map[string]types.UID{},
-		forbidden:  map[types.UID]map[string]time.Time{},
-		shadow:     map[types.UID]string{},
-		bindStart:  map[types.UID]time.Time{},
-		marking:    map[string]bool{},
-		binding:    map[string]int{},
-		superseded: map[key][]string{},
+		o:       o,
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+		metrics: newMetrics(o.Registry, l.shadowChoices),
+		ledger:  l,
 	}, nil
 }
 
@@ -285,7 +255,7 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim); err != nil {
 		if apierrors.IsNotFound(err) {
-			b.forget(key{kind: 'c', namespace: namespace, name: name})
+			b.ledger.forget(key{kind: 'c', namespace: namespace, name: name})
 			return nil
 		}
 		return fmt.Errorf("reading claim %s/%s: %w", namespace, name, err)
@@ -351,9 +321,7 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 		s.PreBound = pre
 		return s, nil
 	}
-	b.mu.Lock()
-	assigned, planned := b.plan[claim.UID]
-	b.mu.Unlock()
+	assigned, planned := b.ledger.planned(claim.UID)
 	s.Planned = planned
 	if assigned != "" {
 		v := &corev1.PersistentVolume{}
@@ -429,7 +397,7 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	v := &corev1.PersistentVolume{}
 	if err := b.o.Cache.Get(ctx, client.ObjectKey{Name: name}, v); err != nil {
 		if apierrors.IsNotFound(err) {
-			b.forget(key{kind: 'v', name: name})
+			b.ledger.forget(key{kind: 'v', name: name})
 			return nil
 		}
 		return fmt.Errorf("reading volume %s: %w", name, err)
@@ -467,7 +435,7 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	if b.o.Mode == ModeShadow {
 		return nil
 	}
-	if a.Phase == corev1.VolumeBound && b.bindInFlight(name) {
+	if a.Phase == corev1.VolumeBound && b.ledger.bindInFlight(name) {
 		a.Phase = "" // the bind writes it; its writes' events bring the volume back here
 	}
 	skip, marking := b.markAvailable(v, a)
@@ -476,18 +444,9 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	}
 	err := b.applyVolume(ctx, v, a)
 	if marking && err != nil {
-		b.mu.Lock()
-		delete(b.marking, name)
-		b.mu.Unlock()
+		b.ledger.stopMarking(name)
 	}
 	return err
-}
-
-// bindInFlight reports whether a bind is writing the volume right now.
-func (b *Binder) bindInFlight(volume string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.binding[volume] > 0
 }
 
 // pendingFree reports whether free volumes still Pending may be bound: in active mode they are.
@@ -506,19 +465,18 @@ func (b *Binder) pendingFree() bool { return b.o.Mode == ModeActive }
 // spend a request on a conflict); plans still count it, and the claim a plan gives it is retried
 // once the write shows.
 func (b *Binder) markAvailable(v *corev1.PersistentVolume, a VolumeAction) (skip, marking bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !isPending(v) && b.marking[v.Name] {
-		delete(b.marking, v.Name)
-		b.requestPlan()
-	}
-	if a.Phase != corev1.VolumeAvailable || a.Unbind || a.Reuse || !isPending(v) {
+	if !isPending(v) {
+		if b.ledger.stopMarking(v.Name) {
+			b.requestPlan() // the claim a plan gave the volume can bind it now
+		}
 		return false, false
 	}
-	if _, reserved := b.reserved[v.Name]; reserved {
-		return true, false
+	if a.Phase != corev1.VolumeAvailable || a.Unbind || a.Reuse {
+		return false, false
 	}
-	b.marking[v.Name] = true
+	if !b.ledger.startMarking(v.Name) {
+		return true, false // a bind of the volume is in flight
+	}
 	return false, true
 }
 
@@ -586,10 +544,8 @@ func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a 
 
 // settleReservation drops a reservation once the cache shows the volume bound to its claim.
 func (b *Binder) settleReservation(v *corev1.PersistentVolume) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if uid, ok := b.reserved[v.Name]; ok && v.Spec.ClaimRef != nil && v.Spec.ClaimRef.UID == uid {
-		delete(b.reserved, v.Name)
+	if ref := v.Spec.ClaimRef; ref != nil {
+		b.ledger.settle(v.Name, ref.UID)
 	}
 }
 
@@ -606,37 +562,14 @@ func (b *Binder) write(op string, obj client.Object, f func() error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if k, ok := keyOf(obj); ok && old != "" && obj.GetResourceVersion() != old {
-		b.mu.Lock()
-		b.superseded[k] = append(b.superseded[k], old)
-		b.mu.Unlock()
+		b.ledger.supersede(k, old)
 	}
 	return nil
 }
 
-// lagging reports whether the cached obj is a version the binder's own writes replaced. Once
-// the cache shows a version it did not replace, it has caught up and the record is dropped.
+// lagging reports whether the cached obj is a version the binder's own writes replaced.
 func (b *Binder) lagging(k key, obj client.Object) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	old, ok := b.superseded[k]
-	if !ok {
-		return false
-	}
-	if slices.Contains(old, obj.GetResourceVersion()) {
-		return true
-	}
-	delete(b.superseded, k)
-	return false
-}
-
-// forget drops what the binder remembers of an object that is gone.
-func (b *Binder) forget(k key) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.superseded, k)
-	if k.kind == 'v' {
-		delete(b.marking, k.name)
-	}
+	return b.ledger.lagging(k, obj.GetResourceVersion())
 }
 
 func keyOf(obj client.Object) (key, bool) {

@@ -12,12 +12,13 @@ type metrics struct {
 	errors        *prometheus.CounterVec
 	policyDenials prometheus.Counter
 	disagreements prometheus.Counter
-	shadowDecided prometheus.Gauge
+	shadowDecided prometheus.GaugeFunc
 	bindLatency   prometheus.Histogram
 	planDuration  prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the metrics; shadowDecided is read at every scrape.
+func newMetrics(reg prometheus.Registerer, shadowDecided func() float64) *metrics {
 	m := &metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pvguard_binder_pending_claims",
 			Help: "Unbound claims considered by the last pool plan."}),
@@ -35,8 +36,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Bindings the binder did not make because policy denies them."}),
 		disagreements: prometheus.NewCounter(prometheus.CounterOpts{Name: "pvguard_binder_shadow_disagreements_total",
 			Help: "In shadow mode, claims the cluster's binder bound to another volume than pvguard would have."}),
-		shadowDecided: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pvguard_binder_shadow_decided_claims",
-			Help: "In shadow mode, pending claims for which pvguard has chosen a volume, waiting for the cluster's binder."}),
+		shadowDecided: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pvguard_binder_shadow_decided_claims",
+			Help: "In shadow mode, pending claims for which pvguard has chosen a volume, waiting for the cluster's binder."}, shadowDecided),
 		bindLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_binder_bind_duration_seconds",
 			Help: "Time from the binder's decision to the last of the four bind writes.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		planDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_binder_plan_duration_seconds",

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,7 +20,8 @@ import (
 // as the oracle that the faster planner must agree with: it deep-copies its lists, searches the
 // pre-bound volumes of every claim through every volume of the class, asks fitsUnbound (parsing
 // afresh) about every (claim, free volume) pair and hands Assign the dense relation. Comments
-// are dropped; the code is otherwise as it was.
+// are dropped; the code is otherwise as it was, but for reading the binds in flight and the
+// denied pairs from a snapshot of the binder's ledger rather than its fields under its lock.
 
 // oraclePlan returns the plan the old runPlan would have made, without recording it.
 func oraclePlan(ctx context.Context, b *Binder) (map[types.UID]string, error) {
@@ -73,8 +75,7 @@ func oraclePlan(ctx context.Context, b *Binder) (map[types.UID]string, error) {
 	}
 
 	plan := map[types.UID]string{}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	inFlight := b.ledger.snapshot(time.Now())
 	for _, class := range sortedKeys(claimsByClass) {
 		claims := claimsByClass[class]
 		sort.Slice(claims, func(i, j int) bool {
@@ -82,8 +83,9 @@ func oraclePlan(ctx context.Context, b *Binder) (map[types.UID]string, error) {
 		})
 		volumes := volumesByClass[class]
 		usable := func(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
-			uid, inFlight := b.reserved[v.Name]
-			return (!inFlight || uid == c.UID) && !b.isForbidden(c.UID, v.Name)
+			uid, reserved := inFlight.Reserved[v.Name]
+			at, denied := inFlight.Denied[c.UID][v.Name]
+			return (!reserved || uid == c.UID) && !(denied && time.Since(at) < forbidTTL)
 		}
 		used := map[string]bool{}
 		var poolClaims []pending

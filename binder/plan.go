@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,126 +16,259 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// runPlan assigns volumes to all pending claims of Immediate classes at once (see Assign), class
-// by class, and enqueues the claims to carry it out. Volumes pre-bound to a claim go to that claim
-// first, as upstream does. Claims of a WaitForFirstConsumer class are left out: the scheduler
-// binds free volumes to them, and the binder only completes what it began (DecideClaim). A claim
-// that carries volume.kubernetes.io/selected-node all the same (the scheduler sets it only on
-// WaitForFirstConsumer claims, but anyone may write it) takes only volumes reachable from that
-// node: upstream does not check that, but the policy refuses the other bindings.
+// runPlan plans the pending claims (Plan) and enqueues them to carry the plan out. The plan runs
+// outside the ledger's lock: runPlan reads the cache, takes a snapshot of the in-flight state,
+// plans from the two, and installs the plan (ledger.install says what it does about binds begun
+// and pairs denied while the plan ran). The workqueue never runs two plans at once.
 func (b *Binder) runPlan(ctx context.Context) error {
 	start := time.Now()
+	in, err := b.planInput(ctx)
+	if err != nil {
+		return err
+	}
+	plan := Plan(in)
+	if b.ledger.install(plan.Volumes, in.InFlight, time.Now()) > 0 {
+		b.requestPlan() // for the claims it left unplanned, now that the new binds show
+	}
+	for _, c := range plan.Claims {
+		b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
+	}
+	b.metrics.pending.Set(float64(len(plan.Claims)))
+	b.metrics.planDuration.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// planInput reads what a plan reads: claims, volumes and classes from the cache, the nodes the
+// pending claims were scheduled to, and, last, a snapshot of the in-flight state. Of the claims
+// it passes only those the plan considers (plannable).
+func (b *Binder) planInput(ctx context.Context) (PlanInput, error) {
 	var pvcs corev1.PersistentVolumeClaimList
 	var pvs corev1.PersistentVolumeList
 	// The cache's own objects, not deep copies (the copies were most of a plan's allocations):
 	// the planner only reads them, and what it keeps of them is names and uids.
 	if err := b.o.Cache.List(ctx, &pvcs, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing claims: %w", err)
+		return PlanInput{}, fmt.Errorf("listing claims: %w", err)
 	}
 	if err := b.o.Cache.List(ctx, &pvs, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing volumes: %w", err)
+		return PlanInput{}, fmt.Errorf("listing volumes: %w", err)
 	}
 	classes, err := b.classes(ctx)
 	if err != nil {
-		return err
+		return PlanInput{}, err
 	}
-	byName := map[string]int{}
-	for i, sc := range classes {
-		byName[sc.Name] = i
-	}
-
-	// Each node is read once a plan, so claims scheduled to it share one *Node (poolLists).
-	nodes := nodeReader{b: b, read: map[string]*corev1.Node{}}
-	claimsByClass := map[string][]pending{}
+	byName := classIndex(classes)
+	var claims []*corev1.PersistentVolumeClaim
 	for i := range pvcs.Items {
-		c := &pvcs.Items[i]
-		if _, done := c.Annotations[annBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
-			continue
+		if c := &pvcs.Items[i]; plannable(c, byName) {
+			claims = append(claims, c)
 		}
-		if i, ok := byName[policy.ClaimClass(c)]; ok && isDelayBinding(c, classes[i]) {
-			continue
-		}
-		p := pending{claim: c}
-		if nodeName, ok := c.Annotations[annSelectedNode]; ok {
-			p.scheduled = true
-			if p.node, err = nodes.get(ctx, nodeName); err != nil {
-				return err
-			}
-		}
-		claimsByClass[policy.ClaimClass(c)] = append(claimsByClass[policy.ClaimClass(c)], p)
 	}
-	volumesByClass := map[string][]*corev1.PersistentVolume{}
+	nodes, err := b.scheduledNodes(ctx, claims)
+	if err != nil {
+		return PlanInput{}, err
+	}
+	volumes := make([]*corev1.PersistentVolume, len(pvs.Items))
 	for i := range pvs.Items {
-		v := &pvs.Items[i]
+		volumes[i] = &pvs.Items[i]
+	}
+	return PlanInput{
+		Claims:      claims,
+		Volumes:     volumes,
+		Classes:     classes,
+		Nodes:       nodes,
+		PendingFree: b.pendingFree(),
+		InFlight:    b.ledger.snapshot(time.Now()),
+	}, nil
+}
+
+// scheduledNodes reads, once each, the nodes that the claims' selected-node annotations name (nil
+// for one that does not exist).
+func (b *Binder) scheduledNodes(ctx context.Context, claims []*corev1.PersistentVolumeClaim) (map[string]*corev1.Node, error) {
+	nodes := map[string]*corev1.Node{}
+	for _, c := range claims {
+		name, ok := c.Annotations[annSelectedNode]
+		if !ok {
+			continue
+		}
+		if _, read := nodes[name]; read {
+			continue
+		}
+		n, err := b.node(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		nodes[name] = n
+	}
+	return nodes, nil
+}
+
+// PlanInput is what a plan reads.
+type PlanInput struct {
+	// Claims are the cluster's claims; the plan considers the pending ones (plannable).
+	Claims []*corev1.PersistentVolumeClaim
+	// Volumes are the cluster's volumes; the plan gives out those that are free or pre-bound to
+	// a pending claim, and not being deleted.
+	Volumes []*corev1.PersistentVolume
+	Classes []*storagev1.StorageClass
+	// Nodes maps the names that claims' selected-node annotations give to those nodes (name and
+	// labels are enough); a node missing or nil does not exist, and no volume with a node
+	// affinity is reachable from it.
+	Nodes map[string]*corev1.Node
+	// PendingFree makes free volumes still Pending count as free (active mode: see
+	// Binder.pendingFree).
+	PendingFree bool
+	// InFlight is the binder's own work that the plan must respect.
+	InFlight InFlight
+}
+
+// PoolPlan is a plan.
+type PoolPlan struct {
+	// Volumes maps the uid of every claim the plan considered to the volume chosen for it, ""
+	// when none fits.
+	Volumes map[types.UID]string
+	// Claims lists the claims the plan considered, by class and then namespace and name.
+	Claims []*corev1.PersistentVolumeClaim
+}
+
+// Plan assigns volumes to all pending claims of Immediate classes at once (see Assign), class by
+// class. Volumes pre-bound to a claim go to that claim first, as upstream does. Claims of a
+// WaitForFirstConsumer class are left out: the scheduler binds free volumes to them, and the
+// binder only completes what it began (DecideClaim). A claim that carries
+// volume.kubernetes.io/selected-node all the same (the scheduler sets it only on
+// WaitForFirstConsumer claims, but anyone may write it) takes only volumes reachable from that
+// node: upstream does not check that, but the policy refuses the other bindings. No pair goes
+// against in.InFlight: a volume with a bind in flight goes to that bind's claim or to none, and a
+// pair policy denied recently to neither.
+//
+// Plan only reads its input, and the result depends on nothing else, not even map order.
+func Plan(in PlanInput) PoolPlan {
+	claimsByClass := pendingByClass(in)
+	volumesByClass := map[string][]*corev1.PersistentVolume{}
+	for _, v := range in.Volumes {
 		// Volumes with a claimRef stay in: one pre-bound to a pending claim (by a user, by a
 		// provisioner with the claim's uid, or by a bind interrupted after its first write) is
 		// that claim's first choice.
-		if v.DeletionTimestamp != nil {
-			continue
+		if v.DeletionTimestamp == nil {
+			volumesByClass[policy.VolumeClass(v)] = append(volumesByClass[policy.VolumeClass(v)], v)
 		}
-		volumesByClass[policy.VolumeClass(v)] = append(volumesByClass[policy.VolumeClass(v)], v)
 	}
-
-	plan := map[types.UID]string{}
-	fits := newFitCache()
-	var considered []*corev1.PersistentVolumeClaim
-	b.mu.Lock()
+	pl := &poolPlanner{inFlight: in.InFlight, pendingFree: in.PendingFree, fits: newFitCache()}
+	out := PoolPlan{Volumes: map[types.UID]string{}}
 	for _, class := range sortedKeys(claimsByClass) {
 		claims := claimsByClass[class]
+		for _, c := range claims {
+			out.Claims = append(out.Claims, c.claim)
+		}
+		pl.planClass(claims, volumesByClass[class], out.Volumes)
+	}
+	return out
+}
+
+// pendingByClass groups the claims the plan considers by class, each group sorted by namespace
+// and name, with the nodes they were scheduled to.
+func pendingByClass(in PlanInput) map[string][]pending {
+	classes := classIndex(in.Classes)
+	byClass := map[string][]pending{}
+	for _, c := range in.Claims {
+		if !plannable(c, classes) {
+			continue
+		}
+		p := pending{claim: c}
+		if name, ok := c.Annotations[annSelectedNode]; ok {
+			p.scheduled, p.node = true, in.Nodes[name]
+		}
+		byClass[policy.ClaimClass(c)] = append(byClass[policy.ClaimClass(c)], p)
+	}
+	for _, claims := range byClass {
 		sort.Slice(claims, func(i, j int) bool {
 			return claims[i].claim.Namespace+"/"+claims[i].claim.Name < claims[j].claim.Namespace+"/"+claims[j].claim.Name
 		})
-		volumes := volumesByClass[class]
-		used := map[string]bool{}
-		preBound := preBoundByClaim(claims, volumes)
-		var poolClaims []pending
-		for i, p := range claims {
-			considered = append(considered, p.claim)
-			plan[p.claim.UID] = ""
-			// A volume that already carries the claim's uid (a bind begun before a crash, or a
-			// provisioner's volume) comes before one pre-bound by name only: taking the latter
-			// would cost an unbind of the former.
-			for _, withUID := range []bool{true, false} {
-				for _, v := range preBound[i] {
-					if plan[p.claim.UID] == "" && !used[v.Name] && preBoundTo(v, p.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
-						b.usable(p.claim, v) && fits.fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
-						plan[p.claim.UID], used[v.Name] = v.Name, true
-					}
-				}
-			}
-			if plan[p.claim.UID] == "" {
-				poolClaims = append(poolClaims, p)
-			}
-		}
-		var poolVolumes []*corev1.PersistentVolume
-		for _, v := range volumes {
-			if !used[v.Name] && v.Spec.ClaimRef == nil {
-				poolVolumes = append(poolVolumes, v)
-			}
-		}
-		claimObjs := make([]*corev1.PersistentVolumeClaim, len(poolClaims))
-		for i, p := range poolClaims {
-			claimObjs[i] = p.claim
-		}
-		lists, listOf := b.poolLists(poolClaims, poolVolumes, assignVolumeOrder(poolVolumes), fits)
-		for ci, vi := range assignLists(claimObjs, len(poolVolumes), lists, listOf) {
-			plan[poolClaims[ci].claim.UID] = poolVolumes[vi].Name
-		}
 	}
-	b.plan = plan
-	for uid := range b.forbidden {
-		if _, pendingStill := plan[uid]; !pendingStill {
-			delete(b.forbidden, uid)
-		}
-	}
-	b.mu.Unlock()
+	return byClass
+}
 
-	for _, c := range considered {
-		b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
+// classIndex maps class names to classes.
+func classIndex(classes []*storagev1.StorageClass) map[string]*storagev1.StorageClass {
+	byName := make(map[string]*storagev1.StorageClass, len(classes))
+	for _, sc := range classes {
+		byName[sc.Name] = sc
 	}
-	b.metrics.pending.Set(float64(len(considered)))
-	b.metrics.planDuration.Observe(time.Since(start).Seconds())
+	return byName
+}
+
+// plannable reports whether the plan considers the claim: it is unbound, names no volume, is not
+// being deleted, and its class (if it exists) binds at once rather than waiting for the first
+// consumer.
+func plannable(c *corev1.PersistentVolumeClaim, classes map[string]*storagev1.StorageClass) bool {
+	if _, done := c.Annotations[annBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
+		return false
+	}
+	return !isDelayBinding(c, classes[policy.ClaimClass(c)])
+}
+
+// poolPlanner is one plan's state, shared by its classes.
+type poolPlanner struct {
+	inFlight    InFlight
+	pendingFree bool
+	fits        *fitCache
+}
+
+// planClass plans one class's pending claims, sorted by name, over the class's volumes: the
+// volumes pre-bound to them first, then the free ones (Assign).
+func (pl *poolPlanner) planClass(claims []pending, volumes []*corev1.PersistentVolume, plan map[types.UID]string) {
+	used, rest := pl.planPreBound(claims, volumes, plan)
+	var free []*corev1.PersistentVolume
+	for _, v := range volumes {
+		if !used[v.Name] && v.Spec.ClaimRef == nil {
+			free = append(free, v)
+		}
+	}
+	pl.planPool(rest, free, plan)
+}
+
+// planPreBound gives each claim a volume pre-bound to it that fits, if there is one, and returns
+// the volumes given and the claims left without one. Every claim gets a plan entry, "" until it
+// has a volume.
+func (pl *poolPlanner) planPreBound(claims []pending, volumes []*corev1.PersistentVolume, plan map[types.UID]string) (used map[string]bool, rest []pending) {
+	used = map[string]bool{}
+	preBound := preBoundByClaim(claims, volumes)
+	for i, c := range claims {
+		plan[c.claim.UID] = ""
+		if v := pl.preBoundChoice(c, preBound[i], used); v != nil {
+			plan[c.claim.UID], used[v.Name] = v.Name, true
+			continue
+		}
+		rest = append(rest, c)
+	}
+	return used, rest
+}
+
+// preBoundChoice returns the volume of candidates (those whose claimRef names the claim) that
+// the claim takes, if any fits and is not used yet. A volume that already carries the claim's uid
+// (a bind begun before a crash, or a provisioner's volume) comes before one pre-bound by name
+// only: taking the latter would cost an unbind of the former.
+func (pl *poolPlanner) preBoundChoice(c pending, candidates []*corev1.PersistentVolume, used map[string]bool) *corev1.PersistentVolume {
+	for _, withUID := range []bool{true, false} {
+		for _, v := range candidates {
+			if !used[v.Name] && preBoundTo(v, c.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
+				pl.inFlight.usable(c.claim.UID, v.Name) && pl.fits.fitsUnbound(c.claim, v, c.node, c.scheduled, pl.pendingFree) {
+				return v
+			}
+		}
+	}
 	return nil
+}
+
+// planPool assigns the free volumes to the claims all at once (Assign, over poolLists).
+func (pl *poolPlanner) planPool(claims []pending, volumes []*corev1.PersistentVolume, plan map[types.UID]string) {
+	objs := make([]*corev1.PersistentVolumeClaim, len(claims))
+	for i, c := range claims {
+		objs[i] = c.claim
+	}
+	lists, listOf := pl.poolLists(claims, volumes, assignVolumeOrder(volumes))
+	for ci, vi := range assignLists(objs, len(volumes), lists, listOf) {
+		plan[claims[ci].claim.UID] = volumes[vi].Name
+	}
 }
 
 // preBoundByClaim lists, for each claim (by index), the volumes whose claimRef names it, in the
@@ -163,24 +297,6 @@ type pending struct {
 	claim     *corev1.PersistentVolumeClaim
 	node      *corev1.Node
 	scheduled bool
-}
-
-// nodeReader reads nodes, each once.
-type nodeReader struct {
-	b    *Binder
-	read map[string]*corev1.Node
-}
-
-func (r nodeReader) get(ctx context.Context, name string) (*corev1.Node, error) {
-	if n, ok := r.read[name]; ok {
-		return n, nil
-	}
-	n, err := r.b.node(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	r.read[name] = n
-	return n, nil
 }
 
 // node reads a node's name and labels (all node affinity needs); nil when it does not exist.

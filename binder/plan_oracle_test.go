@@ -190,7 +190,9 @@ func oracleCluster(rng *rand.Rand) []client.Object {
 }
 
 // oracleState gives the binder binds in flight and pairs policy denied, recently and long ago,
-// for claims and volumes of objs and for ones that do not exist.
+// for claims and volumes of objs and for ones that do not exist. As in the binder, a volume
+// reserved for one claim is not reserved for another, and a denial drops the claim's
+// reservation of the volume denied.
 func oracleState(rng *rand.Rand, b *Binder, objs []client.Object) {
 	var volumes []string
 	var uids []types.UID
@@ -205,7 +207,7 @@ func oracleState(rng *rand.Rand, b *Binder, objs []client.Object) {
 	uids = append(uids, "uid-of-no-claim")
 	for range rng.IntN(4) {
 		if len(volumes) > 0 {
-			b.reserved[volumes[rng.IntN(len(volumes))]] = uids[rng.IntN(len(uids))]
+			reserve(b, volumes[rng.IntN(len(volumes))], uids[rng.IntN(len(uids))])
 		}
 	}
 	for range rng.IntN(6) {
@@ -216,10 +218,7 @@ func oracleState(rng *rand.Rand, b *Binder, objs []client.Object) {
 		if rng.IntN(3) == 0 {
 			at = at.Add(-2 * forbidTTL)
 		}
-		if b.forbidden[uid] == nil {
-			b.forbidden[uid] = map[string]time.Time{}
-		}
-		b.forbidden[uid][volumes[rng.IntN(len(volumes))]] = at
+		b.ledger.deny(uid, volumes[rng.IntN(len(volumes))], at)
 	}
 }
 
@@ -244,8 +243,8 @@ func TestPlanAgreesWithTheOldPlanner(t *testing.T) {
 		if err := b.runPlan(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if !maps.Equal(b.plan, want) {
-			t.Fatalf("cluster %d: plan %v, the old planner's %v", i, b.plan, want)
+		if got := installedPlan(b, objs); !maps.Equal(got, want) {
+			t.Fatalf("cluster %d: plan %v, the old planner's %v", i, got, want)
 		}
 		for _, v := range want {
 			pending++
@@ -268,10 +267,12 @@ func TestPlanAgreesWithTheOldPlannerAtScale(t *testing.T) {
 		t.Skip("a few seconds")
 	}
 	ctx := context.Background()
-	b := scalePlanner(t, scaleCluster(2000, 1000)...)
-	b.reserved["pv-free-000004"] = "uid-ns-004-pending-00004"
-	b.reserved["pv-free-000005"] = "uid-of-no-claim"
-	b.forbidden["uid-ns-007-pending-00007"] = map[string]time.Time{"pv-free-000001": time.Now(), "pv-free-000002": time.Now()}
+	objs := scaleCluster(2000, 1000)
+	b := scalePlanner(t, objs...)
+	reserve(b, "pv-free-000004", "uid-ns-004-pending-00004")
+	reserve(b, "pv-free-000005", "uid-of-no-claim")
+	b.ledger.deny("uid-ns-007-pending-00007", "pv-free-000001", time.Now())
+	b.ledger.deny("uid-ns-007-pending-00007", "pv-free-000002", time.Now())
 	want, err := oraclePlan(ctx, b)
 	if err != nil {
 		t.Fatal(err)
@@ -279,12 +280,12 @@ func TestPlanAgreesWithTheOldPlannerAtScale(t *testing.T) {
 	if err := b.runPlan(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(b.plan, want) {
+	if got := installedPlan(b, objs); !maps.Equal(got, want) {
 		for uid, v := range want {
-			if b.plan[uid] != v {
-				t.Errorf("claim %s: planned %q, the old planner %q", uid, b.plan[uid], v)
+			if got[uid] != v {
+				t.Errorf("claim %s: planned %q, the old planner %q", uid, got[uid], v)
 			}
 		}
-		t.Fatalf("plans differ (%d and %d claims)", len(b.plan), len(want))
+		t.Fatalf("plans differ (%d and %d claims)", len(got), len(want))
 	}
 }

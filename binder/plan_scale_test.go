@@ -165,22 +165,16 @@ func BenchmarkPlanAtScale(b *testing.B) {
 		{2_000, 1_000}, {10_000, 10_000}, {50_000, 10_000}, {100_000, 10_000},
 	} {
 		b.Run(fmt.Sprintf("volumes=%d/pending=%d", tc.volumes, tc.pending), func(b *testing.B) {
-			bd := scalePlanner(b, scaleCluster(tc.volumes, tc.pending)...)
+			objs := scaleCluster(tc.volumes, tc.pending)
+			bd := scalePlanner(b, objs...)
 			ctx := context.Background()
-			planned := 0
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := bd.runPlan(ctx); err != nil {
 					b.Fatal(err)
 				}
-				planned = 0
-				for _, v := range bd.plan {
-					if v != "" {
-						planned++
-					}
-				}
 			}
-			b.ReportMetric(float64(planned), "planned")
+			b.ReportMetric(float64(countPlanned(bd, objs)), "planned")
 		})
 	}
 }

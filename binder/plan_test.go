@@ -3,12 +3,15 @@ package binder
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -32,6 +35,156 @@ func planner(tb testing.TB, objs ...client.Object) *Binder {
 	return b
 }
 
+// planned is the volume the binder's installed plan gives the claim ("" for none, or unplanned).
+func planned(b *Binder, claim types.UID) string {
+	v, _ := b.ledger.planned(claim)
+	return v
+}
+
+// installedPlan is the binder's installed plan, for the claims among objs.
+func installedPlan(b *Binder, objs []client.Object) map[types.UID]string {
+	plan := map[types.UID]string{}
+	for _, o := range objs {
+		if c, ok := o.(*corev1.PersistentVolumeClaim); ok {
+			if v, ok := b.ledger.planned(c.UID); ok {
+				plan[c.UID] = v
+			}
+		}
+	}
+	return plan
+}
+
+// countPlanned counts the claims among objs that the installed plan gives a volume.
+func countPlanned(b *Binder, objs []client.Object) int {
+	n := 0
+	for _, v := range installedPlan(b, objs) {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// reserve makes a bind of the volume for the claim in flight, between two of its writes.
+func reserve(b *Binder, volume string, claim types.UID) {
+	if _, ok := b.ledger.beginBind(volume, claim, time.Now()); ok {
+		b.ledger.endBind(volume)
+	}
+}
+
+// TestPlan calls the planner as a pure function, with the cluster and the in-flight state built
+// by hand.
+func TestPlan(t *testing.T) {
+	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
+	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	classes := []*storagev1.StorageClass{fast, local}
+	avail := testobj.Phase(corev1.VolumeAvailable)
+	claim := func(name string, mods ...testobj.PVCMod) *corev1.PersistentVolumeClaim {
+		return testobj.PVC("ns", name, append([]testobj.PVCMod{testobj.ClaimClass("fast"), testobj.Request("1Gi")}, mods...)...)
+	}
+	volume := func(name, size string, mods ...testobj.PVMod) *corev1.PersistentVolume {
+		return testobj.PV(name, append([]testobj.PVMod{testobj.Class("fast"), testobj.Capacity(size), avail}, mods...)...)
+	}
+	a, b := claim("a"), claim("b")
+	onNode := func(node string) testobj.PVCMod { return testobj.ClaimMeta(testobj.Annotation(annSelectedNode, node)) }
+	deniedAt := t0.Add(-time.Second)
+	for _, tc := range []struct {
+		name        string
+		claims      []*corev1.PersistentVolumeClaim
+		volumes     []*corev1.PersistentVolume
+		nodes       map[string]*corev1.Node
+		pendingFree bool
+		inFlight    InFlight
+		want        map[string]string // claim name -> volume, for the claims the plan considers
+	}{
+		{name: "the smallest volume that fits",
+			claims:  []*corev1.PersistentVolumeClaim{a},
+			volumes: []*corev1.PersistentVolume{volume("pv-2g", "2Gi"), volume("pv-1g", "1Gi"), volume("pv-500m", "500Mi")},
+			want:    map[string]string{"a": "pv-1g"}},
+		{name: "a volume pre-bound with the claim's uid before one pre-bound by name",
+			claims: []*corev1.PersistentVolumeClaim{a},
+			volumes: []*corev1.PersistentVolume{volume("pv-free", "1Gi"), volume("pv-by-name", "1Gi", testobj.ClaimRef("ns", "a", "")),
+				volume("pv-by-uid", "2Gi", testobj.ClaimRef("ns", "a", string(a.UID)))},
+			want: map[string]string{"a": "pv-by-uid"}},
+		{name: "claims of WaitForFirstConsumer classes, bound, naming a volume or being deleted are left out",
+			claims: []*corev1.PersistentVolumeClaim{a, claim("wffc", testobj.ClaimClass("local")), claim("bound", testobj.ClaimBoundTo("pv-x")),
+				claim("named", testobj.VolumeName("pv-1g")), claim("deleted", testobj.ClaimMeta(testobj.Deleting()))},
+			volumes: []*corev1.PersistentVolume{volume("pv-1g", "1Gi"), testobj.PV("pv-local", testobj.Class("local"), testobj.Capacity("1Gi"), avail)},
+			want:    map[string]string{"a": "pv-1g"}},
+		{name: "a claim on a node takes a volume reachable from it",
+			claims:  []*corev1.PersistentVolumeClaim{claim("s", onNode("n1"))},
+			volumes: []*corev1.PersistentVolume{volume("pv-n2", "1Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n2")), volume("pv-n1", "2Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n1"))},
+			nodes:   map[string]*corev1.Node{"n1": testobj.Node("n1", nil)},
+			want:    map[string]string{"s": "pv-n1"}},
+		{name: "a claim on a node that does not exist takes no volume with a node affinity",
+			claims:  []*corev1.PersistentVolumeClaim{claim("s", onNode("gone"))},
+			volumes: []*corev1.PersistentVolume{volume("pv-n1", "1Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n1")), volume("pv-anywhere", "2Gi")},
+			want:    map[string]string{"s": "pv-anywhere"}},
+		{name: "a volume with a bind in flight goes only to the claim being bound",
+			claims:   []*corev1.PersistentVolumeClaim{a, b},
+			volumes:  []*corev1.PersistentVolume{volume("pv-1g", "1Gi")},
+			inFlight: InFlight{Reserved: map[string]types.UID{"pv-1g": b.UID}, At: t0},
+			want:     map[string]string{"a": "", "b": "pv-1g"}},
+		{name: "a pair policy denied a moment ago is left out",
+			claims:   []*corev1.PersistentVolumeClaim{a},
+			volumes:  []*corev1.PersistentVolume{volume("pv-1g", "1Gi"), volume("pv-2g", "2Gi")},
+			inFlight: InFlight{Denied: map[types.UID]map[string]time.Time{a.UID: {"pv-1g": deniedAt}}, At: t0},
+			want:     map[string]string{"a": "pv-2g"}},
+		{name: "a pair policy denied a minute ago is tried again",
+			claims:   []*corev1.PersistentVolumeClaim{a},
+			volumes:  []*corev1.PersistentVolume{volume("pv-1g", "1Gi"), volume("pv-2g", "2Gi")},
+			inFlight: InFlight{Denied: map[types.UID]map[string]time.Time{a.UID: {"pv-1g": deniedAt}}, At: deniedAt.Add(forbidTTL)},
+			want:     map[string]string{"a": "pv-1g"}},
+		{name: "a Pending volume is free only when Pending volumes count",
+			claims:  []*corev1.PersistentVolumeClaim{a},
+			volumes: []*corev1.PersistentVolume{volume("pv-new", "1Gi", testobj.Phase(corev1.VolumePending))},
+			want:    map[string]string{"a": ""}},
+		{name: "a Pending volume counts in active mode",
+			claims:      []*corev1.PersistentVolumeClaim{a},
+			volumes:     []*corev1.PersistentVolume{volume("pv-new", "1Gi", testobj.Phase(corev1.VolumePending))},
+			pendingFree: true,
+			want:        map[string]string{"a": "pv-new"}},
+		{name: "a volume being deleted is not given out",
+			claims:  []*corev1.PersistentVolumeClaim{a},
+			volumes: []*corev1.PersistentVolume{volume("pv-1g", "1Gi", testobj.PVMeta(testobj.Deleting()))},
+			want:    map[string]string{"a": ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Plan(PlanInput{Claims: tc.claims, Volumes: tc.volumes, Classes: classes, Nodes: tc.nodes,
+				PendingFree: tc.pendingFree, InFlight: tc.inFlight})
+			byName := map[string]string{}
+			for _, c := range got.Claims {
+				v, ok := got.Volumes[c.UID]
+				if !ok {
+					t.Errorf("claim %s listed but not planned", c.Name)
+				}
+				byName[c.Name] = v
+			}
+			if len(got.Volumes) != len(got.Claims) {
+				t.Errorf("%d claims planned, %d listed", len(got.Volumes), len(got.Claims))
+			}
+			if !maps.Equal(byName, tc.want) {
+				t.Errorf("plan %v, want %v", byName, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanListsClaimsByClassThenName: the order in which the binder syncs the claims it planned.
+func TestPlanListsClaimsByClassThenName(t *testing.T) {
+	var claims []*corev1.PersistentVolumeClaim
+	for _, c := range []struct{ namespace, name, class string }{{"ns2", "a", "x"}, {"ns1", "b", "y"}, {"ns1", "c", "x"}, {"ns1", "a", "y"}} {
+		claims = append(claims, testobj.PVC(c.namespace, c.name, testobj.ClaimClass(c.class)))
+	}
+	var got []string
+	for _, c := range Plan(PlanInput{Claims: claims}).Claims {
+		got = append(got, c.Namespace+"/"+c.Name)
+	}
+	if want := []string{"ns1/c", "ns2/a", "ns1/a", "ns1/b"}; !slices.Equal(got, want) {
+		t.Errorf("claims listed %v, want %v", got, want)
+	}
+}
+
 // TestPlanPrefersTheVolumeThatHasTheClaimsUID: a claim pre-bound from two volumes, one by name
 // only and one already carrying its uid (a bind begun before a crash), gets the latter whatever
 // the list order, so the binder does not bind one and then unbind the other.
@@ -44,7 +197,7 @@ func TestPlanPrefersTheVolumeThatHasTheClaimsUID(t *testing.T) {
 		if err := b.runPlan(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got := b.plan[claim.UID]; got != byUID.Name {
+		if got, _ := b.ledger.planned(claim.UID); got != byUID.Name {
 			t.Errorf("order %s, %s: planned %q, want %q", order[0].GetName(), order[1].GetName(), got, byUID.Name)
 		}
 	}
@@ -99,7 +252,7 @@ func TestPlanChoosesByVolumeAttributesClass(t *testing.T) {
 			if err := b.runPlan(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if got := b.plan[tc.claim.UID]; got != tc.want {
+			if got, _ := b.ledger.planned(tc.claim.UID); got != tc.want {
 				t.Errorf("planned %q, want %q", got, tc.want)
 			}
 		})
@@ -193,14 +346,16 @@ func TestPlanCountsVolumesBeingMarkedAvailable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b.marking[pv1.Name] = tc.marking
+			if tc.marking && !b.ledger.startMarking(pv1.Name) {
+				t.Fatal("the Available write could not start")
+			}
 			if err := b.runPlan(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := b.plan[small.UID], pv1.Name; got != want {
+			if got, want := planned(b, small.UID), pv1.Name; got != want {
 				t.Errorf("claim small planned on %q, want %q", got, want)
 			}
-			if got, planned := b.plan[large.UID]; planned && got != pv2.Name {
+			if got, planned := b.ledger.planned(large.UID); planned && got != pv2.Name {
 				t.Errorf("claim large planned on %q, want %q", got, pv2.Name)
 			}
 			// The bind itself still waits for the write.
@@ -236,15 +391,9 @@ func BenchmarkPlanSelectingPool(b *testing.B) {
 		if err := bd.runPlan(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		planned := 0
-		for _, v := range bd.plan {
-			if v != "" {
-				planned++
-			}
-		}
-		if planned != n {
-			b.Fatalf("planned %d of %d claims", planned, n)
-		}
+	}
+	if planned := countPlanned(bd, objs); planned != n {
+		b.Fatalf("planned %d of %d claims", planned, n)
 	}
 }
 
@@ -317,11 +466,11 @@ func TestPlanLeavesWaitForFirstConsumerClaimsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []*corev1.PersistentVolumeClaim{waiting, scheduled} {
-		if v, planned := b.plan[c.UID]; planned {
+		if v, planned := b.ledger.planned(c.UID); planned {
 			t.Errorf("WaitForFirstConsumer claim %s planned (on %q)", c.Name, v)
 		}
 	}
-	if got := b.plan[immediate.UID]; got != "pv-fast" {
+	if got := planned(b, immediate.UID); got != "pv-fast" {
 		t.Errorf("Immediate claim planned on %q, want pv-fast", got)
 	}
 }
@@ -415,12 +564,12 @@ func TestNewVolumesMarkedAvailableAtOnce(t *testing.T) {
 				if err := b.runPlan(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if b.plan[claim.UID] != "pv-new" {
-					t.Fatalf("plan gave the claim %q", b.plan[claim.UID])
+				if got := planned(b, claim.UID); got != "pv-new" {
+					t.Fatalf("plan gave the claim %q", got)
 				}
 			}
 			if tc.reserved {
-				b.reserved["pv-new"] = claim.UID
+				reserve(b, "pv-new", claim.UID)
 			}
 			if err := b.syncVolume(ctx, "pv-new"); err != nil {
 				t.Fatal(err)

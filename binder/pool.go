@@ -14,7 +14,7 @@ import (
 // poolLists gives Assign the planner's relation for one class's pool, "claims[c] may take
 // volumes[v]" (usable and fitsUnbound), as adjacency lists in Assign's preference order (order,
 // from assignVolumeOrder): claim c's list is lists[listOf[c]]. The volumes are the pool's: no
-// claimRef, not being deleted. The caller holds b.mu.
+// claimRef, not being deleted.
 //
 // Asking the predicate about every pair is 50 M questions for 10,000 claims over 5,000 free
 // volumes, and the dense relation up to 200 MB. But the predicate reads little of either side,
@@ -22,26 +22,91 @@ import (
 // share one list, built once, and policy.Satisfies is asked once per demand and kind of volume.
 // Only what depends on the claim's uid (a bind in flight to one claim, pairs policy denied) is
 // asked per pair, and only for the few claims it concerns, which get lists of their own.
-func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume, order []int32, fits *fitCache) (lists [][]int32, listOf []int32) {
-	pendingFree := b.pendingFree()
+func (pl *poolPlanner) poolLists(claims []pending, volumes []*corev1.PersistentVolume, order []int32) (lists [][]int32, listOf []int32) {
+	p := pl.newPool(claims, volumes, order)
+	kindList := make([]int32, len(p.kindClaim))
+	for k := range kindList {
+		kindList[k] = -1
+	}
+	listOf = make([]int32, len(claims))
+	for c, cl := range claims {
+		k := p.kindOf[c]
+		if p.owners[cl.claim.UID] || len(pl.inFlight.Denied[cl.claim.UID]) > 0 {
+			lists = append(lists, p.list(k, cl.claim))
+			listOf[c] = int32(len(lists) - 1)
+			continue
+		}
+		if kindList[k] < 0 {
+			lists = append(lists, p.list(k, nil))
+			kindList[k] = int32(len(lists) - 1)
+		}
+		listOf[c] = kindList[k]
+	}
+	return lists, listOf
+}
 
-	// Kinds of volume (offers), with one volume of each.
-	offerOf := make([]int32, len(volumes))
+// pool is one class's pool as poolLists sees it: its volumes sorted into offers (kinds of
+// volume), its claims into kinds, and the predicate's answers asked so far.
+type pool struct {
+	pl      *poolPlanner
+	claims  []pending
+	volumes []*corev1.PersistentVolume
+	order   []int32
+
+	// offerOf[v] is volume v's offer, and offerVolume[o] a volume of offer o.
+	offerOf, offerVolume []int32
+	// kindOf[c] is claim c's kind; kindClaim[k] is a claim of kind k, kindDemand[k] its demand
+	// and kindSelector[k] its selector's key (selectorKey); demandClaim[d] is a claim of demand d.
+	kindOf, kindClaim, kindDemand, demandClaim []int32
+	kindSelector                               []string
+	// reserved[v] tells the volumes with a bind in flight, and owners the claims they go to.
+	reserved []bool
+	owners   map[types.UID]bool
+
+	// Answers asked once, unknown until asked: satisfied[d*offers+o] for Satisfies of demand d
+	// by offer o, selects[selector][v] whether a selector matches volume v, and
+	// reachable[node][a] whether volumes of distinct node affinity a (local volumes on one host
+	// share theirs) are reachable from a node.
+	satisfied                  []answer
+	selects                    map[string][]answer
+	reachable                  map[*corev1.Node][]answer
+	affinityOf, affinityVolume []int32
+	row                        []int32 // scratch for list
+}
+
+func (pl *poolPlanner) newPool(claims []pending, volumes []*corev1.PersistentVolume, order []int32) *pool {
+	p := &pool{
+		pl: pl, claims: claims, volumes: volumes, order: order,
+		selects:   map[string][]answer{},
+		reachable: map[*corev1.Node][]answer{},
+		row:       make([]int32, 0, len(order)),
+	}
+	p.sortVolumes()
+	p.sortClaims()
+	p.noteReservations()
+	p.satisfied = make([]answer, len(p.demandClaim)*len(p.offerVolume))
+	return p
+}
+
+// sortVolumes sorts the volumes into offers, with one volume of each.
+func (p *pool) sortVolumes() {
+	p.offerOf = make([]int32, len(p.volumes))
 	offers := map[volumeOffer]int32{}
-	var offerVolume []int32
-	for v, vol := range volumes {
-		k := offerOfVolume(vol, v, pendingFree)
+	for v, vol := range p.volumes {
+		k := offerOfVolume(vol, v, p.pl.pendingFree)
 		o, ok := offers[k]
 		if !ok {
-			o = int32(len(offerVolume))
+			o = int32(len(p.offerVolume))
 			offers[k] = o
-			offerVolume = append(offerVolume, int32(v))
+			p.offerVolume = append(p.offerVolume, int32(v))
 		}
-		offerOf[v] = o
+		p.offerOf[v] = o
 	}
+}
 
-	// Kinds of claim, with one claim of each: a demand, and the selector and node that the
-	// predicate asks about beside Satisfies.
+// sortClaims sorts the claims into kinds, with one claim of each: a demand, and the selector and
+// node that the predicate asks about beside Satisfies.
+func (p *pool) sortClaims() {
 	type claimKind struct {
 		demand    int32
 		selector  string
@@ -49,129 +114,108 @@ func (b *Binder) poolLists(claims []pending, volumes []*corev1.PersistentVolume,
 		node      *corev1.Node // nil when not scheduled, or scheduled to a node that cannot be read
 	}
 	demands := map[claimDemand]int32{}
-	var demandClaim []int32
 	kinds := map[claimKind]int32{}
-	var kindOf, kindClaim, kindDemand []int32
-	var kindKey []claimKind
-	for c, p := range claims {
-		dk := demandOfClaim(p.claim, c)
+	for c, cl := range p.claims {
+		dk := demandOfClaim(cl.claim, c)
 		d, ok := demands[dk]
 		if !ok {
-			d = int32(len(demandClaim))
+			d = int32(len(p.demandClaim))
 			demands[dk] = d
-			demandClaim = append(demandClaim, int32(c))
+			p.demandClaim = append(p.demandClaim, int32(c))
 		}
-		k := claimKind{demand: d, selector: selectorKey(fits.selector(p.claim)), scheduled: p.scheduled}
-		if p.scheduled {
-			k.node = p.node
+		k := claimKind{demand: d, selector: selectorKey(p.pl.fits.selector(cl.claim)), scheduled: cl.scheduled}
+		if cl.scheduled {
+			k.node = cl.node
 		}
 		i, ok := kinds[k]
 		if !ok {
-			i = int32(len(kindClaim))
+			i = int32(len(p.kindClaim))
 			kinds[k] = i
-			kindClaim = append(kindClaim, int32(c))
-			kindDemand = append(kindDemand, d)
-			kindKey = append(kindKey, k)
+			p.kindClaim = append(p.kindClaim, int32(c))
+			p.kindDemand = append(p.kindDemand, d)
+			p.kindSelector = append(p.kindSelector, k.selector)
 		}
-		kindOf = append(kindOf, i)
+		p.kindOf = append(p.kindOf, i)
 	}
+}
 
-	// What depends on the claim's uid: volumes with a bind in flight are usable only by the
-	// claim being bound, and claims with denied pairs must skip those.
-	reserved := make([]bool, len(volumes))
-	owners := map[types.UID]bool{}
-	for v, vol := range volumes {
-		if uid, ok := b.reserved[vol.Name]; ok {
-			reserved[v] = true
-			owners[uid] = true
+// noteReservations notes what depends on the claim's uid: volumes with a bind in flight are
+// usable only by the claim being bound, and claims with denied pairs must skip those.
+func (p *pool) noteReservations() {
+	p.reserved = make([]bool, len(p.volumes))
+	p.owners = map[types.UID]bool{}
+	for v, vol := range p.volumes {
+		if uid, ok := p.pl.inFlight.Reserved[vol.Name]; ok {
+			p.reserved[v] = true
+			p.owners[uid] = true
 		}
 	}
+}
 
-	// Answers asked once, unknown until asked: satisfied[d*offers+o] for Satisfies of demand d
-	// by offer o, selects[selector][v] whether a selector matches volume v, and
-	// reachable[node][a] whether volumes of distinct node affinity a (local volumes on one host
-	// share theirs) are reachable from a node.
-	satisfied := make([]answer, len(demandClaim)*len(offerVolume))
-	selects := map[string][]answer{}
-	reachable := map[*corev1.Node][]answer{}
-	var affinityOf, affinityVolume []int32
-	row := make([]int32, 0, len(order))
-	// list is the list of claims of kind k; of claim when given, which alone may take the
-	// volumes reserved for it, and not those policy denied it.
-	list := func(k int32, claim *corev1.PersistentVolumeClaim) []int32 {
-		rep := claims[kindClaim[k]]
-		demand := claims[demandClaim[kindDemand[k]]].claim
-		sat := satisfied[int(kindDemand[k])*len(offerVolume):][:len(offerVolume)]
-		var sel, reach []answer
-		if key := kindKey[k].selector; key != "" {
-			if sel = selects[key]; sel == nil {
-				sel = make([]answer, len(volumes))
-				selects[key] = sel
-			}
-		}
-		if rep.scheduled {
-			if affinityOf == nil {
-				affinityOf, affinityVolume = distinctAffinities(volumes)
-			}
-			if reach = reachable[rep.node]; reach == nil {
-				reach = make([]answer, len(affinityVolume))
-				reachable[rep.node] = reach
-			}
-		}
-		row = row[:0]
-		for _, v := range order {
-			vol := volumes[v]
-			if claim == nil && reserved[v] || claim != nil && !b.usable(claim, vol) {
-				continue
-			}
-			o := offerOf[v]
-			if !sat[o].known() {
-				rep := volumes[offerVolume[o]]
-				sat[o] = answerOf(isFree(rep, pendingFree) && policy.Satisfies(rep, demand) == nil)
-			}
-			if !sat[o].yes() {
-				continue
-			}
-			if sel != nil {
-				if !sel[v].known() {
-					sel[v] = answerOf(fits.selectorAdmits(rep.claim, vol))
-				}
-				if !sel[v].yes() {
-					continue
-				}
-			}
-			if reach != nil {
-				a := affinityOf[v]
-				if !reach[a].known() {
-					reach[a] = answerOf(fits.affinityAdmits(volumes[affinityVolume[a]], rep.node))
-				}
-				if !reach[a].yes() {
-					continue
-				}
-			}
-			row = append(row, v)
-		}
-		return slices.Clone(row)
-	}
-	kindList := make([]int32, len(kindClaim))
-	for k := range kindList {
-		kindList[k] = -1
-	}
-	listOf = make([]int32, len(claims))
-	for c, p := range claims {
-		k := kindOf[c]
-		if owners[p.claim.UID] || len(b.forbidden[p.claim.UID]) > 0 {
-			lists = append(lists, list(k, p.claim))
-			listOf[c] = int32(len(lists) - 1)
+// list is the list of claims of kind k; of claim when given, which alone may take the volumes
+// reserved for it, and not those policy denied it.
+func (p *pool) list(k int32, claim *corev1.PersistentVolumeClaim) []int32 {
+	rep := p.claims[p.kindClaim[k]]
+	demand := p.claims[p.demandClaim[p.kindDemand[k]]].claim
+	sat, sel, reach := p.answers(k)
+	p.row = p.row[:0]
+	for _, v := range p.order {
+		vol := p.volumes[v]
+		if claim == nil && p.reserved[v] || claim != nil && !p.pl.inFlight.usable(claim.UID, vol.Name) {
 			continue
 		}
-		if kindList[k] < 0 {
-			lists = append(lists, list(k, nil))
-			kindList[k] = int32(len(lists) - 1)
+		o := p.offerOf[v]
+		if !sat[o].known() {
+			rep := p.volumes[p.offerVolume[o]]
+			sat[o] = answerOf(isFree(rep, p.pl.pendingFree) && policy.Satisfies(rep, demand) == nil)
 		}
-		listOf[c] = kindList[k]
+		if !sat[o].yes() {
+			continue
+		}
+		if sel != nil {
+			if !sel[v].known() {
+				sel[v] = answerOf(p.pl.fits.selectorAdmits(rep.claim, vol))
+			}
+			if !sel[v].yes() {
+				continue
+			}
+		}
+		if reach != nil {
+			a := p.affinityOf[v]
+			if !reach[a].known() {
+				reach[a] = answerOf(p.pl.fits.affinityAdmits(p.volumes[p.affinityVolume[a]], rep.node))
+			}
+			if !reach[a].yes() {
+				continue
+			}
+		}
+		p.row = append(p.row, v)
 	}
-	return lists, listOf
+	return slices.Clone(p.row)
+}
+
+// answers returns the tables of answers that the list of kind k reads: Satisfies of its demand
+// by each offer, its selector's by each volume (nil when it has none), and reachability of each
+// distinct node affinity from its node (nil when it is not scheduled).
+func (p *pool) answers(k int32) (sat, sel, reach []answer) {
+	offers := len(p.offerVolume)
+	sat = p.satisfied[int(p.kindDemand[k])*offers:][:offers]
+	if key := p.kindSelector[k]; key != "" {
+		if sel = p.selects[key]; sel == nil {
+			sel = make([]answer, len(p.volumes))
+			p.selects[key] = sel
+		}
+	}
+	if rep := p.claims[p.kindClaim[k]]; rep.scheduled {
+		if p.affinityOf == nil {
+			p.affinityOf, p.affinityVolume = distinctAffinities(p.volumes)
+		}
+		if reach = p.reachable[rep.node]; reach == nil {
+			reach = make([]answer, len(p.affinityVolume))
+			p.reachable[rep.node] = reach
+		}
+	}
+	return sat, sel, reach
 }
 
 // distinctAffinities numbers the volumes' distinct required node affinities, told apart by their
@@ -211,17 +255,6 @@ func answerOf(yes bool) answer {
 
 func (a answer) known() bool { return a != 0 }
 func (a answer) yes() bool   { return a == 1 }
-
-// usable reports whether the planner may give the volume to the claim, as far as the binder's
-// own state goes: no bind of it to another claim is in flight, and policy has not recently
-// denied the pair. A volume whose Available write is in flight (marking) stays usable: only its
-// bind waits for that write (bind). Left out, it would be invisible to the claim it fits best,
-// which would then take a larger volume for good, and a later claim that needed that one would
-// be stranded. Callers hold b.mu.
-func (b *Binder) usable(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
-	uid, inFlight := b.reserved[v.Name]
-	return (!inFlight || uid == c.UID) && !b.isForbidden(c.UID, v.Name)
-}
 
 // claimDemand is what policy.Satisfies reads of a claim, apart from its class (which a pool's
 // claims share): claims with equal demands are satisfied by the same volumes. It must name

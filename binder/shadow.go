@@ -17,20 +17,15 @@ func (b *Binder) shadowClaim(claim *corev1.PersistentVolumeClaim, a ClaimAction)
 		b.requestPlan()
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	defer func() { b.metrics.shadowDecided.Set(float64(len(b.shadow))) }()
-	want, decided := b.shadow[claim.UID]
 	_, bound := claim.Annotations[annBindCompleted]
 	switch {
 	case !bound && a.Bind != nil && a.Bind.Spec.ClaimRef == nil:
 		// Only a free choice is pvguard's. A volume whose claimRef already names the claim was
 		// pre-bound, possibly by the cluster's binder halfway through its own four writes, and
 		// recording it would erase the choice to compare against.
-		b.shadow[claim.UID] = a.Bind.Name
-	case bound && decided && claim.Spec.VolumeName != "":
-		delete(b.shadow, claim.UID)
-		if want != claim.Spec.VolumeName {
+		b.ledger.shadowChose(claim.UID, a.Bind.Name)
+	case bound && claim.Spec.VolumeName != "":
+		if want, decided := b.ledger.shadowTake(claim.UID); decided && want != claim.Spec.VolumeName {
 			b.metrics.disagreements.Inc()
 			b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonBinderDisagreement,
 				fmt.Sprintf("the cluster's binder bound volume %q; pvguard would have bound %q", claim.Spec.VolumeName, want))
