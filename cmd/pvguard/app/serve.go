@@ -182,7 +182,6 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// Serve runs the webhook server until ctx ends.
 // withOwnBucket copies cfg with a token bucket of its own, of the --kube-api-qps and
 // --kube-api-burst size, for requests that admission reviews wait on. In the shared bucket they
 // would queue behind the binder's writes, and a binding backlog at a low QPS (after a leader
@@ -205,6 +204,8 @@ func reviewLiveReader(cfg *rest.Config, o ServeOptions, mgr ctrl.Manager) (clien
 	return c, nil
 }
 
+// Serve runs pvguard until ctx ends: the webhooks and the audit on every replica, the binder,
+// the report writer and the certificate rotator on the elected one, all over one informer cache.
 func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	if err := o.validate(); err != nil {
 		return err
@@ -212,9 +213,96 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	if err := applyMemoryLimit(o.MemoryLimit, os.Getenv("GOMEMLIMIT"), log); err != nil {
 		return err
 	}
-	cfg, err := RESTConfig(o.Kubeconfig)
+	cfg, err := serveRESTConfig(o)
 	if err != nil {
 		return err
+	}
+	mgr, err := newManager(cfg, o, log)
+	if err != nil {
+		return err
+	}
+	if err := webhook.SetupIndexes(ctx, mgr.GetCache()); err != nil {
+		return err
+	}
+	getCertificate, certReady, err := servingCertificates(ctx, mgr, o, log)
+	if err != nil {
+		return err
+	}
+	clientCAs, err := loadClientCAs(o.ClientCAFile)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := webhook.CountCachedObjects(ctx, mgr.GetCache(), reg); err != nil {
+		return err
+	}
+	engines := &engineRef{}
+	reviewReader, err := reviewLiveReader(cfg, o, mgr)
+	if err != nil {
+		return err
+	}
+	views := webhook.NewClusterView(mgr.GetCache(), reviewReader)
+	report, dashboard, err := addAudit(ctx, mgr, o, engines, views, reg, log)
+	if err != nil {
+		return err
+	}
+	var cacheSynced atomic.Bool
+	srv := webhook.NewServer(webhook.Options{
+		Listen:          o.Listen,
+		MetricsListen:   o.MetricsListen,
+		GetCertificate:  getCertificate,
+		ClientCAs:       clientCAs,
+		ShutdownDelay:   o.ShutdownDelay,
+		Engines:         engines,
+		Views:           views,
+		Report:          report,
+		Dashboard:       dashboard,
+		Registry:        reg,
+		ShutdownTimeout: o.ShutdownTimeout,
+		Log:             log.WithName("webhook"),
+		ReadyChecks: map[string]func() error{
+			"serving certificate": certReady,
+			"informer cache": func() error {
+				if !cacheSynced.Load() {
+					return errors.New("not synced yet")
+				}
+				return nil
+			},
+		},
+	})
+	if err := addPolicySource(mgr, o, engines, srv, log); err != nil {
+		return err
+	}
+	if err := mgr.Add(everyReplica(srv.Start)); err != nil {
+		return fmt.Errorf("adding webhook server: %w", err)
+	}
+	if o.Binder != "off" {
+		if err := addBinder(ctx, mgr, o, engines, views, reg, log); err != nil {
+			return err
+		}
+	}
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		cacheSynced.Store(true)
+		log.Info("informer cache synced; ready")
+		if o.Ready != nil {
+			o.Ready(srv.Addr())
+		}
+		return nil
+	})); err != nil {
+		return fmt.Errorf("adding readiness: %w", err)
+	}
+	return mgr.Start(ctx)
+}
+
+// serveRESTConfig is the cluster's config with pvguard's user agent and client rate limit.
+func serveRESTConfig(o ServeOptions) (*rest.Config, error) {
+	cfg, err := RESTConfig(o.Kubeconfig)
+	if err != nil {
+		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
@@ -224,16 +312,20 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	// live reads have their own (reviewLiveReader).
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
 	cfg.UserAgent = "pvguard"
+	return cfg, nil
+}
 
+// newManager builds the controller-runtime manager: the shared informer cache, the uncached
+// reader and leader election. pvguard's own chi router serves every endpoint, so the manager's
+// metrics and probe servers stay off.
+func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("building scheme: %w", err)
+		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	if err := openreports.AddToScheme(scheme); err != nil {
-		return fmt.Errorf("building scheme: %w", err)
+		return nil, fmt.Errorf("building scheme: %w", err)
 	}
-	// The manager provides the shared informer cache and the uncached reader; pvguard's own chi
-	// router serves every endpoint, so the manager's metrics and probe servers stay off.
 	mgrOpts := manager.Options{
 		Scheme:                 scheme,
 		Logger:                 log,
@@ -280,114 +372,65 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	if err := webhook.SetupIndexes(ctx, mgr.GetCache()); err != nil {
-		return err
-	}
+	return mgr, nil
+}
 
-	getCertificate, certReady, err := servingCertificates(ctx, mgr, o, log)
+// loadClientCAs reads --client-ca-file; nil when it is not set.
+func loadClientCAs(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pemData, err := os.ReadFile(file)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("reading --client-ca-file: %w", err)
 	}
-	var clientCAs *x509.CertPool
-	if o.ClientCAFile != "" {
-		pemData, err := os.ReadFile(o.ClientCAFile)
-		if err != nil {
-			return fmt.Errorf("reading --client-ca-file: %w", err)
-		}
-		clientCAs = x509.NewCertPool()
-		if !clientCAs.AppendCertsFromPEM(pemData) {
-			return fmt.Errorf("--client-ca-file %s: no PEM certificates", o.ClientCAFile)
-		}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemData) {
+		return nil, fmt.Errorf("--client-ca-file %s: no PEM certificates", file)
 	}
+	return pool, nil
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := webhook.CountCachedObjects(ctx, mgr.GetCache(), reg); err != nil {
-		return err
+// addAudit registers the audit runner (every replica) and the report writer (the elected one),
+// and returns the report and dashboard handlers; all nil when the audit is off.
+func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, err error) {
+	if o.AuditInterval <= 0 {
+		return nil, nil, nil
 	}
-	var cacheSynced atomic.Bool
-	engines := &engineRef{}
-	reviewReader, err := reviewLiveReader(cfg, o, mgr)
-	if err != nil {
-		return err
-	}
-	views := webhook.NewClusterView(mgr.GetCache(), reviewReader)
-	var report, dashboard http.Handler
-	if o.AuditInterval > 0 {
-		runner := audit.NewRunner(audit.Options{
-			Interval: o.AuditInterval, Cache: mgr.GetClient(), Live: mgr.GetAPIReader(), View: views.View,
-			Engine: engines.Engine, Registry: reg, Log: log.WithName("audit"),
-		})
-		if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
-			return err
-		}
-		if err := mgr.Add(runner); err != nil {
-			return fmt.Errorf("adding audit: %w", err)
-		}
-		report, dashboard = audit.ReportHandler(runner), audit.DashboardHandler(runner)
-		if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), log.WithName("reports"))); err != nil {
-			return fmt.Errorf("adding report writer: %w", err)
-		}
-	}
-	srv := webhook.NewServer(webhook.Options{
-		Listen:          o.Listen,
-		MetricsListen:   o.MetricsListen,
-		GetCertificate:  getCertificate,
-		ClientCAs:       clientCAs,
-		ShutdownDelay:   o.ShutdownDelay,
-		Engines:         engines,
-		Views:           views,
-		Report:          report,
-		Dashboard:       dashboard,
-		Registry:        reg,
-		ShutdownTimeout: o.ShutdownTimeout,
-		Log:             log.WithName("webhook"),
-		ReadyChecks: map[string]func() error{
-			"serving certificate": certReady,
-			"informer cache": func() error {
-				if !cacheSynced.Load() {
-					return errors.New("not synced yet")
-				}
-				return nil
-			},
-		},
+	runner := audit.NewRunner(audit.Options{
+		Interval: o.AuditInterval, Cache: mgr.GetClient(), Live: mgr.GetAPIReader(), View: views.View,
+		Engine: engines.Engine, Registry: reg, Log: log.WithName("audit"),
 	})
-	if o.ConfigFile != "" {
-		cf, err := webhook.LoadConfigFile(o.ConfigFile, srv.Metrics(), log.WithName("config"))
-		if err != nil {
-			return err
-		}
-		engines.src = cf
-		if err := mgr.Add(everyReplica(func(ctx context.Context) error { return cf.Watch(ctx, 10*time.Second) })); err != nil {
-			return fmt.Errorf("adding config watcher: %w", err)
-		}
-	} else {
+	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.Add(runner); err != nil {
+		return nil, nil, fmt.Errorf("adding audit: %w", err)
+	}
+	if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), log.WithName("reports"))); err != nil {
+		return nil, nil, fmt.Errorf("adding report writer: %w", err)
+	}
+	return audit.ReportHandler(runner), audit.DashboardHandler(runner), nil
+}
+
+// addPolicySource gives the engines their policy: the --config file, watched and reloaded on
+// every replica, or the defaults.
+func addPolicySource(mgr ctrl.Manager, o ServeOptions, engines *engineRef, srv *webhook.Server, log logr.Logger) error {
+	if o.ConfigFile == "" {
 		engines.src = webhook.StaticEngine{E: policy.NewEngine(nil)}
-	}
-	if err := mgr.Add(everyReplica(srv.Start)); err != nil {
-		return fmt.Errorf("adding webhook server: %w", err)
-	}
-	if o.Binder != "off" {
-		if err := addBinder(ctx, mgr, o, engines, views, reg, log); err != nil {
-			return err
-		}
-	}
-	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
-		if !mgr.GetCache().WaitForCacheSync(ctx) {
-			return nil
-		}
-		cacheSynced.Store(true)
-		log.Info("informer cache synced; ready")
-		if o.Ready != nil {
-			o.Ready(srv.Addr())
-		}
 		return nil
-	})); err != nil {
-		return fmt.Errorf("adding readiness: %w", err)
 	}
-	return mgr.Start(ctx)
+	cf, err := webhook.LoadConfigFile(o.ConfigFile, srv.Metrics(), log.WithName("config"))
+	if err != nil {
+		return err
+	}
+	engines.src = cf
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error { return cf.Watch(ctx, 10*time.Second) })); err != nil {
+		return fmt.Errorf("adding config watcher: %w", err)
+	}
+	return nil
 }
 
 // servingCertificates sets up where the serving certificate comes from: a directory reloaded on
