@@ -3,6 +3,7 @@ package explain
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -132,6 +133,7 @@ type Verdict struct {
 
 // Claim explains the claim namespace/name.
 func Claim(in Input, namespace, name string) (*Explanation, error) {
+	in.Claims = withUIDs(in.Claims)
 	var c *corev1.PersistentVolumeClaim
 	for _, pvc := range in.Claims {
 		if pvc.Namespace == namespace && pvc.Name == name {
@@ -188,6 +190,25 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 	e.state(c, in, class, planned, plan.Volumes[c.UID])
 	e.verdict(c, planned)
 	return e, nil
+}
+
+// withUIDs gives claims without a uid (manifests written by hand) one of their own, derived
+// from the name, so that the plan, which keys claims by uid, tells them apart. The input is not
+// changed: such claims are copied.
+func withUIDs(claims []*corev1.PersistentVolumeClaim) []*corev1.PersistentVolumeClaim {
+	out, copied := claims, false
+	for i, c := range claims {
+		if c.UID != "" {
+			continue
+		}
+		if !copied {
+			out, copied = slices.Clone(claims), true
+		}
+		cp := c.DeepCopy()
+		cp.UID = types.UID("explain:" + c.Namespace + "/" + c.Name)
+		out[i] = cp
+	}
+	return out
 }
 
 // state fills WaitingFor, Provisioner, State and the verdict's Volume from binder.DecideClaim.

@@ -1,0 +1,139 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/manifests"
+)
+
+// ExplainOptions are the flags of `pvguard explain`.
+type ExplainOptions struct {
+	Files      []string
+	Kubeconfig string
+	Output     string
+}
+
+// ExitBadInput is the exit code of `pvguard explain` for a bad request: an unknown object, a
+// malformed name, unreadable manifests.
+const ExitBadInput = 2
+
+func newExplainCommand() *cobra.Command {
+	o := ExplainOptions{Output: "table"}
+	cmd := &cobra.Command{
+		Use:   "explain",
+		Short: "Explain why a PersistentVolumeClaim is Pending (or what it is bound to)",
+	}
+	pvc := &cobra.Command{
+		Use:   "pvc NAMESPACE/NAME",
+		Short: "Explain a claim: its state, what it waits for, each volume against each check, and the verdict",
+		Long: "Explain a PersistentVolumeClaim from manifests (-f FILE|DIR, read as `pvguard audit -f` reads them)\n" +
+			"or from a live cluster (--kubeconfig, else in-cluster, else $KUBECONFIG). Exit code 2 on bad input.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return RunExplainClaim(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := pvc.Flags()
+	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the live cluster (default: in-cluster, else $KUBECONFIG)")
+	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
+	cmd.AddCommand(pvc)
+	return cmd
+}
+
+// RunExplainClaim explains the claim NAMESPACE/NAME and writes the explanation to out.
+func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error {
+	bad := func(format string, a ...any) error {
+		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf(format, a...)}
+	}
+	namespace, name, ok := strings.Cut(ref, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return bad("%q: want NAMESPACE/NAME", ref)
+	}
+	if o.Output != "table" && o.Output != "json" {
+		return bad("-o %s: want table or json", o.Output)
+	}
+	if len(o.Files) > 0 && o.Kubeconfig != "" {
+		return bad("give either manifests with -f or a cluster with --kubeconfig, not both")
+	}
+	var in explain.Input
+	if len(o.Files) > 0 {
+		snap, _, readErrs := manifests.Load(o.Files)
+		for _, e := range readErrs {
+			fmt.Fprintln(errOut, "pvguard explain:", e)
+		}
+		if len(readErrs) > 0 {
+			return bad("%d document(s) could not be read", len(readErrs))
+		}
+		in = explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}
+	} else {
+		var err error
+		if in, err = readCluster(context.Background(), o.Kubeconfig); err != nil {
+			return err
+		}
+	}
+	e, err := explain.Claim(in, namespace, name)
+	if errors.Is(err, explain.ErrUnknownClaim) {
+		return bad("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	if o.Output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e)
+	}
+	return explain.WriteText(out, e)
+}
+
+// readCluster lists what an explanation reads from a live cluster. Of nodes it reads only
+// names and labels, as the binder does.
+func readCluster(ctx context.Context, kubeconfig string) (explain.Input, error) {
+	rc, err := RESTConfig(kubeconfig)
+	if err != nil {
+		return explain.Input{}, err
+	}
+	c, err := client.New(rc, client.Options{})
+	if err != nil {
+		return explain.Input{}, fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	var (
+		pvcs    corev1.PersistentVolumeClaimList
+		pvs     corev1.PersistentVolumeList
+		classes storagev1.StorageClassList
+		nodes   metav1.PartialObjectMetadataList
+	)
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	for _, l := range []client.ObjectList{&pvcs, &pvs, &classes, &nodes} {
+		if err := c.List(ctx, l); err != nil {
+			return explain.Input{}, fmt.Errorf("reading %s: %w", rc.Host, err)
+		}
+	}
+	var in explain.Input
+	for i := range pvcs.Items {
+		in.Claims = append(in.Claims, &pvcs.Items[i])
+	}
+	for i := range pvs.Items {
+		in.Volumes = append(in.Volumes, &pvs.Items[i])
+	}
+	for i := range classes.Items {
+		in.Classes = append(in.Classes, &classes.Items[i])
+	}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: nodes.Items[i].ObjectMeta})
+	}
+	return in, nil
+}

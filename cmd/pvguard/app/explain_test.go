@@ -1,0 +1,52 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/explain"
+)
+
+const example = "../../../docs/examples/explain.yaml"
+
+func TestExplainClaimOffline(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &errOut); err != nil {
+		t.Fatalf("%v (%s)", err, errOut.String())
+	}
+	for _, want := range []string{"external provisioner csi.example.com", "Filesystem != Block", "50Gi < 100Gi",
+		"pre-bound to team-b/logs", "(slow: 1)", "pv-7 fits if the claim asks for at most 50Gi"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestExplainClaimJSON(t *testing.T) {
+	var out bytes.Buffer
+	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "json"}, "team-a/data", &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	var e explain.Explanation
+	if err := json.Unmarshal(out.Bytes(), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Claim != "team-a/data" || e.WaitingFor != explain.WaitingForProvisioner || e.Verdict.Closest != "pv-7" || len(e.Candidates) != 4 {
+		t.Fatalf("explanation %+v", e)
+	}
+}
+
+func TestExplainClaimBadInput(t *testing.T) {
+	for name, ref := range map[string]string{"unknown claim": "team-a/nope", "no namespace": "data"} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, ref, &out, &out)
+			if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), ref) {
+				t.Fatalf("error %v (exit %d), want exit %d naming %s", err, exitCode(err), app.ExitBadInput, ref)
+			}
+		})
+	}
+}
