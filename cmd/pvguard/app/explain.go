@@ -94,6 +94,7 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 	if o.Output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		return enc.Encode(e)
 	}
 	return explain.WriteText(out, e)

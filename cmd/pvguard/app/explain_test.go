@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -48,5 +49,20 @@ func TestExplainClaimBadInput(t *testing.T) {
 				t.Fatalf("error %v (exit %d), want exit %d naming %s", err, exitCode(err), app.ExitBadInput, ref)
 			}
 		})
+	}
+}
+
+// TestExplainDocsShowRealOutput keeps docs/explain.md's example the command's real output.
+func TestExplainDocsShowRealOutput(t *testing.T) {
+	var out bytes.Buffer
+	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile("../../../docs/explain.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "$ pvguard explain pvc team-a/data -f docs/examples/explain.yaml\n" + out.String() + "```"; !strings.Contains(string(page), want) {
+		t.Errorf("docs/explain.md does not show the output:\n%s", want)
 	}
 }
