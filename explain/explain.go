@@ -187,7 +187,7 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 		}
 		return a.Volume < b.Volume
 	})
-	e.state(c, in, class, planned, plan.Volumes[c.UID])
+	e.state(c, in, class, plan.Volumes[c.UID])
 	e.verdict(c, planned)
 	return e, nil
 }
@@ -212,7 +212,7 @@ func withUIDs(claims []*corev1.PersistentVolumeClaim) []*corev1.PersistentVolume
 }
 
 // state fills WaitingFor, Provisioner, State and the verdict's Volume from binder.DecideClaim.
-func (e *Explanation) state(c *corev1.PersistentVolumeClaim, in Input, class *storagev1.StorageClass, planned bool, assigned string) {
+func (e *Explanation) state(c *corev1.PersistentVolumeClaim, in Input, class *storagev1.StorageClass, assigned string) {
 	volumes := map[string]*corev1.PersistentVolume{}
 	s := binder.ClaimState{Claim: c, Class: class, DefaultClass: binder.DefaultClass(in.Classes), Planned: true}
 	for _, v := range in.Volumes {
@@ -259,7 +259,6 @@ func (e *Explanation) state(c *corev1.PersistentVolumeClaim, in Input, class *st
 	default:
 		e.State = a.Event.Reason + ": " + a.Event.Message
 	}
-	_ = planned
 }
 
 // verdict fills the rest of the verdict from the candidate table.
