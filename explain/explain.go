@@ -30,6 +30,11 @@ type Input struct {
 	// read from outside the binder.
 	PendingFree bool
 	InFlight    binder.InFlight
+	// Pods and Events are optional (a live read has them, a dump of volumes and claims does
+	// not): the pods of the claim's namespace, and the events about them. With them, a claim
+	// waiting for its first consumer whose pod exists says what the scheduler said of the pod.
+	Pods   []*corev1.Pod
+	Events []*corev1.Event
 }
 
 // ErrUnknownClaim is returned for a claim that is not in the input.
@@ -64,6 +69,7 @@ const (
 	WaitingForProvisioner = "provisioner" // an external provisioner, named in Provisioner
 	WaitingForBinder      = "binder"      // the binder has a volume for it and is to write the binding
 	WaitingForVolume      = "volume"      // spec.volumeName names a volume that does not exist
+	WaitingForScheduler   = "scheduler"   // WaitForFirstConsumer, and a pod that uses it is not scheduled yet
 )
 
 // Explanation is the stable shape of `pvguard explain pvc -o json` (docs/explain.md).
@@ -80,6 +86,8 @@ type Explanation struct {
 	// is "provisioner".
 	WaitingFor  string `json:"waitingFor"`
 	Provisioner string `json:"provisioner,omitempty"`
+	// Pods are the pods (namespace/name) that use the claim, when pods were read.
+	Pods []string `json:"pods,omitempty"`
 	// State says in one sentence what the claim's state is and what it waits for.
 	State string `json:"state"`
 	// Candidates are all volumes, closest first: those that fit, then by the number of checks
@@ -188,6 +196,7 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 		return a.Volume < b.Volume
 	})
 	e.state(c, in, class, plan.Volumes[c.UID])
+	e.consumers(c, in)
 	e.verdict(c, planned)
 	return e, nil
 }
@@ -261,6 +270,64 @@ func (e *Explanation) state(c *corev1.PersistentVolumeClaim, in Input, class *st
 	}
 }
 
+// consumers lists the pods that use the claim and, for a claim waiting for its first consumer
+// while one exists but is not scheduled, says so with the scheduler's latest word on it.
+func (e *Explanation) consumers(c *corev1.PersistentVolumeClaim, in Input) {
+	var unscheduled *corev1.Pod
+	for _, p := range in.Pods {
+		if p.Namespace != c.Namespace || !usesClaim(p, c.Name) {
+			continue
+		}
+		e.Pods = append(e.Pods, p.Namespace+"/"+p.Name)
+		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil && unscheduled == nil {
+			unscheduled = p
+		}
+	}
+	sort.Strings(e.Pods)
+	if e.WaitingFor != WaitingForConsumer || unscheduled == nil {
+		return
+	}
+	e.WaitingFor = WaitingForScheduler
+	e.State = fmt.Sprintf("waiting for the scheduler: pod %s uses the claim and is not scheduled yet", unscheduled.Name)
+	if ev := latestEvent(in.Events, unscheduled, "FailedScheduling"); ev != nil {
+		e.State += "; it said: " + strings.TrimSpace(ev.Message)
+	}
+}
+
+// usesClaim reports whether one of the pod's volumes is the claim (directly; generic ephemeral
+// volumes' claims are named <pod>-<volume>).
+func usesClaim(p *corev1.Pod, claim string) bool {
+	for _, v := range p.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim:
+			return true
+		case v.Ephemeral != nil && p.Name+"-"+v.Name == claim:
+			return true
+		}
+	}
+	return false
+}
+
+// latestEvent is the newest event of that reason about the pod, nil if none.
+func latestEvent(events []*corev1.Event, p *corev1.Pod, reason string) *corev1.Event {
+	var best *corev1.Event
+	var bestAt time.Time
+	for _, ev := range events {
+		o := ev.InvolvedObject
+		if ev.Reason != reason || o.Kind != "Pod" || o.Namespace != p.Namespace || o.Name != p.Name || (o.UID != "" && o.UID != p.UID) {
+			continue
+		}
+		at := ev.LastTimestamp.Time
+		if t := ev.EventTime.Time; t.After(at) {
+			at = t
+		}
+		if best == nil || at.After(bestAt) {
+			best, bestAt = ev, at
+		}
+	}
+	return best
+}
+
 // verdict fills the rest of the verdict from the candidate table.
 func (e *Explanation) verdict(c *corev1.PersistentVolumeClaim, planned bool) {
 	v := &e.Verdict
@@ -289,7 +356,7 @@ func (e *Explanation) verdict(c *corev1.PersistentVolumeClaim, planned bool) {
 	case planned && len(fitting) > 0 && len(taken) == len(fitting):
 		v.Text = "every volume that fits goes to another claim: " + strings.Join(taken, ", ")
 		return
-	case !planned && len(fitting) > 0 && e.WaitingFor == WaitingForConsumer:
+	case !planned && len(fitting) > 0 && (e.WaitingFor == WaitingForConsumer || e.WaitingFor == WaitingForScheduler):
 		v.Text = fmt.Sprintf("the scheduler may bind %s once a pod that uses the claim is scheduled to a node it reaches", strings.Join(fitting, " or "))
 		return
 	case len(fitting) > 0:

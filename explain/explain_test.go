@@ -297,3 +297,34 @@ func generate(rng *rand.Rand) explain.Input {
 	}
 	return in
 }
+
+func TestClaimWaitingForTheScheduler(t *testing.T) {
+	local := StorageClass("local", "kubernetes.io/no-provisioner", wffc)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-0", UID: "pod-uid"},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}}}
+	event := func(msg string, at time.Time) *corev1.Event {
+		return &corev1.Event{Reason: "FailedScheduling", Message: msg, LastTimestamp: metav1.Time{Time: at},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web-0", UID: "pod-uid"}}
+	}
+	now := time.Now()
+	in := explain.Input{
+		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
+		Classes: []*storagev1.StorageClass{local},
+		Pods:    []*corev1.Pod{pod},
+		Events: []*corev1.Event{event("0/3 nodes are available: old.", now.Add(-time.Minute)),
+			event("0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind.", now)},
+	}
+	e, err := explain.Claim(in, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.WaitingFor != explain.WaitingForScheduler || len(e.Pods) != 1 || e.Pods[0] != "ns/web-0" ||
+		!strings.Contains(e.State, "pod web-0") || !strings.Contains(e.State, "didn't find available persistent volumes") {
+		t.Fatalf("waiting for %q, pods %v, state %q", e.WaitingFor, e.Pods, e.State)
+	}
+	pod.Spec.NodeName = "n1"
+	if e, _ = explain.Claim(in, "ns", "c"); e.WaitingFor != explain.WaitingForConsumer {
+		t.Fatalf("a scheduled pod: waiting for %q, want the consumer (the scheduler has not bound yet)", e.WaitingFor)
+	}
+}

@@ -80,7 +80,7 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 		in = explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}
 	} else {
 		var err error
-		if in, err = readCluster(context.Background(), o.Kubeconfig); err != nil {
+		if in, err = readCluster(context.Background(), o.Kubeconfig, namespace); err != nil {
 			return err
 		}
 	}
@@ -100,9 +100,8 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 	return explain.WriteText(out, e)
 }
 
-// readCluster lists what an explanation reads from a live cluster. Of nodes it reads only
-// names and labels, as the binder does.
-func readCluster(ctx context.Context, kubeconfig string) (explain.Input, error) {
+// readCluster reads what an explanation reads from a live cluster (readInput).
+func readCluster(ctx context.Context, kubeconfig, namespace string) (explain.Input, error) {
 	rc, err := RESTConfig(kubeconfig)
 	if err != nil {
 		return explain.Input{}, err
@@ -111,16 +110,33 @@ func readCluster(ctx context.Context, kubeconfig string) (explain.Input, error) 
 	if err != nil {
 		return explain.Input{}, fmt.Errorf("connecting to the cluster: %w", err)
 	}
+	in, err := readInput(ctx, c, namespace)
+	if err != nil {
+		return explain.Input{}, fmt.Errorf("reading %s: %w", rc.Host, err)
+	}
+	return in, nil
+}
+
+// readInput lists all claims, volumes, classes and nodes (of nodes only names and labels, as
+// the binder reads them), and the pods and events of the claim's namespace.
+func readInput(ctx context.Context, c client.Reader, namespace string) (explain.Input, error) {
 	var (
 		pvcs    corev1.PersistentVolumeClaimList
 		pvs     corev1.PersistentVolumeList
 		classes storagev1.StorageClassList
 		nodes   metav1.PartialObjectMetadataList
+		pods    corev1.PodList
+		events  corev1.EventList
 	)
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	for _, l := range []client.ObjectList{&pvcs, &pvs, &classes, &nodes} {
 		if err := c.List(ctx, l); err != nil {
-			return explain.Input{}, fmt.Errorf("reading %s: %w", rc.Host, err)
+			return explain.Input{}, err
+		}
+	}
+	for _, l := range []client.ObjectList{&pods, &events} {
+		if err := c.List(ctx, l, client.InNamespace(namespace)); err != nil {
+			return explain.Input{}, err
 		}
 	}
 	var in explain.Input
@@ -135,6 +151,12 @@ func readCluster(ctx context.Context, kubeconfig string) (explain.Input, error) 
 	}
 	for i := range nodes.Items {
 		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: nodes.Items[i].ObjectMeta})
+	}
+	for i := range pods.Items {
+		in.Pods = append(in.Pods, &pods.Items[i])
+	}
+	for i := range events.Items {
+		in.Events = append(in.Events, &events.Items[i])
 	}
 	return in, nil
 }
