@@ -343,6 +343,10 @@ func (e *Explanation) verdict(c *corev1.PersistentVolumeClaim, planned bool) {
 		v.Text = e.State
 		return
 	}
+	if name := c.Spec.VolumeName; name != "" {
+		e.namedVolumeVerdict(name)
+		return
+	}
 	var fitting, taken []string
 	for _, cand := range e.Candidates {
 		if cand.Fits {
@@ -375,6 +379,35 @@ func (e *Explanation) verdict(c *corev1.PersistentVolumeClaim, planned bool) {
 		return
 	}
 	v.Text = "no volume fits, and there are no volumes to consider"
+}
+
+// namedChecks are the checks a claim that names its volume (spec.volumeName) is held to, as
+// binder.DecideClaim holds it: what policy.Satisfies asks, and that no other claim has the volume.
+var namedChecks = map[Check]bool{CheckClass: true, CheckAttributesClass: true, CheckAccessModes: true,
+	CheckVolumeMode: true, CheckCapacity: true, CheckClaimRef: true}
+
+// namedVolumeVerdict is the verdict for a claim that names its volume and is not bound to it:
+// what keeps that volume from it.
+func (e *Explanation) namedVolumeVerdict(name string) {
+	v := &e.Verdict
+	for _, cand := range e.Candidates {
+		if cand.Volume != name {
+			continue
+		}
+		v.Closest = name
+		for _, r := range cand.Failed() {
+			if namedChecks[r.Check] {
+				v.Changes = append(v.Changes, change(r, cand))
+			}
+		}
+		if len(v.Changes) == 0 {
+			v.Text = fmt.Sprintf("the claim names volume %s, which fits", name)
+			return
+		}
+		v.Text = fmt.Sprintf("the claim names volume %s, which fits if %s", name, strings.Join(v.Changes, " and "))
+		return
+	}
+	v.Text = fmt.Sprintf("the claim names volume %s, which does not exist", name)
 }
 
 // candidate runs every check on one volume for the claim.

@@ -88,6 +88,13 @@ func TestClaimState(t *testing.T) {
 			in:         explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", VolumeName("pv-9"))}},
 			waitingFor: explain.WaitingForVolume, state: "pv-9",
 		},
+		"named volume too small": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", VolumeName("pv-1"), Request("5Gi"))},
+				Volumes: []*corev1.PersistentVolume{available("pv-0", Capacity("10Gi")), available("pv-1", Capacity("2Gi"))},
+			},
+			waitingFor: explain.WaitingForNothing, state: "VolumeMismatch", verdict: "names volume pv-1, which fits if the claim asks for at most 2Gi",
+		},
 		"every fitting volume taken": {
 			in: explain.Input{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "a", Request("2Gi")), PVC("ns", "c", Request("2Gi"))},
