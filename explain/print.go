@@ -82,3 +82,30 @@ func orPhase(p string) string {
 	}
 	return p
 }
+
+// WriteVolumeText writes a volume's explanation for people.
+func WriteVolumeText(w io.Writer, e *VolumeExplanation) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "PersistentVolume %s: %s", e.Volume, orPhase(e.Phase))
+	if e.Since != nil {
+		fmt.Fprintf(&b, " since %s", e.Since.Format("2006-01-02T15:04:05Z"))
+	}
+	fmt.Fprintf(&b, ", reclaim policy %s\n", e.ReclaimPolicy)
+	if e.Claim != "" {
+		fmt.Fprintf(&b, "Claim: %s (%s)\n", e.Claim, e.ClaimState)
+	} else {
+		fmt.Fprintln(&b, "Claim: none")
+	}
+	fmt.Fprintf(&b, "Next: %s\n", e.Next)
+	for _, f := range e.Finalizers {
+		fmt.Fprintf(&b, "Finalizer %s: held by %s; it waits for %s\n", f.Name, f.Holder, f.WaitsFor)
+	}
+	if len(e.Findings) == 0 {
+		fmt.Fprintln(&b, "Findings: none")
+	}
+	for _, f := range e.Findings {
+		fmt.Fprintf(&b, "Finding: %s\n", f)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +34,7 @@ func newExplainCommand() *cobra.Command {
 	o := ExplainOptions{Output: "table"}
 	cmd := &cobra.Command{
 		Use:   "explain",
-		Short: "Explain why a PersistentVolumeClaim is Pending (or what it is bound to)",
+		Short: "Explain why a PersistentVolumeClaim is Pending, or the state of a PersistentVolume",
 	}
 	pvc := &cobra.Command{
 		Use:   "pvc NAMESPACE/NAME",
@@ -45,11 +46,21 @@ func newExplainCommand() *cobra.Command {
 			return RunExplainClaim(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	f := pvc.Flags()
-	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the live cluster (default: in-cluster, else $KUBECONFIG)")
-	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
-	cmd.AddCommand(pvc)
+	pv := &cobra.Command{
+		Use:   "pv NAME",
+		Short: "Explain a volume: its phase and since when, its claim, what the binder does next, its finalizers and findings",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return RunExplainVolume(o, args[0], time.Now(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	for _, sub := range []*cobra.Command{pvc, pv} {
+		f := sub.Flags()
+		f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
+		f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the live cluster (default: in-cluster, else $KUBECONFIG)")
+		f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
+		cmd.AddCommand(sub)
+	}
 	return cmd
 }
 
@@ -65,24 +76,9 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 	if o.Output != "table" && o.Output != "json" {
 		return bad("-o %s: want table or json", o.Output)
 	}
-	if len(o.Files) > 0 && o.Kubeconfig != "" {
-		return bad("give either manifests with -f or a cluster with --kubeconfig, not both")
-	}
-	var in explain.Input
-	if len(o.Files) > 0 {
-		snap, _, readErrs := manifests.Load(o.Files)
-		for _, e := range readErrs {
-			fmt.Fprintln(errOut, "pvguard explain:", e)
-		}
-		if len(readErrs) > 0 {
-			return bad("%d document(s) could not be read", len(readErrs))
-		}
-		in = explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}
-	} else {
-		var err error
-		if in, err = readCluster(context.Background(), o.Kubeconfig, namespace); err != nil {
-			return err
-		}
+	in, err := loadInput(o, namespace, errOut)
+	if err != nil {
+		return err
 	}
 	e, err := explain.Claim(in, namespace, name)
 	if errors.Is(err, explain.ErrUnknownClaim) {
@@ -92,12 +88,60 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 		return err
 	}
 	if o.Output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(e)
+		return writeJSON(out, e)
 	}
 	return explain.WriteText(out, e)
+}
+
+// RunExplainVolume explains the volume NAME and writes the explanation to out.
+func RunExplainVolume(o ExplainOptions, name string, now time.Time, out, errOut io.Writer) error {
+	if name == "" || strings.Contains(name, "/") {
+		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("%q: want the name of a PersistentVolume", name)}
+	}
+	if o.Output != "table" && o.Output != "json" {
+		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("-o %s: want table or json", o.Output)}
+	}
+	in, err := loadInput(o, "", errOut)
+	if err != nil {
+		return err
+	}
+	e, err := explain.Volume(in, name, now)
+	if errors.Is(err, explain.ErrUnknownVolume) {
+		return &ExitError{Code: ExitBadInput, Msg: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	if o.Output == "json" {
+		return writeJSON(out, e)
+	}
+	return explain.WriteVolumeText(out, e)
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// loadInput reads the manifests of o.Files, or else the live cluster; namespace is the one whose
+// pods and events a live read lists ("" for none).
+func loadInput(o ExplainOptions, namespace string, errOut io.Writer) (explain.Input, error) {
+	if len(o.Files) > 0 && o.Kubeconfig != "" {
+		return explain.Input{}, &ExitError{Code: ExitBadInput, Msg: "give either manifests with -f or a cluster with --kubeconfig, not both"}
+	}
+	if len(o.Files) == 0 {
+		return readCluster(context.Background(), o.Kubeconfig, namespace)
+	}
+	snap, _, readErrs := manifests.Load(o.Files)
+	for _, e := range readErrs {
+		fmt.Fprintln(errOut, "pvguard explain:", e)
+	}
+	if len(readErrs) > 0 {
+		return explain.Input{}, &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("%d document(s) could not be read", len(readErrs))}
+	}
+	return explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}, nil
 }
 
 // readCluster reads what an explanation reads from a live cluster (readInput).
@@ -135,6 +179,9 @@ func readInput(ctx context.Context, c client.Reader, namespace string) (explain.
 		}
 	}
 	for _, l := range []client.ObjectList{&pods, &events} {
+		if namespace == "" {
+			break
+		}
 		if err := c.List(ctx, l, client.InNamespace(namespace)); err != nil {
 			return explain.Input{}, err
 		}
