@@ -284,6 +284,11 @@ func (e *Explanation) consumers(c *corev1.PersistentVolumeClaim, in Input) {
 		}
 	}
 	sort.Strings(e.Pods)
+	if e.WaitingFor == WaitingForProvisioner {
+		if ev := firstEvent(in.Events, "PersistentVolumeClaim", c.Namespace, c.Name, c.UID, binder.ReasonExternalProvisioning); ev != nil {
+			e.State += fmt.Sprintf(" (asked since %s)", ev.UTC().Format(time.RFC3339))
+		}
+	}
 	if e.WaitingFor != WaitingForConsumer || unscheduled == nil {
 		return
 	}
@@ -306,6 +311,26 @@ func usesClaim(p *corev1.Pod, claim string) bool {
 		}
 	}
 	return false
+}
+
+// firstEvent is when the object first got an event of that reason (the earliest first
+// timestamp of the events, or series, of that reason about it), nil if never.
+func firstEvent(events []*corev1.Event, kind, namespace, name string, uid types.UID, reason string) *time.Time {
+	var first *time.Time
+	for _, ev := range events {
+		o := ev.InvolvedObject
+		if ev.Reason != reason || o.Kind != kind || o.Namespace != namespace || o.Name != name || (o.UID != "" && o.UID != uid) {
+			continue
+		}
+		at := ev.FirstTimestamp.Time
+		if at.IsZero() {
+			at = ev.EventTime.Time
+		}
+		if !at.IsZero() && (first == nil || at.Before(*first)) {
+			first = &at
+		}
+	}
+	return first
 }
 
 // latestEvent is the newest event of that reason about the pod, nil if none.

@@ -129,6 +129,24 @@ func TestClaimState(t *testing.T) {
 	}
 }
 
+func TestClaimWaitingForTheProvisionerSince(t *testing.T) {
+	since := time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC)
+	in := explain.Input{
+		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"))},
+		Classes: []*storagev1.StorageClass{StorageClass("fast", "csi.example.com")},
+		Events: []*corev1.Event{{Reason: "ExternalProvisioning", FirstTimestamp: metav1.Time{Time: since},
+			LastTimestamp:  metav1.Time{Time: since.Add(time.Hour)},
+			InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "ns", Name: "c", UID: "uid-ns-c"}}},
+	}
+	e, err := explain.Claim(in, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(e.State, "(asked since 2026-11-24T05:00:00Z)") {
+		t.Fatalf("state %q", e.State)
+	}
+}
+
 func TestUnknownClaim(t *testing.T) {
 	_, err := explain.Claim(explain.Input{}, "ns", "missing")
 	if !errors.Is(err, explain.ErrUnknownClaim) || !strings.Contains(err.Error(), "ns/missing") {
