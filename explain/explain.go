@@ -178,8 +178,11 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 
 	e := &Explanation{Claim: namespace + "/" + name, Phase: string(c.Status.Phase), Class: policy.ClaimClass(c)}
 	class := classes[e.Class]
-	if e.Class != "" && class != nil && class.VolumeBindingMode != nil {
-		e.BindingMode = string(*class.VolumeBindingMode)
+	if e.Class != "" && class != nil {
+		e.BindingMode = string(storagev1.VolumeBindingImmediate) // the API server's default
+		if class.VolumeBindingMode != nil {
+			e.BindingMode = string(*class.VolumeBindingMode)
+		}
 	}
 	nodeName, scheduled := c.Annotations[policy.AnnSelectedNode]
 	e.SelectedNode = nodeName
