@@ -74,6 +74,15 @@ func (f InFlight) usable(claim types.UID, volume string) bool {
 	return (!inFlight || owner == claim) && !f.denies(claim, volume)
 }
 
+// DeniedAt returns when policy denied the pair, if that denial still keeps it out of plans
+// (denies).
+func (f InFlight) DeniedAt(claim types.UID, volume string) (time.Time, bool) {
+	if !f.denies(claim, volume) {
+		return time.Time{}, false
+	}
+	return f.Denied[claim][volume], true
+}
+
 // denies reports whether policy denied the pair less than forbidTTL before At.
 func (f InFlight) denies(claim types.UID, volume string) bool {
 	at, ok := f.Denied[claim][volume]

@@ -78,13 +78,7 @@ func newFitCache() *fitCache {
 }
 
 func (f *fitCache) fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, node *corev1.Node, scheduled, pendingFree bool) bool {
-	if v.DeletionTimestamp != nil {
-		return false
-	}
-	if v.Spec.ClaimRef != nil && !preBoundTo(v, c) {
-		return false
-	}
-	if v.Spec.ClaimRef == nil && !isFree(v, pendingFree) {
+	if VolumeAvailabilityFor(c, v, pendingFree) != VolumeOpen {
 		return false
 	}
 	// The checks are policy's own (PVG001, PVG005-PVG009, PVG018), so the binder never picks a volume
@@ -96,6 +90,37 @@ func (f *fitCache) fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.Persis
 		return false
 	}
 	return !scheduled || f.affinityAdmits(v, node)
+}
+
+// VolumeAvailability is what fitsUnbound makes of a volume before it asks whether the volume
+// satisfies the claim: whether it is open to the claim at all.
+type VolumeAvailability int8
+
+const (
+	// VolumeOpen: the volume may be given to the claim, if it satisfies it.
+	VolumeOpen VolumeAvailability = iota
+	// VolumeBeingDeleted: the volume has a deletion timestamp.
+	VolumeBeingDeleted
+	// VolumeClaimedElsewhere: the volume's claimRef names another claim (or another incarnation
+	// of this one).
+	VolumeClaimedElsewhere
+	// VolumeNotFree: the volume has no claimRef but is not Available (nor Pending, when pending
+	// volumes count as free).
+	VolumeNotFree
+)
+
+// VolumeAvailabilityFor tells whether the volume is open to an unbound claim, by the checks
+// fitsUnbound makes first (pvguard explain reports them; the planner decides by them).
+func VolumeAvailabilityFor(c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, pendingFree bool) VolumeAvailability {
+	switch {
+	case v.DeletionTimestamp != nil:
+		return VolumeBeingDeleted
+	case v.Spec.ClaimRef != nil && !preBoundTo(v, c):
+		return VolumeClaimedElsewhere
+	case v.Spec.ClaimRef == nil && !isFree(v, pendingFree):
+		return VolumeNotFree
+	}
+	return VolumeOpen
 }
 
 // isFree reports whether a volume without a claimRef may be bound: it is Available, or Pending
@@ -133,6 +158,11 @@ func (f *fitCache) affinityAdmits(v *corev1.PersistentVolume, node *corev1.Node)
 	// admits; the binder only waits, where guessing could place data where the pod cannot run,
 	// and the scheduler rewrites the annotation for a node that is gone.
 	return aff.err == nil && aff.aff.Admits(node)
+}
+
+// DefaultClass is the class the binder gives a claim without one (defaultClass).
+func DefaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
+	return defaultClass(classes)
 }
 
 // defaultClass picks the default class as upstream does: the newest of several, then by name.

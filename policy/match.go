@@ -32,6 +32,12 @@ func AccessModesFit(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeCla
 	return len(missingAccessModes(pvc.Spec.AccessModes, pv.Spec.AccessModes)) == 0
 }
 
+// MissingAccessModes lists the access modes the claim asks for that the volume does not offer
+// (what AccessModesFit finds wanting).
+func MissingAccessModes(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) []corev1.PersistentVolumeAccessMode {
+	return missingAccessModes(pvc.Spec.AccessModes, pv.Spec.AccessModes)
+}
+
 // ClassesMatch reports whether volume and claim are of the same storage class (PVG007).
 func ClassesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
 	return ClaimClass(pvc) == VolumeClass(pv)

@@ -32,7 +32,7 @@ func NewRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	logger := func(w io.Writer) logr.Logger { return newLogger(w, verbose) }
-	root.AddCommand(newServeCommand(logger), newDevCommand(logger), newAuditCommand(), newCertsCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(logger), newDevCommand(logger), newAuditCommand(), newExplainCommand(), newCertsCommand(), newVersionCommand())
 	return root
 }
 

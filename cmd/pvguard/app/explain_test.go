@@ -1,0 +1,90 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/explain"
+)
+
+const example = "../../../docs/examples/explain.yaml"
+
+func TestExplainClaimOffline(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &errOut); err != nil {
+		t.Fatalf("%v (%s)", err, errOut.String())
+	}
+	for _, want := range []string{"external provisioner csi.example.com", "Filesystem != Block", "50Gi < 100Gi",
+		"pre-bound to team-b/logs", "(slow: 2)", "pv-7 fits if the claim asks for at most 50Gi"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestExplainClaimJSON(t *testing.T) {
+	var out bytes.Buffer
+	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "json"}, "team-a/data", &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	var e explain.Explanation
+	if err := json.Unmarshal(out.Bytes(), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Claim != "team-a/data" || e.WaitingFor != explain.WaitingForProvisioner || e.Verdict.Closest != "pv-7" || len(e.Candidates) != 5 {
+		t.Fatalf("explanation %+v", e)
+	}
+}
+
+func TestExplainClaimBadInput(t *testing.T) {
+	for name, ref := range map[string]string{"unknown claim": "team-a/nope", "no namespace": "data"} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, ref, &out, &out)
+			if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), ref) {
+				t.Fatalf("error %v (exit %d), want exit %d naming %s", err, exitCode(err), app.ExitBadInput, ref)
+			}
+		})
+	}
+}
+
+// TestExplainDocsShowRealOutput keeps docs/explain.md's example the command's real output.
+func TestExplainDocsShowRealOutput(t *testing.T) {
+	var out bytes.Buffer
+	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile("../../../docs/explain.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "$ pvguard explain pvc team-a/data -f docs/examples/explain.yaml\n" + out.String() + "```"; !strings.Contains(string(page), want) {
+		t.Errorf("docs/explain.md does not show the output:\n%s", want)
+	}
+}
+
+// TestExplainVolumeDocsShowRealOutput keeps docs/explain.md's volume example the command's real
+// output (at a fixed time: the finding says how long the volume has been Released).
+func TestExplainVolumeDocsShowRealOutput(t *testing.T) {
+	var out bytes.Buffer
+	now := time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
+	if err := app.RunExplainVolume(app.ExplainOptions{Files: []string{example}, Output: "table"}, "pv-old", now, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile("../../../docs/explain.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "$ pvguard explain pv pv-old -f docs/examples/explain.yaml\n" + out.String() + "```"; !strings.Contains(string(page), want) {
+		t.Errorf("docs/explain.md does not show the output:\n%s", want)
+	}
+	err = app.RunExplainVolume(app.ExplainOptions{Files: []string{example}, Output: "table"}, "pv-nope", now, &out, &out)
+	if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), "pv-nope") {
+		t.Fatalf("error %v, want exit %d naming pv-nope", err, app.ExitBadInput)
+	}
+}

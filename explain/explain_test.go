@@ -1,0 +1,355 @@
+package explain_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/explain"
+	. "github.com/pvguard/pvguard/test/testobj"
+)
+
+func available(name string, mods ...PVMod) *corev1.PersistentVolume {
+	return PV(name, append([]PVMod{Phase(corev1.VolumeAvailable)}, mods...)...)
+}
+
+func wffc(sc *storagev1.StorageClass) {
+	m := storagev1.VolumeBindingWaitForFirstConsumer
+	sc.VolumeBindingMode = &m
+}
+
+func TestClaimState(t *testing.T) {
+	fast := StorageClass("fast", "csi.example.com")
+	local := StorageClass("local", "kubernetes.io/no-provisioner", wffc)
+	late := StorageClass("late", "csi.example.com", wffc)
+	cases := map[string]struct {
+		in          explain.Input
+		waitingFor  string
+		state       string // a part of State
+		verdict     string // a part of Verdict.Text
+		provisioner string
+	}{
+		"bound": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimBoundTo("pv-1"))},
+				Volumes: []*corev1.PersistentVolume{PV("pv-1", ClaimRef("ns", "c", "uid-ns-c"), Phase(corev1.VolumeBound))},
+			},
+			waitingFor: explain.WaitingForNothing, state: "bound to volume pv-1", verdict: "bound to pv-1",
+		},
+		"the binder takes a fitting volume": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
+				Volumes: []*corev1.PersistentVolume{available("pv-1")},
+			},
+			waitingFor: explain.WaitingForBinder, state: "bind it to volume pv-1", verdict: "the binder takes pv-1",
+		},
+		"no class and no volume": {
+			in:         explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}},
+			waitingFor: explain.WaitingForNothing, state: "no storage class is set", verdict: "no volumes to consider",
+		},
+		"first consumer": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", Class("local"))},
+				Classes: []*storagev1.StorageClass{local},
+			},
+			waitingFor: explain.WaitingForConsumer, state: "first consumer", verdict: "the scheduler may bind pv-1",
+		},
+		"selected node, provisioner": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("late"), ClaimMeta(Annotation("volume.kubernetes.io/selected-node", "n1")))},
+				Classes: []*storagev1.StorageClass{late},
+			},
+			waitingFor: explain.WaitingForProvisioner, provisioner: "csi.example.com", state: "csi.example.com to create a volume on node n1",
+		},
+		"immediate, provisioner": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"), Request("100Gi"))},
+				Volumes: []*corev1.PersistentVolume{available("pv-7", Class("fast"), Capacity("50Gi"))},
+				Classes: []*storagev1.StorageClass{fast},
+			},
+			waitingFor: explain.WaitingForProvisioner, provisioner: "csi.example.com",
+			state: "external provisioner csi.example.com", verdict: "pv-7 fits if the claim asks for at most 50Gi",
+		},
+		"missing class": {
+			in:         explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("gone"))}},
+			waitingFor: explain.WaitingForNothing, state: `"gone" not found`,
+		},
+		"named volume missing": {
+			in:         explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", VolumeName("pv-9"))}},
+			waitingFor: explain.WaitingForVolume, state: "pv-9",
+		},
+		"named volume too small": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", VolumeName("pv-1"), Request("5Gi"))},
+				Volumes: []*corev1.PersistentVolume{available("pv-0", Capacity("10Gi")), available("pv-1", Capacity("2Gi"))},
+			},
+			waitingFor: explain.WaitingForNothing, state: "VolumeMismatch", verdict: "names volume pv-1, which fits if the claim asks for at most 2Gi",
+		},
+		"every fitting volume taken": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "a", Request("2Gi")), PVC("ns", "c", Request("2Gi"))},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", Capacity("2Gi"))},
+			},
+			waitingFor: explain.WaitingForNothing, verdict: "pv-1 to ns/a",
+		},
+		"pre-bound to another claim": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", ClaimRef("ns", "other", ""))},
+			},
+			waitingFor: explain.WaitingForNothing, verdict: "pv-1 fits if the volume is freed (it is pre-bound to ns/other)",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e, err := explain.Claim(tc.in, "ns", "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.WaitingFor != tc.waitingFor || e.Provisioner != tc.provisioner {
+				t.Errorf("waiting for %q (%q), want %q (%q); state %q", e.WaitingFor, e.Provisioner, tc.waitingFor, tc.provisioner, e.State)
+			}
+			if !strings.Contains(e.State, tc.state) {
+				t.Errorf("state %q, want it to say %q", e.State, tc.state)
+			}
+			if !strings.Contains(e.Verdict.Text, tc.verdict) {
+				t.Errorf("verdict %q, want it to say %q", e.Verdict.Text, tc.verdict)
+			}
+		})
+	}
+}
+
+func TestClaimWaitingForTheProvisionerSince(t *testing.T) {
+	since := time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC)
+	in := explain.Input{
+		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"))},
+		Classes: []*storagev1.StorageClass{StorageClass("fast", "csi.example.com")},
+		Events: []*corev1.Event{{Reason: "ExternalProvisioning", FirstTimestamp: metav1.Time{Time: since},
+			LastTimestamp:  metav1.Time{Time: since.Add(time.Hour)},
+			InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "ns", Name: "c", UID: "uid-ns-c"}}},
+	}
+	e, err := explain.Claim(in, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(e.State, "(asked since 2026-11-24T05:00:00Z)") {
+		t.Fatalf("state %q", e.State)
+	}
+}
+
+func TestUnknownClaim(t *testing.T) {
+	_, err := explain.Claim(explain.Input{}, "ns", "missing")
+	if !errors.Is(err, explain.ErrUnknownClaim) || !strings.Contains(err.Error(), "ns/missing") {
+		t.Fatalf("error %v, want ErrUnknownClaim naming ns/missing", err)
+	}
+}
+
+// TestEachCheckFailsAlone breaks each check in turn on a fitting pair and expects exactly that
+// column to fail, with the failing value.
+func TestEachCheckFailsAlone(t *testing.T) {
+	now := time.Now()
+	node := Annotation("volume.kubernetes.io/selected-node", "n1")
+	cases := map[explain.Check]struct {
+		pv    []PVMod
+		pvc   []PVCMod
+		in    func(*explain.Input)
+		value string
+	}{
+		explain.CheckClass:           {pv: []PVMod{Class("slow")}, value: `slow != ""`},
+		explain.CheckAttributesClass: {pv: []PVMod{VolumeAttributesClass("gold")}, value: `gold != ""`},
+		explain.CheckAccessModes:     {pvc: []PVCMod{ClaimAccessModes(corev1.ReadWriteMany)}, value: "ReadWriteOnce lacks ReadWriteMany"},
+		explain.CheckVolumeMode:      {pvc: []PVCMod{ClaimVolumeMode(corev1.PersistentVolumeBlock)}, value: "Filesystem != Block"},
+		explain.CheckCapacity:        {pvc: []PVCMod{Request("5Gi")}, value: "1Gi < 5Gi"},
+		explain.CheckSelector:        {pvc: []PVCMod{Selector(map[string]string{"tier": "db"})}, value: "labels do not match tier=db"},
+		explain.CheckNodeAffinity: {pv: []PVMod{NodeAffinity("kubernetes.io/hostname", "n2")}, pvc: []PVCMod{ClaimMeta(node)},
+			in: func(in *explain.Input) { in.Nodes = []*corev1.Node{Node("n1", nil)} }, value: "does not reach node n1"},
+		explain.CheckPhase:    {pv: []PVMod{Phase(corev1.VolumeReleased)}, value: "Released"},
+		explain.CheckClaimRef: {pv: []PVMod{ClaimRef("ns", "other", "uid-other")}, value: "bound to ns/other"},
+		explain.CheckReserved: {in: func(in *explain.Input) { in.InFlight.Reserved = map[string]types.UID{"pv-1": "uid-x"} }, value: "bind to uid uid-x in flight"},
+		explain.CheckPolicy: {in: func(in *explain.Input) {
+			in.InFlight.At = now
+			in.InFlight.Denied = map[types.UID]map[string]time.Time{"uid-ns-c": {"pv-1": now.Add(-time.Second)}}
+		}, value: "denied at"},
+	}
+	if len(cases) != len(explain.Checks) {
+		t.Fatalf("%d cases for %d checks", len(cases), len(explain.Checks))
+	}
+	for _, check := range explain.Checks {
+		tc := cases[check]
+		t.Run(string(check), func(t *testing.T) {
+			in := explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", tc.pvc...)},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", tc.pv...)},
+			}
+			if tc.in != nil {
+				tc.in(&in)
+			}
+			e, err := explain.Claim(in, "ns", "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			failed := e.Candidates[0].Failed()
+			if len(failed) != 1 || failed[0].Check != check || !strings.Contains(failed[0].Value, tc.value) {
+				t.Fatalf("failed %+v, want only %s with %q", failed, check, tc.value)
+			}
+			if e.Verdict.Volume != "" || e.Verdict.Closest != "pv-1" || len(e.Verdict.Changes) != 1 {
+				t.Errorf("verdict %+v, want pv-1 closest with one change", e.Verdict)
+			}
+		})
+	}
+	t.Run("none broken", func(t *testing.T) {
+		e, err := explain.Claim(explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
+			Volumes: []*corev1.PersistentVolume{available("pv-1")}}, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !e.Candidates[0].Fits || e.Verdict.Volume != "pv-1" {
+			t.Fatalf("candidate %+v, verdict %+v; want pv-1 to fit and be taken", e.Candidates[0], e.Verdict)
+		}
+	})
+}
+
+// TestVerdictIsThePlan holds explanations to binder.Plan over generated pools: a claim the plan
+// gives a volume is told that volume, and its row passes every check; a claim the plan leaves
+// without one has no fitting volume that the plan does not give to another claim.
+func TestVerdictIsThePlan(t *testing.T) {
+	rng := rand.New(rand.NewSource(18))
+	for round := 0; round < 200; round++ {
+		in := generate(rng)
+		nodes := map[string]*corev1.Node{}
+		for _, n := range in.Nodes {
+			nodes[n.Name] = n
+		}
+		plan := binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes, Nodes: nodes, InFlight: in.InFlight})
+		for _, c := range plan.Claims {
+			e, err := explain.Claim(in, c.Namespace, c.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := plan.Volumes[c.UID]
+			if e.Verdict.Volume != want {
+				t.Fatalf("round %d, claim %s: verdict %+v, plan %q", round, e.Claim, e.Verdict, want)
+			}
+			for _, cand := range e.Candidates {
+				switch {
+				case cand.Volume == want && !cand.Fits:
+					t.Fatalf("round %d, claim %s: planned %s fails %+v", round, e.Claim, want, cand.Failed())
+				case want == "" && cand.Fits && cand.TakenBy == "":
+					t.Fatalf("round %d, claim %s: %s fits, is free, and the plan gives the claim nothing", round, e.Claim, cand.Volume)
+				}
+			}
+		}
+	}
+}
+
+// generate makes a small pool in which every check fails now and then.
+func generate(rng *rand.Rand) explain.Input {
+	pick := func(n int) bool { return rng.Intn(n) == 0 }
+	var in explain.Input
+	in.Nodes = []*corev1.Node{Node("n1", nil), Node("n2", nil)}
+	in.InFlight = binder.InFlight{Reserved: map[string]types.UID{}, Denied: map[types.UID]map[string]time.Time{}, At: time.Now()}
+	sizes := []string{"1Gi", "2Gi", "5Gi"}
+	for i := 0; i < 2+rng.Intn(6); i++ {
+		var mods []PVCMod
+		mods = append(mods, Request(sizes[rng.Intn(3)]))
+		if pick(4) {
+			mods = append(mods, ClaimAccessModes(corev1.ReadWriteMany))
+		}
+		if pick(5) {
+			mods = append(mods, ClaimVolumeMode(corev1.PersistentVolumeBlock))
+		}
+		if pick(5) {
+			mods = append(mods, Selector(map[string]string{"tier": "db"}))
+		}
+		if pick(6) {
+			mods = append(mods, ClaimVolumeAttributesClass("gold"))
+		}
+		if pick(4) {
+			mods = append(mods, ClaimMeta(Annotation("volume.kubernetes.io/selected-node", fmt.Sprintf("n%d", 1+rng.Intn(3)))))
+		}
+		in.Claims = append(in.Claims, PVC("ns", fmt.Sprintf("c%d", i), mods...))
+	}
+	for i := 0; i < 2+rng.Intn(8); i++ {
+		name := fmt.Sprintf("pv-%d", i)
+		mods := []PVMod{Capacity(sizes[rng.Intn(3)])}
+		if pick(3) {
+			mods = append(mods, AccessModes(corev1.ReadWriteOnce, corev1.ReadWriteMany))
+		}
+		if pick(5) {
+			mods = append(mods, VolumeMode(corev1.PersistentVolumeBlock))
+		}
+		if pick(3) {
+			mods = append(mods, PVMeta(Label("tier", "db")))
+		}
+		if pick(6) {
+			mods = append(mods, VolumeAttributesClass("gold"))
+		}
+		if pick(3) {
+			mods = append(mods, NodeAffinity("kubernetes.io/hostname", fmt.Sprintf("n%d", 1+rng.Intn(2))))
+		}
+		if pick(6) {
+			mods = append(mods, Class("other"))
+		}
+		switch rng.Intn(8) {
+		case 0:
+			mods = append(mods, Phase(corev1.VolumeReleased), ClaimRef("ns", "gone", "uid-gone"))
+		case 1:
+			mods = append(mods, ClaimRef("ns", fmt.Sprintf("c%d", rng.Intn(4)), ""))
+		case 2:
+			mods = append(mods, PVMeta(func(m *metav1.ObjectMeta) { m.DeletionTimestamp = &metav1.Time{Time: time.Now()} }))
+		}
+		if pick(8) {
+			in.InFlight.Reserved[name] = types.UID(fmt.Sprintf("uid-ns-c%d", rng.Intn(4)))
+		}
+		if pick(8) {
+			uid := types.UID(fmt.Sprintf("uid-ns-c%d", rng.Intn(4)))
+			if in.InFlight.Denied[uid] == nil {
+				in.InFlight.Denied[uid] = map[string]time.Time{}
+			}
+			in.InFlight.Denied[uid][name] = time.Now()
+		}
+		in.Volumes = append(in.Volumes, available(name, mods...))
+	}
+	return in
+}
+
+func TestClaimWaitingForTheScheduler(t *testing.T) {
+	local := StorageClass("local", "kubernetes.io/no-provisioner", wffc)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-0", UID: "pod-uid"},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}}}
+	event := func(msg string, at time.Time) *corev1.Event {
+		return &corev1.Event{Reason: "FailedScheduling", Message: msg, LastTimestamp: metav1.Time{Time: at},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web-0", UID: "pod-uid"}}
+	}
+	now := time.Now()
+	in := explain.Input{
+		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
+		Classes: []*storagev1.StorageClass{local},
+		Pods:    []*corev1.Pod{pod},
+		Events: []*corev1.Event{event("0/3 nodes are available: old.", now.Add(-time.Minute)),
+			event("0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind.", now)},
+	}
+	e, err := explain.Claim(in, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.WaitingFor != explain.WaitingForScheduler || len(e.Pods) != 1 || e.Pods[0] != "ns/web-0" ||
+		!strings.Contains(e.State, "pod web-0") || !strings.Contains(e.State, "didn't find available persistent volumes") {
+		t.Fatalf("waiting for %q, pods %v, state %q", e.WaitingFor, e.Pods, e.State)
+	}
+	pod.Spec.NodeName = "n1"
+	if e, _ = explain.Claim(in, "ns", "c"); e.WaitingFor != explain.WaitingForConsumer {
+		t.Fatalf("a scheduled pod: waiting for %q, want the consumer (the scheduler has not bound yet)", e.WaitingFor)
+	}
+}

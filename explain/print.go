@@ -1,0 +1,111 @@
+package explain
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// columns heads the checks' columns in WriteText.
+var columns = map[Check]string{
+	CheckClass: "CLASS", CheckAttributesClass: "VAC", CheckAccessModes: "ACCESS", CheckVolumeMode: "MODE",
+	CheckCapacity: "CAPACITY", CheckSelector: "SELECTOR", CheckNodeAffinity: "NODE", CheckPhase: "PHASE",
+	CheckClaimRef: "CLAIMREF", CheckReserved: "RESERVED", CheckPolicy: "POLICY",
+}
+
+// WriteText writes the explanation for people: the state, the table of the volumes of the
+// claim's class (those of other classes in one line), and the verdict.
+func WriteText(w io.Writer, e *Explanation) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "PersistentVolumeClaim %s: %s\n", e.Claim, orPhase(e.Phase))
+	fmt.Fprintf(&b, "Class: %s", orNone(e.Class))
+	if e.BindingMode != "" {
+		fmt.Fprintf(&b, " (%s)", e.BindingMode)
+	}
+	if e.SelectedNode != "" {
+		fmt.Fprintf(&b, ", selected node %s", e.SelectedNode)
+	}
+	fmt.Fprintf(&b, "\nState: %s\n\n", e.State)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	head := []string{"VOLUME"}
+	for _, c := range Checks {
+		head = append(head, columns[c])
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	others := map[string]int{}
+	rows := 0
+	for _, cand := range e.Candidates {
+		if cand.Class != e.Class {
+			others[orNone(cand.Class)]++
+			continue
+		}
+		rows++
+		cells := []string{cand.Volume}
+		for _, r := range cand.Checks {
+			cell := "ok"
+			if !r.Pass {
+				cell = r.Value
+			}
+			cells = append(cells, cell)
+		}
+		if cand.TakenBy != "" {
+			cells[0] += " (planned for " + cand.TakenBy + ")"
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rows == 0 {
+		fmt.Fprintf(&b, "(no volume of class %s)\n", orNone(e.Class))
+	}
+	if len(others) > 0 {
+		var parts []string
+		n := 0
+		for class, count := range others {
+			parts = append(parts, fmt.Sprintf("%s: %d", class, count))
+			n += count
+		}
+		sort.Strings(parts)
+		fmt.Fprintf(&b, "%d volume(s) of other classes (%s)\n", n, strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(&b, "\nVerdict: %s\n", e.Verdict.Text)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orPhase(p string) string {
+	if p == "" {
+		return "no phase"
+	}
+	return p
+}
+
+// WriteVolumeText writes a volume's explanation for people.
+func WriteVolumeText(w io.Writer, e *VolumeExplanation) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "PersistentVolume %s: %s", e.Volume, orPhase(e.Phase))
+	if e.Since != nil {
+		fmt.Fprintf(&b, " since %s", e.Since.Format("2006-01-02T15:04:05Z"))
+	}
+	fmt.Fprintf(&b, ", reclaim policy %s\n", e.ReclaimPolicy)
+	if e.Claim != "" {
+		fmt.Fprintf(&b, "Claim: %s (%s)\n", e.Claim, e.ClaimState)
+	} else {
+		fmt.Fprintln(&b, "Claim: none")
+	}
+	fmt.Fprintf(&b, "Next: %s\n", e.Next)
+	for _, f := range e.Finalizers {
+		fmt.Fprintf(&b, "Finalizer %s: held by %s; it waits for %s\n", f.Name, f.Holder, f.WaitsFor)
+	}
+	if len(e.Findings) == 0 {
+		fmt.Fprintln(&b, "Findings: none")
+	}
+	for _, f := range e.Findings {
+		fmt.Fprintf(&b, "Finding: %s\n", f)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
