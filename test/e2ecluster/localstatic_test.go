@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,34 +56,14 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 			}
 			nodes = append(nodes, localstatic.Node{Name: n, Dirs: map[string]string{class: dir}})
 		}
-		var mu sync.Mutex
-		var passErrors []string
-		runCtx, stop := context.WithCancel(ctx)
 		warnings := &devcluster.Warnings{}
-		p, err := localstatic.Start(runCtx, localProvisionerClient(t, warnings), localstatic.Config{
+		// Stopped before the flow's own cleanup deletes the volumes, or it would find them again.
+		p, passErrors := localstatic.StartForTest(t, ctx, localProvisionerClient(t, warnings), localstatic.Config{
 			Nodes:           nodes,
 			Classes:         map[string]localstatic.ClassConfig{class: {}},
 			NodeLabelsForPV: []string{corev1.LabelHostname},
 			// Upstream's default is 10 s; a shorter period only makes the cycle quicker.
 			DiscoveryPeriod: 250 * time.Millisecond,
-			OnError: func(node string, err error) {
-				mu.Lock()
-				defer mu.Unlock()
-				passErrors = append(passErrors, node+": "+err.Error())
-			},
-		})
-		if err != nil {
-			stop()
-			t.Fatal(err)
-		}
-		// Stopped before the flow's own cleanup deletes the volumes, or it would find them again.
-		t.Cleanup(func() {
-			stop()
-			select {
-			case <-p.Done():
-			case <-time.After(30 * time.Second):
-				t.Error("the local static provisioner stand-in did not stop within 30s")
-			}
 		})
 
 		want := perNode * len(cl.Nodes)
@@ -185,11 +164,9 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 		if ws := warnings.Take(); len(ws) > 0 {
 			t.Errorf("the local static provisioner was sent warnings:\n%s", strings.Join(ws, "\n"))
 		}
-		mu.Lock()
-		if len(passErrors) > 0 {
-			t.Errorf("the provisioner's passes failed:\n%s", strings.Join(passErrors, "\n"))
+		if errs := passErrors.Take(); len(errs) > 0 {
+			t.Errorf("the provisioner's passes failed:\n%s", strings.Join(errs, "\n"))
 		}
-		mu.Unlock()
 		s.reasons = eventReasons(t, ns, f.volumes)
 		checkAdmission(t, before, readCounters(t))
 		return s

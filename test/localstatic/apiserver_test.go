@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -93,10 +92,7 @@ func TestCycleOnRealAPIServer(t *testing.T) {
 		t.Fatalf("creating StorageClass: %v", err)
 	}
 
-	var mu sync.Mutex
-	var passErrors []string
-	runCtx, stop := context.WithCancel(ctx)
-	p, err := localstatic.Start(runCtx, cs, localstatic.Config{
+	p, passErrors := localstatic.StartForTest(t, ctx, cs, localstatic.Config{
 		Nodes: []localstatic.Node{
 			{Name: "node-a", Dirs: map[string]string{class: dirA}},
 			{Name: "node-b", Dirs: map[string]string{class: dirB}},
@@ -104,23 +100,6 @@ func TestCycleOnRealAPIServer(t *testing.T) {
 		Classes:         map[string]localstatic.ClassConfig{class: {}},
 		NodeLabelsForPV: []string{corev1.LabelHostname},
 		DiscoveryPeriod: 200 * time.Millisecond,
-		OnError: func(node string, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			passErrors = append(passErrors, node+": "+err.Error())
-		},
-	})
-	if err != nil {
-		stop()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stop()
-		select {
-		case <-p.Done():
-		case <-time.After(30 * time.Second):
-			t.Error("the provisioner stand-in did not stop within 30s of its context ending")
-		}
 	})
 
 	// Names computed outside Go: FNV-1a 32 of file name + node name + class.
@@ -190,16 +169,14 @@ func TestCycleOnRealAPIServer(t *testing.T) {
 			t.Errorf("%s: spec %+v, want Delete, class %s, Filesystem, [ReadWriteOnce], no claim, no mount options", name, pv.Spec, class)
 		}
 	}
-	mu.Lock()
-	for _, e := range passErrors {
+	for _, e := range passErrors.Take() {
 		if !strings.Contains(e, filepath.Join(dirA, "plain")+" is not a mount point") {
 			t.Errorf("unexpected pass error: %s", e)
 		}
 	}
-	if len(passErrors) == 0 {
+	if len(passErrors.Take()) == 0 {
 		t.Error("the plain directory drew no discovery error")
 	}
-	mu.Unlock()
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -291,11 +268,9 @@ func TestCycleOnRealAPIServer(t *testing.T) {
 		t.Errorf("%d PVs after rediscovery, want %d", n, len(wants))
 	}
 
-	mu.Lock()
-	for _, e := range passErrors {
+	for _, e := range passErrors.Take() {
 		if !strings.Contains(e, filepath.Join(dirA, "plain")+" is not a mount point") {
 			t.Errorf("unexpected pass error: %s", e)
 		}
 	}
-	mu.Unlock()
 }
