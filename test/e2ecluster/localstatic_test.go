@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -52,7 +51,7 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 		for _, n := range cl.Nodes {
 			dir := filepath.Join(root, n)
 			for i := range perNode {
-				mountTmpfs(t, filepath.Join(dir, fmt.Sprintf("vol%d", i)))
+				localstatic.MountTmpfs(t, filepath.Join(dir, fmt.Sprintf("vol%d", i)))
 			}
 			nodes = append(nodes, localstatic.Node{Name: n, Dirs: map[string]string{class: dir}})
 		}
@@ -194,23 +193,6 @@ func waitDiscovered(t *testing.T, class string, n int) []corev1.PersistentVolume
 		return len(out) == n, fmt.Errorf("%d volumes", len(out))
 	})
 	return out
-}
-
-// mountTmpfs mounts a 1 MiB tmpfs on dir until the test ends: the local static provisioner takes
-// only mount points as volumes. It needs root (CAP_SYS_ADMIN), as test/localstatic's own test.
-func mountTmpfs(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mounting a tmpfs on %s failed (%v: %s): flow a needs root with permission to mount, since the local static provisioner only takes mount points as volumes", dir, err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("unmounting %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
-		}
-	})
 }
 
 // The local static provisioner's identity, as its Helm chart installs it: a ServiceAccount bound

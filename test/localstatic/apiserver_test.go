@@ -5,7 +5,6 @@ import (
 	"errors"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,23 +23,6 @@ import (
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/localstatic"
 )
-
-// mountTmpfs mounts a 1 MiB tmpfs on dir until the test ends. The test needs it: a plain
-// directory is not a volume to the provisioner, so there is nothing to fall back to.
-func mountTmpfs(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mounting a tmpfs on %s failed (%v: %s): this test needs root with permission to mount (CAP_SYS_ADMIN), since the local static provisioner only takes mount points as volumes", dir, err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("unmounting %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
-		}
-	})
-}
 
 // TestCycleOnRealAPIServer runs the stand-in for two fake nodes against a real kube-apiserver:
 // discovery of tmpfs mount points, a released volume cleaned and deleted, and found again.
@@ -69,7 +51,7 @@ func TestCycleOnRealAPIServer(t *testing.T) {
 	root := t.TempDir()
 	dirA, dirB := filepath.Join(root, "node-a"), filepath.Join(root, "node-b")
 	for _, d := range []string{filepath.Join(dirA, "vol1"), filepath.Join(dirA, "vol2"), filepath.Join(dirB, "vol1")} {
-		mountTmpfs(t, d)
+		localstatic.MountTmpfs(t, d)
 	}
 	// Not a mount point: upstream reports it and makes no volume of it.
 	if err := os.Mkdir(filepath.Join(dirA, "plain"), 0o755); err != nil {

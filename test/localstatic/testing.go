@@ -2,6 +2,9 @@ package localstatic
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,4 +54,22 @@ func StartForTest(t testing.TB, ctx context.Context, cs kubernetes.Interface, cf
 		}
 	})
 	return p, errs
+}
+
+// MountTmpfs mounts a 1 MiB tmpfs on dir until the test ends: the stand-in, like the local static
+// provisioner, takes only mount points as volumes, so a plain directory is nothing to fall back
+// to. It needs root (CAP_SYS_ADMIN).
+func MountTmpfs(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mounting a tmpfs on %s failed (%v: %s): this test needs root with permission to mount (CAP_SYS_ADMIN), since the local static provisioner only takes mount points as volumes", dir, err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("unmounting %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+		}
+	})
 }
