@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -68,13 +69,21 @@ type key struct {
 	name      string
 }
 
+// planKey is the one key of the plan queue: requests for a plan made while one is queued or
+// running collapse into one more plan.
 var planKey = key{kind: 'p'}
 
 // Binder is pvguard's binder loop.
 type Binder struct {
-	o       Options
+	o Options
+	// queue holds claims and volumes to sync; plans have their own queue, so that a plan never
+	// waits behind the writes of the claims the last plan gave volumes to (a plan of 10,000
+	// claims enqueues 10,000 binds, which take minutes at the client's rate limit).
 	queue   workqueue.TypedRateLimitingInterface[key]
+	plans   workqueue.TypedRateLimitingInterface[key]
 	metrics *metrics
+	// planTook is how long the last plan took (nanoseconds), which pause waits before the next.
+	planTook atomic.Int64
 
 	// ledger is the binder's in-flight state, shared by its workers and its planner.
 	ledger *ledger
@@ -102,6 +111,7 @@ func New(o Options) (*Binder, error) {
 	return &Binder{
 		o:       o,
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+		plans:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
 		metrics: newMetrics(o.Registry, l.shadowChoices),
 		ledger:  l,
 	}, nil
@@ -170,21 +180,28 @@ func (b *Binder) onClaim(obj any) {
 func (b *Binder) onClass(any) { b.requestPlan() }
 
 // requestPlan schedules a plan shortly, so a burst of changes is planned once.
-func (b *Binder) requestPlan() { b.queue.AddAfter(planKey, 20*time.Millisecond) }
+func (b *Binder) requestPlan() { b.plans.AddAfter(planKey, 20*time.Millisecond) }
 
 // Start runs the workers and the periodic resync until ctx ends.
 func (b *Binder) Start(ctx context.Context) error {
 	defer b.queue.ShutDown()
+	defer b.plans.ShutDown()
 	b.o.Log.Info("binder started", "mode", b.o.Mode, "workers", b.o.Workers)
 	var wg sync.WaitGroup
 	for range b.o.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for b.processNext(ctx) {
+			for b.processNext(ctx, b.queue) {
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for b.processNext(ctx, b.plans) && b.pause(ctx) {
+		}
+	}()
 	b.resyncAll(ctx)
 	t := time.NewTicker(b.o.Resync)
 	defer t.Stop()
@@ -192,6 +209,7 @@ func (b *Binder) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			b.queue.ShutDown()
+			b.plans.ShutDown()
 			wg.Wait()
 			return nil
 		case <-t.C:
@@ -214,15 +232,29 @@ func (b *Binder) resyncAll(ctx context.Context) {
 			b.queue.Add(key{kind: 'c', namespace: pvcs.Items[i].Namespace, name: pvcs.Items[i].Name})
 		}
 	}
-	b.queue.Add(planKey)
+	b.plans.Add(planKey)
 }
 
-func (b *Binder) processNext(ctx context.Context) bool {
-	k, quit := b.queue.Get()
+// pause spaces plans: after a plan that took d, the next starts no sooner than d later, so
+// that planning takes at most half a core however often the pool changes (while a backlog of
+// binds is written, every bind asks for a plan). It reports false once ctx ends.
+func (b *Binder) pause(ctx context.Context) bool {
+	t := time.NewTimer(time.Duration(b.planTook.Load()))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (b *Binder) processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[key]) bool {
+	k, quit := queue.Get()
 	if quit {
 		return false
 	}
-	defer b.queue.Done(k)
+	defer queue.Done(k)
 	var err error
 	switch k.kind {
 	case 'c':
@@ -233,7 +265,7 @@ func (b *Binder) processNext(ctx context.Context) bool {
 		err = b.runPlan(ctx)
 	}
 	if err == nil {
-		b.queue.Forget(k)
+		queue.Forget(k)
 		return true
 	}
 	if ctx.Err() == nil {
@@ -245,7 +277,7 @@ func (b *Binder) processNext(ctx context.Context) bool {
 			b.o.Log.Error(err, "sync failed; retrying", "kind", op, "object", k.namespace+"/"+k.name)
 		}
 	}
-	b.queue.AddRateLimited(k)
+	queue.AddRateLimited(k)
 	return true
 }
 

@@ -34,7 +34,9 @@ func (b *Binder) runPlan(ctx context.Context) error {
 		b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
 	}
 	b.metrics.pending.Set(float64(len(plan.Claims)))
-	b.metrics.planDuration.Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	b.planTook.Store(int64(took))
+	b.metrics.planDuration.Observe(took.Seconds())
 	return nil
 }
 
