@@ -45,6 +45,10 @@ type Options struct {
 	// MetricsListen, when set, also serves /metrics, /healthz and /readyz over plain HTTP, for
 	// kubelet probes and scrapers that do not speak the webhook's TLS.
 	MetricsListen string
+	// Profiling serves Go's profiles (net/http/pprof) under /debug/pprof/ on MetricsListen: only
+	// there, so that nothing that can reach the webhook port can read or slow the process with
+	// them.
+	Profiling bool
 	// GetCertificate supplies the serving certificate (hot-reloaded by the caller).
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// Engines and Views are what the handlers consult.
@@ -108,6 +112,18 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 
 // Handler returns the router, for tests and for mounting more endpoints.
 func (s *Server) Handler() http.Handler { return s.router }
+
+// plainRoutes are the endpoints of MetricsListen: probes, metrics and, with Profiling, profiles.
+func (s *Server) plainRoutes() chi.Router {
+	plain := chi.NewRouter()
+	plain.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	plain.Get("/readyz", s.readyz)
+	plain.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	if s.opts.Profiling {
+		plain.Mount("/debug", middleware.Profiler())
+	}
+	return plain
+}
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
@@ -253,11 +269,7 @@ func (s *Server) Start(ctx context.Context) error {
 			ln.Close()
 			return fmt.Errorf("listening on %s: %w", s.opts.MetricsListen, err)
 		}
-		plain := chi.NewRouter()
-		plain.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-		plain.Get("/readyz", s.readyz)
-		plain.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Handler: plain, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog})
+		servers = append(servers, &http.Server{Handler: s.plainRoutes(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog})
 		listeners = append(listeners, mln)
 	}
 	s.mu.Lock()

@@ -69,6 +69,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeOptions) {
 	f.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (a quantity such as 1Gi, or bytes); the Go heap's soft limit is set to 90% of it unless GOMEMLIMIT is set")
 	f.StringVar(&o.Listen, "listen", o.Listen, "address of the TLS listener for webhooks, health, readiness and metrics")
 	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "optional plain-HTTP address for /metrics, /healthz and /readyz")
+	f.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (net/http/pprof) at /debug/pprof/ on --metrics-listen")
 	f.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory with tls.crt and tls.key, reloaded on change")
 	f.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "issue a CA and serving certificate at start-up (local use); written to --cert-dir if given")
 	f.StringSliceVar(&o.SelfSignedHosts, "self-signed-hosts", o.SelfSignedHosts, "DNS names and IPs of the self-signed certificate")

@@ -51,9 +51,11 @@ type ServeOptions struct {
 	// MemoryLimit is the container's memory limit (the chart passes limits.memory through the
 	// downward API). When set and GOMEMLIMIT is not, the Go heap's soft limit is set to 90% of
 	// it, so that the collector works harder before the kernel kills the process.
-	MemoryLimit     string
-	Listen          string
-	MetricsListen   string
+	MemoryLimit   string
+	Listen        string
+	MetricsListen string
+	// Profiling serves Go's profiles at /debug/pprof/ on MetricsListen (docs/install.md, "Sizing").
+	Profiling       bool
 	CertDir         string
 	SelfSigned      bool
 	SelfSignedHosts []string
@@ -142,6 +144,9 @@ func (o *ServeOptions) validate() error {
 		errs = append(errs, errors.New("--cert-secret (self-managed certificates) excludes --cert-dir and --self-signed"))
 	case o.CertSecret != "" && o.Namespace == "":
 		errs = append(errs, errors.New("--cert-secret needs --namespace (or $POD_NAMESPACE)"))
+	}
+	if o.Profiling && o.MetricsListen == "" {
+		errs = append(errs, errors.New("--profiling needs --metrics-listen: profiles are served only on the plain-HTTP metrics address, never on the webhook port"))
 	}
 	if o.CertSecret != "" && (o.CertValidity <= 0 || o.CAValidity < o.CertValidity || o.CAOverlap <= 0 || o.CertCheckInterval <= 0) {
 		errs = append(errs, errors.New("--cert-validity, --ca-overlap and --cert-check-interval must be positive and --ca-validity at least --cert-validity"))
@@ -251,6 +256,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	srv := webhook.NewServer(webhook.Options{
 		Listen:          o.Listen,
 		MetricsListen:   o.MetricsListen,
+		Profiling:       o.Profiling,
 		GetCertificate:  getCertificate,
 		ClientCAs:       clientCAs,
 		ShutdownDelay:   o.ShutdownDelay,

@@ -32,3 +32,23 @@ func TestLeaderElectionTimings(t *testing.T) {
 		t.Errorf("defaults %s/%s/%s, want kube-controller-manager's 15s/10s/2s", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
 	}
 }
+
+func TestProfilingNeedsTheMetricsAddress(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr bool
+	}{
+		{args: []string{"--profiling"}, wantErr: true},
+		{args: []string{"--profiling", "--metrics-listen=127.0.0.1:8080"}},
+		{args: []string{"--metrics-listen=127.0.0.1:8080"}},
+	} {
+		o, err := ParseServeArgs(append([]string{"--self-signed"}, tc.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		err = o.validate()
+		if (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "--profiling needs --metrics-listen")) {
+			t.Errorf("%v: validate() = %v, want error %v", tc.args, err, tc.wantErr)
+		}
+	}
+}

@@ -51,6 +51,7 @@ type config struct {
 	etcdQuota  int64
 	jsonPath   string
 	keep       bool
+	profiles   string
 }
 
 // listFlag is a repeatable string flag.
@@ -77,6 +78,7 @@ func main() {
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "idle time after the startup audits before the steady-state memory sample")
 	flag.Int64Var(&c.etcdQuota, "etcd-quota", 8<<30, "etcd --quota-backend-bytes (its 2 GiB default fills up near 100k pairs)")
 	flag.StringVar(&c.jsonPath, "json", "", "also write the raw results to this JSON file")
+	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs of pvguard, kube-apiserver and etcd)")
 	flag.Parse()
 	c.env, c.args = env, args
@@ -269,18 +271,17 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			fillPending++
 		}
 	}
-	type run struct{ binary, mode, label string }
-	var runs []run
+	var runs []child
 	if c.baseline != "" {
-		runs = append(runs, run{c.baseline, "off", "off (baseline)"})
+		runs = append(runs, child{c.baseline, "off", "off (baseline)"})
 	}
 	for _, mode := range c.modes {
-		runs = append(runs, run{c.pvguard, mode, mode})
+		runs = append(runs, child{c.pvguard, mode, mode})
 	}
 	for _, ru := range runs {
 		mode := ru.mode
 		r, err := measureMode(ctx, modeConfig{
-			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args},
+			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru)},
 			filler: f, cases: cases, pairs: n, pending: c.pending, fillPending: fillPending,
 			warmup: c.warmup, reviews: c.reviews, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
 		})
@@ -334,4 +335,16 @@ func writeReport(w io.Writer, o output) {
 	if o.TotalSeconds > 0 {
 		fmt.Fprintf(w, "\nwhole run: %.0f s\n", o.TotalSeconds)
 	}
+}
+
+// child is one pvguard serve run: its binary, binder mode, and label in the table.
+type child struct{ binary, mode, label string }
+
+// heapProfile is where a run's heap profile goes: "" when -heap-profiles is not set, and for the
+// baseline, an older binary that may not have --profiling.
+func heapProfile(dir string, pairs int, ru child) string {
+	if dir == "" || ru.label != ru.mode {
+		return ""
+	}
+	return filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pprof", pairs, ru.mode))
 }

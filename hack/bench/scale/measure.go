@@ -161,6 +161,12 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	}
 	r.Steady = mem.snapshot().Last
 	logf("steady: RSS %s, heap in use %s", mib(r.Steady.RSS), mib(r.Steady.HeapInuse))
+	if c.serve.heapProfile != "" {
+		if err := srv.saveHeapProfile(ctx, c.serve.heapProfile); err != nil {
+			return r, err
+		}
+		logf("heap profile: %s", c.serve.heapProfile)
+	}
 
 	if err := incrementalAfterChange(ctx, c, srv, &r); err != nil {
 		return r, err

@@ -7,6 +7,7 @@ import (
 	"debug/buildinfo"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -72,6 +73,7 @@ type server struct {
 	cmd     *exec.Cmd
 	pid     int
 	base    string // https://127.0.0.1:port
+	plain   string // http://127.0.0.1:port of the metrics address, when profiling
 	certDir string
 	logPath string
 	started time.Time
@@ -90,6 +92,9 @@ type serveConfig struct {
 	kube   string // kubeconfig path
 	env    []string
 	args   []string // extra serve flags
+	// heapProfile, when set, is where the steady state's heap profile is written: the child then
+	// runs with --profiling on a plain metrics address.
+	heapProfile string
 }
 
 func freePort() (int, error) {
@@ -127,6 +132,14 @@ func startServer(c serveConfig) (*server, error) {
 		"--audit-interval", "10m",
 		"--shutdown-delay", "0s", "--shutdown-timeout", "5s",
 	}, c.args...)
+	if c.heapProfile != "" {
+		mport, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s.plain = fmt.Sprintf("http://127.0.0.1:%d", mport)
+		args = append(args, "--profiling", "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", mport))
+	}
 	log, err := os.Create(s.logPath)
 	if err != nil {
 		return nil, fmt.Errorf("creating the server's log: %w", err)
@@ -300,4 +313,29 @@ func (m metrics) buckets(name string, labels map[string]string) []bucket {
 		out[len(h.GetBucket())].Count += h.GetSampleCount()
 	}
 	return out
+}
+
+// saveHeapProfile writes the child's heap profile (after a collection) to path.
+func (s *server) saveHeapProfile(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.plain+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading the heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reading the heap profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
 }
