@@ -216,14 +216,15 @@ type explainPage struct {
 	Title string
 	// Root is the dashboard's path relative to the page, so the links work wherever the server
 	// is reached (a port-forward, or a proxy that adds a prefix).
-	Root   string
-	JSON   string
-	Claim  *explain.Explanation
-	Rows   []explain.Candidate
-	Others string
-	Checks []explain.Check
-	Volume *explain.VolumeExplanation
-	Error  string
+	Root string
+	// JSON is the same explanation's API path, relative to the page; Path the API path to show.
+	JSON, Path string
+	Claim      *explain.Explanation
+	Rows       []explain.Candidate
+	Others     string
+	Checks     []explain.Check
+	Volume     *explain.VolumeExplanation
+	Error      string
 }
 
 // ExplainPages serves the explanations as pages, self-contained as the dashboard is and with its
@@ -236,8 +237,9 @@ func ExplainPages(o ExplainOptions) http.Handler {
 	r := chi.NewRouter()
 	r.Get("/pvc/{namespace}/{name}", func(w http.ResponseWriter, req *http.Request) {
 		ns, name := chi.URLParam(req, "namespace"), chi.URLParam(req, "name")
+		path := "api/v1/explain/pvc/" + ns + "/" + name
 		p := explainPage{Title: "PersistentVolumeClaim " + ns + "/" + name, Root: "../../../",
-			JSON: "../../../api/v1/explain/pvc/" + ns + "/" + name, Checks: explain.Checks}
+			JSON: "../../../" + path, Path: "/" + path, Checks: explain.Checks}
 		e, err := x.claim(req.Context(), ns, name)
 		if err == nil {
 			p.Claim = e
@@ -247,7 +249,8 @@ func ExplainPages(o ExplainOptions) http.Handler {
 	})
 	r.Get("/pv/{name}", func(w http.ResponseWriter, req *http.Request) {
 		name := chi.URLParam(req, "name")
-		p := explainPage{Title: "PersistentVolume " + name, Root: "../../", JSON: "../../api/v1/explain/pv/" + name}
+		path := "api/v1/explain/pv/" + name
+		p := explainPage{Title: "PersistentVolume " + name, Root: "../../", JSON: "../../" + path, Path: "/" + path}
 		e, err := x.volume(req.Context(), name)
 		p.Volume = e
 		x.writePage(w, p, err)
