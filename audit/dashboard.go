@@ -44,6 +44,41 @@ func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
 	return b, nil
 }
 
+// PendingClaim is one row of the dashboard's pending claims: a claim not bound.
+type PendingClaim struct {
+	Namespace, Name, Phase, Class, Request string
+}
+
+// pendingOf is the claim's pending row, unless it is bound: Bound and bind-completed, as the
+// binders leave a claim whose binding they finished.
+func pendingOf(c *corev1.PersistentVolumeClaim) (PendingClaim, bool) {
+	if _, done := c.Annotations[policy.AnnBindCompleted]; done && c.Status.Phase == corev1.ClaimBound {
+		return PendingClaim{}, false
+	}
+	p := PendingClaim{Namespace: c.Namespace, Name: c.Name, Phase: string(c.Status.Phase), Class: policy.ClaimClass(c)}
+	if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		p.Request = q.String()
+	}
+	return p, true
+}
+
+// PendingOf lists the claims of a snapshot that are not bound, by namespace and name.
+func PendingOf(s *policy.Snapshot) []PendingClaim {
+	var out []PendingClaim
+	for _, c := range s.PVCs {
+		if p, ok := pendingOf(c); ok {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
 // BindingsOf lists every volume of a snapshot with the claim it points at, by volume name.
 func BindingsOf(s *policy.Snapshot) []Binding {
 	v := s.Indexed()
@@ -70,8 +105,24 @@ type bar struct {
 	Width int
 }
 
+// pageCSP is the Content-Security-Policy of the dashboard and the explain pages: nothing is
+// loaded from anywhere, the page's own style and script run.
+const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
+// Page is what the dashboard shows.
+type Page struct {
+	Report   Report
+	Bindings []Binding
+	Pending  []PendingClaim
+	// ExplainLinks makes each pending claim a link to its explain page (explain/pvc/NS/NAME,
+	// relative to the dashboard), which the server serves beside it (ExplainPages). A file
+	// written by `pvguard audit -o html` has no such pages, and no links.
+	ExplainLinks bool
+}
+
 // DashboardHandler serves the read-only dashboard: totals, a chart of findings by rule, the
-// findings (filterable in the page) and the PV <-> PVC bindings of the latest audit.
+// findings (filterable in the page), the PV <-> PVC bindings and the pending claims of the latest
+// audit, each claim linked to its explain page.
 func DashboardHandler(r *Runner) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/" {
@@ -80,16 +131,16 @@ func DashboardHandler(r *Runner) http.Handler {
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:")
-		_ = RenderDashboard(w, r.Latest(), r.Bindings())
+		w.Header().Set("Content-Security-Policy", pageCSP)
+		_ = RenderDashboard(w, Page{Report: r.Latest(), Bindings: r.Bindings(), Pending: r.Pending(), ExplainLinks: true})
 	})
 }
 
-// RenderDashboard writes the dashboard page for a report as one self-contained HTML document
-// (inline style and script, no external resources): the server's page and `pvguard audit -o html`.
-func RenderDashboard(w io.Writer, report Report, bindings []Binding) error {
+// RenderDashboard writes the dashboard page as one self-contained HTML document (inline style
+// and script, no external resources): the server's page and `pvguard audit -o html`.
+func RenderDashboard(w io.Writer, p Page) error {
 	counts := map[string]int{}
-	for _, f := range report.Findings {
+	for _, f := range p.Report.Findings {
 		counts[f.Rule]++
 	}
 	rules := make([]string, 0, len(counts))
@@ -104,7 +155,8 @@ func RenderDashboard(w io.Writer, report Report, bindings []Binding) error {
 		bars[i] = bar{Rule: rule, Count: counts[rule], Y: i * 24, Width: 10 + 400*counts[rule]/most}
 	}
 	if err := dashboardTemplate.Execute(w, map[string]any{
-		"Report": report, "Bars": bars, "ChartHeight": len(bars)*24 + 4, "Bindings": bindings,
+		"Report": p.Report, "Bars": bars, "ChartHeight": len(bars)*24 + 4, "Bindings": p.Bindings,
+		"Pending": p.Pending, "ExplainLinks": p.ExplainLinks,
 	}); err != nil {
 		return fmt.Errorf("rendering the dashboard: %w", err)
 	}

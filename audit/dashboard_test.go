@@ -42,10 +42,14 @@ func TestDashboard(t *testing.T) {
 		`data-action="audit"`, "PersistentVolumeClaim team-b/lost", // findings rows
 		`<td>pv-db</td><td>Bound</td><td>5Gi</td>`, "<td>team-a/db</td><td>Bound</td>", // binding table
 		`id="filter"`, "2026-11-23 08:00:00 UTC",
+		`<a href="explain/pvc/team-b/lost">team-b/lost</a></td><td>Lost</td>`, // pending claims, linked
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+	if strings.Contains(page, "explain/pvc/team-a/db") {
+		t.Error("the bound claim team-a/db is listed as pending")
 	}
 	if strings.Contains(page, "http://") || strings.Contains(page, "https://") {
 		t.Error("the page refers to an outside address; nothing outside the cluster can be reached")
@@ -58,5 +62,37 @@ func TestDashboard(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nope", nil))
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("GET /nope: %d", rec.Code)
+	}
+}
+
+// TestRenderDashboardPending: the pending claims are the claims not bound (a Bound claim without
+// bind-completed is not done binding); a file (`pvguard audit -o html`) lists them without links,
+// since no explain pages sit beside it.
+func TestRenderDashboardPending(t *testing.T) {
+	snap := &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{
+		testobj.PVC("team-b", "wait", testobj.ClaimClass("fast"), testobj.Request("5Gi")),
+		testobj.PVC("team-a", "db", testobj.ClaimBoundTo("pv-db")),
+		testobj.PVC("team-a", "half", testobj.ClaimPhase(corev1.ClaimBound)),
+	}}
+	pending := audit.PendingOf(snap)
+	if len(pending) != 2 || pending[0].Name != "half" || pending[1] != (audit.PendingClaim{Namespace: "team-b", Name: "wait", Class: "fast", Request: "5Gi"}) {
+		t.Fatalf("pending %+v, want team-a/half and team-b/wait", pending)
+	}
+	for _, links := range []bool{false, true} {
+		var b strings.Builder
+		if err := audit.RenderDashboard(&b, audit.Page{Pending: pending, ExplainLinks: links}); err != nil {
+			t.Fatal(err)
+		}
+		page := b.String()
+		if !strings.Contains(page, "<td>fast</td><td>5Gi</td>") || !strings.Contains(page, "team-b/wait") {
+			t.Errorf("links %v: the pending claims are not listed", links)
+		}
+		if got := strings.Contains(page, `<a href="explain/pvc/team-b/wait">`); got != links {
+			t.Errorf("links %v: the page links the claim: %v", links, got)
+		}
+	}
+	var b strings.Builder
+	if err := audit.RenderDashboard(&b, audit.Page{}); err != nil || !strings.Contains(b.String(), "Every claim is bound.") {
+		t.Errorf("no pending claims: %v, %q", err, b.String())
 	}
 }

@@ -5,5 +5,8 @@
 // that `pvguard audit` runs too, are package policy's; this package only gathers the objects,
 // gives the policy a live view, and publishes results: the Report format (shared with
 // `pvguard audit -o json|yaml`) served at /api/v1/report, the openreports.io objects Writer keeps
-// in the cluster, and a read-only dashboard.
+// in the cluster, and a read-only dashboard. Beside the dashboard it serves `pvguard explain`'s
+// explanations of claims and volumes, as JSON and as pages (ExplainAPI, ExplainPages), computed
+// by package explain from the informer cache through the read the CLI makes too
+// (ReadExplainInput).
 package audit

@@ -45,7 +45,8 @@ type objectKey struct {
 // judged is what the last audit of one object found.
 type judged struct {
 	findings []policy.Finding
-	binding  *Binding // volumes only
+	binding  *Binding      // volumes only
+	pending  *PendingClaim // claims not bound only
 }
 
 // Runner audits the cluster: every object in full each interval, and between full audits the
@@ -69,6 +70,7 @@ type Runner struct {
 	latest     Report
 	found      []policy.Finding
 	bindings   []Binding
+	unbound    []PendingClaim
 
 	findings *prometheus.GaugeVec
 	duration *prometheus.HistogramVec
@@ -159,6 +161,13 @@ func (r *Runner) Bindings() []Binding {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.bindings
+}
+
+// Pending returns the claims the last audit found not bound, in report order.
+func (r *Runner) Pending() []PendingClaim {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.unbound
 }
 
 // LatestFindings returns the last audit's findings, when it ran and how many objects it read.
@@ -391,7 +400,8 @@ func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k objectKey
 	return k, j, ruleErr, nil
 }
 
-// record is an audited object's key and result: its findings and, for a volume, its binding row.
+// record is an audited object's key and result: its findings and, for a volume, its binding row,
+// for a claim not bound, its pending row.
 func record(obj any, found []policy.Finding, v policy.View) (objectKey, judged, error) {
 	j := judged{findings: found}
 	var k objectKey
@@ -405,13 +415,17 @@ func record(obj any, found []policy.Finding, v policy.View) (objectKey, judged, 
 		j.binding = &b
 	case *corev1.PersistentVolumeClaim:
 		k = objectKey{kind: policy.KindPersistentVolumeClaim, namespace: o.Namespace, name: o.Name}
+		if p, ok := pendingOf(o); ok {
+			j.pending = &p
+		}
 	case *storagev1.StorageClass:
 		k = objectKey{kind: policy.KindStorageClass, name: o.Name}
 	}
 	return k, j, nil
 }
 
-// publish merges the per-object results into the report, the bindings and the metrics.
+// publish merges the per-object results into the report, the bindings, the pending claims and
+// the metrics.
 func (r *Runner) publish(start time.Time, scope string) {
 	r.mu.Lock()
 	if r.orderStale {
@@ -420,17 +434,21 @@ func (r *Runner) publish(start time.Time, scope string) {
 	keys := r.order
 	perObject := make([][]policy.Finding, 0, len(keys))
 	var bindings []Binding
+	var pending []PendingClaim
 	for _, k := range keys {
 		j := r.objects[k]
 		perObject = append(perObject, j.findings)
 		if j.binding != nil {
 			bindings = append(bindings, *j.binding)
 		}
+		if j.pending != nil {
+			pending = append(pending, *j.pending)
+		}
 	}
 	found := policy.Merge(perObject)
 	report := NewReport(len(keys), found)
 	report.Time = r.o.Now()
-	r.latest, r.found, r.bindings = report, found, bindings
+	r.latest, r.found, r.bindings, r.unbound = report, found, bindings, pending
 	r.mu.Unlock()
 	select {
 	case r.updated <- struct{}{}:

@@ -15,6 +15,43 @@ var columns = map[Check]string{
 	CheckClaimRef: "CLAIMREF", CheckReserved: "RESERVED", CheckPolicy: "POLICY",
 }
 
+// Heading is the check's column heading ("MODE" for volumeMode), in the text and on the
+// dashboard's page.
+func (c Check) Heading() string { return columns[c] }
+
+// Cell is what the check's column shows: "ok", or the failing value.
+func (r Result) Cell() string {
+	if r.Pass {
+		return "ok"
+	}
+	return r.Value
+}
+
+// Table splits the candidates as people read them (WriteText, the dashboard's page): the volumes
+// of the claim's class, a row each, and those of other classes summed up in one line ("" when
+// there are none).
+func (e *Explanation) Table() (rows []Candidate, others string) {
+	byClass := map[string]int{}
+	for _, cand := range e.Candidates {
+		if cand.Class != e.Class {
+			byClass[orNone(cand.Class)]++
+			continue
+		}
+		rows = append(rows, cand)
+	}
+	if len(byClass) == 0 {
+		return rows, ""
+	}
+	var parts []string
+	n := 0
+	for class, count := range byClass {
+		parts = append(parts, fmt.Sprintf("%s: %d", class, count))
+		n += count
+	}
+	sort.Strings(parts)
+	return rows, fmt.Sprintf("%d volume(s) of other classes (%s)", n, strings.Join(parts, ", "))
+}
+
 // WriteText writes the explanation for people: the state, the table of the volumes of the
 // claim's class (those of other classes in one line), and the verdict.
 func WriteText(w io.Writer, e *Explanation) error {
@@ -31,24 +68,14 @@ func WriteText(w io.Writer, e *Explanation) error {
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	head := []string{"VOLUME"}
 	for _, c := range Checks {
-		head = append(head, columns[c])
+		head = append(head, c.Heading())
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	others := map[string]int{}
-	rows := 0
-	for _, cand := range e.Candidates {
-		if cand.Class != e.Class {
-			others[orNone(cand.Class)]++
-			continue
-		}
-		rows++
+	rows, others := e.Table()
+	for _, cand := range rows {
 		cells := []string{cand.Volume}
 		for _, r := range cand.Checks {
-			cell := "ok"
-			if !r.Pass {
-				cell = r.Value
-			}
-			cells = append(cells, cell)
+			cells = append(cells, r.Cell())
 		}
 		if cand.TakenBy != "" {
 			cells[0] += " (planned for " + cand.TakenBy + ")"
@@ -58,18 +85,11 @@ func WriteText(w io.Writer, e *Explanation) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if rows == 0 {
+	if len(rows) == 0 {
 		fmt.Fprintf(&b, "(no volume of class %s)\n", orNone(e.Class))
 	}
-	if len(others) > 0 {
-		var parts []string
-		n := 0
-		for class, count := range others {
-			parts = append(parts, fmt.Sprintf("%s: %d", class, count))
-			n += count
-		}
-		sort.Strings(parts)
-		fmt.Fprintf(&b, "%d volume(s) of other classes (%s)\n", n, strings.Join(parts, ", "))
+	if others != "" {
+		fmt.Fprintln(&b, others)
 	}
 	fmt.Fprintf(&b, "\nVerdict: %s\n", e.Verdict.Text)
 	_, err := io.WriteString(w, b.String())

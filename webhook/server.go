@@ -32,6 +32,10 @@ const (
 	PathValidateSC  = "/validate/storageclasses"
 	PathMutatePV    = "/mutate/persistentvolumes"
 	PathMutatePVC   = "/mutate/persistentvolumeclaims"
+	// PathExplainAPI and PathExplainPages are where explanations are served, as JSON and as
+	// pages: .../pvc/{namespace}/{name} and .../pv/{name}.
+	PathExplainAPI   = "/api/v1/explain"
+	PathExplainPages = "/explain"
 )
 
 // maxReviewBytes bounds an AdmissionReview body. The apiserver caps objects at 3 MiB and a
@@ -61,6 +65,10 @@ type Options struct {
 	// Report and Dashboard, when set, serve the latest audit at GET /api/v1/report (JSON) and
 	// GET / (a page).
 	Report, Dashboard http.Handler
+	// ExplainAPI and ExplainPages, when set, serve explanations of claims and volumes: mounted at
+	// /api/v1/explain (JSON) and /explain (pages), each with GET /pvc/{namespace}/{name} and
+	// GET /pv/{name} below (audit.ExplainAPI, audit.ExplainPages).
+	ExplainAPI, ExplainPages http.Handler
 	// ShutdownTimeout bounds how long in-flight reviews may take to drain (default 25s).
 	ShutdownTimeout time.Duration
 	// ShutdownDelay is how long the server keeps serving, already not ready, after it is told to
@@ -68,8 +76,8 @@ type Options struct {
 	// connections go elsewhere before this one closes its listener.
 	ShutdownDelay time.Duration
 	// ClientCAs, when set, makes the webhook paths require a client certificate that these CAs
-	// signed (for apiservers configured to present one). Probes, metrics, the report and the
-	// dashboard do not require one.
+	// signed (for apiservers configured to present one). Probes, metrics, the report, the
+	// dashboard and the explanations do not require one.
 	ClientCAs *x509.CertPool
 	Log       logr.Logger
 }
@@ -136,6 +144,12 @@ func (s *Server) routes() chi.Router {
 	}
 	if s.opts.Dashboard != nil {
 		r.Method(http.MethodGet, "/", s.opts.Dashboard)
+	}
+	if s.opts.ExplainAPI != nil {
+		r.Mount(PathExplainAPI, s.opts.ExplainAPI)
+	}
+	if s.opts.ExplainPages != nil {
+		r.Mount(PathExplainPages, s.opts.ExplainPages)
 	}
 
 	review := func(h admission.Handler) http.Handler {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-chi/chi/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -362,5 +363,35 @@ func TestDenialStandsWhenAnotherRuleCannotJudge(t *testing.T) {
 	}
 	if len(resp.Result.Details.Causes) != 1 || resp.Result.Details.Causes[0].Field != "spec.volumeName" {
 		t.Errorf("causes %+v, want PVG001's on spec.volumeName", resp.Result.Details.Causes)
+	}
+}
+
+// TestExplainRoutes: the explain handlers are mounted at /api/v1/explain and /explain and see
+// the path below their mount point; without them those paths are not served.
+func TestExplainRoutes(t *testing.T) {
+	echo := func(tag string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rctx := chi.RouteContext(r.Context())
+			_, _ = io.WriteString(w, tag+" "+rctx.RoutePath)
+		})
+	}
+	with := webhook.NewServer(webhook.Options{ExplainAPI: echo("api"), ExplainPages: echo("pages")}).Handler()
+	without := webhook.NewServer(webhook.Options{}).Handler()
+	for path, want := range map[string]string{
+		webhook.PathExplainAPI + "/pvc/team-a/data":   "api /pvc/team-a/data",
+		webhook.PathExplainAPI + "/pv/pv-1":           "api /pv/pv-1",
+		webhook.PathExplainPages + "/pvc/team-a/data": "pages /pvc/team-a/data",
+		webhook.PathExplainPages + "/pv/pv-1":         "pages /pv/pv-1",
+	} {
+		rec := httptest.NewRecorder()
+		with.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK || rec.Body.String() != want {
+			t.Errorf("GET %s: HTTP %d %q, want %q", path, rec.Code, rec.Body, want)
+		}
+		rec = httptest.NewRecorder()
+		without.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("GET %s without explain handlers: HTTP %d, want 404", path, rec.Code)
+		}
 	}
 }

@@ -26,7 +26,7 @@ import (
 // TestSecretValuesStayOutOfEveryOutput binds a claim to a CSI volume whose volumeAttributes
 // hold credential-like values (PVG016) and which references a Secret holding another value,
 // then reads every place pvguard publishes what it saw: the JSON report and the dashboard as
-// served (raw bytes, not just messages), /metrics, the openreports.io Report and ClusterReport
+// served (raw bytes, not just messages), the explanations of both (JSON and pages), /metrics, the openreports.io Report and ClusterReport
 // objects, `pvguard audit` live and offline in every output format, and the events of every
 // namespace. Each must show the volume (or its finding) and neither value.
 func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
@@ -71,6 +71,9 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	})
 	check("GET /api/v1/report", get(t, "/api/v1/report"), pvName)
 	check("GET / (the dashboard)", get(t, "/"), pvName)
+	for _, path := range []string{"/api/v1/explain/pv/" + pvName, "/explain/pv/" + pvName, "/api/v1/explain/pvc/" + ns + "/data", "/explain/pvc/" + ns + "/data"} {
+		check("GET "+path, get(t, path), pvName)
+	}
 	check("GET /metrics", get(t, "/metrics"), "pvguard_")
 
 	rc := reportsClient(t)

@@ -27,10 +27,10 @@ import (
 )
 
 // TestReadEndpointsRefuseWrites sends POST, PUT, PATCH and DELETE to every read endpoint of a
-// running pvguard (the dashboard, the report, /metrics, /healthz, /readyz, on the HTTPS port and
-// the plain metrics port) and every method but POST to the webhook paths: each must be refused
-// with 405 (or 404), and none may change the report, the cluster's storage objects, the
-// reviews counted or the replica's health.
+// running pvguard (the dashboard, the report, the explanations, /metrics, /healthz, /readyz, on
+// the HTTPS port and the plain metrics port) and every method but POST to the webhook paths: each
+// must be refused with 405 (or 404), and none may change the report, the cluster's storage
+// objects, the reviews counted or the replica's health.
 func TestReadEndpointsRefuseWrites(t *testing.T) {
 	ctx := context.Background()
 	plainAddr := freePort(t)
@@ -71,6 +71,7 @@ func TestReadEndpointsRefuseWrites(t *testing.T) {
 		path string
 	}{
 		{tlsBase, "/"}, {tlsBase, "/api/v1/report"}, {tlsBase, "/metrics"}, {tlsBase, "/healthz"}, {tlsBase, "/readyz"},
+		{tlsBase, "/api/v1/explain/pv/" + pv.Name}, {tlsBase, "/explain/pv/" + pv.Name},
 		{plainBase, "/metrics"}, {plainBase, "/healthz"}, {plainBase, "/readyz"},
 	}
 	refused := 0

@@ -107,8 +107,8 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	}
 	var (
 		findings []policy.Finding
-		bindings []audit.Binding
-		snap     *policy.Snapshot // the manifests read, for the dashboard's bindings
+		page     audit.Page       // the dashboard's bindings and pending claims, read live
+		snap     *policy.Snapshot // the manifests read, for the dashboard's bindings and pending claims
 		objects  int
 		readErrs []error
 		// ruleErrs are the rules that could not judge an object; the other rules' findings on
@@ -117,7 +117,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	)
 	if o.Kubeconfig != "" {
 		var err error
-		if findings, bindings, objects, ruleErrs, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
+		if findings, page, objects, ruleErrs, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
 			return err
 		}
 	} else {
@@ -156,9 +156,11 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		}
 		if snap != nil {
 			// Only the dashboard shows them: 10% of an audit of 100k objects.
-			bindings = audit.BindingsOf(snap)
+			page.Bindings, page.Pending = audit.BindingsOf(snap), audit.PendingOf(snap)
 		}
-		werr = audit.RenderDashboard(out, report, bindings)
+		// A file has no explain pages beside it: its pending claims link nowhere.
+		page.Report, page.ExplainLinks = report, false
+		werr = audit.RenderDashboard(out, page)
 	default:
 		werr = writeAuditReport(out, o.Output, report)
 	}
@@ -178,14 +180,14 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 
 // auditCluster audits a live cluster: it lists the objects through the apiserver (a cache of
 // one read) and confirms missing objects with a second read, exactly as the in-server audit does.
-func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, []audit.Binding, int, []error, error) {
+func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, audit.Page, int, []error, error) {
 	rc, err := RESTConfig(kubeconfig)
 	if err != nil {
-		return nil, nil, 0, nil, err
+		return nil, audit.Page{}, 0, nil, err
 	}
 	c, err := client.New(rc, client.Options{})
 	if err != nil {
-		return nil, nil, 0, nil, fmt.Errorf("connecting to the cluster: %w", err)
+		return nil, audit.Page{}, 0, nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
 	fmt.Fprintf(errOut, "pvguard audit: reading volumes, claims, classes and nodes from %s\n", rc.Host)
 	engine := policy.NewEngine(cfg)
@@ -194,11 +196,11 @@ func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, e
 	// The runner publishes what it found even when some rules could not judge an object.
 	ruleErrs, err := policy.SplitRuleErrors(r.RunOnce(context.Background()))
 	if err != nil {
-		return nil, nil, 0, nil, fmt.Errorf("auditing %s: %w", rc.Host, err)
+		return nil, audit.Page{}, 0, nil, fmt.Errorf("auditing %s: %w", rc.Host, err)
 	}
 	findings, _, objects := r.LatestFindings()
 	fmt.Fprintf(errOut, "pvguard audit: %d objects audited\n", objects)
-	return findings, r.Bindings(), objects, ruleErrs, nil
+	return findings, audit.Page{Bindings: r.Bindings(), Pending: r.Pending()}, objects, ruleErrs, nil
 }
 
 // progressMin is the size from which an audit reports its progress: smaller ones finish before

@@ -10,11 +10,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/manifests"
 )
@@ -162,48 +160,8 @@ func readCluster(ctx context.Context, kubeconfig, namespace string) (explain.Inp
 }
 
 // readInput lists all claims, volumes, classes and nodes (of nodes only names and labels, as
-// the binder reads them), and the pods and events of the claim's namespace.
+// the binder reads them), and the pods and events of the claim's namespace: the reads the
+// server's explain pages make (audit.ReadExplainInput), and pods and events besides.
 func readInput(ctx context.Context, c client.Reader, namespace string) (explain.Input, error) {
-	var (
-		pvcs    corev1.PersistentVolumeClaimList
-		pvs     corev1.PersistentVolumeList
-		classes storagev1.StorageClassList
-		nodes   metav1.PartialObjectMetadataList
-		pods    corev1.PodList
-		events  corev1.EventList
-	)
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	for _, l := range []client.ObjectList{&pvcs, &pvs, &classes, &nodes} {
-		if err := c.List(ctx, l); err != nil {
-			return explain.Input{}, err
-		}
-	}
-	for _, l := range []client.ObjectList{&pods, &events} {
-		if namespace == "" {
-			break
-		}
-		if err := c.List(ctx, l, client.InNamespace(namespace)); err != nil {
-			return explain.Input{}, err
-		}
-	}
-	var in explain.Input
-	for i := range pvcs.Items {
-		in.Claims = append(in.Claims, &pvcs.Items[i])
-	}
-	for i := range pvs.Items {
-		in.Volumes = append(in.Volumes, &pvs.Items[i])
-	}
-	for i := range classes.Items {
-		in.Classes = append(in.Classes, &classes.Items[i])
-	}
-	for i := range nodes.Items {
-		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: nodes.Items[i].ObjectMeta})
-	}
-	for i := range pods.Items {
-		in.Pods = append(in.Pods, &pods.Items[i])
-	}
-	for i := range events.Items {
-		in.Events = append(in.Events, &events.Items[i])
-	}
-	return in, nil
+	return audit.ReadExplainInput(ctx, c, c, namespace)
 }

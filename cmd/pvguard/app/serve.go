@@ -252,6 +252,13 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	var b *binder.Binder
+	if o.Binder != "off" {
+		if b, err = addBinder(ctx, mgr, o, engines, views, reg, log); err != nil {
+			return err
+		}
+	}
+	explainAPI, explainPages := explainHandlers(mgr, o, b, log)
 	var cacheSynced atomic.Bool
 	srv := webhook.NewServer(webhook.Options{
 		Listen:          o.Listen,
@@ -264,6 +271,8 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		Views:           views,
 		Report:          report,
 		Dashboard:       dashboard,
+		ExplainAPI:      explainAPI,
+		ExplainPages:    explainPages,
 		Registry:        reg,
 		ShutdownTimeout: o.ShutdownTimeout,
 		Log:             log.WithName("webhook"),
@@ -282,11 +291,6 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	}
 	if err := mgr.Add(everyReplica(srv.Start)); err != nil {
 		return fmt.Errorf("adding webhook server: %w", err)
-	}
-	if o.Binder != "off" {
-		if err := addBinder(ctx, mgr, o, engines, views, reg, log); err != nil {
-			return err
-		}
 	}
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -421,6 +425,20 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *en
 	return audit.ReportHandler(runner), audit.DashboardHandler(runner), nil
 }
 
+// explainHandlers are the explain endpoints, served with the dashboard (nil when the audit is
+// off): explanations computed from the informer cache and, when the binder runs in this process,
+// its in-flight state, so that a page plans as the binder does.
+func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, log logr.Logger) (api, pages http.Handler) {
+	if o.AuditInterval <= 0 {
+		return nil, nil
+	}
+	eo := audit.ExplainOptions{Cache: mgr.GetClient(), Log: log.WithName("explain")}
+	if b != nil {
+		eo.PlanState = b.PlanState
+	}
+	return audit.ExplainAPI(eo), audit.ExplainPages(eo)
+}
+
 // addPolicySource gives the engines their policy: the --config file, watched and reloaded on
 // every replica, or the defaults.
 func addPolicySource(mgr ctrl.Manager, o ServeOptions, engines *engineRef, srv *webhook.Server, log logr.Logger) error {
@@ -514,11 +532,11 @@ func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // addBinder builds the binder over the manager's cache and registers it; in active mode it runs
-// only on the elected replica.
-func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) error {
+// only on the elected replica. The explain pages read its in-flight state.
+func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
 	identity, err := whoAmI(ctx, mgr.GetConfig())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var cacheReader client.Reader = mgr.GetClient()
 	if o.BinderHooks.WrapCache != nil {
@@ -540,16 +558,16 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines
 		BeforeWrite: o.BinderHooks.BeforeWrite,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := b.SetupInformers(ctx, mgr.GetCache()); err != nil {
-		return err
+		return nil, err
 	}
 	if err := mgr.Add(b); err != nil {
-		return fmt.Errorf("adding binder: %w", err)
+		return nil, fmt.Errorf("adding binder: %w", err)
 	}
 	log.Info("binder enabled", "mode", o.Binder, "identity", identity.Username, "leaderElection", o.LeaderElect)
-	return nil
+	return b, nil
 }
 
 // whoAmI asks the apiserver who pvguard is, so the binder judges its own writes exactly as the

@@ -1,0 +1,273 @@
+package audit
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/explain"
+)
+
+// ReadExplainInput reads what an explanation reads: from cluster, every claim, volume and class
+// and the nodes' names and labels (all the binder reads of them); from namespaced, when it is
+// set and namespace is not "", the pods and events of that namespace (which let a claim waiting
+// for its first consumer quote the scheduler). `pvguard explain` passes its live client as both;
+// the server passes its informer cache as cluster and no namespaced reader: it caches no pods or
+// events, and may not read them (docs/explain.md).
+func ReadExplainInput(ctx context.Context, cluster, namespaced client.Reader, namespace string) (explain.Input, error) {
+	var (
+		pvcs    corev1.PersistentVolumeClaimList
+		pvs     corev1.PersistentVolumeList
+		classes storagev1.StorageClassList
+		nodes   metav1.PartialObjectMetadataList
+		pods    corev1.PodList
+		events  corev1.EventList
+	)
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	for _, l := range []client.ObjectList{&pvcs, &pvs, &classes, &nodes} {
+		// From a cache, its own objects rather than copies of the whole cluster per request:
+		// explain only reads them, as the binder's planner and the audit do (both list the same
+		// way). A live client ignores the option.
+		if err := cluster.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+			return explain.Input{}, fmt.Errorf("listing %T: %w", l, err)
+		}
+	}
+	if namespaced != nil && namespace != "" {
+		for _, l := range []client.ObjectList{&pods, &events} {
+			if err := namespaced.List(ctx, l, client.InNamespace(namespace)); err != nil {
+				return explain.Input{}, fmt.Errorf("listing %T in namespace %s: %w", l, namespace, err)
+			}
+		}
+	}
+	var in explain.Input
+	for i := range pvcs.Items {
+		in.Claims = append(in.Claims, &pvcs.Items[i])
+	}
+	for i := range pvs.Items {
+		in.Volumes = append(in.Volumes, &pvs.Items[i])
+	}
+	for i := range classes.Items {
+		in.Classes = append(in.Classes, &classes.Items[i])
+	}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: nodes.Items[i].ObjectMeta})
+	}
+	for i := range pods.Items {
+		in.Pods = append(in.Pods, &pods.Items[i])
+	}
+	for i := range events.Items {
+		in.Events = append(in.Events, &events.Items[i])
+	}
+	return in, nil
+}
+
+// ExplainOptions configure the explain endpoints (ExplainAPI, ExplainPages).
+type ExplainOptions struct {
+	// Cache is what explanations read claims, volumes, classes and nodes from: the server's
+	// informer cache, which the webhooks, the audit and the binder read too.
+	Cache client.Reader
+	// PlanState, when set, is the state of the binder running in this process
+	// (binder.Binder.PlanState), so that an explanation plans as the binder does.
+	PlanState func(now time.Time) (pendingFree bool, inFlight binder.InFlight)
+	// Now is the clock a volume's explanation is judged at (default time.Now).
+	Now func() time.Time
+	Log logr.Logger
+}
+
+// explainer computes explanations for the HTTP endpoints: the same functions `pvguard explain`
+// calls (explain.Claim, explain.Volume) on the same reads (ReadExplainInput).
+type explainer struct{ o ExplainOptions }
+
+func newExplainer(o ExplainOptions) *explainer {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &explainer{o: o}
+}
+
+// explainError is a request that cannot be explained, with its HTTP status.
+type explainError struct {
+	status int
+	msg    string
+}
+
+func (e *explainError) Error() string { return e.msg }
+
+// checkName refuses a name that no object of the kind can have (400), naming the field.
+func checkName(field, value string, dns1123 func(string) []string) error {
+	if errs := dns1123(value); len(errs) > 0 {
+		return &explainError{status: http.StatusBadRequest, msg: fmt.Sprintf("%s %q is not valid: %s", field, value, strings.Join(errs, "; "))}
+	}
+	return nil
+}
+
+func (x *explainer) input(ctx context.Context) (explain.Input, error) {
+	in, err := ReadExplainInput(ctx, x.o.Cache, nil, "")
+	if err != nil {
+		return explain.Input{}, fmt.Errorf("reading the informer cache: %w", err)
+	}
+	if x.o.PlanState != nil {
+		in.PendingFree, in.InFlight = x.o.PlanState(x.o.Now())
+	}
+	return in, nil
+}
+
+func (x *explainer) claim(ctx context.Context, namespace, name string) (*explain.Explanation, error) {
+	if err := checkName("namespace", namespace, validation.IsDNS1123Label); err != nil {
+		return nil, err
+	}
+	if err := checkName("name", name, validation.IsDNS1123Subdomain); err != nil {
+		return nil, err
+	}
+	in, err := x.input(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := explain.Claim(in, namespace, name)
+	if errors.Is(err, explain.ErrUnknownClaim) {
+		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
+	}
+	return e, err
+}
+
+func (x *explainer) volume(ctx context.Context, name string) (*explain.VolumeExplanation, error) {
+	if err := checkName("name", name, validation.IsDNS1123Subdomain); err != nil {
+		return nil, err
+	}
+	in, err := x.input(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := explain.Volume(in, name, x.o.Now())
+	if errors.Is(err, explain.ErrUnknownVolume) {
+		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
+	}
+	return e, err
+}
+
+// status is the HTTP status of an error: the request's fault, or the server's (logged).
+func (x *explainer) status(err error, what string) (int, string) {
+	var ee *explainError
+	if errors.As(err, &ee) {
+		return ee.status, ee.msg
+	}
+	x.o.Log.Error(err, "explaining", "object", what)
+	return http.StatusInternalServerError, "explaining " + what + ": " + err.Error()
+}
+
+// ExplainAPI serves explanations as JSON, the shapes `pvguard explain ... -o json` prints
+// (explain.Explanation, explain.VolumeExplanation): GET /pvc/{namespace}/{name} and
+// GET /pv/{name}, relative to where it is mounted (the server mounts it at /api/v1/explain). An
+// unknown object is a 404 and a malformed name a 400, each with {"error": "..."} naming it.
+func ExplainAPI(o ExplainOptions) http.Handler {
+	x := newExplainer(o)
+	r := chi.NewRouter()
+	r.Get("/pvc/{namespace}/{name}", func(w http.ResponseWriter, req *http.Request) {
+		ns, name := chi.URLParam(req, "namespace"), chi.URLParam(req, "name")
+		e, err := x.claim(req.Context(), ns, name)
+		x.writeJSON(w, e, err, "PersistentVolumeClaim "+ns+"/"+name)
+	})
+	r.Get("/pv/{name}", func(w http.ResponseWriter, req *http.Request) {
+		name := chi.URLParam(req, "name")
+		e, err := x.volume(req.Context(), name)
+		x.writeJSON(w, e, err, "PersistentVolume "+name)
+	})
+	return r
+}
+
+func (x *explainer) writeJSON(w http.ResponseWriter, v any, err error, what string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if err != nil {
+		status, msg := x.status(err, what)
+		w.WriteHeader(status)
+		v = map[string]string{"error": msg}
+	}
+	// As `pvguard explain -o json` writes it.
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+//go:embed explain.html
+var explainHTML string
+
+var explainTemplate = template.Must(template.New("explain").Parse(explainHTML))
+
+// explainPage is what explain.html shows: a claim's explanation, a volume's, or an error.
+type explainPage struct {
+	Title string
+	// Root is the dashboard's path relative to the page, so the links work wherever the server
+	// is reached (a port-forward, or a proxy that adds a prefix).
+	Root string
+	// JSON is the same explanation's API path, relative to the page; Path the API path to show.
+	JSON, Path string
+	Claim      *explain.Explanation
+	Rows       []explain.Candidate
+	Others     string
+	Checks     []explain.Check
+	Volume     *explain.VolumeExplanation
+	Error      string
+}
+
+// ExplainPages serves the explanations as pages, self-contained as the dashboard is and with its
+// Content-Security-Policy: GET /pvc/{namespace}/{name} and GET /pv/{name}, relative to where it
+// is mounted (the server mounts it at /explain, where the dashboard's pending claims link). A
+// page shows what `pvguard explain` prints: the state, the candidate table with a column per
+// check, the volumes of other classes in one line, and the verdict.
+func ExplainPages(o ExplainOptions) http.Handler {
+	x := newExplainer(o)
+	r := chi.NewRouter()
+	r.Get("/pvc/{namespace}/{name}", func(w http.ResponseWriter, req *http.Request) {
+		ns, name := chi.URLParam(req, "namespace"), chi.URLParam(req, "name")
+		path := "api/v1/explain/pvc/" + ns + "/" + name
+		p := explainPage{Title: "PersistentVolumeClaim " + ns + "/" + name, Root: "../../../",
+			JSON: "../../../" + path, Path: "/" + path, Checks: explain.Checks}
+		e, err := x.claim(req.Context(), ns, name)
+		if err == nil {
+			p.Claim = e
+			p.Rows, p.Others = e.Table()
+		}
+		x.writePage(w, p, err)
+	})
+	r.Get("/pv/{name}", func(w http.ResponseWriter, req *http.Request) {
+		name := chi.URLParam(req, "name")
+		path := "api/v1/explain/pv/" + name
+		p := explainPage{Title: "PersistentVolume " + name, Root: "../../", JSON: "../../" + path, Path: "/" + path}
+		e, err := x.volume(req.Context(), name)
+		p.Volume = e
+		x.writePage(w, p, err)
+	})
+	return r
+}
+
+func (x *explainer) writePage(w http.ResponseWriter, p explainPage, err error) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", pageCSP)
+	if err != nil {
+		status, msg := x.status(err, p.Title)
+		p.Error = msg
+		w.WriteHeader(status)
+	}
+	if err := explainTemplate.Execute(w, p); err != nil {
+		x.o.Log.Error(err, "rendering an explain page", "object", p.Title)
+	}
+}

@@ -1,0 +1,274 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/json"
+	"html"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/explain"
+	. "github.com/pvguard/pvguard/test/testobj"
+)
+
+var explainNow = time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
+
+// explainCluster is a class "local" whose only volume of the claim's size is Filesystem while
+// the claim asks for Block, a Block volume too small, and a volume of another class.
+func explainCluster() []client.Object {
+	return []client.Object{
+		StorageClass("local", "kubernetes.io/no-provisioner"),
+		PVC("team-a", "data", ClaimClass("local"), ClaimVolumeMode(corev1.PersistentVolumeBlock), Request("5Gi")),
+		PV("pv-fs", Class("local"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
+		PV("pv-small", Class("local"), Capacity("1Gi"), VolumeMode(corev1.PersistentVolumeBlock), Phase(corev1.VolumeAvailable)),
+		PV("pv-slow", Class("slow"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
+	}
+}
+
+func explainOptions(objs ...client.Object) audit.ExplainOptions {
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
+	return audit.ExplainOptions{Cache: c, Now: func() time.Time { return explainNow }, Log: logr.Discard()}
+}
+
+// want is what `pvguard explain` computes from the same objects: the endpoints must answer the
+// same.
+func want(t *testing.T, objs []client.Object, kind, ns, name string) string {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
+	in, err := audit.ReadExplainInput(context.Background(), c, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if kind == "pvc" {
+		v, err = explain.Claim(in, ns, name)
+	} else {
+		v, err = explain.Volume(in, name, explainNow)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func serve(h http.Handler, path string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec
+}
+
+// TestExplainAPI: the JSON endpoints answer what `pvguard explain -o json` prints for a claim or
+// volume that exists, 404 naming an unknown one, and 400 naming a malformed name.
+func TestExplainAPI(t *testing.T) {
+	objs := explainCluster()
+	h := audit.ExplainAPI(explainOptions(objs...))
+	for name, tc := range map[string]struct {
+		path   string
+		status int
+		body   string // the JSON wanted, or a part of the error
+	}{
+		"claim":               {"/pvc/team-a/data", http.StatusOK, want(t, objs, "pvc", "team-a", "data")},
+		"volume":              {"/pv/pv-fs", http.StatusOK, want(t, objs, "pv", "", "pv-fs")},
+		"unknown claim":       {"/pvc/team-a/nope", http.StatusNotFound, "no such PersistentVolumeClaim team-a/nope"},
+		"unknown namespace":   {"/pvc/team-z/data", http.StatusNotFound, "no such PersistentVolumeClaim team-z/data"},
+		"unknown volume":      {"/pv/pv-nope", http.StatusNotFound, "no such PersistentVolume pv-nope"},
+		"malformed namespace": {"/pvc/Team_A/data", http.StatusBadRequest, `namespace "Team_A" is not valid`},
+		"malformed name":      {"/pvc/team-a/Data!", http.StatusBadRequest, `name "Data!" is not valid`},
+		"encoded slash":       {"/pvc/team-a/a%2Fb", http.StatusBadRequest, "is not valid"},
+		"malformed volume":    {"/pv/-pv", http.StatusBadRequest, `name "-pv" is not valid`},
+		"no name":             {"/pvc/team-a", http.StatusNotFound, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := serve(h, tc.path)
+			if rec.Code != tc.status {
+				t.Fatalf("GET %s: HTTP %d, want %d: %s", tc.path, rec.Code, tc.status, rec.Body)
+			}
+			if tc.body == "" {
+				return
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			if cc := rec.Header().Get("Cache-Control"); cc != "no-store" {
+				t.Errorf("Cache-Control %q, want no-store", cc)
+			}
+			if tc.status == http.StatusOK {
+				var got any
+				if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+					t.Fatal(err)
+				}
+				compact, _ := json.Marshal(got)
+				var w any
+				_ = json.Unmarshal([]byte(tc.body), &w)
+				wantCompact, _ := json.Marshal(w)
+				if string(compact) != string(wantCompact) {
+					t.Errorf("GET %s:\n got %s\nwant %s", tc.path, compact, wantCompact)
+				}
+				return
+			}
+			var e struct{ Error string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || !strings.Contains(e.Error, tc.body) {
+				t.Errorf("GET %s: error %q (%v), want it to say %q", tc.path, e.Error, err, tc.body)
+			}
+		})
+	}
+	if rec := httptest.NewRecorder(); true {
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/pvc/team-a/data", nil))
+		if rec.Code != http.StatusMethodNotAllowed {
+			t.Errorf("POST: HTTP %d, want 405", rec.Code)
+		}
+	}
+}
+
+// TestExplainAPIReadsTheBindersState: with the binder in the same process, a volume it is binding
+// to another claim fails RESERVED, as the binder's plan leaves it out.
+func TestExplainAPIReadsTheBindersState(t *testing.T) {
+	objs := append(explainCluster(),
+		PV("pv-block", Class("local"), Capacity("10Gi"), VolumeMode(corev1.PersistentVolumeBlock), Phase(corev1.VolumeAvailable)),
+		PVC("team-b", "other", ClaimClass("local"), ClaimVolumeMode(corev1.PersistentVolumeBlock)))
+	o := explainOptions(objs...)
+	for name, tc := range map[string]struct {
+		state    func(time.Time) (bool, binder.InFlight)
+		reserved string
+	}{
+		"no binder": {nil, ""},
+		"binding pv-block to team-b/other": {func(now time.Time) (bool, binder.InFlight) {
+			return false, binder.InFlight{Reserved: map[string]types.UID{"pv-block": "uid-team-b-other"}, At: now}
+		}, "bind to team-b/other in flight"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o.PlanState = tc.state
+			rec := serve(audit.ExplainAPI(o), "/pvc/team-a/data")
+			var e explain.Explanation
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+				t.Fatalf("HTTP %d: %v", rec.Code, err)
+			}
+			for _, c := range e.Candidates {
+				if c.Volume != "pv-block" {
+					continue
+				}
+				for _, r := range c.Checks {
+					if r.Check == explain.CheckReserved && r.Value != tc.reserved {
+						t.Errorf("RESERVED of pv-block = %q, want %q", r.Value, tc.reserved)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestExplainPages: a claim's page shows the state, a column per check with the failing value,
+// the other classes' line and the verdict, as `pvguard explain` prints them, escaped, under the
+// dashboard's CSP; unknown and malformed objects get an error page with the API's statuses.
+func TestExplainPages(t *testing.T) {
+	objs := append(explainCluster(),
+		PV("pv-<b>", Class("local"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
+		PV("pv-gone", Class("local"), ClaimRef("team-a", "old", "uid-old"), Phase(corev1.VolumeReleased)))
+	h := audit.ExplainPages(explainOptions(objs...))
+	for name, tc := range map[string]struct {
+		path   string
+		status int
+		want   []string
+	}{
+		"claim": {"/pvc/team-a/data", http.StatusOK, []string{
+			`<h1 id="title">PersistentVolumeClaim team-a/data: no phase</h1>`,
+			`id="state">State: `,
+			`<th data-check="volumeMode">MODE</th>`,
+			`<td data-check="volumeMode" class="fail">Filesystem != Block</td>`,
+			`<td data-check="capacity" class="fail">1Gi &lt; 5Gi</td>`,
+			`<td data-check="class" class="pass">ok</td>`,
+			`pv-&lt;b&gt;`,
+			`<p id="others">1 volume(s) of other classes (slow: 1)</p>`,
+			`id="verdict">Verdict: no volume fits; `,
+			`href="../../../"`, `href="../../../api/v1/explain/pvc/team-a/data"`,
+		}},
+		"volume": {"/pv/pv-gone", http.StatusOK, []string{
+			`PersistentVolume pv-gone: Released`, `<a href="../pvc/team-a/old">team-a/old</a>`, `id="next"`,
+			`href="../../api/v1/explain/pv/pv-gone"`,
+		}},
+		"unknown claim":  {"/pvc/team-a/nope", http.StatusNotFound, []string{`id="error">no such PersistentVolumeClaim team-a/nope`}},
+		"unknown volume": {"/pv/pv-nope", http.StatusNotFound, []string{`id="error">no such PersistentVolume pv-nope`}},
+		"malformed":      {"/pvc/team-a/%3Cscript%3E", http.StatusBadRequest, []string{`name &#34;&lt;script&gt;&#34; is not valid`}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := serve(h, tc.path)
+			if rec.Code != tc.status {
+				t.Fatalf("GET %s: HTTP %d, want %d", tc.path, rec.Code, tc.status)
+			}
+			if !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") || rec.Header().Get("Cache-Control") != "no-store" ||
+				!strings.Contains(rec.Header().Get("Content-Security-Policy"), "default-src 'none'") {
+				t.Errorf("headers %v", rec.Header())
+			}
+			page := rec.Body.String()
+			for _, w := range tc.want {
+				if !strings.Contains(page, w) {
+					t.Errorf("page lacks %q", w)
+				}
+			}
+			for _, banned := range []string{"<script", "http://", "https://", "<b>"} {
+				if strings.Contains(page, banned) {
+					t.Errorf("page has %q", banned)
+				}
+			}
+		})
+	}
+}
+
+// TestExplainPageMatchesTheText: the page's state, rows and verdict are the CLI's text's.
+func TestExplainPageMatchesTheText(t *testing.T) {
+	objs := explainCluster()
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
+	in, err := audit.ReadExplainInput(context.Background(), c, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := explain.Claim(in, "team-a", "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := explain.WriteText(&text, e); err != nil {
+		t.Fatal(err)
+	}
+	// As a browser shows it: the escaping undone.
+	page := html.UnescapeString(serve(audit.ExplainPages(explainOptions(objs...)), "/pvc/team-a/data").Body.String())
+	rows, others := e.Table()
+	if len(rows) != 2 || others == "" {
+		t.Fatalf("rows %d, others %q: the fixture should give two rows and another class", len(rows), others)
+	}
+	for _, line := range []string{"State: " + e.State, others, "Verdict: " + e.Verdict.Text} {
+		if !strings.Contains(text.String(), line) {
+			t.Fatalf("the text lacks %q: the test is wrong", line)
+		}
+		if !strings.Contains(page, line) {
+			t.Errorf("the page lacks the text's %q", line)
+		}
+	}
+	for _, r := range rows {
+		for _, res := range r.Checks {
+			class := "fail"
+			if res.Pass {
+				class = "pass"
+			}
+			if cell := `<td data-check="` + string(res.Check) + `" class="` + class + `">` + res.Cell() + `</td>`; !strings.Contains(page, cell) {
+				t.Errorf("the page lacks %s's cell %s", r.Volume, cell)
+			}
+		}
+	}
+}
