@@ -8,12 +8,15 @@ export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
 all: build
 
-## build: the pvguard binary in bin/
+## build: the pvguard binary in bin/, and bin/kubectl-pvguard, a symlink to it: on PATH, kubectl runs
+## it as the plugin `kubectl pvguard` (the binary tells by the name it is run as)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/pvguard ./cmd/pvguard
+	ln -sf pvguard bin/kubectl-pvguard
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, csi-provisioner and csi-resizer in bin/,
-## built from the Go module proxy; each rebuilt only when its pins change, each checked to start
+## tools: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, csi-provisioner and
+## csi-resizer in bin/, built from the Go module proxy; each rebuilt only when its pins change, each
+## checked to start
 tools:
 	hack/build-tools.sh
 
@@ -73,4 +76,4 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean:
-	rm -f bin/pvguard
+	rm -f bin/pvguard bin/kubectl-pvguard

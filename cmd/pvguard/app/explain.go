@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
@@ -17,70 +21,198 @@ import (
 	"github.com/pvguard/pvguard/manifests"
 )
 
-// ExplainOptions are the flags of `pvguard explain`.
+// ExplainOptions are the flags of `pvguard explain` (and of `kubectl pvguard explain`).
 type ExplainOptions struct {
-	Files      []string
+	// Files are the manifests of an offline explanation (-f); without them, the live cluster.
+	Files []string
+	// Kubeconfig and Overrides are kubectl's connection flags: --kubeconfig, and --context,
+	// --cluster, --user, -s/--server, --token, --insecure-skip-tls-verify, -n/--namespace and
+	// the rest of client-go's override flags. The live cluster and the current namespace are
+	// resolved from them as kubectl resolves them (clientConfig).
 	Kubeconfig string
-	Output     string
+	Overrides  clientcmd.ConfigOverrides
+	// ConnectionFlags names the connection flags given on the command line, -n aside; with -f
+	// they are refused, since manifests are not a cluster.
+	ConnectionFlags []string
+	Output          string
 }
 
 // ExitBadInput is the exit code of `pvguard explain` for a bad request: an unknown object, a
-// malformed name, unreadable manifests.
+// malformed name, unreadable manifests, flags or a kubeconfig that name no usable cluster.
 const ExitBadInput = 2
 
 func newExplainCommand() *cobra.Command {
-	o := ExplainOptions{Output: "table"}
 	cmd := &cobra.Command{
 		Use:   "explain",
 		Short: "Explain why a PersistentVolumeClaim is Pending, or the state of a PersistentVolume",
 	}
 	pvc := &cobra.Command{
-		Use:   "pvc NAMESPACE/NAME",
+		Use:   "pvc [NAMESPACE/]NAME",
 		Short: "Explain a claim: its state, what it waits for, each volume against each check, and the verdict",
 		Long: "Explain a PersistentVolumeClaim from manifests (-f FILE|DIR, read as `pvguard audit -f` reads them)\n" +
-			"or from a live cluster (--kubeconfig, else in-cluster, else $KUBECONFIG). Exit code 2 on bad input.",
+			"or from a live cluster, found as kubectl finds it (--kubeconfig, else $KUBECONFIG, else ~/.kube/config,\n" +
+			"else in-cluster; --context, --server and the other connection flags as kubectl's). The claim is\n" +
+			"NAMESPACE/NAME, or NAME in the -n namespace, else (live) the namespace of the kubeconfig's context.\n" +
+			"Exit code 2 on bad input.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return RunExplainClaim(o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
 	}
 	pv := &cobra.Command{
 		Use:   "pv NAME",
 		Short: "Explain a volume: its phase and since when, its claim, what the binder does next, its finalizers and findings",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return RunExplainVolume(o, args[0], time.Now(), cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
 	}
-	for _, sub := range []*cobra.Command{pvc, pv} {
-		f := sub.Flags()
-		f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
-		f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the live cluster (default: in-cluster, else $KUBECONFIG)")
-		f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
-		cmd.AddCommand(sub)
+	var (
+		claim, volume           = ExplainOptions{}, ExplainOptions{}
+		claimGiven, volumeGiven = bindExplainFlags(pvc.Flags(), &claim), bindExplainFlags(pv.Flags(), &volume)
+	)
+	pvc.RunE = func(cmd *cobra.Command, args []string) error {
+		claim.ConnectionFlags = claimGiven()
+		return RunExplainClaim(claim, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
+	pv.RunE = func(cmd *cobra.Command, args []string) error {
+		volume.ConnectionFlags = volumeGiven()
+		return RunExplainVolume(volume, args[0], time.Now(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	cmd.AddCommand(pvc, pv)
 	return cmd
 }
 
-// RunExplainClaim explains the claim NAMESPACE/NAME and writes the explanation to out.
+// bindExplainFlags defines the flags of `explain pvc` and `explain pv` on f, writing into o:
+// -f, -o and kubectl's connection flags (--kubeconfig and client-go's override flags, with -s
+// for --server as kubectl has it). given names the connection flags set on the command line,
+// -n aside: -n also applies to manifests.
+func bindExplainFlags(f *pflag.FlagSet, o *ExplainOptions) (given func() []string) {
+	o.Output = "table"
+	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
+	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
+	// The connection flags go to a set of their own first, to be told apart from the others.
+	conn := pflag.NewFlagSet("connection", pflag.ContinueOnError)
+	conn.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the live cluster (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
+	names := clientcmd.RecommendedConfigOverrideFlags("")
+	names.ClusterOverrideFlags.APIServer.ShortName = "s"
+	clientcmd.BindOverrideFlags(&o.Overrides, conn, names)
+	f.AddFlagSet(conn)
+	return func() []string {
+		var set []string
+		conn.VisitAll(func(fl *pflag.Flag) {
+			if fl.Changed && fl.Name != clientcmd.FlagNamespace {
+				set = append(set, "--"+fl.Name)
+			}
+		})
+		return set
+	}
+}
+
+// clientConfig is the cluster the connection flags name, resolved as kubectl resolves it:
+// --kubeconfig, else $KUBECONFIG, else ~/.kube/config, else in-cluster, with the flags
+// overriding what the kubeconfig's context says.
+func (o ExplainOptions) clientConfig() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	overrides := o.Overrides
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &overrides)
+}
+
+// cluster is the live cluster to read, or nil to read o.Files; manifests together with
+// connection flags are bad input. Nothing is read yet.
+func (o ExplainOptions) cluster() (clientcmd.ClientConfig, error) {
+	if len(o.Files) == 0 {
+		return o.clientConfig(), nil
+	}
+	given := o.ConnectionFlags
+	if o.Kubeconfig != "" && !slices.Contains(given, "--kubeconfig") {
+		given = append(given, "--kubeconfig")
+	}
+	if len(given) > 0 {
+		return nil, badInput("give either manifests with -f or a cluster with %s, not both", strings.Join(given, ", "))
+	}
+	return nil, nil
+}
+
+// restConfig is cc's client configuration (nil for none); flags or a kubeconfig that name no
+// usable cluster are bad input.
+func restConfig(cc clientcmd.ClientConfig) (*rest.Config, error) {
+	if cc == nil {
+		return nil, nil
+	}
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, badInput("the kubeconfig and flags name no usable cluster: %v", err)
+	}
+	return rc, nil
+}
+
+// claimRequest resolves what `explain pvc REF` asks for: the claim's namespace and name
+// (claimKey), and the cluster to read (nil: the manifests).
+func (o ExplainOptions) claimRequest(ref string) (namespace, name string, rc *rest.Config, err error) {
+	cc, err := o.cluster()
+	if err != nil {
+		return "", "", nil, err
+	}
+	var contextNamespace func() (string, error)
+	if cc != nil {
+		contextNamespace = func() (string, error) {
+			ns, _, err := cc.Namespace()
+			return ns, err
+		}
+	}
+	if namespace, name, err = claimKey(ref, o.Overrides.Context.Namespace, contextNamespace); err != nil {
+		return "", "", nil, err
+	}
+	rc, err = restConfig(cc)
+	return namespace, name, rc, err
+}
+
+func badInput(format string, a ...any) error {
+	return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf(format, a...)}
+}
+
+// claimKey resolves the claim `explain pvc REF` names: REF is NAMESPACE/NAME, or NAME in the
+// namespace of -n (flagNamespace), else in contextNamespace's (the kubeconfig context's, as
+// kubectl takes it; nil offline, where a namespace must be given). A namespace in REF that -n
+// contradicts is bad input, as is a malformed REF.
+func claimKey(ref, flagNamespace string, contextNamespace func() (string, error)) (namespace, name string, err error) {
+	namespace, name, qualified := strings.Cut(ref, "/")
+	if !qualified {
+		namespace, name = "", ref
+	}
+	if name == "" || strings.Contains(name, "/") || (qualified && namespace == "") {
+		return "", "", badInput("%q: want NAME or NAMESPACE/NAME", ref)
+	}
+	switch {
+	case qualified && flagNamespace != "" && flagNamespace != namespace:
+		return "", "", badInput("%q names namespace %s, but -n says %s: give one of them", ref, namespace, flagNamespace)
+	case qualified:
+		return namespace, name, nil
+	case flagNamespace != "":
+		return flagNamespace, name, nil
+	case contextNamespace == nil:
+		return "", "", badInput("%q: give its namespace (NAMESPACE/NAME or -n NAMESPACE); manifests have no current namespace", ref)
+	}
+	namespace, err = contextNamespace()
+	if err != nil {
+		return "", "", badInput("claim %q: reading the namespace of the kubeconfig's context: %v", ref, err)
+	}
+	return namespace, name, nil
+}
+
+// RunExplainClaim explains the claim REF (NAMESPACE/NAME, or NAME: see claimKey) and writes the
+// explanation to out.
 func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error {
-	bad := func(format string, a ...any) error {
-		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf(format, a...)}
-	}
-	namespace, name, ok := strings.Cut(ref, "/")
-	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
-		return bad("%q: want NAMESPACE/NAME", ref)
-	}
 	if o.Output != "table" && o.Output != "json" {
-		return bad("-o %s: want table or json", o.Output)
+		return badInput("-o %s: want table or json", o.Output)
 	}
-	in, err := loadInput(o, namespace, errOut)
+	namespace, name, rc, err := o.claimRequest(ref)
+	if err != nil {
+		return err
+	}
+	in, err := loadInput(o, rc, namespace, errOut)
 	if err != nil {
 		return err
 	}
 	e, err := explain.Claim(in, namespace, name)
 	if errors.Is(err, explain.ErrUnknownClaim) {
-		return bad("%v", err)
+		return badInput("%v", err)
 	}
 	if err != nil {
 		return err
@@ -91,21 +223,30 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 	return explain.WriteText(out, e)
 }
 
-// RunExplainVolume explains the volume NAME and writes the explanation to out.
+// RunExplainVolume explains the volume NAME and writes the explanation to out. Volumes belong to
+// no namespace: -n is ignored, as kubectl ignores it for them.
 func RunExplainVolume(o ExplainOptions, name string, now time.Time, out, errOut io.Writer) error {
 	if name == "" || strings.Contains(name, "/") {
-		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("%q: want the name of a PersistentVolume", name)}
+		return badInput("%q: want the name of a PersistentVolume", name)
 	}
 	if o.Output != "table" && o.Output != "json" {
-		return &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("-o %s: want table or json", o.Output)}
+		return badInput("-o %s: want table or json", o.Output)
 	}
-	in, err := loadInput(o, "", errOut)
+	cc, err := o.cluster()
+	if err != nil {
+		return err
+	}
+	rc, err := restConfig(cc)
+	if err != nil {
+		return err
+	}
+	in, err := loadInput(o, rc, "", errOut)
 	if err != nil {
 		return err
 	}
 	e, err := explain.Volume(in, name, now)
 	if errors.Is(err, explain.ErrUnknownVolume) {
-		return &ExitError{Code: ExitBadInput, Msg: err.Error()}
+		return badInput("%v", err)
 	}
 	if err != nil {
 		return err
@@ -123,34 +264,27 @@ func writeJSON(out io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// loadInput reads the manifests of o.Files, or else the live cluster; namespace is the one whose
-// pods and events a live read lists ("" for none).
-func loadInput(o ExplainOptions, namespace string, errOut io.Writer) (explain.Input, error) {
-	if len(o.Files) > 0 && o.Kubeconfig != "" {
-		return explain.Input{}, &ExitError{Code: ExitBadInput, Msg: "give either manifests with -f or a cluster with --kubeconfig, not both"}
-	}
-	if len(o.Files) == 0 {
-		return readCluster(context.Background(), o.Kubeconfig, namespace)
+// loadInput reads the cluster of rc, or, when rc is nil, the manifests of o.Files; namespace is
+// the one whose pods and events a live read lists ("" for none).
+func loadInput(o ExplainOptions, rc *rest.Config, namespace string, errOut io.Writer) (explain.Input, error) {
+	if rc != nil {
+		return readCluster(context.Background(), rc, namespace)
 	}
 	snap, _, readErrs := manifests.Load(o.Files)
 	for _, e := range readErrs {
 		fmt.Fprintln(errOut, "pvguard explain:", e)
 	}
 	if len(readErrs) > 0 {
-		return explain.Input{}, &ExitError{Code: ExitBadInput, Msg: fmt.Sprintf("%d document(s) could not be read", len(readErrs))}
+		return explain.Input{}, badInput("%d document(s) could not be read", len(readErrs))
 	}
 	return explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}, nil
 }
 
-// readCluster reads what an explanation reads from a live cluster (readInput).
-func readCluster(ctx context.Context, kubeconfig, namespace string) (explain.Input, error) {
-	rc, err := RESTConfig(kubeconfig)
-	if err != nil {
-		return explain.Input{}, err
-	}
+// readCluster reads what an explanation reads from the cluster of rc (readInput).
+func readCluster(ctx context.Context, rc *rest.Config, namespace string) (explain.Input, error) {
 	c, err := client.New(rc, client.Options{})
 	if err != nil {
-		return explain.Input{}, fmt.Errorf("connecting to the cluster: %w", err)
+		return explain.Input{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
 	}
 	in, err := readInput(ctx, c, namespace)
 	if err != nil {

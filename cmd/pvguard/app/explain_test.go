@@ -88,3 +88,45 @@ func TestExplainVolumeDocsShowRealOutput(t *testing.T) {
 		t.Fatalf("error %v, want exit %d naming pv-nope", err, app.ExitBadInput)
 	}
 }
+
+// TestExplainCommandAsPlugin runs the command tree as the binary builds it under each name: the
+// plugin's help says `kubectl pvguard`, and its flags and exit codes are pvguard's.
+func TestExplainCommandAsPlugin(t *testing.T) {
+	for argv0, display := range map[string]string{"/usr/local/bin/kubectl-pvguard": "kubectl pvguard", "bin/pvguard": "pvguard"} {
+		t.Run(display, func(t *testing.T) {
+			root := app.NewRootCommandFor(argv0)
+			var out bytes.Buffer
+			root.SetOut(&out)
+			root.SetArgs([]string{"explain", "pvc", "--help"})
+			if err := root.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if want := "\n  " + display + " explain pvc [NAMESPACE/]NAME [flags]\n"; !strings.Contains(out.String(), want) {
+				t.Errorf("help lacks %q:\n%s", want, out.String())
+			}
+			for _, flag := range []string{"-n, --namespace", "--context", "--kubeconfig", "-s, --server", "--cluster", "--user", "--token"} {
+				if !strings.Contains(out.String(), flag) {
+					t.Errorf("help lacks %s", flag)
+				}
+			}
+
+			root = app.NewRootCommandFor(argv0)
+			out.Reset()
+			root.SetOut(&out)
+			root.SetArgs([]string{"explain", "pvc", "-n", "team-a", "data", "-f", example, "-o", "json"})
+			if err := root.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			var e explain.Explanation
+			if err := json.Unmarshal(out.Bytes(), &e); err != nil || e.Claim != "team-a/data" {
+				t.Fatalf("explanation %+v (%v)", e, err)
+			}
+
+			root = app.NewRootCommandFor(argv0)
+			root.SetArgs([]string{"explain", "pvc", "-n", "team-b", "team-a/data", "-f", example})
+			if err := root.Execute(); exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), "-n says team-b") {
+				t.Fatalf("error %v (exit %d), want exit %d", err, exitCode(err), app.ExitBadInput)
+			}
+		})
+	}
+}

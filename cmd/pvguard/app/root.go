@@ -5,7 +5,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -21,14 +23,37 @@ import (
 // Version is stamped at build time with -ldflags "-X github.com/pvguard/pvguard/cmd/pvguard/app.Version=...".
 var Version = "dev"
 
+// PluginName is the name kubectl runs the binary by as a plugin: `kubectl pvguard ARGS` runs
+// kubectl-pvguard ARGS, the first program of that name on PATH.
+const PluginName = "kubectl-pvguard"
+
+// IsPlugin says whether argv0 (os.Args[0]) runs the binary as the kubectl plugin: its base name
+// is kubectl-pvguard, or kubectl-pvguard.exe on Windows, where kubectl also finds it.
+func IsPlugin(argv0 string) bool {
+	base := filepath.Base(argv0)
+	if ext := filepath.Ext(base); strings.EqualFold(ext, ".exe") {
+		base = strings.TrimSuffix(base, ext)
+	}
+	return base == PluginName
+}
+
 // NewRootCommand builds the pvguard command tree.
-func NewRootCommand() *cobra.Command {
+func NewRootCommand() *cobra.Command { return NewRootCommandFor("pvguard") }
+
+// NewRootCommandFor builds the command tree for the binary invoked as argv0: the same commands
+// and flags either way, but run as the kubectl plugin its help and errors say `kubectl pvguard`.
+// kubectl hands a plugin every argument after its name and passes on its exit code, so nothing
+// else differs: `explain` takes kubectl's connection flags under either name.
+func NewRootCommandFor(argv0 string) *cobra.Command {
 	var verbose bool
 	root := &cobra.Command{
 		Use:           "pvguard",
 		Short:         "Admission and audit webhooks for PersistentVolumes, PersistentVolumeClaims and StorageClasses",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	if IsPlugin(argv0) {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pvguard"}
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	logger := func(w io.Writer) logr.Logger { return newLogger(w, verbose) }
