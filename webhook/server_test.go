@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -393,5 +395,40 @@ func TestExplainRoutes(t *testing.T) {
 		if rec.Code != http.StatusNotFound {
 			t.Errorf("GET %s without explain handlers: HTTP %d, want 404", path, rec.Code)
 		}
+	}
+}
+
+// TestExplanationsRunOneAtATime: an explanation plans the whole pool, so the pages and the API
+// share one slot; the others wait their turn rather than run beside it.
+func TestExplanationsRunOneAtATime(t *testing.T) {
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		_, _ = io.WriteString(w, "ok")
+	})
+	h := webhook.NewServer(webhook.Options{ExplainAPI: slow, ExplainPages: slow}).Handler()
+	paths := []string{webhook.PathExplainAPI + "/pvc/a/b", webhook.PathExplainPages + "/pvc/a/b", webhook.PathExplainAPI + "/pv/c"}
+	codes := make(chan int, len(paths))
+	for _, p := range paths {
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+			codes <- rec.Code
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // all three have arrived; one runs, two wait
+	close(release)
+	for range paths {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("HTTP %d, want 200 after waiting", code)
+		}
+	}
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d explanations ran at once, want 1", m)
 	}
 }
