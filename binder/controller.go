@@ -283,9 +283,16 @@ func (b *Binder) processNext(ctx context.Context, queue workqueue.TypedRateLimit
 
 // --- claims ---
 
+// noCopy reads an object from the cache without copying what it points to (maps, slices,
+// nested structs): the binder never changes what it reads (every write deep-copies first:
+// applyClaim, applyVolume, bind), and at scale the copies were most of what the binder
+// allocated, since its resync reads every volume and claim every 15 s (docs/benchmarks.md,
+// "Scale").
+const noCopy = client.UnsafeDisableDeepCopy
+
 func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 	claim := &corev1.PersistentVolumeClaim{}
-	if err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim); err != nil {
+	if err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim, noCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			b.ledger.forget(key{kind: 'c', namespace: namespace, name: name})
 			return nil
@@ -324,7 +331,7 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 	s := ClaimState{Claim: claim}
 	if claim.Spec.VolumeName != "" {
 		v := &corev1.PersistentVolume{}
-		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
+		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v, noCopy); {
 		case err == nil:
 			s.Volume = v
 		case !apierrors.IsNotFound(err):
@@ -357,7 +364,7 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 	s.Planned = planned
 	if assigned != "" {
 		v := &corev1.PersistentVolume{}
-		err := b.o.Cache.Get(ctx, client.ObjectKey{Name: assigned}, v)
+		err := b.o.Cache.Get(ctx, client.ObjectKey{Name: assigned}, v, noCopy)
 		switch {
 		case err == nil && fitsUnbound(claim, v, nil, false, b.pendingFree()):
 			s.Assigned = v
@@ -427,7 +434,7 @@ func (b *Binder) applyClaim(ctx context.Context, claim *corev1.PersistentVolumeC
 
 func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	v := &corev1.PersistentVolume{}
-	if err := b.o.Cache.Get(ctx, client.ObjectKey{Name: name}, v); err != nil {
+	if err := b.o.Cache.Get(ctx, client.ObjectKey{Name: name}, v, noCopy); err != nil {
 		if apierrors.IsNotFound(err) {
 			b.ledger.forget(key{kind: 'v', name: name})
 			return nil
@@ -441,7 +448,7 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	s := VolumeState{Volume: v}
 	if ref := v.Spec.ClaimRef; ref != nil && ref.UID != "" {
 		c := &corev1.PersistentVolumeClaim{}
-		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, c); {
+		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, c, noCopy); {
 		case err == nil:
 			s.Claim = c
 		case !apierrors.IsNotFound(err):

@@ -1,0 +1,85 @@
+package binder
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+// TestSyncsNeverChangeTheCachedObjects: the binder reads the cache without copies (noCopy), so
+// every change it makes must be to a copy of its own. Over a cluster that takes each kind of
+// write (default class, provisioner annotation, bind, claim and volume status, unbind of a
+// volume whose claim is gone, finalizers), every object the cache handed out must be as it was.
+// A write made in place would change the cache's maps and nested structs, which the shallow
+// copies the cache hands out share.
+func TestSyncsNeverChangeTheCachedObjects(t *testing.T) {
+	ctx := context.Background()
+	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
+	manual := class("manual", noProvisioner, storagev1.VolumeBindingImmediate)
+	def := testobj.StorageClass("standard", "csi.example.com", testobj.DefaultClass)
+	// Every object has an annotation, so that its map exists and is shared with what the cache
+	// hands out (a nil map written to becomes the copy's own).
+	note := testobj.Annotation("example.com/owner", "team-a")
+	bound := testobj.PVC("ns", "bound", testobj.ClaimClass("manual"), testobj.Request("1Gi"), testobj.ClaimUID("u-bound"), testobj.ClaimMeta(note))
+	objs := []client.Object{fast, manual, def,
+		testobj.PVC("ns", "no-class", testobj.ClaimNoClass, testobj.Request("1Gi"), testobj.ClaimMeta(note)),
+		testobj.PVC("ns", "provision", testobj.ClaimClass("fast"), testobj.Request("5Gi"), testobj.ClaimMeta(note)),
+		testobj.PVC("ns", "static", testobj.ClaimClass("manual"), testobj.Request("1Gi"), testobj.ClaimUID("u-static"), testobj.ClaimMeta(note)),
+		testobj.PV("pv-free", testobj.Class("manual"), testobj.Capacity("1Gi"), testobj.PVMeta(note)),
+		bound,
+		testobj.PV("pv-bound", testobj.Class("manual"), testobj.Capacity("1Gi"), testobj.ClaimRef("ns", "bound", "u-bound"), testobj.PVMeta(note)),
+		testobj.PV("pv-orphan", testobj.Class("manual"), testobj.Capacity("1Gi"), testobj.Reclaim(corev1.PersistentVolumeReclaimRetain),
+			testobj.ClaimRef("ns", "gone", "u-gone"), testobj.Phase(corev1.VolumeBound), testobj.PVMeta(note)),
+	}
+	bd, c := liveBinder(t, objs...)
+	// The cache holds what the apiserver (here the fake) holds, resourceVersions included, so
+	// that the writes go through rather than conflict.
+	var held []client.Object
+	for _, o := range objs {
+		got := o.DeepCopyObject().(client.Object)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, got)
+	}
+	cache, err := newMemCache(held...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd.o.Cache = cache
+	before := make([]runtime.Object, len(held))
+	for i, o := range held {
+		before[i] = o.DeepCopyObject()
+	}
+
+	writes := 0
+	bd.o.BeforeWrite = func(string, client.Object) error { writes++; return nil }
+	for range 3 {
+		if err := bd.runPlan(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range held {
+			switch o.(type) {
+			case *corev1.PersistentVolumeClaim:
+				_ = bd.syncClaim(ctx, o.GetNamespace(), o.GetName()) // conflicts after the first write are expected
+			case *corev1.PersistentVolume:
+				_ = bd.syncVolume(ctx, o.GetName())
+			}
+		}
+	}
+	if writes < 5 {
+		t.Fatalf("the syncs made %d writes: the cluster no longer exercises the binder's writes", writes)
+	}
+	for i, o := range held {
+		if !reflect.DeepEqual(o, before[i]) {
+			t.Errorf("%T %s changed in the cache:\nnow  %+v\nwas  %+v", o, o.GetName(), o, before[i])
+		}
+	}
+}
