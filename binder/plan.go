@@ -20,7 +20,8 @@ import (
 // runPlan plans the pending claims (Plan) and enqueues them to carry the plan out. The plan runs
 // outside the ledger's lock: runPlan reads the cache, takes a snapshot of the in-flight state,
 // plans from the two, and installs the plan (ledger.install says what it does about binds begun
-// and pairs denied while the plan ran). The workqueue never runs two plans at once.
+// and pairs denied while the plan ran). The workqueue never runs two plans at once. Then it posts
+// NoVolumeFits on the claims stuck without a volume (postNoVolumeFits).
 func (b *Binder) runPlan(ctx context.Context) error {
 	start := time.Now()
 	in, err := b.planInput(ctx)
