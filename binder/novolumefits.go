@@ -34,6 +34,24 @@ const minExplainBudget = 50 * time.Millisecond
 type noVolumeFits struct {
 	mu        sync.Mutex
 	explained map[types.UID]time.Time
+	// next is when the next pass may run: a tenth of the delay after a pass that explained every
+	// claim due, at once after one that ran out of time. Plans come back to back while the pool
+	// churns, and each pass reads every claim again.
+	next time.Time
+}
+
+// passDue reports whether a pass may run now.
+func (n *noVolumeFits) passDue(now time.Time) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !now.Before(n.next)
+}
+
+// passDone records when the next pass may run.
+func (n *noVolumeFits) passDone(next time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.next = next
 }
 
 // due returns the claims a NoVolumeFits pass should explain now: Pending (no binding completed,
@@ -82,8 +100,8 @@ func (n *noVolumeFits) explainedAt(claim types.UID, t time.Time) {
 	n.explained[claim] = t
 }
 
-// postNoVolumeFits explains, after a plan, the claims due (noVolumeFits.due) over that plan and
-// its input, and records NoVolumeFits on those Options.Explain says no volume fits. Each claim is
+// postNoVolumeFits explains, after a plan (at most one in a tenth of the delay, unless the last
+// pass ran out of time), the claims due (noVolumeFits.due) over that plan and its input, and records NoVolumeFits on those Options.Explain says no volume fits. Each claim is
 // explained, and its event posted or refreshed, at most once per NoVolumeFitsAfter: the
 // recorder's correlator turns a repeat of the same message into a higher count on the same
 // Event, and a new message (the reason changed) into a new Event. The pass spends at most budget
@@ -92,10 +110,11 @@ func (n *noVolumeFits) explainedAt(claim types.UID, t time.Time) {
 // time. It reads the claims again (the plan's input holds only the ones the plan considers).
 func (b *Binder) postNoVolumeFits(ctx context.Context, in PlanInput, plan PoolPlan, budget time.Duration) time.Duration {
 	after := b.o.NoVolumeFitsAfter
-	if after <= 0 || b.o.Explain == nil {
+	if after <= 0 || b.o.Explain == nil || !b.noFits.passDue(time.Now()) {
 		return 0
 	}
 	start := time.Now()
+	b.noFits.passDone(start.Add(after / 10))
 	var pvcs corev1.PersistentVolumeClaimList
 	if err := b.o.Cache.List(ctx, &pvcs, client.UnsafeDisableDeepCopy); err != nil {
 		b.o.Log.Error(err, "listing claims for NoVolumeFits")
@@ -124,6 +143,7 @@ func (b *Binder) postNoVolumeFits(ctx context.Context, in PlanInput, plan PoolPl
 	budget = max(budget, minExplainBudget)
 	for i, c := range due {
 		if i > 0 && time.Since(start) > budget {
+			b.noFits.passDone(time.Time{}) // the rest go first, at the next plan
 			break
 		}
 		msg, ok := explain(c)

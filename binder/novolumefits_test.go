@@ -171,10 +171,17 @@ func TestNoVolumeFitsAtMostOncePerDelay(t *testing.T) {
 	if n := f.passes(); n != 1 {
 		t.Errorf("%d passes explained claims, want 1", n)
 	}
+	b.noFits.mu.Lock()
+	next := b.noFits.next
+	b.noFits.mu.Unlock()
+	if wait := time.Until(next); wait < 5*time.Second || wait > 6*time.Second {
+		t.Errorf("the next pass may run in %s, want a tenth of the delay (6s)", wait)
+	}
 
 	elapse := func() { // as if the delay had passed since the claim was last explained
 		b.noFits.mu.Lock()
 		b.noFits.explained[claim.UID] = b.noFits.explained[claim.UID].Add(-time.Minute)
+		b.noFits.next = time.Time{}
 		b.noFits.mu.Unlock()
 	}
 	elapse()
@@ -183,6 +190,7 @@ func TestNoVolumeFitsAtMostOncePerDelay(t *testing.T) {
 		t.Fatalf("events once the delay passed %q, want the same message again (a refresh)", got)
 	}
 	f.set("ns/c", "second reason")
+	b.noFits.passDone(time.Time{}) // a pass runs, but the claim was explained within the delay
 	plan(t, b)
 	if got := events(rec); len(got) != 0 {
 		t.Fatalf("events right after a refresh %q, want none until the delay passes", got)
@@ -216,6 +224,7 @@ func TestNoVolumeFitsForgetsClaims(t *testing.T) {
 	if err := c.Delete(ctx, bc); err != nil {
 		t.Fatal(err)
 	}
+	b.noFits.passDone(time.Time{}) // passes run at most once in a tenth of the delay
 	plan(t, b)
 	b.noFits.mu.Lock()
 	defer b.noFits.mu.Unlock()
