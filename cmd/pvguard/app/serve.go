@@ -81,10 +81,7 @@ type ServeOptions struct {
 	AuditInterval time.Duration
 	BinderWorkers int
 	BinderResync  time.Duration
-	// NoVolumeFitsAfter is how long a claim stays Pending before the binder posts NoVolumeFits
-	// on it (when no volume fits and nothing else will give it one); 0 turns the event off.
-	NoVolumeFitsAfter time.Duration
-	LeaderElect       bool
+	LeaderElect   bool
 	// LeaderElectionNamespace holds the binder's Lease (default: pvguard's own namespace in a
 	// cluster, else kube-system).
 	LeaderElectionNamespace string
@@ -102,6 +99,10 @@ type ServeOptions struct {
 	Ready func(addr net.Addr)
 	// BinderHooks let end-to-end tests kill the binder between writes and make its cache lag.
 	BinderHooks BinderHooks
+
+	// NoVolumeFitsAfter is how long a claim stays Pending before the binder posts NoVolumeFits
+	// on it (when no volume fits and nothing else will give it one); 0 turns the event off.
+	NoVolumeFitsAfter time.Duration
 }
 
 // BinderHooks are test hooks into the binder; production leaves them nil.
@@ -113,22 +114,21 @@ type BinderHooks struct {
 // DefaultServeOptions are the flag defaults.
 func DefaultServeOptions() ServeOptions {
 	return ServeOptions{
-		Listen:            ":9443",
-		SelfSignedHosts:   []string{"localhost", "127.0.0.1"},
-		Binder:            "off",
-		AuditInterval:     time.Minute,
-		BinderWorkers:     8,
-		BinderResync:      15 * time.Second,
-		NoVolumeFitsAfter: 2 * time.Minute,
-		LeaderElect:       true,
-		LeaderElectionID:  "pvguard-leader",
-		LeaseDuration:     15 * time.Second,
-		RenewDeadline:     10 * time.Second,
-		RetryPeriod:       2 * time.Second,
-		KubeAPIQPS:        50,
-		KubeAPIBurst:      100,
-		ShutdownTimeout:   25 * time.Second,
-		ShutdownDelay:     5 * time.Second,
+		Listen:           ":9443",
+		SelfSignedHosts:  []string{"localhost", "127.0.0.1"},
+		Binder:           "off",
+		AuditInterval:    time.Minute,
+		BinderWorkers:    8,
+		BinderResync:     15 * time.Second,
+		LeaderElect:      true,
+		LeaderElectionID: "pvguard-leader",
+		LeaseDuration:    15 * time.Second,
+		RenewDeadline:    10 * time.Second,
+		RetryPeriod:      2 * time.Second,
+		KubeAPIQPS:       50,
+		KubeAPIBurst:     100,
+		ShutdownTimeout:  25 * time.Second,
+		ShutdownDelay:    5 * time.Second,
 
 		Namespace:                os.Getenv("POD_NAMESPACE"),
 		ServiceName:              "pvguard",
@@ -137,6 +137,8 @@ func DefaultServeOptions() ServeOptions {
 		CAValidity:               10 * 365 * 24 * time.Hour,
 		CAOverlap:                10 * time.Minute,
 		CertCheckInterval:        time.Minute,
+
+		NoVolumeFitsAfter: 2 * time.Minute,
 	}
 }
 
@@ -570,9 +572,10 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines
 // events.k8s.io's series). It has a broadcaster of its own: the correlator's spam filter lets a
 // claim's events of one type through 25 at once and then one per 5 minutes, and the Warning
 // events the binder repeats on every sync of a claim (VolumeMismatch, ProvisioningFailed) would
-// otherwise spend that budget. Its filter lets one event per claim through per --no-volume-fits-after,
-// the binder's own pace, and it remembers 32,768 events, so a refresh finds its Event up to that
-// many stuck claims. Its writes share the client's token bucket (cfg.RateLimiter).
+// otherwise spend that budget. Its filter lets one event per claim through per
+// --no-volume-fits-after (the binder's own pace), and it remembers 32,768 events, so a refresh
+// finds its Event for up to that many stuck claims. Its writes share the client's token bucket
+// (cfg.RateLimiter).
 func noVolumeFitsRecorder(mgr manager.Manager, after time.Duration) (record.EventRecorder, error) {
 	if after <= 0 {
 		return nil, nil
