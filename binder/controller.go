@@ -51,6 +51,17 @@ type Options struct {
 	Registry prometheus.Registerer
 	Recorder record.EventRecorder
 	Log      logr.Logger
+	// NoVolumeFitsAfter is how long a claim stays Pending, from its creationTimestamp, before
+	// the binder posts NoVolumeFits on it if Explain says no volume fits; it is also the least
+	// time between two explanations of one claim (each refreshes the event). 0 turns it off.
+	NoVolumeFitsAfter time.Duration
+	// Explain explains claims for NoVolumeFits (explain.NoVolumeFits); required with
+	// NoVolumeFitsAfter.
+	Explain Explainer
+	// NoVolumeFitsRecorder records NoVolumeFits (default Recorder). pvguard serve gives it a
+	// broadcaster of its own, whose spam filter the events Recorder repeats on every sync do not
+	// drain.
+	NoVolumeFitsRecorder record.EventRecorder
 	// Cache reads objects (normally the manager's cache); Live reads past it, to confirm an
 	// absence before acting on it. Tests substitute a lagging Cache.
 	Cache client.Reader
@@ -87,6 +98,8 @@ type Binder struct {
 
 	// ledger is the binder's in-flight state, shared by its workers and its planner.
 	ledger *ledger
+	// noFits is when each pending claim was last explained for NoVolumeFits (plan worker only).
+	noFits noVolumeFits
 }
 
 // New builds a binder. Register it with SetupInformers before the cache starts, then Start it
@@ -97,6 +110,12 @@ func New(o Options) (*Binder, error) {
 	}
 	if o.Cache == nil || o.Live == nil || o.Writer == nil || o.Engine == nil || o.Views == nil || o.Recorder == nil {
 		return nil, errors.New("binder: Cache, Live, Writer, Engine, Views and Recorder are required")
+	}
+	if o.NoVolumeFitsAfter > 0 && o.Explain == nil {
+		return nil, errors.New("binder: NoVolumeFitsAfter needs Explain")
+	}
+	if o.NoVolumeFitsRecorder == nil {
+		o.NoVolumeFitsRecorder = o.Recorder
 	}
 	if o.Workers <= 0 {
 		o.Workers = 8

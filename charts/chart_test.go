@@ -47,6 +47,7 @@ type chartCase struct {
 	values map[string]any
 	// What the values switch on, as the assertions expect it.
 	binder          string // off, shadow, active
+	noVolumeFits    string // --no-volume-fits-after
 	auditOff        bool
 	certManager     bool
 	replicas        int
@@ -64,11 +65,17 @@ type chartCase struct {
 // chartCases covers the defaults and every toggle; the defaults are filled in by withDefaults.
 func chartCases() map[string]chartCase {
 	cases := map[string]chartCase{
-		"defaults":               {},
-		"cert-manager":           {values: vals("certManager.enabled", true), certManager: true},
-		"binder off (explicit)":  {values: vals("binder.mode", "off")},
-		"binder shadow":          {values: vals("binder.mode", "shadow"), binder: "shadow"},
-		"binder active":          {values: vals("binder.mode", "active"), binder: "active"},
+		"defaults":              {},
+		"cert-manager":          {values: vals("certManager.enabled", true), certManager: true},
+		"binder off (explicit)": {values: vals("binder.mode", "off")},
+		"binder shadow":         {values: vals("binder.mode", "shadow"), binder: "shadow"},
+		"binder active":         {values: vals("binder.mode", "active"), binder: "active"},
+		"binder active, NoVolumeFits off": {
+			values: vals("binder.mode", "active", "binder.noVolumeFitsAfter", 0), binder: "active", noVolumeFits: "0",
+		},
+		"binder shadow, NoVolumeFits after 30s": {
+			values: vals("binder.mode", "shadow", "binder.noVolumeFitsAfter", "30s"), binder: "shadow", noVolumeFits: "30s",
+		},
 		"audit off":              {values: vals("audit.interval", "0"), auditOff: true},
 		"audit off (integer 0)":  {values: vals("audit.interval", 0), auditOff: true},
 		"audit off (0m0s)":       {values: vals("audit.interval", "0m0s"), auditOff: true},
@@ -116,6 +123,9 @@ func chartCases() map[string]chartCase {
 func (c chartCase) withDefaults() chartCase {
 	if c.binder == "" {
 		c.binder = "off"
+	}
+	if c.noVolumeFits == "" {
+		c.noVolumeFits = "2m"
 	}
 	if c.replicas == 0 {
 		c.replicas = 2
@@ -327,6 +337,7 @@ func checkDeployment(t *testing.T, c chartCase, r rendered) {
 		"listen":                    ":9443",
 		"config":                    "/etc/pvguard/policy.yaml",
 		"binder":                    c.binder,
+		"no-volume-fits-after":      c.noVolumeFits,
 		"leader-elect":              "true",
 		"leader-election-namespace": namespace,
 		"leader-election-id":        fullname + "-leader",
@@ -916,6 +927,7 @@ func TestValuesSchema(t *testing.T) {
 		"unknown nested key":        {vals("webhook.failurePolicyy", "Fail"), []string{"failurePolicyy"}},
 		"bad failure policy":        {vals("webhook.failurePolicy", "Retry"), []string{"failurePolicy"}},
 		"bad audit interval":        {vals("audit.interval", "1 minute"), []string{"audit", "interval"}},
+		"bad NoVolumeFits delay":    {vals("binder.noVolumeFitsAfter", "soon"), []string{"binder", "noVolumeFitsAfter"}},
 		"zero replicas":             {vals("replicas", 0), []string{"replicas"}},
 		"match condition sans expr": {vals("webhook.matchConditions", []any{map[string]any{"name": "x"}}), []string{"matchConditions"}},
 		"unknown policy key":        {vals("policy.rulez", map[string]any{}), []string{"rulez"}},

@@ -151,33 +151,63 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w %s/%s", ErrUnknownClaim, namespace, name)
 	}
-	classes := map[string]*storagev1.StorageClass{}
+	x := newExplainer(in)
+	x.plan = binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes,
+		Nodes: x.nodes, PendingFree: in.PendingFree, InFlight: in.InFlight})
+	x.indexPlan()
+	return x.claim(c, false), nil
+}
+
+// explainer holds what explaining any claim over one plan reads, so that explaining many claims
+// over the same input (the binder's NoVolumeFits pass) plans and indexes once.
+type explainer struct {
+	in      Input
+	plan    binder.PoolPlan
+	classes map[string]*storagev1.StorageClass
+	nodes   map[string]*corev1.Node
+	// claimByUID names (namespace/name) each claim; owner maps each volume the plan gives out
+	// to its claim, and planned holds the claims the plan considered.
+	claimByUID map[types.UID]string
+	owner      map[string]types.UID
+	planned    map[types.UID]bool
+}
+
+func newExplainer(in Input) *explainer {
+	x := &explainer{in: in, classes: map[string]*storagev1.StorageClass{}, nodes: map[string]*corev1.Node{},
+		claimByUID: make(map[types.UID]string, len(in.Claims))}
 	for _, sc := range in.Classes {
-		classes[sc.Name] = sc
+		x.classes[sc.Name] = sc
 	}
-	nodes := map[string]*corev1.Node{}
 	for _, n := range in.Nodes {
-		nodes[n.Name] = n
+		x.nodes[n.Name] = n
 	}
-	plan := binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes,
-		Nodes: nodes, PendingFree: in.PendingFree, InFlight: in.InFlight})
-	planned := false
-	for _, pc := range plan.Claims {
-		planned = planned || pc.UID == c.UID
-	}
-	claimByUID := map[types.UID]string{}
 	for _, pc := range in.Claims {
-		claimByUID[pc.UID] = pc.Namespace + "/" + pc.Name
+		x.claimByUID[pc.UID] = pc.Namespace + "/" + pc.Name
 	}
-	takenBy := map[string]string{}
-	for uid, v := range plan.Volumes {
-		if v != "" && uid != c.UID {
-			takenBy[v] = claimByUID[uid]
+	return x
+}
+
+// indexPlan indexes x.plan.
+func (x *explainer) indexPlan() {
+	x.owner = make(map[string]types.UID, len(x.plan.Volumes))
+	for uid, v := range x.plan.Volumes {
+		if v != "" {
+			x.owner[v] = uid
 		}
 	}
+	x.planned = make(map[types.UID]bool, len(x.plan.Claims))
+	for _, pc := range x.plan.Claims {
+		x.planned[pc.UID] = true
+	}
+}
 
-	e := &Explanation{Claim: namespace + "/" + name, Phase: string(c.Status.Phase), Class: policy.ClaimClass(c)}
-	class := classes[e.Class]
+// claim explains one claim. With onlyIfStuck, it stops after the state when the claim waits for
+// something (WaitingFor is not "nothing"): the candidate table, a pass over every volume, is
+// what costs, and NoVolumeFits needs it only for claims nothing else will give a volume.
+func (x *explainer) claim(c *corev1.PersistentVolumeClaim, onlyIfStuck bool) *Explanation {
+	in := x.in
+	e := &Explanation{Claim: c.Namespace + "/" + c.Name, Phase: string(c.Status.Phase), Class: policy.ClaimClass(c)}
+	class := x.classes[e.Class]
 	if e.Class != "" && class != nil {
 		e.BindingMode = string(storagev1.VolumeBindingImmediate) // the API server's default
 		if class.VolumeBindingMode != nil {
@@ -186,9 +216,15 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 	}
 	nodeName, scheduled := c.Annotations[policy.AnnSelectedNode]
 	e.SelectedNode = nodeName
+	e.state(c, in, class, x.plan.Volumes[c.UID])
+	if onlyIfStuck && e.WaitingFor != WaitingForNothing {
+		return e
+	}
 	for _, v := range in.Volumes {
-		row := candidate(in, c, v, nodes[nodeName], nodeName, scheduled, claimByUID)
-		row.TakenBy = takenBy[v.Name]
+		row := candidate(in, c, v, x.nodes[nodeName], nodeName, scheduled, x.claimByUID)
+		if uid, ok := x.owner[v.Name]; ok && uid != c.UID {
+			row.TakenBy = x.claimByUID[uid]
+		}
 		e.Candidates = append(e.Candidates, row)
 	}
 	sort.SliceStable(e.Candidates, func(i, j int) bool {
@@ -198,10 +234,9 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 		}
 		return a.Volume < b.Volume
 	})
-	e.state(c, in, class, plan.Volumes[c.UID])
 	e.consumers(c, in)
-	e.verdict(c, planned)
-	return e, nil
+	e.verdict(c, x.planned[c.UID])
+	return e
 }
 
 // withUIDs gives claims without a uid (manifests written by hand) one of their own, derived

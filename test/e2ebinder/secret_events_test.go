@@ -10,19 +10,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 // TestBinderEventsCarryNoSecretValues has the active binder record events about CSI volumes
 // whose volumeAttributes hold a credential-like value and which reference a Secret holding
 // another: a binding policy forbids (PolicyForbidsBinding), a claim naming a volume of the
-// wrong mode (VolumeMismatch on the claim) and a volume pre-bound to such a claim
+// wrong mode (VolumeMismatch and, after a second, NoVolumeFits on the claim) and a volume pre-bound to such a claim
 // (VolumeMismatch on the volume, an event in "default", and on the claim). No event in any namespace may contain
 // either value.
 func TestBinderEventsCarryNoSecretValues(t *testing.T) {
 	must(t, h.SetPolicy(policyConfig+"rules:\n  volume-grab: {action: deny}\n"), "tightening policy")
 	t.Cleanup(func() { _ = h.SetPolicy(policyConfig) })
-	startBinder(t, "active", nil)
+	startBinder(t, "active", func(o *app.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
 	ns := namespace(t)
 	attrCanary, secretCanary := "canary-attr-"+ns, "canary-secret-"+ns
@@ -55,6 +56,7 @@ func TestBinderEventsCarryNoSecretValues(t *testing.T) {
 
 	waitFor(t, time.Minute, "PolicyForbidsBinding on claim grab", hasEvent(t, ns, "grab", "PolicyForbidsBinding"))
 	waitFor(t, time.Minute, "VolumeMismatch on claim block", hasEvent(t, ns, "block", "VolumeMismatch"))
+	waitFor(t, time.Minute, "NoVolumeFits on claim block", hasEvent(t, ns, "block", "NoVolumeFits"))
 	waitFor(t, time.Minute, "VolumeMismatch on volume "+prebound, hasEvent(t, "default", prebound, "VolumeMismatch"))
 	time.Sleep(2 * time.Second) // a few resyncs: repeated and aggregated events too
 

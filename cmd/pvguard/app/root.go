@@ -113,6 +113,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeOptions) {
 	f.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "how often the whole cache is audited (also after changes); 0 turns the audit off")
 	f.IntVar(&o.BinderWorkers, "binder-workers", o.BinderWorkers, "objects the binder syncs in parallel (writes are bounded by --kube-api-qps)")
 	f.DurationVar(&o.BinderResync, "binder-resync", o.BinderResync, "how often the binder syncs every object again")
+	f.DurationVar(&o.NoVolumeFitsAfter, "no-volume-fits-after", o.NoVolumeFitsAfter, "post a NoVolumeFits warning event on a claim Pending this long that no volume fits (and that no provisioner will serve), naming the closest volume; refreshed at most this often; 0 turns it off")
 	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to run the binder and write audit reports; webhooks and audits run on every replica")
 	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader Lease (default kube-system)")
 	f.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader Lease")

@@ -26,9 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -41,6 +43,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
+	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -98,6 +101,10 @@ type ServeOptions struct {
 	Ready func(addr net.Addr)
 	// BinderHooks let end-to-end tests kill the binder between writes and make its cache lag.
 	BinderHooks BinderHooks
+
+	// NoVolumeFitsAfter is how long a claim stays Pending before the binder posts NoVolumeFits
+	// on it (when no volume fits and nothing else will give it one); 0 turns the event off.
+	NoVolumeFitsAfter time.Duration
 }
 
 // BinderHooks are test hooks into the binder; production leaves them nil.
@@ -132,6 +139,8 @@ func DefaultServeOptions() ServeOptions {
 		CAValidity:               10 * 365 * 24 * time.Hour,
 		CAOverlap:                10 * time.Minute,
 		CertCheckInterval:        time.Minute,
+
+		NoVolumeFitsAfter: 2 * time.Minute,
 	}
 }
 
@@ -159,6 +168,9 @@ func (o *ServeOptions) validate() error {
 	if o.LeaderElect && !(0 < o.RetryPeriod && o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
 		errs = append(errs, fmt.Errorf("--leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s) must hold, all positive",
 			o.RetryPeriod, o.RenewDeadline, o.LeaseDuration))
+	}
+	if o.NoVolumeFitsAfter < 0 {
+		errs = append(errs, fmt.Errorf("--no-volume-fits-after=%s: want 0 (off) or a positive duration", o.NoVolumeFitsAfter))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
@@ -542,6 +554,10 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines
 	if o.BinderHooks.WrapCache != nil {
 		cacheReader = o.BinderHooks.WrapCache(cacheReader)
 	}
+	noFits, err := noVolumeFitsRecorder(mgr, o.NoVolumeFitsAfter)
+	if err != nil {
+		return nil, err
+	}
 	b, err := binder.New(binder.Options{
 		Mode:        binder.Mode(o.Binder),
 		Workers:     o.BinderWorkers,
@@ -556,6 +572,10 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines
 		Live:        mgr.GetAPIReader(),
 		Writer:      mgr.GetClient(),
 		BeforeWrite: o.BinderHooks.BeforeWrite,
+
+		NoVolumeFitsAfter:    o.NoVolumeFitsAfter,
+		Explain:              explain.NoVolumeFits,
+		NoVolumeFitsRecorder: noFits,
 	})
 	if err != nil {
 		return nil, err
@@ -568,6 +588,39 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines
 	}
 	log.Info("binder enabled", "mode", o.Binder, "identity", identity.Username, "leaderElection", o.LeaderElect)
 	return b, nil
+}
+
+// noVolumeFitsRecorder records the binder's NoVolumeFits events (nil when they are off): core/v1
+// events, as the binder's others, whose correlator makes a repeat of the same message a higher
+// count on the same Event and a new message a new Event (docs/explain.md says why not
+// events.k8s.io's series). It has a broadcaster of its own: the correlator's spam filter lets a
+// claim's events of one type through 25 at once and then one per 5 minutes, and the Warning
+// events the binder repeats on every sync of a claim (VolumeMismatch, ProvisioningFailed) would
+// otherwise spend that budget. Its filter lets one event per claim through per
+// --no-volume-fits-after (the binder's own pace), and it remembers 32,768 events, so a refresh
+// finds its Event for up to that many stuck claims. Its writes share the client's token bucket
+// (cfg.RateLimiter).
+func noVolumeFitsRecorder(mgr manager.Manager, after time.Duration) (record.EventRecorder, error) {
+	if after <= 0 {
+		return nil, nil
+	}
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating the NoVolumeFits event client: %w", err)
+	}
+	pace := min(after, 5*time.Minute)
+	bc := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{
+		LRUCacheSize: 32768, QPS: float32(1 / pace.Seconds()),
+	}))
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		<-ctx.Done()
+		bc.Shutdown()
+		return nil
+	})); err != nil {
+		return nil, fmt.Errorf("adding the NoVolumeFits event broadcaster: %w", err)
+	}
+	return bc.NewRecorder(mgr.GetScheme(), corev1.EventSource{Component: "pvguard-binder"}), nil
 }
 
 // whoAmI asks the apiserver who pvguard is, so the binder judges its own writes exactly as the

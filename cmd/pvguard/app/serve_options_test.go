@@ -52,3 +52,30 @@ func TestProfilingNeedsTheMetricsAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestNoVolumeFitsAfter: --no-volume-fits-after defaults to 2m, 0 turns the event off, and a
+// negative delay is refused by name.
+func TestNoVolumeFitsAfter(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    time.Duration
+		wantErr bool
+	}{
+		{want: 2 * time.Minute},
+		{args: []string{"--no-volume-fits-after=0"}, want: 0},
+		{args: []string{"--no-volume-fits-after=30s"}, want: 30 * time.Second},
+		{args: []string{"--no-volume-fits-after=-1s"}, want: -time.Second, wantErr: true},
+	} {
+		o, err := ParseServeArgs(append([]string{"--self-signed"}, tc.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if o.NoVolumeFitsAfter != tc.want {
+			t.Errorf("%v: NoVolumeFitsAfter %s, want %s", tc.args, o.NoVolumeFitsAfter, tc.want)
+		}
+		err = o.validate()
+		if (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "--no-volume-fits-after")) {
+			t.Errorf("%v: validate() = %v, want an error naming the flag: %v", tc.args, err, tc.wantErr)
+		}
+	}
+}

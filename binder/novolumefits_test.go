@@ -1,0 +1,291 @@
+package binder
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+)
+
+// fakeExplainer stands in for explain.NoVolumeFits (which imports binder): it says what why
+// holds for a claim (no event when absent) and records what the binder asked.
+type fakeExplainer struct {
+	mu    sync.Mutex
+	why   map[string]string // namespace/name -> message
+	delay time.Duration     // per claim, as explaining costs
+	// asked lists the claims explained, per pass; claims and nodes are what the last pass got.
+	asked  [][]string
+	claims []string
+	nodes  map[string]*corev1.Node
+}
+
+func (f *fakeExplainer) explain(in PlanInput, _ PoolPlan) func(*corev1.PersistentVolumeClaim) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, nil)
+	f.claims = nil
+	for _, c := range in.Claims {
+		f.claims = append(f.claims, c.Namespace+"/"+c.Name)
+	}
+	f.nodes = in.Nodes
+	pass := len(f.asked) - 1
+	return func(c *corev1.PersistentVolumeClaim) (string, bool) {
+		time.Sleep(f.delay)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		name := c.Namespace + "/" + c.Name
+		f.asked[pass] = append(f.asked[pass], name)
+		msg, ok := f.why[name]
+		return msg, ok
+	}
+}
+
+func (f *fakeExplainer) set(claim, msg string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.why[claim] = msg
+}
+
+// lastAsked is what the last pass explained (nil when no pass explained anything).
+func (f *fakeExplainer) lastAsked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.asked) == 0 {
+		return nil
+	}
+	return slices.Clone(f.asked[len(f.asked)-1])
+}
+
+func (f *fakeExplainer) passes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.asked)
+}
+
+// created sets a claim's creationTimestamp ago before now.
+func created(ago time.Duration) testobj.PVCMod {
+	return testobj.ClaimMeta(func(m *metav1.ObjectMeta) { m.CreationTimestamp = metav1.NewTime(time.Now().Add(-ago)) })
+}
+
+// noFitsBinder is a binder over a fake cluster holding objs that posts NoVolumeFits after
+// `after`, as f explains, to the recorder it returns.
+func noFitsBinder(t *testing.T, after time.Duration, f *fakeExplainer, objs ...client.Object) (*Binder, *record.FakeRecorder, client.Client) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
+	rec := record.NewFakeRecorder(100)
+	b, err := New(Options{
+		Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Views:    func(context.Context) policy.View { return testobj.NewView() },
+		Recorder: record.NewFakeRecorder(100), Cache: c, Live: c, Writer: c,
+		NoVolumeFitsAfter: after, Explain: f.explain, NoVolumeFitsRecorder: rec,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, rec, c
+}
+
+// events drains the events recorded so far.
+func events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func plan(t *testing.T, b *Binder) {
+	t.Helper()
+	if err := b.runPlan(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoVolumeFitsAfterTheDelay: after a plan, the claims Pending for longer than the delay are
+// explained, with every claim and the nodes they were scheduled to in the input, and those the
+// explainer says no volume fits get one NoVolumeFits warning; claims younger than the delay,
+// bound, Lost or being deleted are not explained.
+func TestNoVolumeFitsAfterTheDelay(t *testing.T) {
+	local := class("local", noProvisioner, storagev1.VolumeBindingImmediate)
+	late := class("late", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	old := created(2 * time.Minute)
+	f := &fakeExplainer{why: map[string]string{"ns/old": "no volume fits: closest volume pv-1: volumeMode Filesystem != Block"}}
+	b, rec, _ := noFitsBinder(t, time.Minute, f, local, late, testobj.Node("n1", nil),
+		testobj.PVC("ns", "old", testobj.ClaimClass("local"), old),
+		testobj.PVC("ns", "young", testobj.ClaimClass("local"), created(10*time.Second)),
+		testobj.PVC("ns", "named", testobj.VolumeName("pv-9"), old, testobj.ClaimPhase(corev1.ClaimPending)),
+		testobj.PVC("ns", "scheduled", testobj.ClaimClass("late"), old, testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1"))),
+		testobj.PVC("ns", "bound", testobj.ClaimClass("local"), old, testobj.ClaimBoundTo("pv-2"), testobj.ClaimPhase(corev1.ClaimBound)),
+		testobj.PVC("ns", "lost", testobj.ClaimClass("local"), old, testobj.ClaimPhase(corev1.ClaimLost)),
+		testobj.PVC("ns", "deleting", testobj.ClaimClass("local"), old, testobj.ClaimMeta(testobj.Deleting(), testobj.Finalizers("kubernetes.io/pvc-protection"))),
+	)
+	plan(t, b)
+
+	asked := f.lastAsked()
+	slices.Sort(asked)
+	if want := []string{"ns/named", "ns/old", "ns/scheduled"}; !slices.Equal(asked, want) {
+		t.Errorf("explained %v, want %v", asked, want)
+	}
+	if len(f.claims) != 7 {
+		t.Errorf("the explainer got claims %v, want all 7 (the plan's input holds only the plannable ones)", f.claims)
+	}
+	if f.nodes["n1"] == nil {
+		t.Errorf("the explainer got nodes %v, want n1, which claim scheduled was scheduled to", f.nodes)
+	}
+	want := "Warning NoVolumeFits no volume fits: closest volume pv-1: volumeMode Filesystem != Block"
+	if got := events(rec); !slices.Equal(got, []string{want}) {
+		t.Errorf("events %q, want only %q", got, want)
+	}
+}
+
+// TestNoVolumeFitsAtMostOncePerDelay: plans in quick succession explain a claim once; once the
+// delay has passed since, it is explained again and the event posted again (the recorder's
+// correlator makes the same message a higher count on the same Event), and a changed reason
+// gives the new message.
+func TestNoVolumeFitsAtMostOncePerDelay(t *testing.T) {
+	claim := testobj.PVC("ns", "c", created(2*time.Minute))
+	f := &fakeExplainer{why: map[string]string{"ns/c": "first reason"}}
+	b, rec, _ := noFitsBinder(t, time.Minute, f, claim)
+	plan(t, b)
+	plan(t, b)
+	plan(t, b)
+	if got := events(rec); !slices.Equal(got, []string{"Warning NoVolumeFits first reason"}) {
+		t.Fatalf("events after three plans in a row %q, want the first reason once", got)
+	}
+	if n := f.passes(); n != 1 {
+		t.Errorf("%d passes explained claims, want 1", n)
+	}
+	b.noFits.mu.Lock()
+	next := b.noFits.next
+	b.noFits.mu.Unlock()
+	if wait := time.Until(next); wait < 5*time.Second || wait > 6*time.Second {
+		t.Errorf("the next pass may run in %s, want a tenth of the delay (6s)", wait)
+	}
+
+	elapse := func() { // as if the delay had passed since the claim was last explained
+		b.noFits.mu.Lock()
+		b.noFits.explained[claim.UID] = b.noFits.explained[claim.UID].Add(-time.Minute)
+		b.noFits.next = time.Time{}
+		b.noFits.mu.Unlock()
+	}
+	elapse()
+	plan(t, b)
+	if got := events(rec); !slices.Equal(got, []string{"Warning NoVolumeFits first reason"}) {
+		t.Fatalf("events once the delay passed %q, want the same message again (a refresh)", got)
+	}
+	f.set("ns/c", "second reason")
+	b.noFits.passDone(time.Time{}) // a pass runs, but the claim was explained within the delay
+	plan(t, b)
+	if got := events(rec); len(got) != 0 {
+		t.Fatalf("events right after a refresh %q, want none until the delay passes", got)
+	}
+	elapse()
+	plan(t, b)
+	if got := events(rec); !slices.Equal(got, []string{"Warning NoVolumeFits second reason"}) {
+		t.Fatalf("events after the reason changed %q, want the new one", got)
+	}
+}
+
+// TestNoVolumeFitsForgetsClaims: a claim that binds or is deleted is forgotten.
+func TestNoVolumeFitsForgetsClaims(t *testing.T) {
+	f := &fakeExplainer{why: map[string]string{"ns/a": "a", "ns/b": "b"}}
+	a := testobj.PVC("ns", "a", created(2*time.Minute))
+	bc := testobj.PVC("ns", "b", created(2*time.Minute))
+	b, rec, c := noFitsBinder(t, time.Minute, f, a, bc)
+	plan(t, b)
+	if got := events(rec); len(got) != 2 {
+		t.Fatalf("events %q, want one on each claim", got)
+	}
+	ctx := context.Background()
+	bound := a.DeepCopy()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(a), bound); err != nil {
+		t.Fatal(err)
+	}
+	testobj.ClaimBoundTo("pv-1")(bound)
+	if err := c.Update(ctx, bound); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, bc); err != nil {
+		t.Fatal(err)
+	}
+	b.noFits.passDone(time.Time{}) // passes run at most once in a tenth of the delay
+	plan(t, b)
+	b.noFits.mu.Lock()
+	defer b.noFits.mu.Unlock()
+	if len(b.noFits.explained) != 0 {
+		t.Errorf("still remembered: %v", b.noFits.explained)
+	}
+}
+
+// TestNoVolumeFitsOff: with no delay set, no claim is ever explained; a delay without an
+// explainer is refused.
+func TestNoVolumeFitsOff(t *testing.T) {
+	f := &fakeExplainer{why: map[string]string{"ns/c": "reason"}}
+	b, rec, _ := noFitsBinder(t, 0, f, testobj.PVC("ns", "c", created(time.Hour)))
+	plan(t, b)
+	if n, got := f.passes(), events(rec); n != 0 || len(got) != 0 {
+		t.Errorf("%d passes, events %q; want none", n, got)
+	}
+	c := fake.NewClientBuilder().Build()
+	_, err := New(Options{Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Views: func(context.Context) policy.View { return testobj.NewView() }, Recorder: record.NewFakeRecorder(1),
+		Cache: c, Live: c, Writer: c, NoVolumeFitsAfter: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), "Explain") {
+		t.Errorf("New with NoVolumeFitsAfter and no Explain: %v, want an error naming Explain", err)
+	}
+}
+
+// TestNoVolumeFitsSharesThePlansTime: explaining is slow (the candidate table is a pass over
+// every volume); a pass stops once it has spent its budget, and the next pass takes the claims
+// the last one did not reach first, so every stuck claim gets its turn.
+func TestNoVolumeFitsSharesThePlansTime(t *testing.T) {
+	f := &fakeExplainer{why: map[string]string{}, delay: 25 * time.Millisecond}
+	var objs []client.Object
+	var all []string
+	for _, name := range strings.Split("a b c d e f g h i j k l m n o p q r s t", " ") {
+		objs = append(objs, testobj.PVC("ns", name, created(2*time.Minute)))
+		all = append(all, "ns/"+name)
+	}
+	b, _, _ := noFitsBinder(t, time.Minute, f, objs...)
+	plan(t, b)
+	first := f.lastAsked()
+	if len(first) == 0 || len(first) == len(all) {
+		t.Fatalf("the first pass explained %d of %d claims at 25ms each; want it to stop after its budget (the plan's duration, at least 50ms)", len(first), len(all))
+	}
+	if time.Duration(b.planTook.Load()) < time.Duration(len(first))*f.delay {
+		t.Errorf("the pause before the next plan (%s) leaves out the explaining (%d claims)", time.Duration(b.planTook.Load()), len(first))
+	}
+	seen := map[string]bool{}
+	for _, n := range first {
+		seen[n] = true
+	}
+	for pass := 0; len(seen) < len(all) && pass < len(all); pass++ {
+		plan(t, b)
+		next := f.lastAsked()
+		if len(next) == 0 || seen[next[0]] {
+			t.Fatalf("pass %d explained %v first, want a claim not explained yet", pass+2, next)
+		}
+		for _, n := range next {
+			seen[n] = true
+		}
+	}
+	if len(seen) != len(all) {
+		t.Errorf("explained %d of %d claims", len(seen), len(all))
+	}
+}

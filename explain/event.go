@@ -1,0 +1,95 @@
+package explain
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/binder"
+)
+
+// maxNoteLength bounds the NoVolumeFits message: events.k8s.io/v1 refuses notes over 1 kB, and
+// a long label selector or node affinity error must not make the event unrecordable.
+const maxNoteLength = 1024
+
+// NoVolumeFits prepares, for the input the binder's plan read and the plan it made of it, the
+// binder's NoVolumeFits message for a claim (binder.Explainer). in.Claims must hold every claim
+// (the plan considers the pending ones itself), in.Nodes at least the nodes the explained claims'
+// selected-node annotations name. The plan is not made again: it is binder.Plan(in), which is
+// what Claim computes from the same input.
+//
+// The message comes with ok only when the claim is Pending and nothing will give it a volume as
+// things stand: its explanation waits for nothing (WaitingForNothing: no class, a class that does
+// not exist, a kubernetes.io/no-provisioner class, or a volume named in spec.volumeName that
+// exists) and no volume fits it (for a claim that names its volume: that volume fails a check
+// the binder holds it to). A claim waiting for its first consumer, the scheduler, a provisioner,
+// the binder's own bind or a volume that does not exist yet gets none; nor does one some volume
+// fits (another claim's plan, or the scheduler, has it: the state changes soon).
+func NoVolumeFits(in binder.PlanInput, plan binder.PoolPlan) func(*corev1.PersistentVolumeClaim) (message string, ok bool) {
+	input := Input{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes, PendingFree: in.PendingFree, InFlight: in.InFlight}
+	for _, n := range in.Nodes {
+		if n != nil { // nil: the node does not exist, and missing from Nodes says the same
+			input.Nodes = append(input.Nodes, n)
+		}
+	}
+	x := newExplainer(input)
+	x.plan = plan
+	x.indexPlan()
+	return func(c *corev1.PersistentVolumeClaim) (string, bool) {
+		return noVolumeFits(x.claim(c, true), c)
+	}
+}
+
+// noVolumeFits decides about the NoVolumeFits event from the claim's explanation (see
+// NoVolumeFits) and says what the closest volume lacks: the failing checks' values, which name
+// classes, access and volume modes, sizes, labels, nodes, phases and claims, never a volume's
+// attributes or secret references.
+func noVolumeFits(e *Explanation, c *corev1.PersistentVolumeClaim) (string, bool) {
+	pending := c.Status.Phase == "" || c.Status.Phase == corev1.ClaimPending
+	if !pending || c.DeletionTimestamp != nil || e.WaitingFor != WaitingForNothing || e.Verdict.Volume != "" {
+		return "", false
+	}
+	for _, cand := range e.Candidates {
+		if cand.Fits && c.Spec.VolumeName == "" {
+			return "", false
+		}
+	}
+	v := e.Verdict
+	var closest *Candidate
+	for i := range e.Candidates {
+		if e.Candidates[i].Volume == v.Closest {
+			closest = &e.Candidates[i]
+		}
+	}
+	var msg string
+	switch {
+	case c.Spec.VolumeName != "" && (closest == nil || len(v.Changes) == 0):
+		return "", false // the named volume does not exist (WaitingForVolume) or fits
+	case c.Spec.VolumeName != "":
+		msg = fmt.Sprintf("volume %s, which spec.volumeName names, does not fit: %s", v.Closest, lacks(*closest, true))
+	case closest == nil:
+		msg = v.Text // no volume, or every one planned for another claim
+	default:
+		msg = fmt.Sprintf("no volume fits: closest volume %s: %s", v.Closest, lacks(*closest, false))
+	}
+	if len(v.Changes) > 0 {
+		msg += "; it fits if " + strings.Join(v.Changes, " and ")
+	}
+	if len(msg) > maxNoteLength {
+		msg = strings.ToValidUTF8(msg[:maxNoteLength-3], "") + "..."
+	}
+	return msg, true
+}
+
+// lacks lists a candidate's failing checks as "check value", in column order; for a claim that
+// names the volume, only the checks the binder holds such a claim to.
+func lacks(cand Candidate, named bool) string {
+	var out []string
+	for _, r := range cand.Failed() {
+		if !named || namedChecks[r.Check] {
+			out = append(out, string(r.Check)+" "+r.Value)
+		}
+	}
+	return strings.Join(out, ", ")
+}
