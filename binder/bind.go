@@ -236,3 +236,13 @@ func (b *Binder) unreserve(volume string, claim types.UID) {
 		b.queue.Add(key{kind: 'v', name: volume})
 	}
 }
+
+// Identity is the user the binder writes as, which policy judges its binds as (BindDenials).
+func (b *Binder) Identity() policy.UserInfo { return b.o.Identity }
+
+// UpstreamBinderIdentity is the user of kube-controller-manager's PersistentVolume controller,
+// the binder when pvguard's is off: the webhook judges its bind writes as this user.
+var UpstreamBinderIdentity = policy.UserInfo{
+	Username: "system:serviceaccount:kube-system:persistent-volume-binder",
+	Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
+}
