@@ -421,6 +421,17 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 			t.Errorf("verdict %q", e.Verdict.Text)
 		}
 	})
+	t.Run("immediate, the binder takes a volume the pod's node lacks", func(t *testing.T) {
+		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes[1:], Nodes: nodes,
+			Pods: []*corev1.Pod{podOn("web-0", "c", "n1")}}
+		e, err := explain.Claim(in, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "the binder takes pv-n2, but it does not reach node n1, where pod web-0 is: that pod cannot use it"; e.Verdict.Text != want {
+			t.Errorf("verdict %q, want %q (the binder plans without pods)", e.Verdict.Text, want)
+		}
+	})
 	t.Run("the selected node wins over the pod's", func(t *testing.T) {
 		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimMeta(Annotation("volume.kubernetes.io/selected-node", "n2")))},
 			Volumes: volumes, Nodes: nodes, Pods: []*corev1.Pod{podOn("web-0", "c", "n1")}}
