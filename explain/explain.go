@@ -197,6 +197,11 @@ type explainer struct {
 	claimByUID map[types.UID]string
 	owner      map[string]types.UID
 	planned    map[types.UID]bool
+	// volumes indexes the volumes by name, claiming by the claim (namespace/name) their
+	// claimRef names: built once, not per claim explained (at 100,000 volumes a map per claim
+	// was most of what the binder's NoVolumeFits pass allocated).
+	volumes  map[string]*corev1.PersistentVolume
+	claiming map[string][]*corev1.PersistentVolume
 }
 
 func newExplainer(in Input) *explainer {
@@ -210,6 +215,15 @@ func newExplainer(in Input) *explainer {
 	}
 	for _, pc := range in.Claims {
 		x.claimByUID[pc.UID] = pc.Namespace + "/" + pc.Name
+	}
+	x.volumes = make(map[string]*corev1.PersistentVolume, len(in.Volumes))
+	x.claiming = map[string][]*corev1.PersistentVolume{}
+	for _, v := range in.Volumes {
+		x.volumes[v.Name] = v
+		if ref := v.Spec.ClaimRef; ref != nil {
+			k := ref.Namespace + "/" + ref.Name
+			x.claiming[k] = append(x.claiming[k], v)
+		}
 	}
 	return x
 }
@@ -249,7 +263,7 @@ func (x *explainer) claim(c *corev1.PersistentVolumeClaim, onlyIfStuck bool) *Ex
 	e.SelectedNode = nodeName
 	targets := nodeTargets(c, in.Pods, x.nodes, nodeName, scheduled)
 	plan, owner, planned := x.plan, x.owner, x.planned
-	e.state(c, in, class, plan.Volumes[c.UID])
+	e.state(c, x, class, plan.Volumes[c.UID])
 	if onlyIfStuck && e.WaitingFor != WaitingForNothing {
 		return e
 	}
@@ -269,7 +283,7 @@ func (x *explainer) claim(c *corev1.PersistentVolumeClaim, onlyIfStuck bool) *Ex
 		plan = binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes,
 			Nodes: x.nodes, PendingFree: in.PendingFree, InFlight: withDenials(in.InFlight, c.UID, denied)})
 		owner, planned = indexPlan(plan)
-		e.state(c, in, class, plan.Volumes[c.UID])
+		e.state(c, x, class, plan.Volumes[c.UID])
 	}
 	for i := range e.Candidates {
 		if uid, ok := owner[e.Candidates[i].Volume]; ok && uid != c.UID {
@@ -452,18 +466,13 @@ func withUIDs(claims []*corev1.PersistentVolumeClaim) []*corev1.PersistentVolume
 }
 
 // state fills WaitingFor, Provisioner, State and the verdict's Volume from binder.DecideClaim.
-func (e *Explanation) state(c *corev1.PersistentVolumeClaim, in Input, class *storagev1.StorageClass, assigned string) {
-	volumes := map[string]*corev1.PersistentVolume{}
-	s := binder.ClaimState{Claim: c, Class: class, DefaultClass: binder.DefaultClass(in.Classes), Planned: true}
-	for _, v := range in.Volumes {
-		volumes[v.Name] = v
-		if ref := v.Spec.ClaimRef; ref != nil && ref.Namespace == c.Namespace && ref.Name == c.Name {
-			s.PreBound = append(s.PreBound, v)
-		}
-	}
-	s.Volume = volumes[c.Spec.VolumeName]
+func (e *Explanation) state(c *corev1.PersistentVolumeClaim, x *explainer, class *storagev1.StorageClass, assigned string) {
+	in := x.in
+	s := binder.ClaimState{Claim: c, Class: class, DefaultClass: binder.DefaultClass(in.Classes), Planned: true,
+		PreBound: x.claiming[c.Namespace+"/"+c.Name]}
+	s.Volume = x.volumes[c.Spec.VolumeName]
 	s.VolumeConfirmed = true
-	s.Assigned = volumes[assigned]
+	s.Assigned = x.volumes[assigned]
 	_, bound := c.Annotations[policy.AnnBindCompleted]
 	a := binder.DecideClaim(s)
 	// state may be called again, after a second plan: it starts afresh.
