@@ -114,7 +114,7 @@ type Explanation struct {
 	// State says in one sentence what the claim's state is and what it waits for.
 	State string `json:"state"`
 	// Candidates are all volumes, closest first: those that fit, then by the number of checks
-	// failed, then by name.
+	// failed, then those of the claim's class, then by name.
 	Candidates []Candidate `json:"candidates"`
 	Verdict    Verdict     `json:"verdict"`
 
@@ -294,6 +294,11 @@ func (x *explainer) claim(c *corev1.PersistentVolumeClaim, onlyIfStuck bool) *Ex
 		a, b := e.Candidates[i], e.Candidates[j]
 		if fa, fb := len(a.Failed()), len(b.Failed()); fa != fb {
 			return fa < fb
+		}
+		// Between volumes as close, one of the claim's class first: it is in the table the
+		// text shows, and the change it needs does not move the claim to another class.
+		if sa, sb := a.Class == e.Class, b.Class == e.Class; sa != sb {
+			return sa
 		}
 		return a.Volume < b.Volume
 	})

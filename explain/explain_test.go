@@ -519,3 +519,23 @@ func TestVerdictWhenTheNearVolumeIsPlannedForAnother(t *testing.T) {
 		})
 	}
 }
+
+// TestClosestPrefersTheClaimsClassOnATie: a volume of another class that fails only the class
+// check is as close as one of the claim's class that fails one other check; the one of the
+// claim's class comes first (it is in the table the text shows), whatever the names.
+func TestClosestPrefersTheClaimsClassOnATie(t *testing.T) {
+	in := explain.Input{
+		Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"), ClaimVolumeMode(corev1.PersistentVolumeBlock))},
+		Volumes: []*corev1.PersistentVolume{
+			available("a-other", Class("slow"), VolumeMode(corev1.PersistentVolumeBlock)),
+			available("z-same", Class("fast")),
+		},
+	}
+	e, err := explain.Claim(in, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Candidates) != 2 || e.Candidates[0].Volume != "z-same" || e.Verdict.Closest != "z-same" {
+		t.Fatalf("candidates %+v, verdict %+v: want z-same (the claim's class) first and closest", e.Candidates, e.Verdict)
+	}
+}
