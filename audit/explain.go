@@ -15,9 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,42 +31,20 @@ import (
 // the server passes its informer cache as cluster and no namespaced reader: it caches no pods or
 // events, and may not read them (docs/explain.md).
 func ReadExplainInput(ctx context.Context, cluster, namespaced client.Reader, namespace string) (explain.Input, error) {
-	var (
-		pvcs    corev1.PersistentVolumeClaimList
-		pvs     corev1.PersistentVolumeList
-		classes storagev1.StorageClassList
-		nodes   metav1.PartialObjectMetadataList
-		pods    corev1.PodList
-		events  corev1.EventList
-	)
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	for _, l := range []client.ObjectList{&pvcs, &pvs, &classes, &nodes} {
-		// From a cache, its own objects rather than copies of the whole cluster per request:
-		// explain only reads them, as the binder's planner and the audit do (both list the same
-		// way). A live client ignores the option.
-		if err := cluster.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-			return explain.Input{}, fmt.Errorf("listing %T: %w", l, err)
+	snap, err := ReadSnapshot(ctx, cluster)
+	if err != nil {
+		return explain.Input{}, err
+	}
+	in := explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}
+	if namespaced == nil || namespace == "" {
+		return in, nil
+	}
+	var pods corev1.PodList
+	var events corev1.EventList
+	for _, l := range []client.ObjectList{&pods, &events} {
+		if err := namespaced.List(ctx, l, client.InNamespace(namespace)); err != nil {
+			return explain.Input{}, fmt.Errorf("listing %T in namespace %s: %w", l, namespace, err)
 		}
-	}
-	if namespaced != nil && namespace != "" {
-		for _, l := range []client.ObjectList{&pods, &events} {
-			if err := namespaced.List(ctx, l, client.InNamespace(namespace)); err != nil {
-				return explain.Input{}, fmt.Errorf("listing %T in namespace %s: %w", l, namespace, err)
-			}
-		}
-	}
-	var in explain.Input
-	for i := range pvcs.Items {
-		in.Claims = append(in.Claims, &pvcs.Items[i])
-	}
-	for i := range pvs.Items {
-		in.Volumes = append(in.Volumes, &pvs.Items[i])
-	}
-	for i := range classes.Items {
-		in.Classes = append(in.Classes, &classes.Items[i])
-	}
-	for i := range nodes.Items {
-		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: nodes.Items[i].ObjectMeta})
 	}
 	for i := range pods.Items {
 		in.Pods = append(in.Pods, &pods.Items[i])

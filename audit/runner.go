@@ -498,16 +498,26 @@ func (r *Runner) view(ctx context.Context) (policy.View, error) {
 func (r *Runner) live(ctx context.Context) policy.View { return liveView{ctx: ctx, c: r.o.Live} }
 
 func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, error) {
+	s, err := ReadSnapshot(ctx, r.o.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
+	}
+	return s, nil
+}
+
+// ReadSnapshot lists every volume, claim and class, and the nodes' names and labels, from c. From
+// a cache, the cache's own objects, not deep copies: the policy and the explanations never modify
+// their inputs (policy.FuzzAudit), and a copy of every object per full audit doubled the heap. A
+// live client ignores the option.
+func ReadSnapshot(ctx context.Context, c client.Reader) (*policy.Snapshot, error) {
 	var pvs corev1.PersistentVolumeList
 	var pvcs corev1.PersistentVolumeClaimList
 	var scs storagev1.StorageClassList
 	var nodes metav1.PartialObjectMetadataList
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	for _, l := range []client.ObjectList{&pvs, &pvcs, &scs, &nodes} {
-		// The cache's own objects, not deep copies: the policy never modifies its inputs
-		// (policy.FuzzAudit), and a copy of every object per full audit doubled the heap.
-		if err := r.o.Cache.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing %T for the audit: %w", l, err)
+		if err := c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing %T: %w", l, err)
 		}
 	}
 	s := &policy.Snapshot{}
