@@ -13,14 +13,17 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/policy"
 )
 
 // ReadExplainInput reads what an explanation reads: from cluster, every claim, volume and class
@@ -76,6 +79,46 @@ func ReadExplainInput(ctx context.Context, cluster, namespaced client.Reader, na
 	return in, nil
 }
 
+// ReadProvisionerLeases adds to in the Leases that the provisioner of the claim
+// namespace/name's class holds if it runs with leader election (explain.ProvisionerLeaseName), from
+// every namespace, so that the explanation of a claim waiting for it says whether it appears to
+// run. It reads nothing for a claim or class that is not in the input, or a class with no
+// external provisioner. A reader that may not list Leases is no error: the explanation then
+// says nothing about the provisioner.
+func ReadProvisionerLeases(ctx context.Context, r client.Reader, in *explain.Input, namespace, name string) error {
+	class := ""
+	for _, c := range in.Claims {
+		if c.Namespace == namespace && c.Name == name {
+			class = policy.ClaimClass(c)
+		}
+	}
+	provisioner := ""
+	for _, sc := range in.Classes {
+		if class != "" && sc.Name == class {
+			provisioner = sc.Provisioner
+		}
+	}
+	if provisioner == "" || provisioner == "kubernetes.io/no-provisioner" { // local volumes: no provisioner runs
+		return nil
+	}
+	lease := explain.ProvisionerLeaseName(provisioner)
+	var leases coordinationv1.LeaseList
+	// One request, filtered by the API server: listing every Lease would fetch a node heartbeat
+	// per node as well.
+	err := r.List(ctx, &leases, client.MatchingFields{"metadata.name": lease})
+	switch {
+	case apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("listing Leases named %s (provisioner %s): %w", lease, provisioner, err)
+	}
+	in.Leases, in.LeasesRead = nil, true
+	for i := range leases.Items {
+		in.Leases = append(in.Leases, &leases.Items[i])
+	}
+	return nil
+}
+
 // ExplainOptions configure the explain endpoints (ExplainAPI, ExplainPages).
 type ExplainOptions struct {
 	// Cache is what explanations read claims, volumes, classes and nodes from: the server's
@@ -84,6 +127,16 @@ type ExplainOptions struct {
 	// PlanState, when set, is the state of the binder running in this process
 	// (binder.Binder.PlanState), so that an explanation plans as the binder does.
 	PlanState func(now time.Time) (pendingFree bool, inFlight binder.InFlight)
+	// Engine, when set, is the server's current policy engine: the POLICY column judges each
+	// pair as the binder would before binding it, as Identity (the binder's user), against
+	// View's objects (nil: a view over what was read). A volume's findings are its audit's.
+	Engine   func() *policy.Engine
+	Identity policy.UserInfo
+	View     func(ctx context.Context) policy.View
+	// Leases, when set, reads the Leases named for a waiting claim's provisioner
+	// (ReadProvisionerLeases): the informer cache holds none (there is one per node), so it is
+	// the live reader, one filtered request per explanation of a claim with a provisioner.
+	Leases client.Reader
 	// Now is the clock a volume's explanation is judged at (default time.Now).
 	Now func() time.Time
 	Log logr.Logger
@@ -121,8 +174,15 @@ func (x *explainer) input(ctx context.Context) (explain.Input, error) {
 	if err != nil {
 		return explain.Input{}, fmt.Errorf("reading the informer cache: %w", err)
 	}
+	in.Now = x.o.Now()
 	if x.o.PlanState != nil {
-		in.PendingFree, in.InFlight = x.o.PlanState(x.o.Now())
+		in.PendingFree, in.InFlight = x.o.PlanState(in.Now)
+	}
+	if x.o.Engine != nil {
+		in.Policy, in.Identity = x.o.Engine(), x.o.Identity
+		if x.o.View != nil {
+			in.View = x.o.View(ctx)
+		}
 	}
 	return in, nil
 }
@@ -137,6 +197,11 @@ func (x *explainer) claim(ctx context.Context, namespace, name string) (*explain
 	in, err := x.input(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if x.o.Leases != nil {
+		if err := ReadProvisionerLeases(ctx, x.o.Leases, &in, namespace, name); err != nil {
+			return nil, err
+		}
 	}
 	e, err := explain.Claim(in, namespace, name)
 	if errors.Is(err, explain.ErrUnknownClaim) {

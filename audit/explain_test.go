@@ -3,23 +3,31 @@ package audit_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"html"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/policy"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -270,5 +278,84 @@ func TestExplainPageMatchesTheText(t *testing.T) {
 				t.Errorf("the page lacks %s's cell %s", r.Volume, cell)
 			}
 		}
+	}
+}
+
+// TestExplainAPIJudgesPairsByThePolicy: with the server's engine, the POLICY column of a pair
+// that passes every other check is the engine's judgement of the binding as the binder's
+// identity would write it; the binder's plan leaves a denied pair out.
+func TestExplainAPIJudgesPairsByThePolicy(t *testing.T) {
+	cfg, err := policy.ParseConfig([]byte("rules:\n  binder-annotations: {action: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []client.Object{StorageClass("local", "kubernetes.io/no-provisioner"), PVC("team-a", "data", ClaimClass("local")),
+		PV("pv-1", Class("local"), Phase(corev1.VolumeAvailable))}
+	for name, tc := range map[string]struct {
+		identity policy.UserInfo
+		policy   string
+		verdict  string
+	}{
+		"a binder policy does not list as a controller": {policy.UserInfo{Username: "system:serviceaccount:x:binder"}, "PVG013: ", "no volume fits; pv-1 fits if policy allows the pair"},
+		"upstream's binder, a built-in controller":      {binder.UpstreamBinderIdentity, "", "the binder takes pv-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := explainOptions(objs...)
+			o.Engine, o.Identity = func() *policy.Engine { return policy.NewEngine(cfg) }, tc.identity
+			rec := serve(audit.ExplainAPI(o), "/pvc/team-a/data")
+			var e explain.Explanation
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+				t.Fatalf("HTTP %d: %v", rec.Code, err)
+			}
+			got := e.Candidates[0].Checks[len(e.Candidates[0].Checks)-1]
+			if got.Check != explain.CheckPolicy || !strings.HasPrefix(got.Value, tc.policy) || (tc.policy == "") != got.Pass {
+				t.Errorf("POLICY %+v, want %q", got, tc.policy)
+			}
+			if !strings.HasPrefix(e.Verdict.Text, tc.verdict) {
+				t.Errorf("verdict %q, want %q", e.Verdict.Text, tc.verdict)
+			}
+		})
+	}
+}
+
+// TestReadProvisionerLeases: the Leases named for the claim's provisioner are read from every
+// namespace, and only those; a class without an external provisioner reads none; a reader that
+// may not list Leases leaves them unread.
+func TestReadProvisionerLeases(t *testing.T) {
+	lease := func(ns, name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	objs := []client.Object{StorageClass("fast", "csi.example.com"), StorageClass("local", "kubernetes.io/no-provisioner"),
+		PVC("team-a", "data", ClaimClass("fast")), PVC("team-a", "scratch", ClaimClass("local")),
+		lease("csi", "csi-example-com"), lease("other", "csi-example-com"), lease("csi", "other-example-com"), lease("kube-node-lease", "n1")}
+	// The API server selects any object by metadata.name; the fake client needs an index for it.
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).
+		WithIndex(&coordinationv1.Lease{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
+	ctx := context.Background()
+	in, err := audit.ReadExplainInput(ctx, c, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.ReadProvisionerLeases(ctx, c, &in, "team-a", "data"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range in.Leases {
+		got = append(got, l.Namespace+"/"+l.Name)
+	}
+	slices.Sort(got)
+	if !in.LeasesRead || strings.Join(got, ",") != "csi/csi-example-com,other/csi-example-com" {
+		t.Errorf("read %v (read: %v), want the two csi-example-com leases", got, in.LeasesRead)
+	}
+
+	in.Leases, in.LeasesRead = nil, false
+	if err := audit.ReadProvisionerLeases(ctx, c, &in, "team-a", "scratch"); err != nil || in.LeasesRead {
+		t.Errorf("a no-provisioner class: read %v, err %v", in.LeasesRead, err)
+	}
+	forbidden := interceptor.NewClient(c, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+		return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("no"))
+	}})
+	if err := audit.ReadProvisionerLeases(ctx, forbidden, &in, "team-a", "data"); err != nil || in.LeasesRead {
+		t.Errorf("forbidden: read %v, err %v", in.LeasesRead, err)
 	}
 }

@@ -149,49 +149,21 @@ func boundClaim(claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume)
 	return nc
 }
 
-// denied asks policy about the binding the binder is about to make, judged as the webhook would
-// judge each half written afresh: the volume's claimRef set from nothing, and the claim's
-// volumeName set from nothing. (Judging only the literal writes would let through a claim that
-// named a volume before pvguard was installed: its volumeName does not change.) A denial is not
-// an error: the binder records it on the claim, keeps the pair out of plans for a while and looks
-// elsewhere.
+// denied asks policy about the binding the binder is about to make (BindDenials). A denial is
+// not an error: the binder records it on the claim, keeps the pair out of plans for a while and
+// looks elsewhere.
 func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) (bool, error) {
-	oldV, newV := v.DeepCopy(), v.DeepCopy()
-	oldV.Spec.ClaimRef = nil
-	newV.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
-	oldC, newC := claim.DeepCopy(), claim.DeepCopy()
-	oldC.Spec.VolumeName = ""
-	delete(oldC.Annotations, annBindCompleted)
-	newC.Spec.VolumeName = v.Name
-	setAnn(&newC.ObjectMeta, annBindCompleted, "yes")
-	var msgs []string
-	view := b.o.Views(ctx)
-	// A volume the claim did not name is the binder's own choice: the claim half is judged as
-	// the webhook judges the binder's claim write, after the volume write has pointed the volume
-	// at the claim, or volume-grab (PVG010) set to deny would refuse every such binding. A claim
-	// that named its volume is judged against the volume as it is, so a grab is still refused.
-	claimView := view
-	if claim.Spec.VolumeName == "" {
-		claimView = withVolume{View: view, pv: newV}
+	denials, err := BindDenials(b.o.Engine(), b.o.Identity, b.o.Views(ctx), v, claim)
+	if err != nil {
+		b.unreserve(v.Name, claim.UID)
+		return false, err
 	}
-	for _, r := range []struct {
-		review *policy.Review
-		view   policy.View
-	}{
-		{&policy.Review{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: b.o.Identity, PV: newV, OldPV: oldV}, view},
-		{&policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: b.o.Identity, PVC: newC, OldPVC: oldC}, claimView},
-	} {
-		d, err := b.o.Engine().Admit(r.review, r.view)
-		if err != nil {
-			b.unreserve(v.Name, claim.UID)
-			return false, fmt.Errorf("asking policy about binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
-		}
-		for _, f := range d.Deny {
-			msgs = append(msgs, f.String())
-		}
-	}
-	if len(msgs) == 0 {
+	if len(denials) == 0 {
 		return false, nil
+	}
+	msgs := make([]string, len(denials))
+	for i, f := range denials {
+		msgs[i] = f.String()
 	}
 	b.metrics.policyDenials.Inc()
 	b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonPolicyForbidsBinding,
@@ -200,6 +172,48 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	b.requestPlan()
 	b.queue.Add(key{kind: 'v', name: v.Name}) // its Available write may have waited for the bind
 	return true, nil
+}
+
+// BindDenials is what policy denies of binding claim to v, as the binder (identity) would bind
+// them: each half of the binding judged as the webhook would judge it written afresh, the
+// volume's claimRef set from nothing, and the claim's volumeName and bind-completed set from
+// nothing. (Judging only the literal writes would let through a claim that named a volume before
+// pvguard was installed: its volumeName does not change.) view holds the objects as they are.
+// The binder asks it before its first bind write; `pvguard explain` asks it of each candidate
+// pair, so its policy column is the binder's own judgement. An error means policy could not
+// judge the pair; the findings are those of the rules that could.
+func BindDenials(engine *policy.Engine, identity policy.UserInfo, view policy.View, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) ([]policy.Finding, error) {
+	oldV, newV := v.DeepCopy(), v.DeepCopy()
+	oldV.Spec.ClaimRef = nil
+	newV.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+	oldC, newC := claim.DeepCopy(), claim.DeepCopy()
+	oldC.Spec.VolumeName = ""
+	delete(oldC.Annotations, annBindCompleted)
+	newC.Spec.VolumeName = v.Name
+	setAnn(&newC.ObjectMeta, annBindCompleted, "yes")
+	// A volume the claim did not name is the binder's own choice: the claim half is judged as
+	// the webhook judges the binder's claim write, after the volume write has pointed the volume
+	// at the claim, or volume-grab (PVG010) set to deny would refuse every such binding. A claim
+	// that named its volume is judged against the volume as it is, so a grab is still refused.
+	claimView := view
+	if claim.Spec.VolumeName == "" {
+		claimView = withVolume{View: view, pv: newV}
+	}
+	var denials []policy.Finding
+	for _, r := range []struct {
+		review *policy.Review
+		view   policy.View
+	}{
+		{&policy.Review{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: identity, PV: newV, OldPV: oldV}, view},
+		{&policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: identity, PVC: newC, OldPVC: oldC}, claimView},
+	} {
+		d, err := engine.Admit(r.review, r.view)
+		denials = append(denials, d.Deny...)
+		if err != nil {
+			return denials, fmt.Errorf("asking policy about binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)
+		}
+	}
+	return denials, nil
 }
 
 // withVolume is a policy view in which one volume is as the binder is about to write it.
@@ -221,4 +235,14 @@ func (b *Binder) unreserve(volume string, claim types.UID) {
 	if b.ledger.unreserve(volume, claim) {
 		b.queue.Add(key{kind: 'v', name: volume})
 	}
+}
+
+// Identity is the user the binder writes as, which policy judges its binds as (BindDenials).
+func (b *Binder) Identity() policy.UserInfo { return b.o.Identity }
+
+// UpstreamBinderIdentity is the user of kube-controller-manager's PersistentVolume controller,
+// the binder when pvguard's is off: the webhook judges its bind writes as this user.
+var UpstreamBinderIdentity = policy.UserInfo{
+	Username: "system:serviceaccount:kube-system:persistent-volume-binder",
+	Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
 }

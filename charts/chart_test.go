@@ -626,6 +626,7 @@ func wantPermissions(c chartCase) map[perm]bool {
 	}
 	if !c.auditOff {
 		grant("", "openreports.io", []string{"reports", "clusterreports"}, []string{"list", "watch", "create", "update", "delete"}, "")
+		grant("", "coordination.k8s.io", []string{"leases"}, []string{"list"}, "")
 	}
 	if !c.certManager {
 		grant("", "admissionregistration.k8s.io", []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}, []string{"get", "update"}, fullname)

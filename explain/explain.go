@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,6 +36,22 @@ type Input struct {
 	// waiting for its first consumer whose pod exists says what the scheduler said of the pod.
 	Pods   []*corev1.Pod
 	Events []*corev1.Event
+	// Policy, when set, judges each pair that passes every pair check before POLICY as the
+	// binder judges a pair before binding it (binder.BindDenials): as Identity, the binder's
+	// user, against View, the objects as they are (nil: a view over this input). Without it the
+	// POLICY column shows only the denials the binder met lately (InFlight). explain.Volume
+	// reports the audit findings of this engine (without it, of the default config's).
+	Policy   *policy.Engine
+	Identity policy.UserInfo
+	View     policy.View
+	// Leases are the coordination.k8s.io Leases named for the claim's provisioner
+	// (ProvisionerLeaseName), from any namespace, and LeasesRead says they were read, so that
+	// none means there are none (a live read; a dump has no leases). With them, a claim waiting
+	// for its provisioner says whether the provisioner appears to run.
+	Leases     []*coordinationv1.Lease
+	LeasesRead bool
+	// Now is when the explanation is made, to age leases (zero: the current time).
+	Now time.Time
 }
 
 // ErrUnknownClaim is returned for a claim that is not in the input.
@@ -86,6 +103,12 @@ type Explanation struct {
 	// is "provisioner".
 	WaitingFor  string `json:"waitingFor"`
 	Provisioner string `json:"provisioner,omitempty"`
+	// ProvisionerRunning says, when the claim waits for a provisioner and leases were read,
+	// whether the provisioner appears to run, from the Lease its leader election holds
+	// (ProvisionerLeaseName): "yes" (held and renewed within its duration), "no" (not renewed
+	// within its duration, or released), "unknown" (no such Lease: a provisioner without leader
+	// election holds none).
+	ProvisionerRunning string `json:"provisionerRunning,omitempty"`
 	// Pods are the pods (namespace/name) that use the claim, when pods were read.
 	Pods []string `json:"pods,omitempty"`
 	// State says in one sentence what the claim's state is and what it waits for.
@@ -94,6 +117,10 @@ type Explanation struct {
 	// failed, then by name.
 	Candidates []Candidate `json:"candidates"`
 	Verdict    Verdict     `json:"verdict"`
+
+	// placedWithoutScheduler is the pod that uses the claim, is on a node, and was placed there
+	// without the scheduler (the claim waits for its first consumer all the same).
+	placedWithoutScheduler *corev1.Pod
 }
 
 // Candidate is one volume's row.
@@ -170,6 +197,11 @@ type explainer struct {
 	claimByUID map[types.UID]string
 	owner      map[string]types.UID
 	planned    map[types.UID]bool
+	// volumes indexes the volumes by name, claiming by the claim (namespace/name) their
+	// claimRef names: built once, not per claim explained (at 100,000 volumes a map per claim
+	// was most of what the binder's NoVolumeFits pass allocated).
+	volumes  map[string]*corev1.PersistentVolume
+	claiming map[string][]*corev1.PersistentVolume
 }
 
 func newExplainer(in Input) *explainer {
@@ -184,21 +216,34 @@ func newExplainer(in Input) *explainer {
 	for _, pc := range in.Claims {
 		x.claimByUID[pc.UID] = pc.Namespace + "/" + pc.Name
 	}
+	x.volumes = make(map[string]*corev1.PersistentVolume, len(in.Volumes))
+	x.claiming = map[string][]*corev1.PersistentVolume{}
+	for _, v := range in.Volumes {
+		x.volumes[v.Name] = v
+		if ref := v.Spec.ClaimRef; ref != nil {
+			k := ref.Namespace + "/" + ref.Name
+			x.claiming[k] = append(x.claiming[k], v)
+		}
+	}
 	return x
 }
 
 // indexPlan indexes x.plan.
-func (x *explainer) indexPlan() {
-	x.owner = make(map[string]types.UID, len(x.plan.Volumes))
-	for uid, v := range x.plan.Volumes {
+func (x *explainer) indexPlan() { x.owner, x.planned = indexPlan(x.plan) }
+
+// indexPlan maps each volume a plan gives out to its claim, and says which claims it considered.
+func indexPlan(plan binder.PoolPlan) (owner map[string]types.UID, planned map[types.UID]bool) {
+	owner = make(map[string]types.UID, len(plan.Volumes))
+	for uid, v := range plan.Volumes {
 		if v != "" {
-			x.owner[v] = uid
+			owner[v] = uid
 		}
 	}
-	x.planned = make(map[types.UID]bool, len(x.plan.Claims))
-	for _, pc := range x.plan.Claims {
-		x.planned[pc.UID] = true
+	planned = make(map[types.UID]bool, len(plan.Claims))
+	for _, pc := range plan.Claims {
+		planned[pc.UID] = true
 	}
+	return owner, planned
 }
 
 // claim explains one claim. With onlyIfStuck, it stops after the state when the claim waits for
@@ -216,16 +261,34 @@ func (x *explainer) claim(c *corev1.PersistentVolumeClaim, onlyIfStuck bool) *Ex
 	}
 	nodeName, scheduled := c.Annotations[policy.AnnSelectedNode]
 	e.SelectedNode = nodeName
-	e.state(c, in, class, x.plan.Volumes[c.UID])
+	targets := nodeTargets(c, in.Pods, x.nodes, nodeName, scheduled)
+	plan, owner, planned := x.plan, x.owner, x.planned
+	e.state(c, x, class, plan.Volumes[c.UID])
 	if onlyIfStuck && e.WaitingFor != WaitingForNothing {
 		return e
 	}
+	judge := newPairJudge(in)
+	var denied []string
 	for _, v := range in.Volumes {
-		row := candidate(in, c, v, x.nodes[nodeName], nodeName, scheduled, x.claimByUID)
-		if uid, ok := x.owner[v.Name]; ok && uid != c.UID {
-			row.TakenBy = x.claimByUID[uid]
+		row := candidate(in, c, v, targets, x.claimByUID)
+		if judge.judge(&row, v, c) {
+			denied = append(denied, v.Name)
 		}
 		e.Candidates = append(e.Candidates, row)
+	}
+	if len(denied) > 0 {
+		// The binder leaves a pair policy refuses out of its next plan (ledger.deny): plan
+		// again without the pairs the engine denies, so that the verdict never names a volume
+		// the binder would be refused.
+		plan = binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes,
+			Nodes: x.nodes, PendingFree: in.PendingFree, InFlight: withDenials(in.InFlight, c.UID, denied)})
+		owner, planned = indexPlan(plan)
+		e.state(c, x, class, plan.Volumes[c.UID])
+	}
+	for i := range e.Candidates {
+		if uid, ok := owner[e.Candidates[i].Volume]; ok && uid != c.UID {
+			e.Candidates[i].TakenBy = x.claimByUID[uid]
+		}
 	}
 	sort.SliceStable(e.Candidates, func(i, j int) bool {
 		a, b := e.Candidates[i], e.Candidates[j]
@@ -234,9 +297,153 @@ func (x *explainer) claim(c *corev1.PersistentVolumeClaim, onlyIfStuck bool) *Ex
 		}
 		return a.Volume < b.Volume
 	})
-	e.consumers(c, in)
-	e.verdict(c, x.planned[c.UID])
+	e.consumers(c, in, targets)
+	e.provisionerLease(in)
+	e.verdict(c, planned[c.UID])
 	return e
+}
+
+// nodeTarget is a node that a volume must reach for the claim: the node selected for it, or the
+// node a pod that uses it is on (pod names that pod).
+type nodeTarget struct {
+	name string
+	node *corev1.Node // nil: no such node
+	pod  string
+}
+
+// nodeTargets are the nodes the claim's volume must reach: the selected node, when the claim has
+// one (the planner judges against it); else the nodes of the pods that use the claim and are on
+// a node (scheduled, or placed with spec.nodeName), one pod named per node.
+func nodeTargets(c *corev1.PersistentVolumeClaim, pods []*corev1.Pod, nodes map[string]*corev1.Node, selected string, scheduled bool) []nodeTarget {
+	if scheduled {
+		return []nodeTarget{{name: selected, node: nodes[selected]}}
+	}
+	var out []nodeTarget
+	seen := map[string]bool{}
+	for _, p := range sortedPods(pods) {
+		if p.Namespace != c.Namespace || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || !usesClaim(p, c.Name) || seen[p.Spec.NodeName] {
+			continue
+		}
+		seen[p.Spec.NodeName] = true
+		out = append(out, nodeTarget{name: p.Spec.NodeName, node: nodes[p.Spec.NodeName], pod: p.Name})
+	}
+	return out
+}
+
+func sortedPods(pods []*corev1.Pod) []*corev1.Pod {
+	out := slices.Clone(pods)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
+	return out
+}
+
+// pairJudge fills the POLICY column from the policy engine (Input.Policy): the pairs that pass
+// every other pair check are judged as the binder judges a pair before binding it
+// (binder.BindDenials). The binder asks policy about no other pair, and a pair failing a check
+// before POLICY would mostly be denied for that same reason (most pair checks are rules too), so
+// the other pairs are not judged: their POLICY column shows only a denial the binder met.
+type pairJudge struct {
+	in   Input
+	view policy.View
+}
+
+func newPairJudge(in Input) *pairJudge {
+	if in.Policy == nil {
+		return nil
+	}
+	return &pairJudge{in: in, view: in.View}
+}
+
+// judgedAfter are the checks a pair must pass to be judged by policy: every pair check before
+// RESERVED, which is the binder's in-flight state, not the pair's.
+var judgedAfter = map[Check]bool{CheckClass: true, CheckAttributesClass: true, CheckAccessModes: true, CheckVolumeMode: true,
+	CheckCapacity: true, CheckSelector: true, CheckNodeAffinity: true, CheckPhase: true, CheckClaimRef: true}
+
+// maxPolicyValue bounds the POLICY cell: a rule's message can be long, and the table is read
+// across.
+const maxPolicyValue = 100
+
+// judge fills the row's POLICY column and reports whether policy denies the pair.
+func (j *pairJudge) judge(row *Candidate, v *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim) bool {
+	if j == nil {
+		return false
+	}
+	for _, r := range row.Checks {
+		if judgedAfter[r.Check] && !r.Pass {
+			return false
+		}
+	}
+	if j.view == nil {
+		// Built on the first pair judged: indexing the whole input costs a tenth of a second
+		// at 100,000 objects, for nothing when no pair gets this far.
+		j.view = (&policy.Snapshot{PVs: j.in.Volumes, PVCs: j.in.Claims, Nodes: j.in.Nodes, Classes: j.in.Classes}).Indexed()
+	}
+	denials, err := binder.BindDenials(j.in.Policy, j.in.Identity, j.view, v, c)
+	var value string
+	switch {
+	case len(denials) > 0:
+		ids := make([]string, 0, len(denials))
+		for _, f := range denials {
+			if !slices.Contains(ids, string(f.Rule)) {
+				ids = append(ids, string(f.Rule))
+			}
+		}
+		// Findings carry no secret values: messages name fields and keys, never their values
+		// (PVG016 names the key of a credential-like attribute only).
+		value = strings.Join(ids, ", ") + ": " + denials[0].Message
+	case err != nil:
+		value = "policy could not judge the pair: " + err.Error()
+	default:
+		return false
+	}
+	value = shorten(value, maxPolicyValue)
+	for i := range row.Checks {
+		r := &row.Checks[i]
+		if r.Check != CheckPolicy {
+			continue
+		}
+		if !r.Pass {
+			value = r.Value + "; " + value // a denial the binder met lately, and the rules' word now
+		}
+		r.Pass, r.Value = false, value
+	}
+	row.Fits = false
+	return true
+}
+
+// withDenials is the binder's in-flight state with the claim's pairs that policy denies
+// (pairJudge) denied just now: the binder, which plans without asking policy, would try such a
+// pair, be refused, and keep it out of its plans (binder.InFlight), so the plan that explains the
+// claim leaves them out from the start. The input's state is not changed.
+func withDenials(f binder.InFlight, claim types.UID, volumes []string) binder.InFlight {
+	if len(volumes) == 0 {
+		return f
+	}
+	if f.At.IsZero() {
+		f.At = time.Now()
+	}
+	denied := make(map[types.UID]map[string]time.Time, len(f.Denied)+1)
+	for uid, m := range f.Denied {
+		denied[uid] = m
+	}
+	mine := make(map[string]time.Time, len(f.Denied[claim])+len(volumes))
+	for v, at := range f.Denied[claim] {
+		mine[v] = at
+	}
+	for _, v := range volumes {
+		mine[v] = f.At
+	}
+	denied[claim] = mine
+	f.Denied = denied
+	return f
+}
+
+// shorten cuts s to at most n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // withUIDs gives claims without a uid (manifests written by hand) one of their own, derived
@@ -259,21 +466,17 @@ func withUIDs(claims []*corev1.PersistentVolumeClaim) []*corev1.PersistentVolume
 }
 
 // state fills WaitingFor, Provisioner, State and the verdict's Volume from binder.DecideClaim.
-func (e *Explanation) state(c *corev1.PersistentVolumeClaim, in Input, class *storagev1.StorageClass, assigned string) {
-	volumes := map[string]*corev1.PersistentVolume{}
-	s := binder.ClaimState{Claim: c, Class: class, DefaultClass: binder.DefaultClass(in.Classes), Planned: true}
-	for _, v := range in.Volumes {
-		volumes[v.Name] = v
-		if ref := v.Spec.ClaimRef; ref != nil && ref.Namespace == c.Namespace && ref.Name == c.Name {
-			s.PreBound = append(s.PreBound, v)
-		}
-	}
-	s.Volume = volumes[c.Spec.VolumeName]
+func (e *Explanation) state(c *corev1.PersistentVolumeClaim, x *explainer, class *storagev1.StorageClass, assigned string) {
+	in := x.in
+	s := binder.ClaimState{Claim: c, Class: class, DefaultClass: binder.DefaultClass(in.Classes), Planned: true,
+		PreBound: x.claiming[c.Namespace+"/"+c.Name]}
+	s.Volume = x.volumes[c.Spec.VolumeName]
 	s.VolumeConfirmed = true
-	s.Assigned = volumes[assigned]
+	s.Assigned = x.volumes[assigned]
 	_, bound := c.Annotations[policy.AnnBindCompleted]
 	a := binder.DecideClaim(s)
-	e.WaitingFor = WaitingForNothing
+	// state may be called again, after a second plan: it starts afresh.
+	e.WaitingFor, e.Provisioner, e.Verdict.Volume = WaitingForNothing, "", ""
 	switch {
 	case c.DeletionTimestamp != nil:
 		e.State = "being deleted"
@@ -309,23 +512,45 @@ func (e *Explanation) state(c *corev1.PersistentVolumeClaim, in Input, class *st
 }
 
 // consumers lists the pods that use the claim and, for a claim waiting for its first consumer
-// while one exists but is not scheduled, says so with the scheduler's latest word on it.
-func (e *Explanation) consumers(c *corev1.PersistentVolumeClaim, in Input) {
-	var unscheduled *corev1.Pod
-	for _, p := range in.Pods {
+// while one exists but is not scheduled, says so with the scheduler's latest word on it. A pod
+// that is on a node while the claim has no selected node was placed without the scheduler
+// (spec.nodeName set when it was created): the scheduler selects a node for the claim before it
+// binds the pod, so nothing ever will, and a WaitForFirstConsumer claim stays Pending. The
+// volumes' node affinity is then judged against that pod's node (nodeTargets), and the state
+// says so.
+func (e *Explanation) consumers(c *corev1.PersistentVolumeClaim, in Input, targets []nodeTarget) {
+	var unscheduled, placed *corev1.Pod
+	for _, p := range sortedPods(in.Pods) {
 		if p.Namespace != c.Namespace || !usesClaim(p, c.Name) {
 			continue
 		}
 		e.Pods = append(e.Pods, p.Namespace+"/"+p.Name)
-		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil && unscheduled == nil {
+		switch {
+		case p.DeletionTimestamp != nil:
+		case p.Spec.NodeName == "" && unscheduled == nil:
 			unscheduled = p
+		case p.Spec.NodeName != "" && placed == nil:
+			placed = p
 		}
 	}
-	sort.Strings(e.Pods)
 	if e.WaitingFor == WaitingForProvisioner {
 		if ev := firstEvent(in.Events, "PersistentVolumeClaim", c.Namespace, c.Name, c.UID, binder.ReasonExternalProvisioning); ev != nil {
 			e.State += fmt.Sprintf(" (asked since %s)", ev.UTC().Format(time.RFC3339))
 		}
+	}
+	if e.WaitingFor == WaitingForConsumer && placed != nil && e.SelectedNode == "" {
+		e.WaitingFor, e.placedWithoutScheduler = WaitingForNothing, placed
+		e.State = fmt.Sprintf("stuck: pod %s uses the claim and is on node %s, yet no node was selected for the claim, so the pod was placed without the scheduler "+
+			"(spec.nodeName set when it was created); class %s binds only once the scheduler places a pod that uses the claim: "+
+			"create the pod without spec.nodeName (a nodeSelector on kubernetes.io/hostname keeps it on that node)", placed.Name, placed.Spec.NodeName, e.Class)
+		return
+	}
+	if e.SelectedNode == "" && len(targets) > 0 {
+		on := make([]string, len(targets))
+		for i, t := range targets {
+			on[i] = fmt.Sprintf("node %s (pod %s)", t.name, t.pod)
+		}
+		e.State += "; volumes' node affinity is judged against " + strings.Join(on, ", ")
 	}
 	if e.WaitingFor != WaitingForConsumer || unscheduled == nil {
 		return
@@ -400,6 +625,7 @@ func (e *Explanation) verdict(c *corev1.PersistentVolumeClaim, planned bool) {
 		} else {
 			v.Text = fmt.Sprintf("bound to %s", v.Volume)
 		}
+		v.Text += e.takenVolumeFails(v.Volume, e.WaitingFor == WaitingForBinder)
 		return
 	}
 	if e.WaitingFor == WaitingForNothing && e.Phase == string(corev1.ClaimBound) || c.DeletionTimestamp != nil {
@@ -423,6 +649,9 @@ func (e *Explanation) verdict(c *corev1.PersistentVolumeClaim, planned bool) {
 	case planned && len(fitting) > 0 && len(taken) == len(fitting):
 		v.Text = "every volume that fits goes to another claim: " + strings.Join(taken, ", ")
 		return
+	case e.placedWithoutScheduler != nil && len(fitting) > 0:
+		v.Text = fmt.Sprintf("%s fit, but nothing binds the claim while pod %s that uses it bypasses the scheduler", strings.Join(fitting, ", "), e.placedWithoutScheduler.Name)
+		return
 	case !planned && len(fitting) > 0 && (e.WaitingFor == WaitingForConsumer || e.WaitingFor == WaitingForScheduler):
 		v.Text = fmt.Sprintf("the scheduler may bind %s once a pod that uses the claim is scheduled to a node it reaches", strings.Join(fitting, " or "))
 		return
@@ -441,7 +670,61 @@ func (e *Explanation) verdict(c *corev1.PersistentVolumeClaim, planned bool) {
 		v.Text = fmt.Sprintf("no volume fits; %s fits if %s", v.Closest, strings.Join(v.Changes, " and "))
 		return
 	}
+	if len(e.Candidates) > 0 {
+		e.takenVerdict(e.Candidates[0])
+		return
+	}
 	v.Text = "no volume fits, and there are no volumes to consider"
+}
+
+// availabilityChecks are the checks that say the volume is not free; for a volume the plan gives
+// to another claim they say why, and freeing it is no change to suggest.
+var availabilityChecks = map[Check]bool{CheckPhase: true, CheckClaimRef: true, CheckReserved: true}
+
+// takenVerdict is the verdict when every volume near the claim goes to another claim in the
+// binder's plan, cand being the closest: it says so, and that another volume like it would fit
+// (with the claim's other changes, if any).
+func (e *Explanation) takenVerdict(cand Candidate) {
+	v := &e.Verdict
+	v.Closest = cand.Volume
+	like := "another volume like " + cand.Volume
+	v.Changes = []string{like}
+	for _, r := range cand.Failed() {
+		if !availabilityChecks[r.Check] {
+			v.Changes = append(v.Changes, change(r, cand))
+		}
+	}
+	v.Text = fmt.Sprintf("no volume fits: the closest, %s, goes to %s in the binder's plan; %s", cand.Volume, cand.TakenBy, like)
+	if len(v.Changes) > 1 {
+		v.Text += " fits if " + strings.Join(v.Changes[1:], " and ")
+	} else {
+		v.Text += " would fit"
+	}
+}
+
+// takenVolumeFails says what the candidate row of the volume the claim is bound to, or that the
+// binder takes, fails (the binder plans without the pods' nodes and asks policy only when it
+// binds): "" when nothing.
+func (e *Explanation) takenVolumeFails(name string, binding bool) string {
+	for _, cand := range e.Candidates {
+		if cand.Volume != name {
+			continue
+		}
+		var out []string
+		for _, r := range cand.Failed() {
+			switch {
+			case r.Check == CheckNodeAffinity:
+				out = append(out, "it "+r.Value+": that pod cannot use it")
+			case r.Check == CheckPolicy && binding:
+				out = append(out, "policy denies the binding ("+r.Value+"): the binder records the denial and looks elsewhere")
+			}
+		}
+		if len(out) == 0 {
+			return ""
+		}
+		return ", but " + strings.Join(out, "; and ")
+	}
+	return ""
 }
 
 // namedChecks are the checks a claim that names its volume (spec.volumeName) is held to, as
@@ -474,7 +757,7 @@ func (e *Explanation) namedVolumeVerdict(name string) {
 }
 
 // candidate runs every check on one volume for the claim.
-func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, node *corev1.Node, nodeName string, scheduled bool, claims map[types.UID]string) Candidate {
+func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, targets []nodeTarget, claims map[types.UID]string) Candidate {
 	row := Candidate{Volume: v.Name, Class: policy.VolumeClass(v)}
 	add := func(check Check, pass bool, value string) {
 		r := Result{Check: check, Pass: pass}
@@ -498,19 +781,7 @@ func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVo
 		sel, _ := policy.ParseClaimSelector(c)
 		add(CheckSelector, ok, fmt.Sprintf("labels do not match %s", sel))
 	}
-	if scheduled {
-		aff, err := policy.ParseVolumeAffinity(v)
-		switch {
-		case err != nil:
-			add(CheckNodeAffinity, false, "invalid node affinity: "+err.Error())
-		case node == nil:
-			add(CheckNodeAffinity, aff.Admits(nil), fmt.Sprintf("node %s not found", nodeName))
-		default:
-			add(CheckNodeAffinity, aff.Admits(node), fmt.Sprintf("does not reach node %s", nodeName))
-		}
-	} else {
-		add(CheckNodeAffinity, true, "")
-	}
+	add(nodeAffinity(v, targets))
 	avail := binder.VolumeAvailabilityFor(c, v, in.PendingFree)
 	phase := string(v.Status.Phase)
 	if phase == "" {
@@ -544,6 +815,35 @@ func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVo
 	return row
 }
 
+// nodeAffinity judges the volume's node affinity against each node it must reach (nodeTargets),
+// as the planner judges it against the selected node: a node that does not exist is reached only
+// by a volume without node affinity.
+func nodeAffinity(v *corev1.PersistentVolume, targets []nodeTarget) (Check, bool, string) {
+	if len(targets) == 0 {
+		return CheckNodeAffinity, true, ""
+	}
+	aff, err := policy.ParseVolumeAffinity(v)
+	if err != nil {
+		return CheckNodeAffinity, false, "invalid node affinity: " + err.Error()
+	}
+	for _, t := range targets {
+		if aff.Admits(t.node) {
+			continue
+		}
+		switch {
+		case t.node == nil && t.pod != "":
+			return CheckNodeAffinity, false, fmt.Sprintf("node %s of pod %s not found", t.name, t.pod)
+		case t.node == nil:
+			return CheckNodeAffinity, false, fmt.Sprintf("node %s not found", t.name)
+		case t.pod != "":
+			return CheckNodeAffinity, false, fmt.Sprintf("does not reach node %s, where pod %s is", t.name, t.pod)
+		default:
+			return CheckNodeAffinity, false, fmt.Sprintf("does not reach node %s", t.name)
+		}
+	}
+	return CheckNodeAffinity, true, ""
+}
+
 // change says what would make a failed check pass.
 func change(r Result, cand Candidate) string {
 	switch r.Check {
@@ -560,6 +860,9 @@ func change(r Result, cand Candidate) string {
 	case CheckSelector:
 		return "the claim's selector matches the volume's labels"
 	case CheckNodeAffinity:
+		if strings.Contains(r.Value, " pod ") {
+			return "the claim's pods are on nodes the volume reaches"
+		}
 		return "the claim's pod is scheduled to a node the volume reaches"
 	case CheckPhase:
 		return fmt.Sprintf("the volume becomes Available (it is %s)", r.Value)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/policy"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -184,29 +185,43 @@ func TestEachCheckFailsAlone(t *testing.T) {
 	if len(cases) != len(explain.Checks) {
 		t.Fatalf("%d cases for %d checks", len(cases), len(explain.Checks))
 	}
+	run := func(t *testing.T, check explain.Check, pv []PVMod, pvc []PVCMod, mod func(*explain.Input), value string) {
+		in := explain.Input{
+			Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", pvc...)},
+			Volumes: []*corev1.PersistentVolume{available("pv-1", pv...)},
+		}
+		if mod != nil {
+			mod(&in)
+		}
+		e, err := explain.Claim(in, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := e.Candidates[0].Failed()
+		if len(failed) != 1 || failed[0].Check != check || !strings.Contains(failed[0].Value, value) {
+			t.Fatalf("failed %+v, want only %s with %q", failed, check, value)
+		}
+		if e.Verdict.Volume != "" || e.Verdict.Closest != "pv-1" || len(e.Verdict.Changes) != 1 {
+			t.Errorf("verdict %+v, want pv-1 closest with one change", e.Verdict)
+		}
+	}
 	for _, check := range explain.Checks {
 		tc := cases[check]
-		t.Run(string(check), func(t *testing.T) {
-			in := explain.Input{
-				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", tc.pvc...)},
-				Volumes: []*corev1.PersistentVolume{available("pv-1", tc.pv...)},
-			}
-			if tc.in != nil {
-				tc.in(&in)
-			}
-			e, err := explain.Claim(in, "ns", "c")
-			if err != nil {
-				t.Fatal(err)
-			}
-			failed := e.Candidates[0].Failed()
-			if len(failed) != 1 || failed[0].Check != check || !strings.Contains(failed[0].Value, tc.value) {
-				t.Fatalf("failed %+v, want only %s with %q", failed, check, tc.value)
-			}
-			if e.Verdict.Volume != "" || e.Verdict.Closest != "pv-1" || len(e.Verdict.Changes) != 1 {
-				t.Errorf("verdict %+v, want pv-1 closest with one change", e.Verdict)
-			}
-		})
+		t.Run(string(check), func(t *testing.T) { run(t, check, tc.pv, tc.pvc, tc.in, tc.value) })
 	}
+	// The policy column judges the pair with the engine, as the binder would before binding it
+	// (binder.BindDenials): here binder-annotations set to deny refuses the binder's
+	// bind-completed write, since its identity is not listed as a controller.
+	t.Run("policy (a rule denies the pair)", func(t *testing.T) {
+		cfg, err := policy.ParseConfig([]byte("rules:\n  binder-annotations: {action: deny}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, explain.CheckPolicy, nil, nil, func(in *explain.Input) {
+			in.Policy = policy.NewEngine(cfg)
+			in.Identity = policy.UserInfo{Username: "system:serviceaccount:pvguard-system:pvguard"}
+		}, "PVG013: system:serviceaccount:pvguard-system:pvguard added annotation pv.kubernetes.io/bind")
+	})
 	t.Run("none broken", func(t *testing.T) {
 		e, err := explain.Claim(explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
 			Volumes: []*corev1.PersistentVolume{available("pv-1")}}, "ns", "c")
@@ -348,8 +363,159 @@ func TestClaimWaitingForTheScheduler(t *testing.T) {
 		!strings.Contains(e.State, "pod web-0") || !strings.Contains(e.State, "didn't find available persistent volumes") {
 		t.Fatalf("waiting for %q, pods %v, state %q", e.WaitingFor, e.Pods, e.State)
 	}
+	// On a node, and the claim has no selected node: the pod was placed without the scheduler,
+	// which selects the claim's node before it binds the pod. Nothing will bind the claim.
 	pod.Spec.NodeName = "n1"
-	if e, _ = explain.Claim(in, "ns", "c"); e.WaitingFor != explain.WaitingForConsumer {
-		t.Fatalf("a scheduled pod: waiting for %q, want the consumer (the scheduler has not bound yet)", e.WaitingFor)
+	e, _ = explain.Claim(in, "ns", "c")
+	if e.WaitingFor != explain.WaitingForNothing || !strings.Contains(e.State, "pod web-0 uses the claim and is on node n1") ||
+		!strings.Contains(e.State, "placed without the scheduler") {
+		t.Fatalf("a pod placed with spec.nodeName: waiting for %q, state %q", e.WaitingFor, e.State)
+	}
+}
+
+// podOn is a pod of namespace ns that uses claim and is on node (scheduled, or placed with
+// spec.nodeName; "" for neither).
+func podOn(name, claim, node string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec: corev1.PodSpec{NodeName: node, Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}}}
+}
+
+// TestNodeAffinityAgainstThePodsNode: without a selected node, each volume's node affinity is
+// judged against the node of a pod that uses the claim, and the state says so; a
+// WaitForFirstConsumer claim whose pod was placed with spec.nodeName (bypassing the scheduler,
+// which would have selected a node for the claim first) is stuck, and the state says why.
+func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
+	nodes := []*corev1.Node{Node("n1", map[string]string{"kubernetes.io/hostname": "n1"}), Node("n2", map[string]string{"kubernetes.io/hostname": "n2"})}
+	volumes := []*corev1.PersistentVolume{
+		available("pv-n1", NodeAffinity("kubernetes.io/hostname", "n1")),
+		available("pv-n2", NodeAffinity("kubernetes.io/hostname", "n2")),
+	}
+	cell := func(e *explain.Explanation, volume string) explain.Result {
+		for _, cand := range e.Candidates {
+			if cand.Volume == volume {
+				return cand.Checks[6]
+			}
+		}
+		t.Fatalf("no row for %s", volume)
+		return explain.Result{}
+	}
+	t.Run("immediate, pod on n1", func(t *testing.T) {
+		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes, Nodes: nodes,
+			Pods: []*corev1.Pod{podOn("web-0", "c", "n1"), podOn("other", "x", "n2")}}
+		e, err := explain.Claim(in, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := cell(e, "pv-n1"); !r.Pass {
+			t.Errorf("pv-n1 reaches n1: %+v", r)
+		}
+		if r := cell(e, "pv-n2"); r.Pass || r.Value != "does not reach node n1, where pod web-0 is" {
+			t.Errorf("pv-n2 against web-0's node: %+v", r)
+		}
+		if !strings.Contains(e.State, "node affinity is judged against node n1 (pod web-0)") {
+			t.Errorf("state %q does not say which node volumes are judged against", e.State)
+		}
+		// The binder plans without pods: if it takes pv-n2, the verdict says the pod cannot use it.
+		if e.Verdict.Volume == "pv-n2" && !strings.Contains(e.Verdict.Text, "that pod cannot use it") {
+			t.Errorf("verdict %q", e.Verdict.Text)
+		}
+	})
+	t.Run("immediate, the binder takes a volume the pod's node lacks", func(t *testing.T) {
+		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes[1:], Nodes: nodes,
+			Pods: []*corev1.Pod{podOn("web-0", "c", "n1")}}
+		e, err := explain.Claim(in, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "the binder takes pv-n2, but it does not reach node n1, where pod web-0 is: that pod cannot use it"; e.Verdict.Text != want {
+			t.Errorf("verdict %q, want %q (the binder plans without pods)", e.Verdict.Text, want)
+		}
+	})
+	t.Run("the selected node wins over the pod's", func(t *testing.T) {
+		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimMeta(Annotation("volume.kubernetes.io/selected-node", "n2")))},
+			Volumes: volumes, Nodes: nodes, Pods: []*corev1.Pod{podOn("web-0", "c", "n1")}}
+		e, err := explain.Claim(in, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := cell(e, "pv-n1"); r.Value != "does not reach node n2" {
+			t.Errorf("pv-n1 against the selected node: %+v", r)
+		}
+	})
+	t.Run("first consumer, pod placed with spec.nodeName", func(t *testing.T) {
+		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
+			Classes: []*storagev1.StorageClass{StorageClass("local", "kubernetes.io/no-provisioner", wffc)},
+			Volumes: []*corev1.PersistentVolume{available("pv-n1", Class("local"), NodeAffinity("kubernetes.io/hostname", "n1")),
+				available("pv-n2", Class("local"), NodeAffinity("kubernetes.io/hostname", "n2"))},
+			Nodes: nodes, Pods: []*corev1.Pod{podOn("web-0", "c", "n1")}}
+		e, err := explain.Claim(in, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.WaitingFor != explain.WaitingForNothing || !strings.Contains(e.State, "placed without the scheduler") {
+			t.Errorf("waiting for %q, state %q", e.WaitingFor, e.State)
+		}
+		if r := cell(e, "pv-n2"); r.Pass {
+			t.Errorf("pv-n2 does not reach web-0's node n1: %+v", r)
+		}
+		if want := "pv-n1 fit, but nothing binds the claim while pod web-0 that uses it bypasses the scheduler"; e.Verdict.Text != want {
+			t.Errorf("verdict %q, want %q", e.Verdict.Text, want)
+		}
+	})
+	t.Run("pod on a node that does not exist", func(t *testing.T) {
+		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes, Nodes: nodes,
+			Pods: []*corev1.Pod{podOn("web-0", "c", "gone")}}
+		e, err := explain.Claim(in, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := cell(e, "pv-n1"); r.Value != "node gone of pod web-0 not found" {
+			t.Errorf("pv-n1: %+v", r)
+		}
+	})
+}
+
+// TestVerdictWhenTheNearVolumeIsPlannedForAnother: the only volume near the claim goes to
+// another claim in the binder's plan; the verdict names it, says so, and suggests another volume
+// like it (reported from the kubectl plugin's tests: it said "there are no volumes to consider"
+// with the volume in the table).
+func TestVerdictWhenTheNearVolumeIsPlannedForAnother(t *testing.T) {
+	cases := map[string]struct {
+		in      explain.Input
+		text    string
+		changes []string
+	}{
+		"too small for the claim, fits the other": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "a", Request("2Gi")), PVC("ns", "c", Request("5Gi"))},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", Capacity("2Gi"))},
+			},
+			text:    "no volume fits: the closest, pv-1, goes to ns/a in the binder's plan; another volume like pv-1 fits if the claim asks for at most 2Gi",
+			changes: []string{"another volume like pv-1", "the claim asks for at most 2Gi"},
+		},
+		"pre-bound to the other": {
+			in: explain.Input{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "a"), PVC("ns", "c")},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", ClaimRef("ns", "a", ""))},
+			},
+			text:    "no volume fits: the closest, pv-1, goes to ns/a in the binder's plan; another volume like pv-1 would fit",
+			changes: []string{"another volume like pv-1"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e, err := explain.Claim(tc.in, "ns", "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(e.Candidates) != 1 || e.Candidates[0].TakenBy != "ns/a" {
+				t.Fatalf("candidates %+v, want pv-1 planned for ns/a", e.Candidates)
+			}
+			v := e.Verdict
+			if v.Text != tc.text || v.Closest != "pv-1" || strings.Join(v.Changes, "|") != strings.Join(tc.changes, "|") {
+				t.Fatalf("verdict %+v, want %q with changes %q", v, tc.text, tc.changes)
+			}
+		})
 	}
 }

@@ -106,7 +106,11 @@ func Volume(in Input, name string, now time.Time) (*VolumeExplanation, error) {
 		e.Finalizers = append(e.Finalizers, k)
 	}
 	snap := &policy.Snapshot{PVs: in.Volumes, PVCs: in.Claims, Nodes: in.Nodes, Classes: in.Classes}
-	findings, err := policy.NewEngine(policy.DefaultConfig()).AuditObject(v, snap, now)
+	engine := in.Policy
+	if engine == nil {
+		engine = policy.NewEngine(policy.DefaultConfig())
+	}
+	findings, err := engine.AuditObject(v, snap, now)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,6 +315,18 @@ func TestChartRBACPerBinderMode(t *testing.T) {
 					t.Errorf("%s: got %v, want Forbidden", what, err)
 				}
 			}
+			// What the explain pages read live (audit on, in every mode here): the Lease a waiting
+			// claim's provisioner holds, listed by name across namespaces; writing one is not theirs.
+			provisionerLease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "csi-example-com"}}
+			if err := c.Create(ctx, provisionerLease); err != nil {
+				t.Fatal(err)
+			}
+			var leases coordinationv1.LeaseList
+			err = asSA.List(ctx, &leases, client.MatchingFields{"metadata.name": "csi-example-com"})
+			if !slices.ContainsFunc(leases.Items, func(l coordinationv1.Lease) bool { return l.Namespace == tenant }) || err != nil {
+				t.Errorf("listing a provisioner's Leases as the explain pages do: %d, %v", len(leases.Items), err)
+			}
+			mustBeForbidden("updating a provisioner's Lease", asSA.Update(ctx, provisionerLease))
 			other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone-elses"}, StringData: map[string]string{"k": "v"}}
 			if err := c.Create(ctx, other); err != nil {
 				t.Fatal(err)

@@ -91,15 +91,9 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	default:
 		return fmt.Errorf("--fail-on=%s: want deny or warn", o.FailOn)
 	}
-	cfg := policy.DefaultConfig()
-	if o.ConfigFile != "" {
-		data, err := os.ReadFile(o.ConfigFile)
-		if err != nil {
-			return fmt.Errorf("reading policy config: %w", err)
-		}
-		if cfg, err = policy.ParseConfig(data); err != nil {
-			return fmt.Errorf("%s: %w", o.ConfigFile, err)
-		}
+	cfg, err := loadPolicyConfig(o.ConfigFile)
+	if err != nil {
+		return err
 	}
 	now := time.Now
 	if o.Now != nil {
@@ -286,4 +280,21 @@ func writeAuditReport(out io.Writer, format string, r audit.Report) error {
 	}
 	_, err := fmt.Fprintf(out, "\n%d objects audited: %s\n", r.Summary.Objects, summary)
 	return err
+}
+
+// loadPolicyConfig reads the policy config file that --config names (`pvguard audit`,
+// `pvguard explain`), or gives the default config for "".
+func loadPolicyConfig(file string) (*policy.Config, error) {
+	if file == "" {
+		return policy.DefaultConfig(), nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading policy config: %w", err)
+	}
+	cfg, err := policy.ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return cfg, nil
 }

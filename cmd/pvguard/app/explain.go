@@ -19,6 +19,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/manifests"
+	"github.com/pvguard/pvguard/policy"
 )
 
 // ExplainOptions are the flags of `pvguard explain` (and of `kubectl pvguard explain`).
@@ -35,7 +36,19 @@ type ExplainOptions struct {
 	// they are refused, since manifests are not a cluster.
 	ConnectionFlags []string
 	Output          string
+	// ConfigFile is the policy config (--config, as `pvguard audit` takes it; "" for the
+	// default), and BinderIdentity the user the binder writes as (--binder-identity, ""
+	// for DefaultBinderIdentity): the POLICY
+	// column judges each pair as that binder would before binding it, under that config. A
+	// volume's findings are its audit under that config.
+	ConfigFile     string
+	BinderIdentity string
 }
+
+// DefaultBinderIdentity is the user pvguard's binder writes as when the chart is installed as
+// the README installs it (release pvguard in namespace pvguard-system): the chart's
+// ServiceAccount, named after the release (a test renders the chart to hold this to it).
+const DefaultBinderIdentity = "system:serviceaccount:pvguard-system:pvguard"
 
 // ExitBadInput is the exit code of `pvguard explain` for a bad request: an unknown object, a
 // malformed name, unreadable manifests, flags or a kubeconfig that name no usable cluster.
@@ -85,6 +98,9 @@ func bindExplainFlags(f *pflag.FlagSet, o *ExplainOptions) (given func() []strin
 	o.Output = "table"
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
 	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
+	f.StringVar(&o.ConfigFile, "config", "", "policy config file, as pvguard serve reads it (default: the default config)")
+	f.StringVar(&o.BinderIdentity, "binder-identity", DefaultBinderIdentity,
+		"the user the binder writes as, which policy judges each pair as (upstream's binder: system:serviceaccount:kube-system:persistent-volume-binder)")
 	// The connection flags go to a set of their own first, to be told apart from the others.
 	conn := pflag.NewFlagSet("connection", pflag.ContinueOnError)
 	conn.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the live cluster (default: $KUBECONFIG, else ~/.kube/config, else in-cluster)")
@@ -206,7 +222,7 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	in, err := loadInput(o, rc, namespace, errOut)
+	in, err := loadInput(o, rc, namespace, name, errOut)
 	if err != nil {
 		return err
 	}
@@ -240,7 +256,7 @@ func RunExplainVolume(o ExplainOptions, name string, now time.Time, out, errOut 
 	if err != nil {
 		return err
 	}
-	in, err := loadInput(o, rc, "", errOut)
+	in, err := loadInput(o, rc, "", "", errOut)
 	if err != nil {
 		return err
 	}
@@ -265,28 +281,63 @@ func writeJSON(out io.Writer, v any) error {
 }
 
 // loadInput reads the cluster of rc, or, when rc is nil, the manifests of o.Files; namespace is
-// the one whose pods and events a live read lists ("" for none).
-func loadInput(o ExplainOptions, rc *rest.Config, namespace string, errOut io.Writer) (explain.Input, error) {
+// the one whose pods and events a live read lists ("" for none), and claim the claim explained
+// ("" for none), whose provisioner's Lease a live read looks for. The input carries the policy
+// engine of o's config and the binder's identity.
+func loadInput(o ExplainOptions, rc *rest.Config, namespace, claim string, errOut io.Writer) (explain.Input, error) {
+	cfg, err := loadPolicyConfig(o.ConfigFile)
+	if err != nil {
+		return explain.Input{}, badInput("%v", err)
+	}
+	identity, err := binderIdentity(o.BinderIdentity)
+	if err != nil {
+		return explain.Input{}, err
+	}
+	var in explain.Input
 	if rc != nil {
-		return readCluster(context.Background(), rc, namespace)
+		if in, err = readCluster(context.Background(), rc, namespace, claim); err != nil {
+			return explain.Input{}, err
+		}
+	} else {
+		snap, _, readErrs := manifests.Load(o.Files)
+		for _, e := range readErrs {
+			fmt.Fprintln(errOut, "pvguard explain:", e)
+		}
+		if len(readErrs) > 0 {
+			return explain.Input{}, badInput("%d document(s) could not be read", len(readErrs))
+		}
+		in = explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}
 	}
-	snap, _, readErrs := manifests.Load(o.Files)
-	for _, e := range readErrs {
-		fmt.Fprintln(errOut, "pvguard explain:", e)
+	in.Policy, in.Identity = policy.NewEngine(cfg), identity
+	return in, nil
+}
+
+// binderIdentity is the user --binder-identity names, with the groups the API server gives it:
+// a ServiceAccount's (system:serviceaccount:NS:NAME) are system:serviceaccounts,
+// system:serviceaccounts:NS and system:authenticated, as policy's exemptions by group see them;
+// "" is DefaultBinderIdentity.
+func binderIdentity(user string) (policy.UserInfo, error) {
+	if user = strings.TrimSpace(user); user == "" {
+		user = DefaultBinderIdentity
 	}
-	if len(readErrs) > 0 {
-		return explain.Input{}, badInput("%d document(s) could not be read", len(readErrs))
+	u := policy.UserInfo{Username: user, Groups: []string{"system:authenticated"}}
+	if rest, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
+		ns, name, ok := strings.Cut(rest, ":")
+		if !ok || ns == "" || name == "" {
+			return policy.UserInfo{}, badInput("--binder-identity %q: want system:serviceaccount:NAMESPACE:NAME", user)
+		}
+		u.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
 	}
-	return explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}, nil
+	return u, nil
 }
 
 // readCluster reads what an explanation reads from the cluster of rc (readInput).
-func readCluster(ctx context.Context, rc *rest.Config, namespace string) (explain.Input, error) {
+func readCluster(ctx context.Context, rc *rest.Config, namespace, claim string) (explain.Input, error) {
 	c, err := client.New(rc, client.Options{})
 	if err != nil {
 		return explain.Input{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
 	}
-	in, err := readInput(ctx, c, namespace)
+	in, err := readInput(ctx, c, namespace, claim)
 	if err != nil {
 		return explain.Input{}, fmt.Errorf("reading %s: %w", rc.Host, err)
 	}
@@ -294,8 +345,14 @@ func readCluster(ctx context.Context, rc *rest.Config, namespace string) (explai
 }
 
 // readInput lists all claims, volumes, classes and nodes (of nodes only names and labels, as
-// the binder reads them), and the pods and events of the claim's namespace: the reads the
-// server's explain pages make (audit.ReadExplainInput), and pods and events besides.
-func readInput(ctx context.Context, c client.Reader, namespace string) (explain.Input, error) {
-	return audit.ReadExplainInput(ctx, c, c, namespace)
+// the binder reads them), the pods and events of the claim's namespace, and the Leases named for
+// the claim's provisioner: the reads the server's explain pages make (audit.ReadExplainInput,
+// audit.ReadProvisionerLeases), and pods and events besides.
+func readInput(ctx context.Context, c client.Reader, namespace, claim string) (explain.Input, error) {
+	in, err := audit.ReadExplainInput(ctx, c, c, namespace)
+	if err != nil || claim == "" {
+		return in, err
+	}
+	in.Now = time.Now()
+	return in, audit.ReadProvisionerLeases(ctx, c, &in, namespace, claim)
 }

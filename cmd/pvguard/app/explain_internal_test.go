@@ -30,7 +30,7 @@ func TestReadInputLive(t *testing.T) {
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "web-0.1"}, Reason: "FailedScheduling",
 			Message: "0/1 nodes are available.", InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "team-a", Name: "web-0"}},
 	).Build()
-	in, err := readInput(context.Background(), c, "team-a")
+	in, err := readInput(context.Background(), c, "team-a", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pvguard/pvguard/charts"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/explain"
 )
@@ -129,4 +131,90 @@ func TestExplainCommandAsPlugin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExplainJudgesPairsByThePolicyConfig: the POLICY column judges a fitting pair under
+// --config as the binder of --binder-identity would write it (default: pvguard's, as the chart
+// installs it); a config that cannot be read is bad input.
+func TestExplainJudgesPairsByThePolicyConfig(t *testing.T) {
+	dir := t.TempDir()
+	manifest := filepath.Join(dir, "pair.yaml")
+	config := filepath.Join(dir, "policy.yaml")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(manifest, []byte(`apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {namespace: team-a, name: data}
+spec: {storageClassName: manual, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-1}
+spec: {storageClassName: manual, accessModes: [ReadWriteOnce], capacity: {storage: 1Gi}, hostPath: {path: /data}}
+status: {phase: Available}
+`), 0o600))
+	must(os.WriteFile(config, []byte("rules:\n  binder-annotations: {action: deny}\n"), 0o600))
+	for name, tc := range map[string]struct {
+		o      app.ExplainOptions
+		policy string // "" for a pass
+	}{
+		"default config":                    {o: app.ExplainOptions{}},
+		"--config, pvguard's binder":        {o: app.ExplainOptions{ConfigFile: config}, policy: "PVG013: " + app.DefaultBinderIdentity + " added annotation"},
+		"--config, upstream's binder":       {o: app.ExplainOptions{ConfigFile: config, BinderIdentity: "system:serviceaccount:kube-system:persistent-volume-binder"}},
+		"--config, another service account": {o: app.ExplainOptions{ConfigFile: config, BinderIdentity: "system:serviceaccount:ops:binder"}, policy: "PVG013: system:serviceaccount:ops:binder"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := tc.o
+			o.Files, o.Output = []string{manifest}, "json"
+			var out, errOut bytes.Buffer
+			if err := app.RunExplainClaim(o, "team-a/data", &out, &errOut); err != nil {
+				t.Fatalf("%v (%s)", err, errOut.String())
+			}
+			var e explain.Explanation
+			must(json.Unmarshal(out.Bytes(), &e))
+			var got explain.Result
+			for _, r := range e.Candidates[0].Checks {
+				if r.Check == explain.CheckPolicy {
+					got = r
+				}
+			}
+			if got.Pass != (tc.policy == "") || !strings.HasPrefix(got.Value, tc.policy) {
+				t.Fatalf("POLICY %+v, want %q", got, tc.policy)
+			}
+			if wantTaken := tc.policy == ""; (e.Verdict.Volume == "pv-1") != wantTaken {
+				t.Errorf("verdict %+v: the binder takes pv-1 only when policy allows it", e.Verdict)
+			}
+		})
+	}
+	var out bytes.Buffer
+	err := app.RunExplainClaim(app.ExplainOptions{Files: []string{manifest}, Output: "table", ConfigFile: filepath.Join(dir, "nope.yaml")}, "team-a/data", &out, &out)
+	if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("a missing --config: %v (exit %d), want exit %d naming it", err, exitCode(err), app.ExitBadInput)
+	}
+	err = app.RunExplainClaim(app.ExplainOptions{Files: []string{manifest}, Output: "table", BinderIdentity: "system:serviceaccount:ops"}, "team-a/data", &out, &out)
+	if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), "--binder-identity") {
+		t.Errorf("a malformed --binder-identity: %v (exit %d), want exit %d naming the flag", err, exitCode(err), app.ExitBadInput)
+	}
+}
+
+// TestDefaultBinderIdentityIsTheCharts: the default --binder-identity is the ServiceAccount the
+// chart creates for the release the README installs (pvguard, in pvguard-system).
+func TestDefaultBinderIdentityIsTheCharts(t *testing.T) {
+	manifests, err := charts.Render("pvguard", "pvguard-system", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range manifests {
+		if m.Object.GetKind() == "ServiceAccount" {
+			if got := "system:serviceaccount:" + m.Object.GetNamespace() + ":" + m.Object.GetName(); got != app.DefaultBinderIdentity {
+				t.Fatalf("the chart's ServiceAccount is %s, DefaultBinderIdentity %s", got, app.DefaultBinderIdentity)
+			}
+			return
+		}
+	}
+	t.Fatal("the chart renders no ServiceAccount")
 }

@@ -270,7 +270,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 			return err
 		}
 	}
-	explainAPI, explainPages := explainHandlers(mgr, o, b, log)
+	explainAPI, explainPages := explainHandlers(mgr, o, b, engines, views, log)
 	var cacheSynced atomic.Bool
 	srv := webhook.NewServer(webhook.Options{
 		Listen:          o.Listen,
@@ -439,14 +439,17 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *en
 
 // explainHandlers are the explain endpoints, served with the dashboard (nil when the audit is
 // off): explanations computed from the informer cache and, when the binder runs in this process,
-// its in-flight state, so that a page plans as the binder does.
-func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, log logr.Logger) (api, pages http.Handler) {
+// its in-flight state, so that a page plans as the binder does. Each pair is judged by the
+// current policy as the binder that binds writes it: pvguard's, or with it off upstream's, whose
+// writes the webhook judges all the same. A claim's provisioner's Lease is read live.
+func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, engines *engineRef, views *webhook.ClusterView, log logr.Logger) (api, pages http.Handler) {
 	if o.AuditInterval <= 0 {
 		return nil, nil
 	}
-	eo := audit.ExplainOptions{Cache: mgr.GetClient(), Log: log.WithName("explain")}
+	eo := audit.ExplainOptions{Cache: mgr.GetClient(), Log: log.WithName("explain"),
+		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: mgr.GetAPIReader()}
 	if b != nil {
-		eo.PlanState = b.PlanState
+		eo.PlanState, eo.Identity = b.PlanState, b.Identity()
 	}
 	return audit.ExplainAPI(eo), audit.ExplainPages(eo)
 }
