@@ -3,6 +3,7 @@ package e2eexplain
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -44,6 +45,8 @@ type want struct {
 	args []string
 	// fields are JSON fields of the explanation and their values, for the CLI and the API.
 	fields map[string]string
+	// docs: docs/explain.md shows the plugin's output for this case, after this command line.
+	docs string
 }
 
 // reasonCase keeps a claim Pending for one reason: setup creates the objects in the scene,
@@ -164,7 +167,8 @@ var reasons = []reasonCase{
 			state: []string{"waiting for the scheduler: pod web uses the claim and is not scheduled yet; it said: ",
 				"didn't find available persistent volumes to bind"},
 			pageWaitingFor: explain.WaitingForConsumer, pageState: []string{"waiting for its first consumer"},
-			volume: pv, verdict: []string{"the scheduler may bind " + pv + " once a pod that uses the claim is scheduled"}}
+			volume: pv, verdict: []string{"the scheduler may bind " + pv + " once a pod that uses the claim is scheduled"},
+			docs: "$ kubectl pvguard explain pvc -n " + s.ns + " data"}
 	}},
 	{"phase-released", func(s *scene) want {
 		// The classic: a claim deleted and created again under its name; its volume, reclaim
@@ -299,11 +303,7 @@ func (s *scene) checkAll(w want) {
 		s.waitEvent("PersistentVolumeClaim", "witness", "NoVolumeFits")
 	}
 	var text string
-	defer func() {
-		if t.Failed() {
-			t.Logf("kubectl pvguard explain pvc -n %s %s:\n%s", s.ns, w.claim, text)
-		}
-	}()
+	defer func() { t.Logf("kubectl pvguard explain pvc -n %s %s:\n%s", s.ns, w.claim, text) }()
 
 	// (1) The CLI: the explanation settles within seconds of what the components did.
 	var cli *explain.Explanation
@@ -332,6 +332,15 @@ func (s *scene) checkAll(w want) {
 	} else {
 		for _, p := range checkText(r.stdout, cli, w) {
 			t.Errorf("kubectl pvguard explain pvc -n %s %s: %s", s.ns, w.claim, p)
+		}
+		if w.docs != "" {
+			page, err := os.ReadFile("../../docs/explain.md")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := w.docs + "\n" + r.stdout + "```"; !strings.Contains(string(page), want) {
+				t.Errorf("docs/explain.md does not show the plugin's real output:\n%s", want)
+			}
 		}
 	}
 
