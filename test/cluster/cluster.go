@@ -84,6 +84,9 @@ type Options struct {
 	UpstreamPVGuardBinder string
 	// CSI starts the CSI storage path (see CSI) once the nodes exist.
 	CSI bool
+	// ChartValues, when set, edits the chart values pvguard is installed with (after binder.mode
+	// and certManager.enabled are set), e.g. binder.noVolumeFitsAfter or policy.
+	ChartValues func(values map[string]any)
 }
 
 // Cluster is the running control plane and components.
@@ -113,6 +116,8 @@ type Cluster struct {
 	pvguard   *PVGuard
 	mode      Mode
 	files     files
+
+	chartValues func(map[string]any) // Options.ChartValues
 }
 
 // files are the paths of what the components are given.
@@ -151,7 +156,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (logs in %s)", err, o.LogDir)
 	}
-	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs, shadow: o.UpstreamPVGuardBinder == "shadow"}
+	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs, shadow: o.UpstreamPVGuardBinder == "shadow", chartValues: o.ChartValues}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
@@ -212,6 +217,10 @@ func (c *Cluster) Logs() string {
 	sort.Strings(names)
 	return fmt.Sprintf("logs in %s: %s", c.LogDir, strings.Join(names, ", "))
 }
+
+// AdminKubeconfig is the path of a kubeconfig for the cluster's admin, for commands run against
+// the cluster (kubectl, pvguard explain).
+func (c *Cluster) AdminKubeconfig() string { return filepath.Join(c.LogDir, "admin.kubeconfig") }
 
 // Mode is the current mode ("" before the first Use).
 func (c *Cluster) Mode() Mode { return c.mode }

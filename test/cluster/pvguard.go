@@ -61,6 +61,8 @@ type PVGuard struct {
 	// Args are the chart's container arguments it was started with (before the overrides
 	// documented in startPVGuard).
 	Args []string
+	// ConfigFile is the policy config it reads (the chart's policy ConfigMap).
+	ConfigFile string
 
 	hc        *http.Client
 	cancel    context.CancelFunc
@@ -124,7 +126,7 @@ func (c *Cluster) startPVGuard(ctx context.Context, binder string) (*PVGuard, er
 	ready := make(chan net.Addr, 1)
 	o.Ready = func(a net.Addr) { ready <- a }
 	sctx, cancel := context.WithCancel(context.Background())
-	p := &PVGuard{Log: logPath, Binder: o.Binder, Args: args, cancel: cancel, done: make(chan error, 1), exited: make(chan struct{}),
+	p := &PVGuard{Log: logPath, Binder: o.Binder, Args: args, ConfigFile: policyFile, cancel: cancel, done: make(chan error, 1), exited: make(chan struct{}),
 		conflicts: counter, logFile: f, hc: httpsClient(c.files.pvguardCA)}
 	go func() {
 		err := app.Serve(sctx, o, log)
@@ -155,10 +157,14 @@ func (c *Cluster) installChart(ctx context.Context, binder string) (args []strin
 	if err := c.ensureNamespace(ctx, namespace); err != nil {
 		return nil, "", "", err
 	}
-	manifests, err := charts.Render(release, namespace, map[string]any{
+	values := map[string]any{
 		"binder":      map[string]any{"mode": binder},
 		"certManager": map[string]any{"enabled": true},
-	})
+	}
+	if c.chartValues != nil {
+		c.chartValues(values)
+	}
+	manifests, err := charts.Render(release, namespace, values)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -256,6 +262,9 @@ func (p *PVGuard) Metrics(names ...string) (map[string]float64, error) {
 	}
 	return out, nil
 }
+
+// HTTPClient reaches BaseURL: it trusts the CA of pvguard's serving certificate.
+func (p *PVGuard) HTTPClient() *http.Client { return p.hc }
 
 // Conflicts is how many writes this instance's binder lost to another writer (409) so far.
 func (p *PVGuard) Conflicts() int { return p.conflicts.count() }

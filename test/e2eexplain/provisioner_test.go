@@ -1,9 +1,9 @@
-// Package e2eexplain checks `pvguard explain` against what real components leave in a real API
-// server: here, whether a claim's external provisioner appears to run, told from the Lease the
-// real external-provisioner (bin/csi-provisioner, built by `make tools`) holds with leader
-// election. Only kube-apiserver, etcd, the provisioner and a CSI plugin of ours run: no binder
-// annotates the claim for the provisioner, so the claim stays Pending, waiting for it.
 package e2eexplain
+
+// Whether a claim's external provisioner appears to run, told from the Lease the real
+// external-provisioner (bin/csi-provisioner, built by `make tools`) holds with leader election.
+// Only kube-apiserver, etcd, the provisioner and a CSI plugin of ours run: no binder annotates the
+// claim for the provisioner, so the claim stays Pending, waiting for it.
 
 import (
 	"bytes"
