@@ -22,6 +22,14 @@ const forbidTTL = time.Minute
 // interrupted between any two writes (a crash, a conflict) is completed by the next sync, and a
 // repeated bind writes nothing. Every spec write is first judged by policy as the webhook would.
 func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) error {
+	if bindDone(v, claim) {
+		// Every sync of a bound pair decides this bind (as upstream's syncBoundClaim re-checks
+		// the pair): with nothing to write it must not reserve the volume, or the reservation
+		// would outlive the bind until the volume's next sync, and plans and explanations would
+		// see a bind in flight that ended long ago.
+		b.ledger.bindCompleted(claim.UID)
+		return nil
+	}
 	start, ok := b.ledger.beginBind(v.Name, claim.UID, time.Now())
 	if !ok {
 		b.requestPlan() // another claim's bind of this volume, or its Available write, is in flight
@@ -81,6 +89,12 @@ func (b *Binder) bindWrites(ctx context.Context, v *corev1.PersistentVolume, cla
 		wrote = true
 	}
 	return wrote, nil
+}
+
+// bindDone reports whether the objects already say all that the four bind writes would.
+func bindDone(v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) bool {
+	return linkedTo(v, claim) && v.Status.Phase == corev1.VolumeBound && completedOn(claim, v) &&
+		claim.Status.Phase == corev1.ClaimBound && slices.Equal(claim.Status.AccessModes, v.Spec.AccessModes)
 }
 
 // linkedTo reports whether the volume's claimRef names the claim with its uid.

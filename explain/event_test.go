@@ -66,7 +66,7 @@ func TestNoVolumeFits(t *testing.T) {
 		"the only fitting volume is bound to another claim": {
 			claim:   PVC("ns", "c", ClaimClass("local")),
 			volumes: []*corev1.PersistentVolume{PV("pv-1", Class("local"), ClaimRef("ns", "other", "uid-other"), Phase(corev1.VolumeBound))},
-			want:    "closest volume pv-1: claimRef bound to ns/other; it fits if the volume is freed",
+			want:    "closest volume pv-1: phase Bound, claimRef bound to ns/other; it fits if the volume is freed",
 		},
 		"no class and no volume": {
 			claim: PVC("ns", "c"),

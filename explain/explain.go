@@ -143,6 +143,16 @@ type Result struct {
 	Value string `json:"value,omitempty"`
 }
 
+// passes reports whether the check passed (a check the row lacks passes).
+func (c Candidate) passes(check Check) bool {
+	for _, r := range c.Checks {
+		if r.Check == check {
+			return r.Pass
+		}
+	}
+	return true
+}
+
 // Failed reports the checks that failed.
 func (c Candidate) Failed() []Result {
 	var out []Result
@@ -669,7 +679,11 @@ func (e *Explanation) verdict(c *corev1.PersistentVolumeClaim, planned bool) {
 			continue
 		}
 		v.Closest = cand.Volume
+		freed := !cand.passes(CheckClaimRef)
 		for _, r := range cand.Failed() {
+			if r.Check == CheckPhase && freed {
+				continue // freeing the volume makes it Available: one change, not two
+			}
 			v.Changes = append(v.Changes, change(r, cand))
 		}
 		v.Text = fmt.Sprintf("no volume fits; %s fits if %s", v.Closest, strings.Join(v.Changes, " and "))
@@ -795,7 +809,13 @@ func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVo
 	if avail == binder.VolumeBeingDeleted {
 		phase = "being deleted"
 	}
-	add(CheckPhase, avail != binder.VolumeBeingDeleted && avail != binder.VolumeNotFree, phase)
+	// A volume another claim holds fails CLAIMREF; its phase is judged as well, so that a
+	// Released volume still linked to an earlier claim of the same name says it is Released.
+	phaseOK := avail != binder.VolumeBeingDeleted && avail != binder.VolumeNotFree
+	if avail == binder.VolumeClaimedElsewhere {
+		phaseOK = v.Status.Phase == corev1.VolumeAvailable || v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
+	}
+	add(CheckPhase, phaseOK, phase)
 	ref := v.Spec.ClaimRef
 	refValue := ""
 	if ref != nil {
