@@ -892,6 +892,11 @@ func change(r Result, cand Candidate) string {
 	case CheckPhase:
 		return fmt.Sprintf("the volume becomes Available (it is %s)", r.Value)
 	case CheckClaimRef:
+		for _, p := range cand.Checks {
+			if p.Check == CheckPhase && !p.Pass {
+				return fmt.Sprintf("the volume is freed (it is %s, %s)", p.Value, r.Value)
+			}
+		}
 		return fmt.Sprintf("the volume is freed (it is %s)", r.Value)
 	case CheckReserved:
 		return fmt.Sprintf("the %s fails", r.Value)

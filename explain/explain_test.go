@@ -539,3 +539,27 @@ func TestClosestPrefersTheClaimsClassOnATie(t *testing.T) {
 		t.Fatalf("candidates %+v, verdict %+v: want z-same (the claim's class) first and closest", e.Candidates, e.Verdict)
 	}
 }
+
+// TestReleasedVolumeOfAnEarlierClaimSaysReleased: a claim deleted and created again under its name
+// finds its old volume Released, still linked to the old uid. Both PHASE and CLAIMREF fail, and
+// the verdict asks for one change: freeing the volume (the binder then makes it Available).
+func TestReleasedVolumeOfAnEarlierClaimSaysReleased(t *testing.T) {
+	in := explain.Input{
+		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimUID("uid-new"))},
+		Volumes: []*corev1.PersistentVolume{available("pv-1", ClaimRef("ns", "c", "uid-old"), Phase(corev1.VolumeReleased))},
+	}
+	e, err := explain.Claim(in, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := map[explain.Check]string{}
+	for _, r := range e.Candidates[0].Failed() {
+		failed[r.Check] = r.Value
+	}
+	if len(failed) != 2 || failed[explain.CheckPhase] != "Released" || !strings.Contains(failed[explain.CheckClaimRef], "an earlier claim of that name") {
+		t.Fatalf("failed checks %v, want PHASE Released and CLAIMREF naming the earlier claim", failed)
+	}
+	if v := e.Verdict; len(v.Changes) != 1 || !strings.HasPrefix(v.Changes[0], "the volume is freed (it is Released, bound to ns/c") {
+		t.Fatalf("verdict %+v, want one change: freeing the Released volume", v)
+	}
+}

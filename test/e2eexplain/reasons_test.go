@@ -192,7 +192,7 @@ var reasons = []reasonCase{
 		return want{claim: "data", waitingFor: explain.WaitingForNothing,
 			volume: pv, failing: map[explain.Check]string{explain.CheckPhase: "Released",
 				explain.CheckClaimRef: "bound to " + s.ns + "/data (uid "},
-			verdict: []string{pv + " fits if the volume becomes Available (it is Released)", "an earlier claim of that name"}, noVolumeFits: true}
+			verdict: []string{pv + " fits if the volume is freed (it is Released, bound to ", "an earlier claim of that name"}, noVolumeFits: true}
 	}},
 	{"pre-bound-elsewhere", func(s *scene) want {
 		class := s.class("", noProvisioner, immediate)
