@@ -16,6 +16,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/cachelist"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -505,33 +506,32 @@ func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, error) {
 	return s, nil
 }
 
-// ReadSnapshot lists every volume, claim and class, and the nodes' names and labels, from c. From
-// a cache, the cache's own objects, not deep copies: the policy and the explanations never modify
-// their inputs (policy.FuzzAudit), and a copy of every object per full audit doubled the heap. A
-// live client ignores the option.
+// ReadSnapshot lists every volume, claim and class, and the nodes' names and labels, from c: from
+// an informer cache, the cache's own objects (cachelist), neither deep copies nor struct copies;
+// the policy and the explanations never modify their inputs (policy.FuzzAudit), and a copy of
+// every object per full audit doubled the heap. From a live client, what it lists.
 func ReadSnapshot(ctx context.Context, c client.Reader) (*policy.Snapshot, error) {
-	var pvs corev1.PersistentVolumeList
-	var pvcs corev1.PersistentVolumeClaimList
-	var scs storagev1.StorageClassList
-	var nodes metav1.PartialObjectMetadataList
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	for _, l := range []client.ObjectList{&pvs, &pvcs, &scs, &nodes} {
-		if err := c.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing %T: %w", l, err)
-		}
-	}
 	s := &policy.Snapshot{}
-	for i := range pvs.Items {
-		s.PVs = append(s.PVs, &pvs.Items[i])
+	var err error
+	if s.PVs, err = cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{}); err != nil {
+		return nil, fmt.Errorf("listing volumes: %w", err)
 	}
-	for i := range pvcs.Items {
-		s.PVCs = append(s.PVCs, &pvcs.Items[i])
+	if s.PVCs, err = cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err != nil {
+		return nil, fmt.Errorf("listing claims: %w", err)
 	}
-	for i := range scs.Items {
-		s.Classes = append(s.Classes, &scs.Items[i])
+	if s.Classes, err = cachelist.List(ctx, c, &storagev1.StorageClass{}, &storagev1.StorageClassList{}); err != nil {
+		return nil, fmt.Errorf("listing storage classes: %w", err)
 	}
-	for i := range nodes.Items {
-		s.Nodes = append(s.Nodes, &corev1.Node{ObjectMeta: nodes.Items[i].ObjectMeta})
+	node := &metav1.PartialObjectMetadata{}
+	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	meta, err := cachelist.List(ctx, c, node, nodes)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for _, n := range meta {
+		s.Nodes = append(s.Nodes, &corev1.Node{ObjectMeta: n.ObjectMeta})
 	}
 	return s, nil
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/cachelist"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -238,17 +239,15 @@ func (b *Binder) Start(ctx context.Context) error {
 }
 
 func (b *Binder) resyncAll(ctx context.Context) {
-	var pvs corev1.PersistentVolumeList
-	var pvcs corev1.PersistentVolumeClaimList
-	// Only the names are read: no need for deep copies of every object.
-	if err := b.o.Cache.List(ctx, &pvs, client.UnsafeDisableDeepCopy); err == nil {
-		for i := range pvs.Items {
-			b.queue.Add(key{kind: 'v', name: pvs.Items[i].Name})
+	// Only the names are read: the cache's own objects, no copies (every 15 s, of every object).
+	if pvs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{}); err == nil {
+		for _, v := range pvs {
+			b.queue.Add(key{kind: 'v', name: v.Name})
 		}
 	}
-	if err := b.o.Cache.List(ctx, &pvcs, client.UnsafeDisableDeepCopy); err == nil {
-		for i := range pvcs.Items {
-			b.queue.Add(key{kind: 'c', namespace: pvcs.Items[i].Namespace, name: pvcs.Items[i].Name})
+	if pvcs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err == nil {
+		for _, c := range pvcs {
+			b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
 		}
 	}
 	b.plans.Add(planKey)

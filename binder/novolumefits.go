@@ -9,7 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/cachelist"
 )
 
 // ReasonNoVolumeFits is pvguard's: a claim Pending for longer than Options.NoVolumeFitsAfter
@@ -115,14 +116,10 @@ func (b *Binder) postNoVolumeFits(ctx context.Context, in PlanInput, plan PoolPl
 	}
 	start := time.Now()
 	b.noFits.passDone(start.Add(after / 10))
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := b.o.Cache.List(ctx, &pvcs, client.UnsafeDisableDeepCopy); err != nil {
+	all, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{})
+	if err != nil {
 		b.o.Log.Error(err, "listing claims for NoVolumeFits")
 		return time.Since(start)
-	}
-	all := make([]*corev1.PersistentVolumeClaim, len(pvcs.Items))
-	for i := range pvcs.Items {
-		all[i] = &pvcs.Items[i]
 	}
 	due := b.noFits.due(all, start, after)
 	if len(due) == 0 {

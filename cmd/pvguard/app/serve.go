@@ -422,7 +422,7 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *en
 		return nil, nil, nil
 	}
 	runner := audit.NewRunner(audit.Options{
-		Interval: o.AuditInterval, Cache: mgr.GetClient(), Live: mgr.GetAPIReader(), View: views.View,
+		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), View: views.View,
 		Engine: engines.Engine, Registry: reg, Log: log.WithName("audit"),
 	})
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
@@ -446,7 +446,7 @@ func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, engines
 	if o.AuditInterval <= 0 {
 		return nil, nil
 	}
-	eo := audit.ExplainOptions{Cache: mgr.GetClient(), Log: log.WithName("explain"),
+	eo := audit.ExplainOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
 		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: mgr.GetAPIReader()}
 	if b != nil {
 		eo.PlanState, eo.Identity = b.PlanState, b.Identity()
@@ -553,7 +553,7 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines
 	if err != nil {
 		return nil, err
 	}
-	var cacheReader client.Reader = mgr.GetClient()
+	var cacheReader client.Reader = mgr.GetCache() // the cache itself: cachelist reads its informers' stores
 	if o.BinderHooks.WrapCache != nil {
 		cacheReader = o.BinderHooks.WrapCache(cacheReader)
 	}
