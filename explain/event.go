@@ -9,8 +9,9 @@ import (
 	"github.com/pvguard/pvguard/binder"
 )
 
-// maxNoteLength bounds the NoVolumeFits message: events.k8s.io/v1 refuses notes over 1 kB, and
-// a long label selector or node affinity error must not make the event unrecordable.
+// maxNoteLength bounds the NoVolumeFits message to what events.k8s.io/v1 accepts as a note (1 kB),
+// the same event read through either Event API: a long label selector or node affinity error
+// must not make the event unreadable or, through the newer API, unrecordable.
 const maxNoteLength = 1024
 
 // NoVolumeFits prepares, for the input the binder's plan read and the plan it made of it, the
