@@ -101,6 +101,10 @@ type AuditOptions struct {
 	// confirmed on it (Confirm). It is read from several goroutines at once. Without it the
 	// snapshot is taken as the whole truth, as for manifests.
 	Live View
+	// Index, when it is the snapshot's own index (what s.Indexed() returned), is used instead of
+	// building another: a caller that needs the index as well (the server's audit, for its
+	// bindings) builds it once. Any other view is ignored.
+	Index View
 }
 
 // ObjectAudit is what an audit found on one object.
@@ -137,7 +141,10 @@ func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int
 // memo), and the result does not depend on their scheduling: each object's result keeps its
 // place. The error is not nil only when a live read failed, and then the audit has no result.
 func (e *Engine) AuditEach(s *Snapshot, o AuditOptions) ([]ObjectAudit, error) {
-	view := indexSnapshot(s)
+	view, ok := o.Index.(*indexedSnapshot)
+	if !ok || view.s != s {
+		view = indexSnapshot(s)
+	}
 	objs := s.Objects()
 	each := make([]ObjectAudit, len(objs))
 	var unconfirmed []error // per object, allocated only with a live view

@@ -233,3 +233,35 @@ func TestAuditHintsOfABoundPair(t *testing.T) {
 		t.Errorf("PVG018 hint in the audit = %q, want the bound-pair hint", hint)
 	}
 }
+
+// TestAuditEachUsesOnlyItsSnapshotsIndex: AuditOptions.Index saves building the index again only
+// when it is the audited snapshot's own; another snapshot's index is ignored, or the audit would
+// judge the objects against the wrong cluster.
+func TestAuditEachUsesOnlyItsSnapshotsIndex(t *testing.T) {
+	claim := testobj.PVC("ns", "c", testobj.ClaimUID("uid-c"))
+	pv := testobj.PV("pv-1", testobj.BoundTo(claim))
+	bound := &policy.Snapshot{PVs: []*corev1.PersistentVolume{pv}, PVCs: []*corev1.PersistentVolumeClaim{claim}}
+	orphan := &policy.Snapshot{PVs: []*corev1.PersistentVolume{pv}} // the same volume, its claim gone
+	e := policy.NewEngine(nil)
+	count := func(s *policy.Snapshot, o policy.AuditOptions) int {
+		each, err := e.AuditEach(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, oa := range each {
+			n += len(oa.Findings)
+		}
+		return n
+	}
+	want := count(bound, policy.AuditOptions{})
+	if count(orphan, policy.AuditOptions{}) == want {
+		t.Fatal("the volume is judged alike with and without its claim: the test cannot tell the indexes apart")
+	}
+	if got := count(bound, policy.AuditOptions{Index: bound.Indexed()}); got != want {
+		t.Errorf("with its own index: %d findings, want %d", got, want)
+	}
+	if got := count(bound, policy.AuditOptions{Index: orphan.Indexed()}); got != want {
+		t.Errorf("with another snapshot's index: %d findings, want %d (that index was used)", got, want)
+	}
+}
