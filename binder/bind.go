@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pvguard/pvguard/policy"
 )
@@ -257,6 +259,6 @@ func (b *Binder) Identity() policy.UserInfo { return b.o.Identity }
 // UpstreamBinderIdentity is the user of kube-controller-manager's PersistentVolume controller,
 // the binder when pvguard's is off: the webhook judges its bind writes as this user.
 var UpstreamBinderIdentity = policy.UserInfo{
-	Username: "system:serviceaccount:kube-system:persistent-volume-binder",
-	Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
+	Username: serviceaccount.MakeUsername("kube-system", "persistent-volume-binder"),
+	Groups:   append(serviceaccount.MakeGroupNames("kube-system"), user.AllAuthenticated),
 }

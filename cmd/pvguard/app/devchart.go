@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -124,7 +126,7 @@ func renderChartInstall(release, namespace string, values map[string]any) (*char
 
 // Username is the apiserver's name for the ServiceAccount.
 func (ci *chartInstall) Username() string {
-	return "system:serviceaccount:" + ci.Namespace + ":" + ci.ServiceAccount
+	return serviceaccount.MakeUsername(ci.Namespace, ci.ServiceAccount)
 }
 
 // waitForRBAC waits until the apiserver allows the ServiceAccount every rule of the rendered
@@ -161,7 +163,7 @@ func waitForRBAC(ctx context.Context, cs kubernetes.Interface, ci *chartInstall)
 			}
 		}
 	}
-	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ci.Namespace, "system:authenticated"}
+	groups := append(serviceaccount.MakeGroupNames(ci.Namespace), user.AllAuthenticated)
 	var denied *authorizationv1.ResourceAttributes
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		denied = nil

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -316,17 +318,17 @@ func loadInput(o ExplainOptions, rc *rest.Config, namespace, claim string, errOu
 // a ServiceAccount's (system:serviceaccount:NS:NAME) are system:serviceaccounts,
 // system:serviceaccounts:NS and system:authenticated, as policy's exemptions by group see them;
 // "" is DefaultBinderIdentity.
-func binderIdentity(user string) (policy.UserInfo, error) {
-	if user = strings.TrimSpace(user); user == "" {
-		user = DefaultBinderIdentity
+func binderIdentity(name string) (policy.UserInfo, error) {
+	if name = strings.TrimSpace(name); name == "" {
+		name = DefaultBinderIdentity
 	}
-	u := policy.UserInfo{Username: user, Groups: []string{"system:authenticated"}}
-	if rest, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
-		ns, name, ok := strings.Cut(rest, ":")
-		if !ok || ns == "" || name == "" {
-			return policy.UserInfo{}, badInput("--binder-identity %q: want system:serviceaccount:NAMESPACE:NAME", user)
+	u := policy.UserInfo{Username: name, Groups: []string{user.AllAuthenticated}}
+	if strings.HasPrefix(name, serviceaccount.ServiceAccountUsernamePrefix) {
+		ns, _, err := serviceaccount.SplitUsername(name)
+		if err != nil {
+			return policy.UserInfo{}, badInput("--binder-identity %q: want system:serviceaccount:NAMESPACE:NAME", name)
 		}
-		u.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+		u.Groups = append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated)
 	}
 	return u, nil
 }
