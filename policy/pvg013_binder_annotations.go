@@ -18,8 +18,9 @@ func pvg013BinderAnnotations() Rule {
 		Default: ActionWarn,
 		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolumeClaim},
 		Summary: "bind-completed, bound-by-controller, provisioned-by and selected-node are set, changed or removed only by controller identities",
-		Check: func(r *Review, _ View, c *Config) ([]Finding, error) {
+		Check: func(r *Review, v View, c *Config) ([]Finding, error) {
 			if c.IsController(r.User) {
 				return nil, nil
 			}
@@ -34,6 +35,15 @@ func pvg013BinderAnnotations() Rule {
 				if ch.Key == AnnProvisionedBy && provisionedCreate(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) {
 					continue
 				}
+				if ch.Key == AnnSelectedNode {
+					copied, err := nodeOfTarget(r, v)
+					if err != nil {
+						return nil, err
+					}
+					if copied {
+						continue
+					}
+				}
 				out = append(out, Finding{
 					Field: fmt.Sprintf("metadata.annotations[%s]", ch.Key),
 					Message: fmt.Sprintf("%s %s annotation %s %s %s, but only the binding controllers (PV controller, scheduler, provisioners) manage it",
@@ -45,6 +55,26 @@ func pvg013BinderAnnotations() Rule {
 			return out, nil
 		},
 	}
+}
+
+// nodeOfTarget reports whether a claim's selected-node is the one the scheduler chose for the
+// claim it was made for: a populator's claim (policy/handoff.go), named after the uid of a live
+// claim that waits for its data on the same node, is filled where that claim's pod will run.
+// The node is still the scheduler's decision, only copied.
+func nodeOfTarget(r *Review, v View) (bool, error) {
+	if r.Kind != KindPersistentVolumeClaim || r.PVC == nil || r.PVC.Spec.VolumeName != "" {
+		return false, nil
+	}
+	node, ok := r.PVC.Annotations[AnnSelectedNode]
+	uid := MadeFor(r.PVC.Name)
+	if !ok || uid == "" || uid == r.PVC.UID {
+		return false, nil
+	}
+	target, err := v.ClaimWithUID(uid)
+	if err != nil {
+		return false, fmt.Errorf("reading the claim %s was made for (uid %s): %w", pvcRef(r.PVC), uid, err)
+	}
+	return target != nil && WaitsForData(target) && target.Annotations[AnnSelectedNode] == node, nil
 }
 
 // rescheduling reports whether the change removes selected-node from a claim that is not bound:
