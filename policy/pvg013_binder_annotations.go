@@ -32,7 +32,8 @@ func pvg013BinderAnnotations() Rule {
 				// provisioned-by (an external provisioner's save, a static provisioner's discovered
 				// disk). Adding it to an existing volume stays a finding: upstream would treat a
 				// volume it did not make as its own, and delete a Delete one it releases.
-				if ch.Key == AnnProvisionedBy && provisionedCreate(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) {
+				if ch.Key == AnnProvisionedBy && provisionedCreate(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) ||
+					ch.Key == AnnBoundByController && relinkedByHand(r, ch) {
 					continue
 				}
 				if ch.Key == AnnSelectedNode {
@@ -75,6 +76,19 @@ func nodeOfTarget(r *Review, v View) (bool, error) {
 		return false, fmt.Errorf("reading the claim %s was made for (uid %s): %w", pvcRef(r.PVC), uid, err)
 	}
 	return target != nil && WaitsForData(target) && target.Annotations[AnnSelectedNode] == node, nil
+}
+
+// relinkedByHand reports whether the change removes bound-by-controller from a volume in the
+// same write that points its claimRef at another claim or clears it: the annotation says the
+// controller made the link, which is no longer true, and left in place it would have upstream
+// treat the new link as its own (clear it, rather than drop only the uid, when it unbinds).
+// Velero's restore re-binds a volume so; whether the new link is allowed is PVG002's judgement.
+func relinkedByHand(r *Review, ch annotationChange) bool {
+	if ch.Verb != "removed" || r.Kind != KindPersistentVolume || r.PV == nil || r.OldPV == nil || r.OldPV.Spec.ClaimRef == nil {
+		return false
+	}
+	old, cur := r.OldPV.Spec.ClaimRef, r.PV.Spec.ClaimRef
+	return cur == nil || cur.Namespace != old.Namespace || cur.Name != old.Name
 }
 
 // rescheduling reports whether the change removes selected-node from a claim that is not bound:

@@ -78,6 +78,17 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 			want:   []string{"metadata.annotations[volume.kubernetes.io/selected-node]"},
 		},
 		{
+			name: "removing bound-by-controller in the write that re-points the volume is allowed (Velero's restore)",
+			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("velero", "restore-x", "uid-gone"), testobj.PVMeta(ann(policy.AnnBoundByController, "yes"))),
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))),
+		},
+		{
+			name: "removing bound-by-controller and keeping the link is warned",
+			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-x"), testobj.PVMeta(ann(policy.AnnBoundByController, "yes"))),
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-x"))),
+			want: []string{"metadata.annotations[pv.kubernetes.io/bound-by-controller]"},
+		},
+		{
 			name:   "other annotations are free",
 			review: pvcUpdate(tenant, bind.PVCStatus, testobj.PVCWith(bind.PVCStatus, testobj.ClaimMeta(ann("example.com/owner", "alice")))),
 		},
