@@ -331,17 +331,6 @@ func RunEco(e *policy.Engine, f EcoFlow) *Eco {
 	return s
 }
 
-// Verdict is the flow's outcome on a default install: every rule that refuses or warns about one
-// of its writes, as the flow declares them.
-func (f EcoFlow) Verdict() Verdict {
-	var v Verdict
-	for _, w := range RunEco(Unguarded(), f).Writes {
-		v.Deny = append(v.Deny, w.Want.Deny...)
-		v.Warn = append(v.Warn, w.Want.Warn...)
-	}
-	return v
-}
-
 // Ecosystem uids: a populator's claim is named after the uid of the claim it fills, which the
 // apiserver gives in RFC 4122 form, so the flows use that form where a name carries a uid.
 const (
