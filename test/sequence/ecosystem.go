@@ -125,21 +125,6 @@ type EcoWrite struct {
 	Findings []string
 	// Violations are the invariants the oracle sees broken by the write once applied.
 	Violations []Violation
-	// Excused names invariants the oracle's text does not make an exception for, that the write
-	// legitimately changes, and why.
-	Excused map[string]string
-}
-
-// Excuse records that the write is expected to break the oracle's invariants for a reason the
-// oracle does not know.
-func (w *EcoWrite) Excuse(why string, invariants ...string) *EcoWrite {
-	if w.Excused == nil {
-		w.Excused = map[string]string{}
-	}
-	for _, inv := range invariants {
-		w.Excused[inv] = why
-	}
-	return w
 }
 
 // Expect sets the verdict a default install gives the write (Quiet when not called).
@@ -779,7 +764,7 @@ func kubeBlocksPopulate(node string) func(s *Eco) {
 			t := s.W.PVC(ns, target)
 			x.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: target, UID: t.UID, ResourceVersion: "7"}
 			SetAnn(&x.ObjectMeta, "dataprotection.kubeblocks.io/populate-from", "backup-1")
-		}).Excuse("the oracle's invariants make no exception for a populator's hand-off", "I1", "I2", "I3")
+		})
 		s.PVC(KubeBlocks, Update, ns, target, "populator sets the target's spec.volumeName (merge patch)", func(c *corev1.PersistentVolumeClaim) {
 			c.Spec.VolumeName = pv
 		})
