@@ -72,6 +72,10 @@ type Options struct {
 	// BeforeWrite, when set, is called before every write with its name and object; an error
 	// stops the write. Tests use it to kill the binder between any two writes.
 	BeforeWrite func(op string, obj client.Object) error
+	// WriteGuard, when set, is asked just before every write and stops it with its error: with
+	// leader election, whether this replica still provably holds the Lease (a replica frozen past
+	// its Lease must not write from its stale view when it wakes).
+	WriteGuard func() error
 }
 
 // key identifies a unit of work: a claim, a volume, or the pool plan.
@@ -612,6 +616,11 @@ func (b *Binder) write(op string, obj client.Object, f func() error) error {
 	if b.o.BeforeWrite != nil {
 		if err := b.o.BeforeWrite(op, obj); err != nil {
 			return fmt.Errorf("%s stopped: %w", op, err)
+		}
+	}
+	if b.o.WriteGuard != nil {
+		if err := b.o.WriteGuard(); err != nil {
+			return fmt.Errorf("%s not made: %w", op, err)
 		}
 	}
 	old := obj.GetResourceVersion()
