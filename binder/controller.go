@@ -316,10 +316,19 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim, noCopy); err != nil {
 		if apierrors.IsNotFound(err) {
-			b.ledger.forget(key{kind: 'c', namespace: namespace, name: name})
+			k := key{kind: 'c', namespace: namespace, name: name}
+			b.ledger.forget(k)
+			if b.ledger.claimGone(k) {
+				b.requestPlan() // the volume the plan gave it is free for the others
+			}
 			return nil
 		}
 		return fmt.Errorf("reading claim %s/%s: %w", namespace, name, err)
+	}
+	if claim.Spec.VolumeName != "" && b.ledger.claimWent(claim.UID, claim.Spec.VolumeName) {
+		// Whoever named its volume (another binder, an admin, a leader that woke from a freeze),
+		// the volume the plan or a cut-short bind held for it is free for the others.
+		b.requestPlan()
 	}
 	if b.lagging(key{kind: 'c', namespace: namespace, name: name}, claim) {
 		return nil // the informer's event for the binder's own write re-enqueues the claim
