@@ -662,7 +662,7 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, lease *
 // binderWriter is the client the binder writes through. With leader election every write is
 // checked against the Lease just before it is sent (after the client's rate limiter, which can
 // hold a write longer than a Lease lasts), and the binder checks it too before it starts a write.
-// Its token bucket is its own (the manager's client keeps the report writer's and rotator's).
+// It shares the one token bucket of cfg with the rest of pvguard.
 func binderWriter(mgr manager.Manager, lease *leaseguard.Guard) (client.Client, func() error, error) {
 	if lease == nil {
 		return mgr.GetClient(), nil, nil
