@@ -126,6 +126,11 @@ func runRuleCases(t *testing.T, id policy.RuleID, cases []ruleCase) {
 				t.Errorf("message %q does not contain %q", got[0].String(), tc.wantText)
 			}
 			checkReads(t, rule, func(e *policy.Engine, v policy.View) { _, _ = e.Admit(tc.review, v) }, cfg, view)
+			refused := false
+			for _, f := range d.Deny {
+				refused = refused || f.Rule == id
+			}
+			checkCELForms(t, id, cfg, tc.review, view, refused)
 		})
 	}
 }

@@ -29,6 +29,19 @@ func pvg002ClaimRefUIDConsistent() Rule {
 		Kinds:   []Kind{KindPersistentVolume},
 		Reads:   []Kind{KindPersistentVolumeClaim, KindPersistentVolume},
 		Summary: "a volume keeps its link to a live claim until the claim is deleted or goes to another volume (or a populator hands it to the claim it filled it for), links only to a claim that completed a binding to it, and any uid it is given is the live claim's",
+		CEL: []CELForm{{
+			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate}, ExemptControllers: true,
+			Refuses: celPhase("oldObject") + " == 'Bound' && " + celRefField("oldObject", "uid") + " != '' && !(" +
+				celRefField("object", "uid") + " == oldObject.spec.claimRef.uid && " + celRefField("object", "name") + " == " + celRefField("oldObject", "name") +
+				" && " + celRefField("object", "namespace") + " == " + celRefField("oldObject", "namespace") + ") && !(" +
+				celRefField("object", "uid") + ".matches(" + celUUID + ") && " + celRefField("oldObject", "name") + ".endsWith('-' + object.spec.claimRef.uid))",
+			Message: "'[PVG002 claimref-uid-consistent] PersistentVolume ' + object.metadata.name + ' is Bound to PersistentVolumeClaim ' + " +
+				"oldObject.spec.claimRef.namespace + '/' + oldObject.spec.claimRef.name + ' (uid ' + oldObject.spec.claimRef.uid + ')' + " +
+				"' and the write changes or clears spec.claimRef; a volume stays with its claim until the claim is deleted: to free the volume, delete the claim'",
+			Weaker: "only a Bound volume's link is judged, and the binding controllers' writes are not (upstream unbinds a volume whose claim went to another volume or was deleted, which needs the claim to tell); " +
+				"a Bound volume whose claim is gone keeps its link against everyone else until the PV controller marks it Released; " +
+				"a hand-off is admitted when the volume leaves a claim named after the new claimRef's uid, without the reads that tell the target waits for its data",
+		}},
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			if r.Kind != KindPersistentVolume || r.PV == nil {
 				return nil, nil

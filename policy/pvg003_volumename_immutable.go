@@ -12,6 +12,14 @@ func pvg003VolumeNameImmutable() Rule {
 		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolumeClaim},
 		Summary: "once a claim's binding is complete, spec.volumeName never changes or clears and the bind-completed annotation stays while it is set",
+		CEL: []CELForm{{
+			Kind: KindPersistentVolumeClaim, Operations: []Operation{OperationUpdate},
+			Refuses: celAnn("oldObject", celQuote(AnnBindCompleted)) + " && " + celVolumeName("oldObject") + " != '' && (" +
+				celVolumeName("object") + " != oldObject.spec.volumeName || (" + celVolumeName("object") + " != '' && !" + celAnn("object", celQuote(AnnBindCompleted)) + "))",
+			Message: "'[PVG003 volumename-immutable] PersistentVolumeClaim ' + object.metadata.namespace + '/' + object.metadata.name + " +
+				"' is bound to PersistentVolume ' + oldObject.spec.volumeName + ' and the write changes spec.volumeName or removes the " + AnnBindCompleted +
+				" annotation; a completed binding never moves: keep both, or delete the claim and create a new one'",
+		}},
 		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {
 			if r.Operation != OperationUpdate || r.PVC == nil || r.OldPVC == nil {
 				return nil, nil

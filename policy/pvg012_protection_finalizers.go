@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -34,6 +35,18 @@ func pvg012ProtectionFinalizers() Rule {
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Reads:   []Kind{KindPersistentVolumeClaim},
 		Summary: "protection finalizers stay on a volume or claim in use unless the controllers that own them remove them; a volume being deleted that no live claim is linked to is no longer in use",
+		CEL: []CELForm{{
+			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate}, ExemptControllers: true,
+			Refuses: celProtectionRemoved(true) + " && " + celVolumeInUse() + " && !has(oldObject.metadata.deletionTimestamp)",
+			Message: "'[PVG012 protection-finalizers] ' + request.userInfo.username + ' removed a protection finalizer from PersistentVolume ' + object.metadata.name + " +
+				"', which is in use; its controller removes it once the volume is no longer in use'",
+			Weaker: "a volume being deleted is not judged: whether a live claim still holds it needs that claim",
+		}, {
+			Kind: KindPersistentVolumeClaim, Operations: []Operation{OperationUpdate}, ExemptControllers: true,
+			Refuses: celProtectionRemoved(false) + " && (" + celVolumeName("oldObject") + " != '' || " + celPhase("oldObject") + " == 'Bound')",
+			Message: "'[PVG012 protection-finalizers] ' + request.userInfo.username + ' removed a protection finalizer from PersistentVolumeClaim ' + " +
+				"object.metadata.namespace + '/' + object.metadata.name + ', which is bound; its controller removes it once the claim is no longer in use'",
+		}},
 		Check: func(r *Review, v View, c *Config) ([]Finding, error) {
 			if r.Operation != OperationUpdate || c.IsController(r.User) {
 				return nil, nil
@@ -82,6 +95,20 @@ func pvg012ProtectionFinalizers() Rule {
 			return out, nil
 		},
 	}
+}
+
+// celProtectionRemoved is true when the write drops a protection finalizer that still protects
+// something (protectsNothing, for a volume).
+func celProtectionRemoved(volume bool) string {
+	var any []string
+	for _, pf := range protectionFinalizers {
+		removed := celFinalizerRemoved(celQuote(pf.Name))
+		if volume && pf.Name == finalizerExternalProvisioner {
+			removed = "(" + removed + " && object.spec.persistentVolumeReclaimPolicy == 'Delete')"
+		}
+		any = append(any, removed)
+	}
+	return "(" + strings.Join(any, " || ") + ")"
 }
 
 // protectsNothing reports whether a finalizer guards nothing in the state the write leaves: the

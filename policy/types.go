@@ -267,6 +267,9 @@ type Rule struct {
 	ConfirmLive []string
 	// Summary is a one-line description for documentation and reports.
 	Summary string
+	// CEL are the rule's forms the apiserver enforces by itself (CELForm); none for a rule that
+	// needs other objects to judge anything.
+	CEL []CELForm
 	// Check judges one review: a write at admission, or an existing object in the audit (judged
 	// as if just created). Findings need only Object, Field, Message and Hint: the engine fills
 	// in the rule's identity and action.

@@ -244,6 +244,10 @@ func (w *world) plant() {
 			}
 			named(c, v)
 			c.seed, c.special, v.special = true, "denied-named-"+kind, "denied-named-"+kind
+			// A free volume that a claim it does not grant names is refused in whichever order
+			// the two are written (PVG010 judges the claim's write and the volume's): the state
+			// is seeded whole.
+			v.seed = kind == "volume-grab"
 			w.plants[c.special]++
 		}
 	}

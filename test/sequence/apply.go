@@ -100,6 +100,10 @@ type Outcome struct {
 	Result   Result
 	Reason   string
 	Decision policy.Decision
+	// Review is what the engine judged (nil when the write never reached it), and Before the
+	// world it judged it in.
+	Review *policy.Review
+	Before *World
 }
 
 func (o Outcome) String() string {
@@ -167,7 +171,7 @@ func Apply(e *policy.Engine, w *World, s Step) (*World, Outcome) {
 	}
 	rev.User = Users[s.Who]
 	d, err := e.Admit(rev, w.View())
-	out.Decision = d
+	out.Decision, out.Review, out.Before = d, rev, w
 	if err != nil {
 		out.Result, out.Reason = Errored, err.Error()
 		return w, out
