@@ -1,8 +1,8 @@
 // Package csiplugin is a small CSI plugin for tests: the Identity and Controller services over a
-// unix socket, with volumes and snapshots kept as directories under a root directory. It stands in for a
-// storage backend behind the real CSI sidecars (external-provisioner, external-resizer,
-// csi-snapshotter), which
-// are what write to the Kubernetes API; the plugin itself never talks to the API.
+// unix socket, with volumes and snapshots kept as directories under a root directory. It stands
+// in for a storage backend behind the real CSI sidecars (external-provisioner, external-resizer,
+// csi-snapshotter), which are what write to the Kubernetes API; the plugin itself never talks to
+// the API.
 //
 // What it models:
 //   - topology: every volume is accessible from exactly one node, named by the segment
