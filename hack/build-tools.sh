@@ -3,7 +3,8 @@
 #   - etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl, from the pinned
 #     tools module (hack/tools/go.mod: one k8s.io/kubernetes version for all four Kubernetes
 #     commands; the kubectl plugin's end-to-end test runs the real kubectl);
-#   - the CSI external-provisioner and external-resizer, at the versions in hack/tools/pins.
+#   - the CSI external-provisioner and external-resizer, and external-snapshotter's
+#     snapshot-controller and csi-snapshotter, at the versions in hack/tools/pins.
 # Each binary (etcd and kube-apiserver as one group) has a stamp of its pins beside it in bin/, so it
 # is rebuilt only when its own pins change. Every run then checks that each binary starts and
 # reports its pinned version (a fraction of a second), and fails naming the one that does not.
@@ -18,6 +19,12 @@
 # csi-provisioner 3.3, csi-resizer 2.9. kubectl, added later, took 28 seconds with the other
 # Kubernetes components already in the build cache (adding it to go.mod restamped them, and
 # their rebuild was a second each from the cache: it only added modules, changed no version).
+# snapshot-controller v8.7.0, added later still, took 4.4 minutes from an empty cache (load
+# average 5-7), and csi-snapshotter 9 seconds after it: both commands are in one module, so the
+# second has only its own packages left to compile; csi-snapshotter alone from an empty cache
+# took 5.6 minutes (load average 7-11; the same 4 minutes of CPU as snapshot-controller). They
+# share few packages with the others (they pin k8s.io v0.37.0 modules, which nothing else here
+# uses), so `make tools` on a fresh clone takes about 21 minutes.
 #
 # --with-controller-manager is accepted for older callers (make bench, hack/bench/binder); the
 # controller manager is now always built.
@@ -91,9 +98,35 @@ done
 # main.version is what the sidecars' own Makefiles set, and what --version prints.
 # The pins are read on descriptor 3, so nothing the loop runs can swallow them from stdin.
 sidecar_recipe='go build -trimpath -buildvcs=false -ldflags "-X main.version=$version"'
-while read -r -u 3 name module version cmd; do
+
+# repoint SRC MODULE@VERSION: SRC/go.mod replaces MODULE with a local directory the module zip
+# does not hold (a nested module of the same repository, as external-snapshotter's client/v8 is);
+# the replace is pointed at MODULE@VERSION on the proxy instead, and go.sum gets that version's
+# two hashes as `go mod download` verified them (a local replace has none), so the build still
+# runs with -mod=readonly. A pin naming a module go.mod does not replace locally is an error: the
+# pin has gone stale.
+repoint() {
+  local src=$1 mv=$2 m=${2%@*} v=${2##*@} json sum modsum
+  if ! grep -qE "^(replace)?[[:space:]]*${m//./\\.}([[:space:]]+v[^[:space:]]+)?[[:space:]]*=>[[:space:]]*(\.\.?)?/" "$src/go.mod"; then
+    echo "build-tools: the pin rewrites a local replace of $m, but $src/go.mod has none" >&2
+    return 1
+  fi
+  if ! json=$(cd / && GOWORK=off go mod download -json "$mv"); then
+    echo "build-tools: go mod download $mv failed: $json" >&2
+    return 1
+  fi
+  sum=$(sed -n 's/^\t"Sum": "\([^"]*\)".*/\1/p' <<<"$json")
+  modsum=$(sed -n 's/^\t"GoModSum": "\([^"]*\)".*/\1/p' <<<"$json")
+  [[ -n $sum && -n $modsum ]] || { echo "build-tools: go mod download $mv gave no hashes: $json" >&2; return 1; }
+  (cd "$src" && GOWORK=off go mod edit -replace "$m=$mv")
+  printf '%s %s %s\n%s %s/go.mod %s\n' "$m" "$v" "$sum" "$m" "$v" "$modsum" >> "$src/go.sum"
+}
+
+while read -r -u 3 name module version cmd replaces; do
   [[ -z $name || $name == \#* ]] && continue
-  want=$(printf '%s\n' "$module" "$version" "$cmd" "$sidecar_recipe" | sha256sum | cut -d' ' -f1)
+  # The replaces column enters the stamp only when present, so the stamps of pins without one
+  # keep their value.
+  want=$( { printf '%s\n' "$module" "$version" "$cmd" "$sidecar_recipe"; [[ -z $replaces ]] || echo "$replaces"; } | sha256sum | cut -d' ' -f1)
   fresh "$bin/.$name-stamp" "$want" "$name" && continue
   rm -f "$bin/.$name-stamp"
   echo "build-tools: building $name $version ($module) into $bin (first time: a few minutes)" >&2
@@ -110,11 +143,12 @@ while read -r -u 3 name module version cmd; do
   mkdir -p "$bin/.build"
   cp -R "$dir" "$src"
   chmod -R u+w "$src"
+  for mv in ${replaces//,/ }; do repoint "$src" "$mv"; done
   # A local replacement is a path beginning with ./, ../ or /.
   if local_replace=$(grep -E '=>[[:space:]]*(\.\.?)?/' "$src/go.mod"); then
     echo "build-tools: $module@$version replaces a module with a local path, which its module zip does not hold:" >&2
     echo "$local_replace" >&2
-    echo "build-tools: rewrite that replace to a version the proxy serves (go mod edit -replace) before building" >&2
+    echo "build-tools: name the module@version the proxy serves for it in the pin's replaces column" >&2
     exit 1
   fi
   (cd "$src" && GOWORK=off go build -trimpath -buildvcs=false -ldflags "-X main.version=$version" -o "$bin/$name" "./$cmd")
@@ -142,7 +176,7 @@ check kube-apiserver .tools-stamp "Kubernetes $k8s_version"
 for c in kube-controller-manager kube-scheduler; do check "$c" ".$c-stamp" "Kubernetes $k8s_version"; done
 # kubectl has no --version; --client keeps it from dialling a cluster.
 check kubectl .kubectl-stamp "Client Version: $k8s_version" version --client
-while read -r -u 3 name module version cmd; do
+while read -r -u 3 name module version cmd _; do
   [[ -z $name || $name == \#* ]] && continue
   check "$name" ".$name-stamp" " $version"
 done 3< "$tools/pins"

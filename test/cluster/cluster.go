@@ -14,8 +14,9 @@
 // Every component's output goes to a file in LogDir; failure messages name them (Logs).
 //
 // With Options.CSI, the CSI storage path runs too: a CSI plugin of ours behind the real
-// external-provisioner and external-resizer (see CSI). The local static provisioner stand-in
-// (test/localstatic) runs in-process in the tests that need it.
+// external-provisioner and external-resizer (see CSI); with Options.Snapshots as well, the
+// VolumeSnapshot CRDs, the real snapshot-controller and the csi-snapshotter. The local static
+// provisioner stand-in (test/localstatic) runs in-process in the tests that need it.
 package cluster
 
 import (
@@ -84,6 +85,8 @@ type Options struct {
 	UpstreamPVGuardBinder string
 	// CSI starts the CSI storage path (see CSI) once the nodes exist.
 	CSI bool
+	// Snapshots adds the snapshot path to the CSI one (see CSI); it needs CSI.
+	Snapshots bool
 	// ChartValues, when set, edits the chart values pvguard is installed with (after binder.mode
 	// and certManager.enabled are set), e.g. binder.noVolumeFitsAfter or policy.
 	ChartValues func(values map[string]any)
@@ -134,6 +137,9 @@ func Start(o Options) (_ *Cluster, err error) {
 	case "", "off", "shadow":
 	default:
 		return nil, fmt.Errorf("UpstreamPVGuardBinder %q: want off or shadow", o.UpstreamPVGuardBinder)
+	}
+	if o.Snapshots && !o.CSI {
+		return nil, errors.New("Options.Snapshots needs Options.CSI: snapshots are taken through the CSI plugin")
 	}
 	if len(o.Nodes) == 0 {
 		o.Nodes = []string{"node-a", "node-b", "node-c"}
@@ -198,7 +204,7 @@ func Start(o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if o.CSI {
-		if c.CSI, err = c.startCSI(ctx); err != nil {
+		if c.CSI, err = c.startCSI(ctx, o.Snapshots); err != nil {
 			return nil, err
 		}
 	}

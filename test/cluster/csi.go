@@ -18,10 +18,16 @@ import (
 // upstream ServiceAccount and RBAC (which pvguard's policy does not list), with the CSIDriver,
 // CSINode topology keys and Node labels a kubelet would have published for the fake nodes.
 // It runs in both modes: the sidecars do not depend on which binder binds.
+//
+// With Options.Snapshots the snapshot path runs too: the VolumeSnapshot CRDs, the
+// snapshot-controller and the csi-snapshotter, all of one external-snapshotter release.
 type CSI struct {
 	Plugin      *csiplugin.Plugin
 	Provisioner *csisidecars.Sidecar
 	Resizer     *csisidecars.Sidecar
+	// SnapshotController and Snapshotter are nil unless Options.Snapshots asked for them.
+	SnapshotController *csisidecars.Sidecar
+	Snapshotter        *csisidecars.Sidecar
 
 	server  *csiplugin.Server
 	sockDir string
@@ -53,8 +59,20 @@ func (c *CSI) callHook(method string, req any) error {
 	return h(method, req)
 }
 
-// startCSI starts the plugin and the sidecars and waits until both sidecars work.
-func (c *Cluster) startCSI(ctx context.Context) (_ *CSI, err error) {
+// Sidecars are the running components of the CSI path, the snapshot ones included.
+func (c *CSI) Sidecars() []*csisidecars.Sidecar {
+	var out []*csisidecars.Sidecar
+	for _, s := range []*csisidecars.Sidecar{c.Provisioner, c.Resizer, c.SnapshotController, c.Snapshotter} {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// startCSI starts the plugin and the sidecars (and, with snapshots, the snapshot CRDs and
+// components) and waits until each works.
+func (c *Cluster) startCSI(ctx context.Context, snapshots bool) (_ *CSI, err error) {
 	s := &CSI{}
 	defer func() {
 		if err != nil {
@@ -75,6 +93,13 @@ func (c *Cluster) startCSI(ctx context.Context) (_ *CSI, err error) {
 		return s, err
 	}
 	opts := csisidecars.Options{Admin: c.Admin, CSIAddress: s.server.Address, Dir: c.LogDir, BinDir: c.assets}
+	// The CRDs come first: the provisioner looks VolumeSnapshots up to restore from them, and
+	// the snapshot components wait for the CRDs before they start.
+	if snapshots {
+		if err := s.startSnapshots(ctx, c.Admin, opts); err != nil {
+			return s, err
+		}
+	}
 	if s.Provisioner, err = csisidecars.StartProvisioner(ctx, opts); err != nil {
 		return s, err
 	}
@@ -93,10 +118,7 @@ func (c *Cluster) startCSI(ctx context.Context) (_ *CSI, err error) {
 // alive returns an error naming the log of a sidecar that stopped on its own.
 func (c *CSI) alive() error {
 	var errs []error
-	for _, s := range []*csisidecars.Sidecar{c.Provisioner, c.Resizer} {
-		if s == nil {
-			continue
-		}
+	for _, s := range c.Sidecars() {
 		if exited, err := s.Exited(); exited {
 			errs = append(errs, fmt.Errorf("%s exited (%v); see %s", s.Name, err, s.LogPath))
 		}
@@ -106,11 +128,9 @@ func (c *CSI) alive() error {
 
 func (c *CSI) stop() error {
 	var errs []error
-	for _, s := range []*csisidecars.Sidecar{c.Provisioner, c.Resizer} {
-		if s != nil {
-			if exited, _ := s.Exited(); !exited {
-				errs = append(errs, s.Stop())
-			}
+	for _, s := range c.Sidecars() {
+		if exited, _ := s.Exited(); !exited {
+			errs = append(errs, s.Stop())
 		}
 	}
 	if c.server != nil {

@@ -122,7 +122,10 @@ func TestIdentity(t *testing.T) {
 	for _, cp := range cc.GetCapabilities() {
 		rpcs = append(rpcs, cp.GetRpc().GetType())
 	}
-	for _, want := range []csi.ControllerServiceCapability_RPC_Type{csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_EXPAND_VOLUME} {
+	for _, want := range []csi.ControllerServiceCapability_RPC_Type{
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT, csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS, csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+	} {
 		if !slices.Contains(rpcs, want) {
 			t.Errorf("controller capabilities %v lack %v", rpcs, want)
 		}
@@ -178,8 +181,8 @@ func TestCreateVolume(t *testing.T) {
 			rwo, mount(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)}}, wantCode: codes.InvalidArgument},
 		{name: "required above limit", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo},
 			CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 20, LimitBytes: 1 << 20}}, wantCode: codes.InvalidArgument},
-		{name: "a content source", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo},
-			VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "pvc-0"}}}}, wantCode: codes.InvalidArgument},
+		{name: "a content source that does not exist", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo},
+			VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "pvc-0"}}}}, wantCode: codes.NotFound},
 		{name: "a node expansion parameter that is not a boolean", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo},
 			Parameters: map[string]string{ParamNodeExpansionRequired: "yes"}, AccessibilityRequirements: &csi.TopologyRequirement{Requisite: nodes("a")}}, wantCode: codes.InvalidArgument},
 		{name: "no requirements and no nodes", req: &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{rwo}}, wantCode: codes.InvalidArgument},

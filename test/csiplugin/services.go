@@ -51,7 +51,8 @@ type controllerServer struct {
 
 var _ csi.ControllerServer = &controllerServer{}
 
-// ControllerGetCapabilities: create/delete and expand. SINGLE_NODE_MULTI_WRITER lets the sidecars
+// ControllerGetCapabilities: create/delete and expand; snapshots (taken, listed, restored from)
+// and clones, each a copy of the data. SINGLE_NODE_MULTI_WRITER lets the sidecars
 // map ReadWriteOncePod to SINGLE_NODE_SINGLE_WRITER instead of refusing it. No
 // PUBLISH_UNPUBLISH_VOLUME: nothing attaches a directory, so no external-attacher is needed and
 // the provisioner does not wait on VolumeAttachments before deleting.
@@ -61,6 +62,9 @@ func (s *controllerServer) ControllerGetCapabilities(context.Context, *csi.Contr
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+		csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+		csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: t}}})
 	}
@@ -76,9 +80,6 @@ func (s *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolume
 	modes, err := checkCapabilities(req.GetVolumeCapabilities())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume %s: %v", name, err)
-	}
-	if req.GetVolumeContentSource() != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume %s: a content source needs CLONE_VOLUME or CREATE_DELETE_SNAPSHOT, which this plugin does not advertise", name)
 	}
 	if len(req.GetMutableParameters()) > 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "CreateVolume %s: mutable parameters need MODIFY_VOLUME, which this plugin does not advertise", name)
@@ -106,12 +107,26 @@ func (s *controllerServer) CreateVolume(_ context.Context, req *csi.CreateVolume
 		}
 		return &csi.CreateVolumeResponse{Volume: p.csiVolume(v)}, nil
 	}
+	// A restore or a clone starts as a copy of its source's data, and is at least as large.
+	var from string
+	var source *Source
+	if cs := req.GetVolumeContentSource(); cs != nil {
+		var least int64
+		var code codes.Code
+		if from, least, source, code, err = p.contentSource(cs); err != nil {
+			return nil, status.Errorf(code, "CreateVolume %s: %v", name, err)
+		}
+		if limit := req.GetCapacityRange().GetLimitBytes(); limit > 0 && limit < least {
+			return nil, status.Errorf(codes.OutOfRange, "CreateVolume %s: the source has %d bytes, more than limit_bytes %d", name, least, limit)
+		}
+		size = max(size, least)
+	}
 	node, code, err := p.chooseNode(req.GetAccessibilityRequirements())
 	if err != nil {
 		return nil, status.Errorf(code, "CreateVolume %s: %v", name, err)
 	}
-	v = Volume{ID: id, Name: name, CapacityBytes: size, Node: node, Parameters: req.GetParameters(), AccessModes: modes}
-	if err := p.create(v); err != nil {
+	v = Volume{ID: id, Name: name, CapacityBytes: size, Node: node, Parameters: req.GetParameters(), AccessModes: modes, Source: source}
+	if err := p.create(v, from); err != nil {
 		return nil, status.Errorf(codes.Internal, "CreateVolume %s: %v", name, err)
 	}
 	return &csi.CreateVolumeResponse{Volume: p.csiVolume(v)}, nil
@@ -219,6 +234,7 @@ func (p *Plugin) csiVolume(v Volume) *csi.Volume {
 		VolumeId:           v.ID,
 		CapacityBytes:      v.CapacityBytes,
 		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{p.o.TopologyKey: v.Node}}},
+		ContentSource:      csiSource(v.Source),
 	}
 }
 
@@ -249,8 +265,8 @@ func checkRange(cr *csi.CapacityRange) error {
 }
 
 // incompatible says why an existing volume does not answer a repeated CreateVolume ("" when it
-// does): its size must fall in the range, its parameters must be the same and its node must be
-// among the requisite topology, if any.
+// does): its size must fall in the range, its parameters and content source must be the same
+// and its node must be among the requisite topology, if any.
 func (p *Plugin) incompatible(v Volume, req *csi.CreateVolumeRequest) string {
 	cr := req.GetCapacityRange()
 	if v.CapacityBytes < cr.GetRequiredBytes() || (cr.GetLimitBytes() > 0 && v.CapacityBytes > cr.GetLimitBytes()) {
@@ -258,6 +274,9 @@ func (p *Plugin) incompatible(v Volume, req *csi.CreateVolumeRequest) string {
 	}
 	if !maps.Equal(v.Parameters, req.GetParameters()) {
 		return fmt.Sprintf("was created with parameters %v, not %v", v.Parameters, req.GetParameters())
+	}
+	if !sameSource(v.Source, req.GetVolumeContentSource()) {
+		return fmt.Sprintf("was created from %v, not %v", v.Source, req.GetVolumeContentSource())
 	}
 	if requisite := req.GetAccessibilityRequirements().GetRequisite(); len(requisite) > 0 &&
 		!slices.ContainsFunc(requisite, func(t *csi.Topology) bool { return t.GetSegments()[p.o.TopologyKey] == v.Node }) {

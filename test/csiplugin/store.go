@@ -27,7 +27,22 @@ type Volume struct {
 	Parameters map[string]string `json:"parameters,omitempty"`
 	// AccessModes are the CSI access modes it was created for.
 	AccessModes []string `json:"accessModes,omitempty"`
+	// Source is what its data was copied from, when CreateVolume named a content source.
+	Source *Source `json:"source,omitempty"`
 }
+
+// Source is a volume's content source: a snapshot or another volume, by id.
+type Source struct {
+	// Kind is SourceSnapshot or SourceVolume.
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+}
+
+// The kinds of content source.
+const (
+	SourceSnapshot = "snapshot"
+	SourceVolume   = "volume"
+)
 
 const metaFile = "volume.json"
 
@@ -71,26 +86,40 @@ func (p *Plugin) load(id string) (Volume, bool, error) {
 	return v, true, nil
 }
 
-// create makes the volume's directory with its metadata and data directory in a work directory
-// and renames it into place, so a volume is either wholly there or not at all. The caller holds
-// p.mu.
-func (p *Plugin) create(v Volume) error {
-	work, err := os.MkdirTemp(p.o.Root, ".create-")
-	if err != nil {
-		return fmt.Errorf("creating volume %s: %w", v.ID, err)
-	}
-	err = os.Mkdir(filepath.Join(work, "data"), 0o755)
-	if err == nil {
-		err = writeMeta(filepath.Join(work, metaFile), v)
-	}
-	if err == nil {
-		err = os.Rename(work, p.Dir(v.ID))
-	}
-	if err != nil {
-		_ = os.RemoveAll(work)
+// create makes the volume's directory with its metadata and data directory (empty, or a copy
+// of the data directory from when from is set) in a work directory and renames it into place,
+// so a volume is either wholly there or not at all. The caller holds p.mu.
+func (p *Plugin) create(v Volume, from string) error {
+	if err := p.place(p.Dir(v.ID), metaFile, v, from); err != nil {
 		return fmt.Errorf("creating volume %s: %w", v.ID, err)
 	}
 	return nil
+}
+
+// place builds dir (a volume's or a snapshot's) in a work directory beside it, with meta
+// written to metaName and a data directory that is empty or a copy of from, then renames it
+// into place.
+func (p *Plugin) place(dir, metaName string, meta any, from string) error {
+	work, err := os.MkdirTemp(p.o.Root, ".create-")
+	if err != nil {
+		return err
+	}
+	data := filepath.Join(work, "data")
+	if from == "" {
+		err = os.Mkdir(data, 0o755)
+	} else {
+		err = copyTree(from, data)
+	}
+	if err == nil {
+		err = writeMeta(filepath.Join(work, metaName), meta)
+	}
+	if err == nil {
+		err = os.Rename(work, dir)
+	}
+	if err != nil {
+		_ = os.RemoveAll(work)
+	}
+	return err
 }
 
 // update rewrites a volume's metadata (write and rename: a reader sees the old or the new).
@@ -109,20 +138,29 @@ func (p *Plugin) update(v Volume) error {
 // remove takes the volume's directory out of place with one rename, then deletes it. The
 // caller holds p.mu.
 func (p *Plugin) remove(id string) error {
-	gone := filepath.Join(p.o.Root, ".delete-"+id+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	if err := os.Rename(p.Dir(id), gone); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
+	if err := p.discard(p.Dir(id), id); err != nil {
 		return fmt.Errorf("deleting volume %s: %w", id, err)
-	}
-	if err := os.RemoveAll(gone); err != nil {
-		return fmt.Errorf("deleting volume %s (moved to %s): %w", id, gone, err)
 	}
 	return nil
 }
 
-func writeMeta(file string, v Volume) error {
+// discard renames dir (a volume's or a snapshot's) out of place, then deletes it; a missing
+// dir is already gone.
+func (p *Plugin) discard(dir, id string) error {
+	gone := filepath.Join(p.o.Root, ".delete-"+id+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err := os.Rename(dir, gone); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		return fmt.Errorf("moved to %s: %w", gone, err)
+	}
+	return nil
+}
+
+func writeMeta(file string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err

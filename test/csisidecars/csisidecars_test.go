@@ -93,8 +93,8 @@ rules: []
 	}
 }
 
-// TestUpstreamRBAC reads the pinned sidecars' own rbac.yaml (from the module cache that
-// `make tools` filled) and checks what the provisioner and the resizer are given.
+// TestUpstreamRBAC reads the pinned components' own RBAC manifests (from the module cache that
+// `make tools` filled) and checks what each is given.
 func TestUpstreamRBAC(t *testing.T) {
 	cases := []struct {
 		binary, sa string
@@ -107,6 +107,13 @@ func TestUpstreamRBAC(t *testing.T) {
 		}},
 		{binary: "csi-resizer", sa: "csi-resizer", want: []string{
 			"persistentvolumes/patch", "persistentvolumeclaims/status/patch", "pods/list", "events/create",
+		}},
+		{binary: SnapshotControllerBinary, sa: "snapshot-controller", want: []string{
+			"persistentvolumeclaims/update", "volumesnapshotcontents/create", "volumesnapshotcontents/delete",
+			"volumesnapshots/status/patch", "volumesnapshotclasses/list", "events/create",
+		}},
+		{binary: SnapshotterBinary, sa: "csi-snapshotter", want: []string{
+			"volumesnapshotcontents/patch", "volumesnapshotcontents/status/update", "volumesnapshotclasses/get", "events/create",
 		}},
 	}
 	for _, tc := range cases {
@@ -156,6 +163,37 @@ func TestReadPin(t *testing.T) {
 	}
 	if _, err := ReadPin("no-such-sidecar"); err == nil {
 		t.Error("an unpinned binary: no error")
+	}
+	// The snapshot components are built against the client module of their own release.
+	for _, b := range []string{SnapshotControllerBinary, SnapshotterBinary} {
+		p, err := ReadPin(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := snapshotClientModule + "@" + p.Version; len(p.Replaces) != 1 || p.Replaces[0] != want {
+			t.Errorf("pin %+v: want it to replace ./client with %s", p, want)
+		}
+	}
+}
+
+// TestSnapshotCRDs reads the VolumeSnapshot CRDs of the pinned release from the module cache.
+func TestSnapshotCRDs(t *testing.T) {
+	files, err := SnapshotCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f))
+	}
+	for _, want := range []string{
+		"snapshot.storage.k8s.io_volumesnapshotclasses.yaml",
+		"snapshot.storage.k8s.io_volumesnapshotcontents.yaml",
+		"snapshot.storage.k8s.io_volumesnapshots.yaml",
+	} {
+		if !slices.Contains(names, want) {
+			t.Errorf("snapshot CRDs %v lack %s", names, want)
+		}
 	}
 }
 

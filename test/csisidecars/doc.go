@@ -1,10 +1,14 @@
 // Package csisidecars runs the real CSI sidecars that `make tools` builds into bin/ (the
-// external-provisioner and the external-resizer, at the versions hack/tools/pins names) as
-// processes beside a test control plane, the way a CSI driver's Deployment runs them:
+// external-provisioner, the external-resizer and the csi-snapshotter, at the versions
+// hack/tools/pins names) as processes beside a test control plane, the way a CSI driver's
+// Deployment runs them, and the snapshot-controller of the same external-snapshotter release
+// as a distribution runs it (in kube-system, against the VolumeSnapshot CRDs of that release's
+// client module, see SnapshotCRDs):
 //
-//   - each as its own ServiceAccount, bound to the RBAC of the sidecar's own
-//     deploy/kubernetes/rbac.yaml, read from the pinned module's source (so the permissions
-//     follow the pin) with only the namespace changed, as that file's comments ask; the
+//   - each as its own ServiceAccount, bound to the RBAC of the component's own manifest
+//     (deploy/kubernetes/rbac.yaml, or external-snapshotter's per-component files), read from
+//     the pinned module's source (so the permissions follow the pin) with only the namespace
+//     changed, as that file's comments ask; the
 //     ServiceAccount is reached with a token minted through the TokenRequest API, so the
 //     apiserver, and pvguard's webhooks, see exactly the identity a real install has;
 //   - against a CSI plugin's unix socket (see test/csiplugin);

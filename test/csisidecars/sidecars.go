@@ -32,8 +32,8 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
-	if o.Admin == nil || o.CSIAddress == "" || o.Dir == "" {
-		return errors.New("csisidecars: Options.Admin, CSIAddress and Dir are required")
+	if o.Admin == nil || o.Dir == "" {
+		return errors.New("csisidecars: Options.Admin and Dir are required")
 	}
 	if o.Namespace == "" {
 		o.Namespace = "csi-default"
@@ -100,7 +100,17 @@ func StartResizer(ctx context.Context, o Options) (*Sidecar, error) {
 	return start(ctx, o, "csi-resizer", ResizerArgs())
 }
 
+// start starts a sidecar: a component talking to the plugin's socket.
 func start(ctx context.Context, o Options, binary string, args []string) (*Sidecar, error) {
+	if o.CSIAddress == "" {
+		return nil, fmt.Errorf("csisidecars: starting %s: Options.CSIAddress is required", binary)
+	}
+	return launch(ctx, o, binary, append([]string{"--csi-address=" + o.CSIAddress}, args...))
+}
+
+// launch installs a component's upstream RBAC in o.Namespace, mints its ServiceAccount's token
+// and starts it with args, a kubeconfig for that token and o's verbosity and extra arguments.
+func launch(ctx context.Context, o Options, binary string, args []string) (*Sidecar, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
@@ -119,7 +129,7 @@ func start(ctx context.Context, o Options, binary string, args []string) (*Sidec
 	if err := ServiceAccountKubeconfig(ctx, o.Admin, sa.Namespace, sa.Name, kubeconfig); err != nil {
 		return nil, err
 	}
-	args = append([]string{"--csi-address=" + o.CSIAddress, "--kubeconfig=" + kubeconfig, fmt.Sprintf("--v=%d", o.Verbosity)}, args...)
+	args = append([]string{"--kubeconfig=" + kubeconfig, fmt.Sprintf("--v=%d", o.Verbosity)}, args...)
 	args = append(args, o.ExtraArgs[binary]...)
 	p, err := StartProcess(binary, filepath.Join(o.BinDir, binary), args, filepath.Join(o.Dir, binary+".log"))
 	if err != nil {

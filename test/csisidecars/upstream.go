@@ -20,9 +20,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Pin is one line of hack/tools/pins: a sidecar binary and the module version it is built from.
+// Pin is one line of hack/tools/pins: a component's binary and the module version it is built
+// from.
 type Pin struct {
 	Binary, Module, Version, Command string
+	// Replaces are the module@version the build puts in place of the module's local replaces
+	// (the pin's optional fifth column).
+	Replaces []string
 }
 
 // RepoRoot is the checkout this package was built from.
@@ -46,11 +50,15 @@ func ReadPin(binary string) (Pin, error) {
 			continue
 		}
 		fields := strings.Fields(line)
-		if len(fields) != 4 {
-			return Pin{}, fmt.Errorf("%s:%d: want `binary module version command`, got %q", file, n, line)
+		if len(fields) != 4 && len(fields) != 5 {
+			return Pin{}, fmt.Errorf("%s:%d: want `binary module version command [replaces]`, got %q", file, n, line)
 		}
 		if fields[0] == binary {
-			return Pin{Binary: fields[0], Module: fields[1], Version: fields[2], Command: fields[3]}, nil
+			p := Pin{Binary: fields[0], Module: fields[1], Version: fields[2], Command: fields[3]}
+			if len(fields) == 5 {
+				p.Replaces = strings.Split(fields[4], ",")
+			}
+			return p, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -61,8 +69,21 @@ func ReadPin(binary string) (Pin, error) {
 
 // SourceDir is the pinned module's source in the module cache, as `go mod download` names it
 // (hack/build-tools.sh has already downloaded it to build the binary, so this is a lookup).
-func (p Pin) SourceDir() (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", p.Module+"@"+p.Version)
+func (p Pin) SourceDir() (string, error) { return moduleDir(p.Module, p.Version) }
+
+// ReplacementDir is the source of the module version the build put in place of module's local
+// replace (the pin's replaces column).
+func (p Pin) ReplacementDir(module string) (string, error) {
+	for _, mv := range p.Replaces {
+		if m, v, ok := strings.Cut(mv, "@"); ok && m == module {
+			return moduleDir(m, v)
+		}
+	}
+	return "", fmt.Errorf("the pin of %s replaces no %s (replaces: %v)", p.Binary, module, p.Replaces)
+}
+
+func moduleDir(module, version string) (string, error) {
+	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
 	cmd.Dir = os.TempDir() // outside any module, so no go.mod or go.sum is touched
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr bytes.Buffer
@@ -73,15 +94,23 @@ func (p Pin) SourceDir() (string, error) {
 		err = jerr
 	}
 	if err != nil || info.Error != "" || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s@%s: %v %s %s", p.Module, p.Version, err, info.Error, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("go mod download %s@%s: %v %s %s", module, version, err, info.Error, strings.TrimSpace(stderr.String()))
 	}
 	return info.Dir, nil
 }
 
-// UpstreamRBAC reads the sidecar's own deploy/kubernetes/rbac.yaml at its pinned version and
-// moves every namespaced object, and every ServiceAccount subject, into namespace, as the
-// file's comments ask an installer to do. It returns the objects and the ServiceAccount they
-// bind.
+// rbacFiles are the RBAC manifests, in their modules, of the components whose module is not one
+// sidecar's (external-snapshotter holds two components); the others have
+// deploy/kubernetes/rbac.yaml.
+var rbacFiles = map[string]string{
+	"snapshot-controller": "deploy/kubernetes/snapshot-controller/rbac-snapshot-controller.yaml",
+	"csi-snapshotter":     "deploy/kubernetes/csi-snapshotter/rbac-csi-snapshotter.yaml",
+}
+
+// UpstreamRBAC reads the component's own RBAC manifest at its pinned version
+// (deploy/kubernetes/rbac.yaml, or the one rbacFiles names) and moves every namespaced object,
+// and every ServiceAccount subject, into namespace, as the file's comments ask an installer to
+// do. It returns the objects and the ServiceAccount they bind.
 func UpstreamRBAC(binary, namespace string) ([]client.Object, *corev1.ServiceAccount, error) {
 	pin, err := ReadPin(binary)
 	if err != nil {
@@ -91,7 +120,11 @@ func UpstreamRBAC(binary, namespace string) ([]client.Object, *corev1.ServiceAcc
 	if err != nil {
 		return nil, nil, err
 	}
-	file := filepath.Join(dir, "deploy", "kubernetes", "rbac.yaml")
+	rel, ok := rbacFiles[binary]
+	if !ok {
+		rel = "deploy/kubernetes/rbac.yaml"
+	}
+	file := filepath.Join(dir, filepath.FromSlash(rel))
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s's RBAC: %w", binary, err)

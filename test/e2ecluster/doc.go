@@ -13,9 +13,10 @@
 // deletes its namespace and volumes and waits for them to go) and no write refused by pvguard.
 //
 // Every flow also checks that pvguard refused nothing and that no component (kube-scheduler,
-// kube-controller-manager, the sidecars) was sent a warning or a denial during it.
+// kube-controller-manager, the sidecars, the snapshot-controller) was sent a warning or a
+// denial during it.
 //
-// Flows (issue 15, item 3):
+// Flows:
 //
 //   - a (TestLocalStaticProvisionerCycle): the local static provisioner (test/localstatic, its
 //     stand-in, as its own ServiceAccount with its chart's RBAC) discovers tmpfs mount points
@@ -38,6 +39,11 @@
 //     are provisioned for); nothing claimed twice, no 409 lost by pvguard's binder.
 //   - e (TestProtectionAndPreBound): protection finalizers and pre-bound claims and volumes;
 //     expansion is in b.
+//   - g (TestSnapshotRestoreAndClone): with the real snapshot-controller and csi-snapshotter
+//     (Options.Snapshots), a snapshot of a provisioned claim, a claim restored from it and a
+//     clone of the claim, each with its source's data; the source-protection finalizers of the
+//     snapshot-controller and of the provisioner come and go; everything deleted, no snapshot
+//     or volume left in the backend.
 //   - The identities (TestControllersActAsServiceAccounts).
 //   - TestBindLatency measures pod created -> claim Bound for docs/benchmarks.md in both modes.
 //

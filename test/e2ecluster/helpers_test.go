@@ -448,7 +448,9 @@ type pvguardCounters struct {
 func componentLogs() []string {
 	logs := []string{cl.ControllerManagerLog(), cl.SchedulerLog(), cl.PVGuard().Log}
 	if cl.CSI != nil {
-		logs = append(logs, cl.CSI.Provisioner.LogPath, cl.CSI.Resizer.LogPath)
+		for _, s := range cl.CSI.Sidecars() {
+			logs = append(logs, s.LogPath)
+		}
 	}
 	return logs
 }

@@ -29,6 +29,7 @@ func run(m *testing.M) int {
 		ControllerManagerArgs: strings.Fields(os.Getenv("PVGUARD_CLUSTER_KCM_ARGS")),
 		UpstreamPVGuardBinder: os.Getenv("PVGUARD_CLUSTER_UPSTREAM_PVGUARD"),
 		CSI:                   true,
+		Snapshots:             true,
 	}
 	if cl, err = cluster.Start(opts); err != nil {
 		fmt.Fprintln(os.Stderr, "e2ecluster:", err)
