@@ -70,6 +70,9 @@ type Options struct {
 	// EtcdFlags are extra etcd flags (name without dashes -> value), e.g. a larger
 	// quota-backend-bytes for a control plane filled with hundreds of thousands of objects.
 	EtcdFlags map[string]string
+	// APIServerFlags are extra kube-apiserver flags (name without dashes -> value), e.g.
+	// admission-control-config-file.
+	APIServerFlags map[string]string
 }
 
 // StartWith is Start with options.
@@ -87,6 +90,9 @@ func StartWith(assets string, o Options) (*ControlPlane, error) {
 	env.ControlPlane.Etcd = etcd
 	for name, value := range o.EtcdFlags {
 		etcd.Configure().Set(name, value)
+	}
+	for name, value := range o.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 	if o.LogDir != "" {
 		api, err := c.logFile(o.LogDir, "kube-apiserver.log")

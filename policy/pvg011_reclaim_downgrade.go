@@ -14,6 +14,16 @@ func pvg011ReclaimDowngrade() Rule {
 		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume},
 		Summary: "changing a Bound or Released volume's reclaim policy from Retain to Delete or Recycle needs a confirmation annotation",
+		CEL: []CELForm{{
+			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate},
+			Refuses: "oldObject.spec.persistentVolumeReclaimPolicy == 'Retain' && object.spec.persistentVolumeReclaimPolicy in ['Delete', 'Recycle'] && " +
+				celVolumeInUse() + " && !(" + celAnn("object", "variables.confirmKey") +
+				" && object.metadata.annotations[variables.confirmKey] == object.spec.persistentVolumeReclaimPolicy && !(" +
+				celAnn("oldObject", "variables.confirmKey") + " && oldObject.metadata.annotations[variables.confirmKey] == object.spec.persistentVolumeReclaimPolicy))",
+			Message: "'[PVG011 reclaim-downgrade] PersistentVolume ' + object.metadata.name + ' is in use, and changing its reclaim policy from Retain to ' + " +
+				"object.spec.persistentVolumeReclaimPolicy + ' lets its storage go once the claim is deleted; if that is intended, set the annotation ' + " +
+				"variables.confirmKey + '=' + object.spec.persistentVolumeReclaimPolicy + ' on the volume in the same write (an annotation already on the volume does not confirm it)'",
+		}},
 		Check: func(r *Review, _ View, c *Config) ([]Finding, error) {
 			if r.Operation != OperationUpdate || r.PV == nil || r.OldPV == nil {
 				return nil, nil
