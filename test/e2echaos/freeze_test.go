@@ -198,8 +198,8 @@ func runLeaderFault(t *testing.T, f fault) {
 		leader.name, oldID, cfg.Claims, cfg.Claims+cfg.Spare, (cfg.Claims+cfg.Batch-1)/cfg.Batch, cfg.Every)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	created := make(chan struct{})
-	go func() { defer close(created); p.createBatches(ctx, t, cfg.Batch, cfg.Every) }()
+	created, batches := make(chan struct{}), make(chan int, 100)
+	go func() { defer close(created); p.createBatches(ctx, t, cfg.Batch, cfg.Every, batches) }()
 	defer func() { cancel(); <-created }()
 
 	select {
@@ -209,9 +209,24 @@ func runLeaderFault(t *testing.T, f fault) {
 	case <-time.After(time.Minute):
 		t.Fatalf("replica %s made %d bindings in a minute, not %d", leader.name, leader.proc.bound.Load(), cfg.Before)
 	}
+	// Mid-binding: a moment after the next batch of claims has arrived, while the leader binds it.
+	var batch int
+	for drained := false; !drained; {
+		select {
+		case <-batches:
+		default:
+			drained = true
+		}
+	}
+	select {
+	case batch = <-batches:
+	case <-created:
+		t.Fatalf("every batch arrived before replica %s made %d bindings: make FREEZE_BEFORE smaller", leader.name, cfg.Before)
+	}
+	time.Sleep(200 * time.Millisecond)
 	stoppedAt := time.Now()
 	f.stop(t, leader)
-	t.Logf("%s: replica %s stopped after %d bindings, at %s", f.name, leader.name, leader.proc.bound.Load(), stoppedAt.Format("15:04:05.000"))
+	t.Logf("%s: replica %s stopped after %d bindings, 200ms after batch %d arrived, at %s", f.name, leader.name, leader.proc.bound.Load(), batch, stoppedAt.Format("15:04:05.000"))
 
 	var takeover leaseChange
 	var boundAtTakeover int64 = -1
@@ -237,7 +252,12 @@ func runLeaderFault(t *testing.T, f fault) {
 
 	select {
 	case <-leader.proc.exited:
-		t.Logf("replica %s exited %v after it came back (it lost the Lease)", leader.name, time.Since(resumedAt).Round(time.Millisecond))
+		t.Logf("replica %s exited (it lost the Lease) before it came back", leader.name)
+	default:
+	}
+	select {
+	case <-leader.proc.exited:
+		t.Logf("replica %s exited (it lost the Lease) at most %v after it came back", leader.name, time.Since(resumedAt).Round(time.Millisecond))
 	case <-time.After(freezeLeaseDuration + 10*time.Second):
 		t.Logf("replica %s still runs %v after it came back", leader.name, time.Since(resumedAt).Round(time.Second))
 	}
@@ -248,12 +268,22 @@ func runLeaderFault(t *testing.T, f fault) {
 
 	// The old leader's writes after the takeover.
 	var late []proxiedWrite
+	sentDuring, heldDuring := 0, 0
 	for _, w := range leader.proxy.Writes() {
-		if w.Resource == "leases" || w.Resource == "events" || w.Forwarded.Before(takeover.Acquired) {
+		if w.Resource == "leases" || w.Resource == "events" {
 			continue
 		}
-		late = append(late, w)
+		if !w.Received.Before(stoppedAt) && w.Received.Before(resumedAt) {
+			sentDuring++
+		}
+		if w.Held {
+			heldDuring++
+		}
+		if !w.Forwarded.Before(takeover.Acquired) {
+			late = append(late, w)
+		}
 	}
+	t.Logf("%d writes of replica %s reached its proxy while it was stopped; the proxy held %d on the stalled link (request or answer)", sentDuring, leader.name, heldDuring)
 	codes, kinds := map[int]int{}, map[string]int{}
 	for _, w := range late {
 		codes[w.Code]++
@@ -369,7 +399,8 @@ func (p *pool) inScope(ns, name string) bool {
 }
 
 // createBatches creates the pool batch by batch, each batch's volumes first, with four clients.
-func (p *pool) createBatches(ctx context.Context, t *testing.T, batch int, every time.Duration) {
+// Each batch's number is sent on done (if there is room) once its claims exist.
+func (p *pool) createBatches(ctx context.Context, t *testing.T, batch int, every time.Duration, done chan<- int) {
 	c := admin(t)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -394,6 +425,10 @@ func (p *pool) createBatches(ctx context.Context, t *testing.T, batch int, every
 			}
 			close(work)
 			wg.Wait()
+		}
+		select {
+		case done <- lo/batch + 1:
+		default:
 		}
 		select {
 		case <-ctx.Done():
