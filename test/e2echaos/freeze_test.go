@@ -254,12 +254,12 @@ func runLeaderFault(t *testing.T, f fault) {
 	case <-leader.proc.exited:
 		t.Logf("replica %s exited (it lost the Lease) before it came back", leader.name)
 	default:
-	}
-	select {
-	case <-leader.proc.exited:
-		t.Logf("replica %s exited (it lost the Lease) at most %v after it came back", leader.name, time.Since(resumedAt).Round(time.Millisecond))
-	case <-time.After(freezeLeaseDuration + 10*time.Second):
-		t.Logf("replica %s still runs %v after it came back", leader.name, time.Since(resumedAt).Round(time.Second))
+		select {
+		case <-leader.proc.exited:
+			t.Logf("replica %s exited (it lost the Lease) at most %v after it came back", leader.name, time.Since(resumedAt).Round(time.Millisecond))
+		case <-time.After(freezeLeaseDuration + 10*time.Second):
+			t.Logf("replica %s still runs %v after it came back", leader.name, time.Since(resumedAt).Round(time.Second))
+		}
 	}
 	<-created
 	allCreated := time.Now()
