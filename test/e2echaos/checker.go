@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -773,4 +774,174 @@ func (m *Monitor) Unbinds() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.unbinds)
+}
+
+// LinkViolations judges the links between claims and volumes at one instant, for a watch that
+// judges after every change (LinkWatch); Check judges more, but only a settled state. It reports:
+//
+//   - a claim held by two volumes: counting the volumes that are phase Bound with a claimRef
+//     naming the claim by uid, plus the volume the claim names once bind-completed is set,
+//     there are two different ones. A volume that holds the claim's uid without being Bound is
+//     not counted unless the claim names it: that is the first of the four bind writes, made
+//     before the claim names a volume, and a binding being rolled back passes through it;
+//   - a volume claimed by two claims: two claims with bind-completed name it in spec.volumeName;
+//   - a claim Lost.
+func LinkViolations(pvs []*corev1.PersistentVolume, pvcs []*corev1.PersistentVolumeClaim) []Violation {
+	var out []Violation
+	byUID := map[types.UID]*corev1.PersistentVolumeClaim{}
+	for _, pvc := range pvcs {
+		byUID[pvc.UID] = pvc
+	}
+	holders := map[types.UID]map[string]bool{}
+	hold := func(uid types.UID, pv string) {
+		if holders[uid] == nil {
+			holders[uid] = map[string]bool{}
+		}
+		holders[uid][pv] = true
+	}
+	for _, pv := range pvs {
+		ref := pv.Spec.ClaimRef
+		if ref == nil || ref.UID == "" || pv.Status.Phase != corev1.VolumeBound {
+			continue
+		}
+		if pvc := byUID[ref.UID]; pvc != nil && pvc.Namespace == ref.Namespace && pvc.Name == ref.Name {
+			hold(pvc.UID, pv.Name)
+		}
+	}
+	named := map[string][]ClaimKey{}
+	for _, pvc := range pvcs {
+		if pvc.Status.Phase == corev1.ClaimLost {
+			out = append(out, Violation{InvLost, pvcObj(keyOf(pvc)), fmt.Sprintf("phase Lost (spec.volumeName %q)", pvc.Spec.VolumeName)})
+		}
+		if completed(pvc) && pvc.Spec.VolumeName != "" {
+			hold(pvc.UID, pvc.Spec.VolumeName)
+			named[pvc.Spec.VolumeName] = append(named[pvc.Spec.VolumeName], keyOf(pvc))
+		}
+	}
+	for _, pvc := range pvcs {
+		if vs := holders[pvc.UID]; len(vs) > 1 {
+			out = append(out, Violation{InvDoubleClaim, pvcObj(keyOf(pvc)),
+				fmt.Sprintf("held by volumes %v (Bound with its uid, or named by it: %q)", sortedSet(vs), pvc.Spec.VolumeName)})
+		}
+	}
+	for pv, ks := range named {
+		if len(ks) > 1 {
+			sort.Slice(ks, func(i, j int) bool { return ks[i].String() < ks[j].String() })
+			out = append(out, Violation{InvDoubleClaim, pvObj(pv), fmt.Sprintf("claims %v all completed a binding to it", ks)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// Sighting is a violation a LinkWatch saw: from its first event to the event that cleared it
+// (zero while it holds).
+type Sighting struct {
+	Violation
+	First, Cleared time.Time
+}
+
+func (s Sighting) String() string {
+	how := "still so at the end"
+	if !s.Cleared.IsZero() {
+		how = fmt.Sprintf("for %v", s.Cleared.Sub(s.First).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s, from %s %s", s.Violation, s.First.Format("15:04:05.000"), how)
+}
+
+// LinkWatch keeps the volumes and claims in scope as a watch reports them and judges
+// LinkViolations after every change, so that a misbinding repaired a second later is still seen.
+// Each stream (volumes, claims) is applied in order, so each side is a state the apiserver
+// really had; a violation that needs both sides names objects whose every counted half was
+// written, so the two streams' relative lag cannot make one up.
+type LinkWatch struct {
+	InScope func(namespace, name string) bool
+
+	mu        sync.Mutex
+	pvs       map[string]*corev1.PersistentVolume
+	pvcs      map[ClaimKey]*corev1.PersistentVolumeClaim
+	open      map[string]*Sighting
+	sightings []*Sighting
+	events    int
+}
+
+// Volume records a volume's change (deleted: it is gone) and judges.
+func (w *LinkWatch) Volume(pv *corev1.PersistentVolume, deleted bool) {
+	if !w.InScope("", pv.Name) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pvs == nil {
+		w.pvs = map[string]*corev1.PersistentVolume{}
+	}
+	if deleted {
+		delete(w.pvs, pv.Name)
+	} else {
+		w.pvs[pv.Name] = pv
+	}
+	w.judge()
+}
+
+// Claim records a claim's change (deleted: it is gone) and judges.
+func (w *LinkWatch) Claim(pvc *corev1.PersistentVolumeClaim, deleted bool) {
+	if !w.InScope(pvc.Namespace, pvc.Name) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pvcs == nil {
+		w.pvcs = map[ClaimKey]*corev1.PersistentVolumeClaim{}
+	}
+	if deleted {
+		delete(w.pvcs, keyOf(pvc))
+	} else {
+		w.pvcs[keyOf(pvc)] = pvc
+	}
+	w.judge()
+}
+
+// judge runs with w.mu held.
+func (w *LinkWatch) judge() {
+	w.events++
+	now := time.Now()
+	if w.open == nil {
+		w.open = map[string]*Sighting{}
+	}
+	pvs := make([]*corev1.PersistentVolume, 0, len(w.pvs))
+	for _, pv := range w.pvs {
+		pvs = append(pvs, pv)
+	}
+	pvcs := make([]*corev1.PersistentVolumeClaim, 0, len(w.pvcs))
+	for _, pvc := range w.pvcs {
+		pvcs = append(pvcs, pvc)
+	}
+	current := map[string]bool{}
+	for _, v := range LinkViolations(pvs, pvcs) {
+		k := v.Invariant + " " + v.Object
+		current[k] = true
+		if w.open[k] == nil {
+			s := &Sighting{Violation: v, First: now}
+			w.open[k] = s
+			w.sightings = append(w.sightings, s)
+		}
+	}
+	for k, s := range w.open {
+		if !current[k] {
+			s.Cleared = now
+			delete(w.open, k)
+		}
+	}
+}
+
+// Sightings returns every violation seen, in the order first seen, and how many changes were
+// judged.
+func (w *LinkWatch) Sightings() ([]Sighting, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]Sighting, len(w.sightings))
+	for i, s := range w.sightings {
+		out[i] = *s
+	}
+	return out, w.events
 }

@@ -318,3 +318,72 @@ func TestMonitor(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkViolations: the watch's rules, each case one state; the rollback states a binder passes
+// through must not count.
+func TestLinkViolations(t *testing.T) {
+	a, ca := pair("a", "ua", "pv-a", true, true)
+	for _, tc := range []struct {
+		name  string
+		state func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim)
+		want  []string // "invariant object"
+	}{
+		{name: "a sound pair", state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			return []*corev1.PersistentVolume{a.DeepCopy()}, []*corev1.PersistentVolumeClaim{ca.DeepCopy()}
+		}},
+		{name: "a second volume holds the claim's uid, not Bound (first bind write, or a rollback)", state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			w := testobj.PV("pv-w", testobj.ClaimRef("ns", "a", "ua"), testobj.Phase(corev1.VolumeAvailable))
+			return []*corev1.PersistentVolume{a.DeepCopy(), w}, []*corev1.PersistentVolumeClaim{ca.DeepCopy()}
+		}},
+		{name: "a second volume Bound with the claim's uid", want: []string{InvDoubleClaim + " pvc/ns/a"}, state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			w := testobj.PV("pv-w", testobj.BoundTo(ca))
+			return []*corev1.PersistentVolume{a.DeepCopy(), w}, []*corev1.PersistentVolumeClaim{ca.DeepCopy()}
+		}},
+		{name: "the claim names a volume that does not hold it, another Bound volume does", want: []string{InvDoubleClaim + " pvc/ns/a"}, state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			v := testobj.PV("pv-a", testobj.Phase(corev1.VolumeAvailable))
+			w := testobj.PV("pv-w", testobj.BoundTo(ca))
+			return []*corev1.PersistentVolume{v, w}, []*corev1.PersistentVolumeClaim{ca.DeepCopy()}
+		}},
+		{name: "two Bound volumes hold a claim that names neither yet", want: []string{InvDoubleClaim + " pvc/ns/u"}, state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			u := testobj.PVC("ns", "u", testobj.ClaimUID("uu"), testobj.ClaimPhase(corev1.ClaimPending))
+			return []*corev1.PersistentVolume{testobj.PV("pv-1", testobj.BoundTo(u)), testobj.PV("pv-2", testobj.BoundTo(u))}, []*corev1.PersistentVolumeClaim{u}
+		}},
+		{name: "a volume Bound to a claim of the same name but another uid", state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			w := testobj.PV("pv-w", testobj.ClaimRef("ns", "a", "old-uid"), testobj.Phase(corev1.VolumeBound))
+			return []*corev1.PersistentVolume{a.DeepCopy(), w}, []*corev1.PersistentVolumeClaim{ca.DeepCopy()}
+		}},
+		{name: "two claims completed a binding to one volume", want: []string{InvDoubleClaim + " pv/pv-a"}, state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			b := testobj.PVC("ns", "b", testobj.ClaimUID("ub"), testobj.ClaimBoundTo("pv-a"))
+			return []*corev1.PersistentVolume{a.DeepCopy()}, []*corev1.PersistentVolumeClaim{ca.DeepCopy(), b}
+		}},
+		{name: "a claim naming a volume without bind-completed (the claim's own choice)", state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			b := testobj.PVC("ns", "b", testobj.ClaimUID("ub"), testobj.VolumeName("pv-a"))
+			return []*corev1.PersistentVolume{a.DeepCopy()}, []*corev1.PersistentVolumeClaim{ca.DeepCopy(), b}
+		}},
+		{name: "a claim Lost", want: []string{InvLost + " pvc/ns/a"}, state: func() ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim) {
+			c := ca.DeepCopy()
+			c.Status.Phase = corev1.ClaimLost
+			return []*corev1.PersistentVolume{a.DeepCopy()}, []*corev1.PersistentVolumeClaim{c}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, v := range LinkViolations(tc.state()) {
+				got = append(got, v.Invariant+" "+v.Object)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	var w LinkWatch
+	w.InScope = func(string, string) bool { return true }
+	w.Volume(a.DeepCopy(), false)
+	w.Claim(ca.DeepCopy(), false)
+	w.Volume(testobj.PV("pv-w", testobj.BoundTo(ca)), false)
+	w.Volume(testobj.PV("pv-w", testobj.Phase(corev1.VolumeAvailable)), false)
+	s, events := w.Sightings()
+	if events != 4 || len(s) != 1 || s[0].Invariant != InvDoubleClaim || s[0].Cleared.IsZero() {
+		t.Errorf("the watch saw %d events and %v; want 4 events and one double claim, cleared", events, s)
+	}
+}

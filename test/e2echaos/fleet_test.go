@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -241,10 +242,12 @@ func (f *fleet) sigkill(n int) {
 }
 
 type process struct {
+	name    string
 	cmd     *exec.Cmd
 	started chan struct{}
 	exited  chan struct{}
 	bound   atomic.Int64
+	log     *os.File // every line of its stderr, when CHAOS_LOG_DIR is set
 
 	mu      sync.Mutex
 	lines   []string
@@ -253,31 +256,67 @@ type process struct {
 
 func (f *fleet) startProcess() *process {
 	f.t.Helper()
-	h := cluster(f.t)
+	return startProcess(f.t, processOptions{
+		lease: f.lease, leaseDuration: chaosLeaseDuration, renewDeadline: chaosRenewDeadline, retryPeriod: chaosRetryPeriod,
+		qps: f.cfg.QPS,
+	})
+}
+
+// processOptions configure one real `pvguard serve --binder=active --leader-elect` process.
+type processOptions struct {
+	name       string // names its log file
+	kubeconfig string // default: the harness's, straight to the apiserver
+	lease      string
+	// The Lease timings.
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	qps                                       float32
+	workers                                   int // --binder-workers; 0 leaves pvguard's default
+}
+
+// startProcess runs `pvguard serve --binder=active` as a child process (the test binary
+// re-executed) and follows its log: started is closed when its binder starts (it won the
+// Lease), bound counts its bindings. The test's cleanup SIGKILLs it.
+func startProcess(t *testing.T, o processOptions) *process {
+	t.Helper()
+	h := cluster(t)
 	self, err := os.Executable()
-	must(f.t, err, "finding the test binary")
-	args := []string{"serve", "--kubeconfig=" + h.Kubeconfig, "--listen=127.0.0.1:0", "--cert-dir=" + h.CertDir,
+	must(t, err, "finding the test binary")
+	kubeconfig := o.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = h.Kubeconfig
+	}
+	args := []string{"serve", "--kubeconfig=" + kubeconfig, "--listen=127.0.0.1:0", "--cert-dir=" + h.CertDir,
 		"--config=" + h.PolicyFile, "--binder=active", "--binder-resync=1s", "--audit-interval=0",
-		"--leader-elect=true", "--leader-election-id=" + f.lease,
-		"--leader-elect-lease-duration=" + chaosLeaseDuration.String(),
-		"--leader-elect-renew-deadline=" + chaosRenewDeadline.String(),
-		"--leader-elect-retry-period=" + chaosRetryPeriod.String(),
-		fmt.Sprintf("--kube-api-qps=%v", f.cfg.QPS), fmt.Sprintf("--kube-api-burst=%d", int(2*f.cfg.QPS)),
+		"--leader-elect=true", "--leader-election-id=" + o.lease,
+		"--leader-elect-lease-duration=" + o.leaseDuration.String(),
+		"--leader-elect-renew-deadline=" + o.renewDeadline.String(),
+		"--leader-elect-retry-period=" + o.retryPeriod.String(),
+		fmt.Sprintf("--kube-api-qps=%v", o.qps), fmt.Sprintf("--kube-api-burst=%d", int(2*o.qps)),
 		"--shutdown-delay=0s", "-v"}
+	if o.workers > 0 {
+		args = append(args, fmt.Sprintf("--binder-workers=%d", o.workers))
+	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\n"))
 	stderr, err := cmd.StderrPipe()
-	must(f.t, err, "stderr pipe")
+	must(t, err, "stderr pipe")
 	cmd.Stdout = io.Discard
-	p := &process{cmd: cmd, started: make(chan struct{}), exited: make(chan struct{}), waiters: map[int64]chan struct{}{}}
-	must(f.t, cmd.Start(), "starting pvguard")
-	f.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	p := &process{name: o.name, cmd: cmd, started: make(chan struct{}), exited: make(chan struct{}), waiters: map[int64]chan struct{}{}}
+	if dir := os.Getenv("CHAOS_LOG_DIR"); dir != "" && o.name != "" {
+		p.log, err = os.Create(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+o.name+".log"))
+		must(t, err, "creating the process log")
+	}
+	must(t, cmd.Start(), "starting pvguard")
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.exited })
 	go func() {
 		var once sync.Once
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
+			if p.log != nil {
+				fmt.Fprintln(p.log, line)
+			}
 			p.mu.Lock()
 			p.lines = append(p.lines, line)
 			if len(p.lines) > 40 {
@@ -300,6 +339,9 @@ func (f *fleet) startProcess() *process {
 			}
 		}
 		_ = cmd.Wait()
+		if p.log != nil {
+			_ = p.log.Close()
+		}
 		close(p.exited)
 	}()
 	return p
