@@ -1,0 +1,170 @@
+// Package e2ecel runs the rules' CEL forms in a real kube-apiserver, with no pvguard at all: the
+// ValidatingAdmissionPolicies `pvguard admission-policies --static-dir` writes, loaded by the
+// apiserver's manifest-based admission config (Kubernetes 1.37, ManifestBasedAdmissionControlConfig)
+// at start. They are what still guards a cluster after every pvguard object was deleted: each
+// destructive write is refused with the rule's message, the binding controllers' writes pass, and
+// the API cannot delete the policies.
+package e2ecel
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/policy"
+)
+
+func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := app.WriteStaticAdmissionPolicies(dir, policy.AdmissionPolicies(policy.DefaultConfig(), policy.AdmissionPolicyOptions{Static: true}), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	assets, err := devcluster.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := devcluster.StartWith(assets, devcluster.Options{LogDir: t.TempDir(), APIServerFlags: map[string]string{
+		"admission-control-config-file": app.StaticAdmissionConfig(dir),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	admin := kubernetes.NewForConfigOrDie(cp.Config)
+
+	// A bound pair, as the PV controller leaves it (no controller runs here: the test writes it).
+	ns := "team-a"
+	must(t, "namespace", create(ctx, admin.CoreV1().Namespaces(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	claim, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	must(t, "claim", err)
+	pv, err := admin.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-1", Annotations: map[string]string{policy.AnnBoundByController: "yes"}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv-1"}},
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: "data", UID: claim.UID},
+		},
+	}, metav1.CreateOptions{})
+	must(t, "volume", err)
+	pv.Status.Phase = corev1.VolumeBound
+	pv, err = admin.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{})
+	must(t, "volume status", err)
+	claim.Spec.VolumeName = "pv-1"
+	claim.Annotations = map[string]string{policy.AnnBindCompleted: "yes", policy.AnnBoundByController: "yes"}
+	claim, err = admin.CoreV1().PersistentVolumeClaims(ns).Update(ctx, claim, metav1.UpdateOptions{})
+	must(t, "claim bind", err)
+	claim.Status.Phase = corev1.ClaimBound
+	claim, err = admin.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	must(t, "claim status", err)
+
+	pvs, pvcs := admin.CoreV1().PersistentVolumes(), admin.CoreV1().PersistentVolumeClaims(ns)
+	refused := []struct {
+		name, rule string
+		write      func() error
+	}{
+		{"clearing a Bound volume's claimRef", "PVG002", func() error {
+			v := pv.DeepCopy()
+			v.Spec.ClaimRef = nil
+			_, err := pvs.Update(ctx, v, metav1.UpdateOptions{})
+			return err
+		}},
+		{"re-pointing a Bound volume at another claim", "PVG002", func() error {
+			v := pv.DeepCopy()
+			v.Spec.ClaimRef.Name, v.Spec.ClaimRef.UID = "thief", "0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10"
+			_, err := pvs.Update(ctx, v, metav1.UpdateOptions{})
+			return err
+		}},
+		{"Retain to Delete without the confirmation", "PVG011", func() error {
+			v := pv.DeepCopy()
+			v.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+			_, err := pvs.Update(ctx, v, metav1.UpdateOptions{})
+			return err
+		}},
+		{"removing bind-completed from a bound claim", "PVG003", func() error {
+			c := claim.DeepCopy()
+			delete(c.Annotations, policy.AnnBindCompleted)
+			_, err := pvcs.Update(ctx, c, metav1.UpdateOptions{})
+			return err
+		}},
+		{"stripping pvc-protection from a bound claim", "PVG012", func() error {
+			c := claim.DeepCopy()
+			c.Finalizers = nil
+			_, err := pvcs.Update(ctx, c, metav1.UpdateOptions{})
+			return err
+		}},
+		{"stripping pv-protection from a Bound volume", "PVG012", func() error {
+			v := pv.DeepCopy()
+			v.Finalizers = nil
+			_, err := pvs.Update(ctx, v, metav1.UpdateOptions{})
+			return err
+		}},
+	}
+	if len(claim.Finalizers) == 0 || len(pv.Finalizers) == 0 {
+		t.Fatalf("the apiserver added no protection finalizers (claim %v, volume %v): the PVG012 cases test nothing", claim.Finalizers, pv.Finalizers)
+	}
+	for _, tc := range refused {
+		err := tc.write()
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "["+tc.rule+" ") {
+			t.Errorf("%s: err = %v, want a refusal naming %s", tc.name, err, tc.rule)
+		}
+	}
+
+	// What the guards let through: the confirmed downgrade, and the PV controller unbinding.
+	v := pv.DeepCopy()
+	v.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+	v.Annotations[policy.DefaultReclaimConfirmAnnotation] = "Delete"
+	if _, err := pvs.Update(ctx, v, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("a confirmed Retain to Delete: %v", err)
+	}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:persistent-volume-binder",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	binder := kubernetes.NewForConfigOrDie(cfg)
+	latest, err := pvs.Get(ctx, "pv-1", metav1.GetOptions{})
+	must(t, "reading the volume", err)
+	latest.Spec.ClaimRef = nil
+	if _, err := binder.CoreV1().PersistentVolumes().Update(ctx, latest, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the PV controller's unbind: %v", err)
+	}
+
+	// The API can neither remove nor change them.
+	vaps := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	for _, ap := range policy.AdmissionPolicies(policy.DefaultConfig(), policy.AdmissionPolicyOptions{Static: true}) {
+		if err := vaps.Delete(ctx, ap.Policy.Name, metav1.DeleteOptions{}); err == nil {
+			t.Errorf("deleting %s through the API succeeded", ap.Policy.Name)
+		}
+	}
+}
+
+func create[T any](ctx context.Context, c interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+}, obj T) error {
+	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
+	return err
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
