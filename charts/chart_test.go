@@ -270,7 +270,8 @@ func TestStrictDecoderRejectsUnknownFields(t *testing.T) {
 
 func checkNamespacesAndNames(t *testing.T, manifests []charts.Manifest) {
 	t.Helper()
-	clusterScoped := map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "ValidatingWebhookConfiguration": true, "MutatingWebhookConfiguration": true}
+	clusterScoped := map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true, "ValidatingWebhookConfiguration": true, "MutatingWebhookConfiguration": true,
+		"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
 	seen := map[string]string{}
 	for _, m := range manifests {
 		o := m.Object

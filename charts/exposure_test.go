@@ -27,6 +27,8 @@ var renderedKinds = []string{
 	"Certificate", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Issuer",
 	"MutatingWebhookConfiguration", "NetworkPolicy", "PodDisruptionBudget", "Role", "RoleBinding",
 	"Service", "ServiceAccount", "ServiceMonitor", "ValidatingWebhookConfiguration",
+	// Admission policies run inside the apiserver: no network, no endpoint.
+	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
 }
 
 // toggle is one value with the settings it takes in the combinations.

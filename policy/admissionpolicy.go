@@ -129,21 +129,15 @@ func exemptionConditions(c *Config, rl *Rule, form CELForm) []admissionregistrat
 	}
 	var users, groups []string
 	for _, id := range ids {
-		users = append(users, id.Users...)
+		users = append(users, identityUsernames(id)...)
 		groups = append(groups, id.Groups...)
-		for _, sa := range id.ServiceAccounts {
-			ns, n, _ := strings.Cut(sa, "/")
-			users = append(users, "system:serviceaccount:"+ns+":"+n)
-		}
 	}
 	var out []admissionregistrationv1.MatchCondition
 	if users = sortedUnique(users); len(users) > 0 {
-		out = append(out, admissionregistrationv1.MatchCondition{Name: "not-an-exempt-user",
-			Expression: "!(request.userInfo.username in " + celList(users) + ")"})
+		out = append(out, admissionregistrationv1.MatchCondition{Name: "not-an-exempt-user", Expression: usersCondition(celList(users))})
 	}
 	if groups = sortedUnique(groups); len(groups) > 0 {
-		out = append(out, admissionregistrationv1.MatchCondition{Name: "not-an-exempt-group",
-			Expression: "!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in " + celList(groups) + "))"})
+		out = append(out, admissionregistrationv1.MatchCondition{Name: "not-an-exempt-group", Expression: groupsCondition(celList(groups))})
 	}
 	for i, list := range nsLists {
 		if len(list) == 0 {
@@ -159,6 +153,71 @@ func exemptionConditions(c *Config, rl *Rule, form CELForm) []admissionregistrat
 		})
 	}
 	return out
+}
+
+// The matchConditions' expressions, over a CEL list literal of names or patterns.
+func usersCondition(list string) string { return "!(request.userInfo.username in " + list + ")" }
+func groupsCondition(list string) string {
+	return "!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in " + list + "))"
+}
+
+// AdmissionPolicyForm is what the chart renders a rule's policy from
+// (charts/pvguard/files/admission-policies.json, written by `go run ./hack/gen-admission-policies`):
+// the policy as AdmissionPolicies makes it for a config without exemptions or controllers, and the
+// matchConditions' expressions with LIST standing for the list the chart's values give.
+type AdmissionPolicyForm struct {
+	Rule     RuleID `json:"rule"`
+	RuleName string `json:"ruleName"`
+	Default  Action `json:"default"`
+	// Suffix ends the policy's name (after the release's name).
+	Suffix string `json:"suffix"`
+	// Controllers lists the built-in controllers' usernames when the form leaves the controllers
+	// to the Go form (the chart adds the configured ones); nil when it does not.
+	Controllers         []string                                              `json:"controllers"`
+	UsersCondition      string                                                `json:"usersCondition"`
+	GroupsCondition     string                                                `json:"groupsCondition"`
+	NamespacesCondition string                                                `json:"namespacesCondition"`
+	Spec                admissionregistrationv1.ValidatingAdmissionPolicySpec `json:"spec"`
+}
+
+// AdmissionPolicyForms lists the forms of every rule that has a CEL form, at any action.
+func AdmissionPolicyForms() []AdmissionPolicyForm {
+	all := &Config{Rules: map[string]RuleConfig{}}
+	for _, rl := range Catalogue() {
+		all.Rules[string(rl.ID)] = RuleConfig{Action: ActionDeny}
+	}
+	var out []AdmissionPolicyForm
+	for _, ap := range AdmissionPolicies(all, AdmissionPolicyOptions{Prefix: "x"}) {
+		rl, _ := LookupRule(string(ap.Rule))
+		var form CELForm
+		for _, f := range rl.CEL {
+			if strings.HasSuffix(ap.Policy.Name, map[Kind]string{KindPersistentVolume: "-pv", KindPersistentVolumeClaim: "-pvc"}[f.Kind]) || len(rl.CEL) == 1 {
+				form = f
+			}
+		}
+		var controllers []string
+		if form.ExemptControllers {
+			controllers = identityUsernames(builtinControllers)
+		}
+		spec := *ap.Policy.Spec.DeepCopy()
+		spec.MatchConditions, spec.Variables = nil, nil
+		out = append(out, AdmissionPolicyForm{
+			Rule: rl.ID, RuleName: rl.Name, Default: rl.Default, Suffix: strings.TrimPrefix(ap.Policy.Name, "x-"),
+			Controllers: controllers, UsersCondition: usersCondition("LIST"), GroupsCondition: groupsCondition("LIST"),
+			NamespacesCondition: "!(" + namespacesExempt(form.Kind, "LIST") + ")", Spec: spec,
+		})
+	}
+	return out
+}
+
+// identityUsernames are the usernames of the identities' users and service accounts.
+func identityUsernames(ids Identities) []string {
+	out := slices.Clone(ids.Users)
+	for _, sa := range ids.ServiceAccounts {
+		ns, n, _ := strings.Cut(sa, "/")
+		out = append(out, "system:serviceaccount:"+ns+":"+n)
+	}
+	return sortedUnique(out)
 }
 
 // namespacesExempt is Exemptions.match's namespace test: a claim's namespace, or for a volume the
