@@ -14,9 +14,9 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/pvguard ./cmd/pvguard
 	ln -sf pvguard bin/kubectl-pvguard
 
-## tools: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, csi-provisioner and
-## csi-resizer in bin/, built from the Go module proxy; each rebuilt only when its pins change, each
-## checked to start
+## tools: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, csi-provisioner,
+## csi-resizer and promtool in bin/, built from the Go module proxy; each rebuilt only when its pins
+## change, each checked to start
 tools:
 	hack/build-tools.sh
 

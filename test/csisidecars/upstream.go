@@ -20,9 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Pin is one line of hack/tools/pins: a sidecar binary and the module version it is built from.
+// Pin is one line of hack/tools/pins: a tool's binary and the module version it is built from.
 type Pin struct {
 	Binary, Module, Version, Command string
+	// VersionVar is the Go variable the build sets to Version (default main.version).
+	VersionVar string
 }
 
 // RepoRoot is the checkout this package was built from.
@@ -46,11 +48,15 @@ func ReadPin(binary string) (Pin, error) {
 			continue
 		}
 		fields := strings.Fields(line)
-		if len(fields) != 4 {
-			return Pin{}, fmt.Errorf("%s:%d: want `binary module version command`, got %q", file, n, line)
+		if len(fields) != 4 && len(fields) != 5 {
+			return Pin{}, fmt.Errorf("%s:%d: want `binary module version command [version-variable]`, got %q", file, n, line)
 		}
 		if fields[0] == binary {
-			return Pin{Binary: fields[0], Module: fields[1], Version: fields[2], Command: fields[3]}, nil
+			p := Pin{Binary: fields[0], Module: fields[1], Version: fields[2], Command: fields[3], VersionVar: "main.version"}
+			if len(fields) == 5 {
+				p.VersionVar = fields[4]
+			}
+			return p, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
