@@ -942,6 +942,11 @@ func TestValuesSchema(t *testing.T) {
 			"controllers": map[string]any{"serviceAccounts": []any{"csi/csi-provisioner"}},
 			"mutation":    map[string]any{"alignPreboundClaimClass": true},
 		}), nil},
+		"bad alert window":         {vals("metrics.prometheusRule.alerts.failOpen.window", "ten minutes"), []string{"failOpen", "window"}},
+		"unknown alert":            {vals("metrics.prometheusRule.alerts.diskFull", map[string]any{}), []string{"diskFull"}},
+		"latency past the timeout": {vals("metrics.prometheusRule.alerts.latency.timeoutFraction", 1.5), []string{"timeoutFraction"}},
+		"bad dashboard label name": {vals("metrics.grafanaDashboard.labelName", "grafana dashboard"), []string{"labelName"}},
+		"monitoring values":        {vals("metrics.prometheusRule.alerts.certificateExpiry.days", 30, "metrics.grafanaDashboard.labelValue", "pvguard"), nil},
 		"audit interval integer 0": {vals("audit.interval", 0), nil},
 		"binder mode shadow":       {vals("binder.mode", "shadow"), nil},
 	} {
