@@ -15,8 +15,8 @@ build:
 	ln -sf pvguard bin/kubectl-pvguard
 
 ## tools: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, csi-provisioner,
-## csi-resizer, snapshot-controller and csi-snapshotter in bin/, built from the Go module proxy;
-## each rebuilt only when its pins change, each checked to start
+## csi-resizer, snapshot-controller, csi-snapshotter and promtool in bin/, built from the Go module
+## proxy; each rebuilt only when its pins change, each checked to start
 tools:
 	hack/build-tools.sh
 

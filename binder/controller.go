@@ -100,6 +100,8 @@ type Binder struct {
 	metrics *metrics
 	// planTook is how long the last plan took (nanoseconds), which pause waits before the next.
 	planTook atomic.Int64
+	// running is true while Start runs (on the elected replica), when the queues are drained.
+	running atomic.Bool
 
 	// ledger is the binder's in-flight state, shared by its workers and its planner.
 	ledger *ledger
@@ -131,14 +133,20 @@ func New(o Options) (*Binder, error) {
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
-	l := newLedger()
-	return &Binder{
-		o:       o,
-		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
-		plans:   workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
-		metrics: newMetrics(o.Registry, l.shadowChoices),
-		ledger:  l,
-	}, nil
+	b := &Binder{
+		o:      o,
+		queue:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+		plans:  workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[key]()),
+		ledger: newLedger(),
+	}
+	b.metrics = newMetrics(o.Registry, b.ledger.shadowChoices, b.queueDepths)
+	return b, nil
+}
+
+// queueDepths is the length of the sync and plan queues, and whether this replica runs the
+// binder (only then does anything drain them).
+func (b *Binder) queueDepths() (sync, plan int, running bool) {
+	return b.queue.Len(), b.plans.Len(), b.running.Load()
 }
 
 // NeedLeaderElection makes the manager run the binder only on the elected replica.
@@ -210,6 +218,8 @@ func (b *Binder) requestPlan() { b.plans.AddAfter(planKey, 20*time.Millisecond) 
 func (b *Binder) Start(ctx context.Context) error {
 	defer b.queue.ShutDown()
 	defer b.plans.ShutDown()
+	b.running.Store(true)
+	defer b.running.Store(false)
 	b.o.Log.Info("binder started", "mode", b.o.Mode, "workers", b.o.Workers)
 	var wg sync.WaitGroup
 	for range b.o.Workers {

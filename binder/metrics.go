@@ -17,8 +17,32 @@ type metrics struct {
 	planDuration  prometheus.Histogram
 }
 
-// newMetrics registers the metrics; shadowDecided is read at every scrape.
-func newMetrics(reg prometheus.Registerer, shadowDecided func() float64) *metrics {
+// queueDepthDesc is pvguard_binder_queue_depth, exported by queueDepth.
+var queueDepthDesc = prometheus.NewDesc("pvguard_binder_queue_depth",
+	"Keys waiting in the running binder's work queues: sync (claims and volumes to sync) and plan (a plan requested). Exported only by the replica running the binder.",
+	[]string{"queue"}, nil)
+
+// queueDepth exports the depth of the binder's queues, read at each scrape. depths reports
+// running false on a replica that is not running the binder (not elected, or stopped): its
+// queues fill from the informers but no worker drains them, so their length there says nothing
+// about the binder's backlog and is not exported.
+type queueDepth struct {
+	depths func() (sync, plan int, running bool)
+}
+
+func (q queueDepth) Describe(ch chan<- *prometheus.Desc) { ch <- queueDepthDesc }
+
+func (q queueDepth) Collect(ch chan<- prometheus.Metric) {
+	sync, plan, running := q.depths()
+	if !running {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(sync), "sync")
+	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(plan), "plan")
+}
+
+// newMetrics registers the metrics; shadowDecided and queues are read at every scrape.
+func newMetrics(reg prometheus.Registerer, shadowDecided func() float64, queues func() (sync, plan int, running bool)) *metrics {
 	m := &metrics{
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pvguard_binder_pending_claims",
 			Help: "Unbound claims considered by the last pool plan."}),
@@ -43,6 +67,6 @@ func newMetrics(reg prometheus.Registerer, shadowDecided func() float64) *metric
 		planDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pvguard_binder_plan_duration_seconds",
 			Help: "Time to plan the assignment of the pending claims.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 	}
-	reg.MustRegister(m.pending, m.binds, m.unbinds, m.releases, m.reclaims, m.errors, m.policyDenials, m.disagreements, m.shadowDecided, m.bindLatency, m.planDuration)
+	reg.MustRegister(m.pending, m.binds, m.unbinds, m.releases, m.reclaims, m.errors, m.policyDenials, m.disagreements, m.shadowDecided, m.bindLatency, m.planDuration, queueDepth{queues})
 	return m
 }

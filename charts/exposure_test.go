@@ -25,7 +25,7 @@ import (
 // LoadBalancer would).
 var renderedKinds = []string{
 	"Certificate", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Issuer",
-	"MutatingWebhookConfiguration", "NetworkPolicy", "PodDisruptionBudget", "Role", "RoleBinding",
+	"MutatingWebhookConfiguration", "NetworkPolicy", "PodDisruptionBudget", "PrometheusRule", "Role", "RoleBinding",
 	"Service", "ServiceAccount", "ServiceMonitor", "ValidatingWebhookConfiguration",
 	// Admission policies run inside the apiserver: no network, no endpoint.
 	"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",

@@ -161,6 +161,12 @@ func TestReadPin(t *testing.T) {
 	if !strings.HasPrefix(p.Module, "github.com/kubernetes-csi/external-provisioner") || p.Version == "" {
 		t.Errorf("pin %+v", p)
 	}
+	if p.VersionVar != "main.version" {
+		t.Errorf("csi-provisioner's version variable %q, want the default main.version", p.VersionVar)
+	}
+	if p, err := ReadPin("promtool"); err != nil || p.VersionVar != "github.com/prometheus/common/version.Version" {
+		t.Errorf("promtool pin %+v, %v", p, err)
+	}
 	if _, err := ReadPin("no-such-sidecar"); err == nil {
 		t.Error("an unpinned binary: no error")
 	}

@@ -20,13 +20,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Pin is one line of hack/tools/pins: a component's binary and the module version it is built
-// from.
+// Pin is one line of hack/tools/pins: a tool's binary and the module version it is built from.
 type Pin struct {
 	Binary, Module, Version, Command string
 	// Replaces are the module@version the build puts in place of the module's local replaces
 	// (the pin's optional fifth column).
 	Replaces []string
+	// VersionVar is the Go variable the build sets to Version (the optional sixth column; default
+	// main.version).
+	VersionVar string
 }
 
 // RepoRoot is the checkout this package was built from.
@@ -50,13 +52,16 @@ func ReadPin(binary string) (Pin, error) {
 			continue
 		}
 		fields := strings.Fields(line)
-		if len(fields) != 4 && len(fields) != 5 {
-			return Pin{}, fmt.Errorf("%s:%d: want `binary module version command [replaces]`, got %q", file, n, line)
+		if len(fields) < 4 || len(fields) > 6 {
+			return Pin{}, fmt.Errorf("%s:%d: want `binary module version command [replaces|-] [version-variable]`, got %q", file, n, line)
 		}
 		if fields[0] == binary {
-			p := Pin{Binary: fields[0], Module: fields[1], Version: fields[2], Command: fields[3]}
-			if len(fields) == 5 {
+			p := Pin{Binary: fields[0], Module: fields[1], Version: fields[2], Command: fields[3], VersionVar: "main.version"}
+			if len(fields) >= 5 && fields[4] != "-" {
 				p.Replaces = strings.Split(fields[4], ",")
+			}
+			if len(fields) == 6 {
+				p.VersionVar = fields[5]
 			}
 			return p, nil
 		}

@@ -253,7 +253,8 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		certs.NewExpiryCollector(getCertificate))
 	if err := webhook.CountCachedObjects(ctx, mgr.GetCache(), reg); err != nil {
 		return err
 	}
