@@ -38,16 +38,8 @@ func TestForgedHandOffRefused(t *testing.T) {
 		// A class name without a StorageClass: static volumes only, nothing provisions.
 		class := "forged-" + string(m)
 		node := cl.Nodes[0]
-		pvs := map[string]*corev1.PersistentVolume{}
-		for _, n := range []string{"victim", "other", "prime", "bound"} {
-			pvs[n] = csiPV(fmt.Sprintf("forged-%s-%s", m, n), class, node, "10Mi")
-		}
-		f.createPVs(pvs["victim"], pvs["other"], pvs["prime"], pvs["bound"])
 		tenant := tenantClient(t, tenantNS)
 
-		// Bound pairs, pre-bound by their owners.
-		victim := claim(ns, "victim", class, "10Mi")
-		victim.Spec.VolumeName = pvs["victim"].Name
 		// An unbound claim of the tenant's, and a populator-style target (dataSourceRef, no
 		// volume): both with a selector no volume matches, so that nothing binds them.
 		nothing := &metav1.LabelSelector{MatchLabels: map[string]string{"forged.example.com/none": "none"}}
@@ -56,14 +48,22 @@ func TestForgedHandOffRefused(t *testing.T) {
 		forgedTarget := claim(tenantNS, "restore", class, "10Mi")
 		forgedTarget.Spec.Selector = nothing
 		forgedTarget.Spec.DataSourceRef = dataSourceRef("hello.example.com", "Hello", "hello")
-		// A target already bound to a volume of its own, and a claim named after its uid.
+		// Bound pairs: another namespace's claim, a target bound to a volume of its own, and a
+		// claim named after that target's uid; each volume pre-bound to its claim by its
+		// administrator.
+		victim := claim(ns, "victim", class, "10Mi")
 		boundTarget := claim(tenantNS, "bound-target", class, "10Mi")
 		boundTarget.Spec.DataSourceRef = dataSourceRef("hello.example.com", "Hello", "hello")
-		boundTarget.Spec.VolumeName = pvs["bound"].Name
 		create(t, victim, mine, forgedTarget, boundTarget)
 		prime := claim(tenantNS, "prime-"+string(boundTarget.UID), class, "10Mi")
-		prime.Spec.VolumeName = pvs["prime"].Name
 		create(t, prime)
+		pvs := map[string]*corev1.PersistentVolume{}
+		for _, c := range []*corev1.PersistentVolumeClaim{victim, boundTarget, prime} {
+			pv := csiPV(fmt.Sprintf("forged-%s-%s", m, strings.TrimSuffix(c.Name, "-"+string(boundTarget.UID))), class, node, "10Mi")
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: c.Namespace, Name: c.Name}
+			pvs[strings.TrimSuffix(c.Name, "-"+string(boundTarget.UID))] = pv
+			f.createPVs(pv)
+		}
 		waitFor(t, time.Minute, "the pre-bound claims Bound", func(ctx context.Context) (bool, error) {
 			for _, c := range []*corev1.PersistentVolumeClaim{victim, boundTarget, prime} {
 				got := &corev1.PersistentVolumeClaim{}
