@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -210,4 +211,57 @@ func claimsGone(ctx context.Context, keys ...client.ObjectKey) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// refusedStandIn fails the test at once when the apiserver refused a stand-in a write: the flow
+// cannot complete, and the denial is what to report.
+func refusedStandIn(t *testing.T, name string, c *populators.Conn) {
+	t.Helper()
+	if d := c.Denials(); len(d) > 0 {
+		t.Fatalf("%s (%s) was refused writes (it retries them as upstream does, in vain):\n%s\nwarnings sent to it: %q",
+			name, c.ServiceAccount, strings.Join(d, "\n"), c.Warnings())
+	}
+}
+
+// dropFinalizerOnFailure removes a finalizer from the claims of a namespace when the test
+// failed, as an administrator would for a component that stopped half-way, so that the flow's
+// namespace can go. Register it after the flow and before starting the component: cleanups run
+// last first.
+func dropFinalizerOnFailure(t *testing.T, ns, finalizer string) {
+	t.Cleanup(func() {
+		if !t.Failed() || os.Getenv("PVGUARD_CLUSTER_KEEP_OBJECTS") != "" {
+			return
+		}
+		ctx := context.Background()
+		var claims corev1.PersistentVolumeClaimList
+		if err := cl.Client.List(ctx, &claims, client.InNamespace(ns)); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range claims.Items {
+			c := &claims.Items[i]
+			if i := slices.Index(c.Finalizers, finalizer); i >= 0 {
+				c.Finalizers = slices.Delete(c.Finalizers, i, i+1)
+				if err := cl.Client.Update(ctx, c); err != nil {
+					t.Logf("removing %s from claim %s/%s: %v", finalizer, ns, c.Name, err)
+				}
+			}
+		}
+	})
+}
+
+// clearOnFailure deletes the pods and claims a stand-in left in its own namespace when the test
+// failed half-way, so that their volumes are released and deleted (the flow's provisioned
+// volumes are checked for leaks by the next flows). Register it before starting the component.
+func clearOnFailure(t *testing.T, ns string) {
+	t.Cleanup(func() {
+		if !t.Failed() || os.Getenv("PVGUARD_CLUSTER_KEEP_OBJECTS") != "" {
+			return
+		}
+		ctx := context.Background()
+		deletePods(t, podsIn(t, ns)...)
+		if err := cl.Client.DeleteAllOf(ctx, &corev1.PersistentVolumeClaim{}, client.InNamespace(ns)); err != nil {
+			t.Errorf("deleting the claims of %s: %v", ns, err)
+		}
+	})
 }

@@ -41,6 +41,8 @@ func TestVolumePopulatorHandOff(t *testing.T) {
 		const file, contents = "hello.txt", "Hello, world!"
 		createCR(t, cfg.GVR, "Hello", ns, "hello", map[string]any{"fileName": file, "fileContents": contents})
 
+		dropFinalizerOnFailure(t, ns, cfg.Prefix+"/populate-target-protection")
+		clearOnFailure(t, cfg.Namespace)
 		ctx := standInContext(t)
 		vp, err := populators.StartVolumePopulator(ctx, cl.Admin, cfg, populators.HelloRBAC(), cl.LogDir)
 		if err != nil {
@@ -62,6 +64,7 @@ func TestVolumePopulatorHandOff(t *testing.T) {
 		createClaims(t, targets...)
 		create(t, pod(ns, "app", "wffc"))
 		waitFor(t, 2*time.Minute, "every target Bound, the pod scheduled, the populator done", func(ctx context.Context) (bool, error) {
+			refusedStandIn(t, "the volume populator", vp.Conn)
 			if ok, err := allBoundAndScheduled(ctx, ns); !ok {
 				return false, err
 			}

@@ -100,6 +100,8 @@ type VolumePopulator struct {
 	// done are the targets cleaned up for: upstream then drops its notifications for them
 	// (cleanupNotifications) and is called again only when the claim changes.
 	done map[types.UID]string
+	// events are the (claim, reason) pairs recorded already: see event.
+	events map[string]bool
 }
 
 // StartVolumePopulator connects as the populator's ServiceAccount (rbac installed first) and runs
@@ -114,7 +116,7 @@ func StartVolumePopulator(ctx context.Context, admin *rest.Config, cfg VolumePop
 	p := &VolumePopulator{VolumePopulatorConfig: cfg, Conn: conn,
 		recorder:  b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: cfg.Prefix + "-populator"}),
 		populated: cfg.Prefix + "/" + populatedFromAnnoSuffix, finalizer: cfg.Prefix + "/" + pvcFinalizerSuffix,
-		done: map[types.UID]string{}}
+		done: map[types.UID]string{}, events: map[string]bool{}}
 	go func() {
 		defer b.Shutdown()
 		t := time.NewTicker(100 * time.Millisecond)
@@ -152,6 +154,19 @@ func (p *VolumePopulator) FinalizerName() string { return p.finalizer }
 // PopulatedFromAnnotation is the annotation the populator puts on the volume it hands over.
 func (p *VolumePopulator) PopulatedFromAnnotation() string { return p.populated }
 
+// event records an event on a claim once per reason. Upstream records one on every call of
+// syncPvc that passes the point, and is called on its informers' events; the stand-in, which polls,
+// would repeat it every pass, and its recorder would turn the repeats into patches of the event,
+// which hello-populator's RBAC (events: create) does not allow.
+func (p *VolumePopulator) event(pvc *corev1.PersistentVolumeClaim, eventtype, reason, messageFmt string, args ...any) {
+	key := string(pvc.UID) + "/" + reason
+	if p.events[key] {
+		return
+	}
+	p.events[key] = true
+	p.event(pvc, eventtype, reason, messageFmt, args...)
+}
+
 // sync is syncPvc.
 func (p *VolumePopulator) sync(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
 	kube := p.Conn.Kube
@@ -175,7 +190,7 @@ func (p *VolumePopulator) sync(ctx context.Context, pvc *corev1.PersistentVolume
 	src, err := p.Conn.Dynamic.Resource(p.GVR).Namespace(pvc.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			p.recorder.Eventf(pvc, corev1.EventTypeWarning, "PopulatorDataSourceNotFound", "Data source %s/%s not found", pvc.Namespace, ref.Name)
+			p.event(pvc, corev1.EventTypeWarning, "PopulatorDataSourceNotFound", "Data source %s/%s not found", pvc.Namespace, ref.Name)
 			return nil
 		}
 		return err
@@ -227,7 +242,7 @@ func (p *VolumePopulator) sync(ctx context.Context, pvc *corev1.PersistentVolume
 				prime.Annotations = map[string]string{annSelectedNode: nodeName}
 			}
 			if prime, err = kube.CoreV1().PersistentVolumeClaims(p.Namespace).Create(ctx, prime, metav1.CreateOptions{}); err != nil {
-				p.recorder.Eventf(pvc, corev1.EventTypeWarning, "PopulatorPVCPrimeCreationError", "Failed to create populator pvcPrime: %s", err)
+				p.event(pvc, corev1.EventTypeWarning, "PopulatorPVCPrimeCreationError", "Failed to create populator pvcPrime: %s", err)
 				return err
 			}
 		}
@@ -250,15 +265,15 @@ func (p *VolumePopulator) sync(ctx context.Context, pvc *corev1.PersistentVolume
 					pod.Spec.NodeName = nodeName
 				}
 				if _, err := kube.CoreV1().Pods(p.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-					p.recorder.Eventf(pvc, corev1.EventTypeWarning, "PopulatorCreationError", "Failed to create populator pod: %s", err)
+					p.event(pvc, corev1.EventTypeWarning, "PopulatorCreationError", "Failed to create populator pod: %s", err)
 					return err
 				}
-				p.recorder.Eventf(pvc, corev1.EventTypeNormal, "PopulatorCreated", "Populator started")
+				p.event(pvc, corev1.EventTypeNormal, "PopulatorCreated", "Populator started")
 				return nil
 			}
 			if pod.Status.Phase != corev1.PodSucceeded {
 				if pod.Status.Phase == corev1.PodFailed {
-					p.recorder.Eventf(pvc, corev1.EventTypeWarning, "PopulatorFailed", "Populator failed: %s", pod.Status.Message)
+					p.event(pvc, corev1.EventTypeWarning, "PopulatorFailed", "Populator failed: %s", pod.Status.Message)
 					return kube.CoreV1().Pods(p.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
 				}
 				return nil
@@ -293,7 +308,7 @@ func (p *VolumePopulator) sync(ctx context.Context, pvc *corev1.PersistentVolume
 		if prime != nil && prime.Status.Phase != corev1.ClaimLost {
 			return nil // Wait for the bind controller to rebind the PV
 		}
-		p.recorder.Eventf(pvc, corev1.EventTypeNormal, "PopulatorFinished", "Populator finished")
+		p.event(pvc, corev1.EventTypeNormal, "PopulatorFinished", "Populator finished")
 	}
 	// Cleaning up.
 	if pod != nil {
