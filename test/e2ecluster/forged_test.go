@@ -49,21 +49,31 @@ func TestForgedHandOffRefused(t *testing.T) {
 		forgedTarget.Spec.Selector = nothing
 		forgedTarget.Spec.DataSourceRef = dataSourceRef("hello.example.com", "Hello", "hello")
 		// Bound pairs: another namespace's claim, a target bound to a volume of its own, and a
-		// claim named after that target's uid; each volume pre-bound to its claim by its
+		// claim named after that target's uid; each volume pre-bound to its claim by an
 		// administrator.
 		victim := claim(ns, "victim", class, "10Mi")
 		boundTarget := claim(tenantNS, "bound-target", class, "10Mi")
 		boundTarget.Spec.DataSourceRef = dataSourceRef("hello.example.com", "Hello", "hello")
+		pvs := map[string]*corev1.PersistentVolume{}
+		// Each volume is made, pre-bound, and Available before its claim, which the binder then
+		// binds at once (no claim is ever without its volume, no provisioning is tried).
+		preBound := func(c *corev1.PersistentVolumeClaim, key string) {
+			pv := csiPV(fmt.Sprintf("forged-%s-%s", m, key), class, node, "10Mi")
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: c.Namespace, Name: c.Name}
+			pvs[key] = pv
+			f.createPVs(pv)
+			waitFor(t, time.Minute, "volume "+pv.Name+" Available", func(ctx context.Context) (bool, error) {
+				got := &corev1.PersistentVolume{}
+				err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
+				return err == nil && got.Status.Phase == corev1.VolumeAvailable, err
+			})
+		}
+		preBound(victim, "victim")
+		preBound(boundTarget, "bound-target")
 		create(t, victim, mine, forgedTarget, boundTarget)
 		prime := claim(tenantNS, "prime-"+string(boundTarget.UID), class, "10Mi")
+		preBound(prime, "prime")
 		create(t, prime)
-		pvs := map[string]*corev1.PersistentVolume{}
-		for _, c := range []*corev1.PersistentVolumeClaim{victim, boundTarget, prime} {
-			pv := csiPV(fmt.Sprintf("forged-%s-%s", m, strings.TrimSuffix(c.Name, "-"+string(boundTarget.UID))), class, node, "10Mi")
-			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: c.Namespace, Name: c.Name}
-			pvs[strings.TrimSuffix(c.Name, "-"+string(boundTarget.UID))] = pv
-			f.createPVs(pv)
-		}
 		waitFor(t, time.Minute, "the pre-bound claims Bound", func(ctx context.Context) (bool, error) {
 			for _, c := range []*corev1.PersistentVolumeClaim{victim, boundTarget, prime} {
 				got := &corev1.PersistentVolumeClaim{}
