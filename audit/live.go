@@ -8,6 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/policy"
@@ -77,6 +78,19 @@ func (v liveView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentV
 		}
 	}
 	return out, nil
+}
+
+func (v liveView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	var list corev1.PersistentVolumeClaimList
+	if err := v.c.List(v.ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing claims for uid %s: %w", uid, err)
+	}
+	for i := range list.Items {
+		if list.Items[i].UID == uid {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // Node reads the node's metadata only, as the cache keeps nodes: node affinity needs no more.

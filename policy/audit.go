@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Snapshot is a fixed set of objects: the whole world an audit judges. It is also a View, so
@@ -62,6 +63,15 @@ func (s *Snapshot) VolumesClaiming(namespace, name string) ([]*corev1.Persistent
 		}
 	}
 	return out, nil
+}
+
+func (s *Snapshot) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	for _, pvc := range s.PVCs {
+		if pvc.UID == uid {
+			return pvc, nil
+		}
+	}
+	return nil, nil
 }
 
 func (s *Snapshot) Node(name string) (*corev1.Node, error) {
@@ -449,6 +459,11 @@ func (x *indexedSnapshot) ClaimsNamingVolume(volumeName string) ([]*corev1.Persi
 
 func (x *indexedSnapshot) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
 	return x.claiming[objectKey{namespace, name}], nil
+}
+
+// ClaimWithUID scans: only admission's rules ask it, and an audit runs none of them.
+func (x *indexedSnapshot) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	return x.s.ClaimWithUID(uid)
 }
 
 func (x *indexedSnapshot) Node(name string) (*corev1.Node, error) { return x.nodes[name], nil }

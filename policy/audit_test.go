@@ -78,7 +78,7 @@ func TestAudit(t *testing.T) {
 				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))},
 				PVCs: []*corev1.PersistentVolumeClaim{good, testobj.PVC("team-b", "thief", testobj.ClaimBoundTo("pv-good"))},
 			},
-			want: []string{"PVG004 PersistentVolumeClaim team-b/thief", "PVG010 PersistentVolumeClaim team-b/thief", "PVG022 PersistentVolumeClaim team-b/thief"}},
+			want: []string{"PVG004 PersistentVolumeClaim team-b/thief", "PVG022 PersistentVolumeClaim team-b/thief"}},
 		{name: "a completed claim whose volume lost its claimRef uid (upstream marks it Lost)",
 			snap: &policy.Snapshot{
 				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "good", ""), testobj.Phase(corev1.VolumeBound))},

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -172,6 +173,11 @@ func (v *readsView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentV
 func (v *readsView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
 	v.saw(policy.KindPersistentVolume)
 	return v.View.VolumesClaiming(namespace, name)
+}
+
+func (v *readsView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	v.saw(policy.KindPersistentVolumeClaim)
+	return v.View.ClaimWithUID(uid)
 }
 
 func (v *readsView) Node(name string) (*corev1.Node, error) {

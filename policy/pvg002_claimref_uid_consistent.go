@@ -13,7 +13,9 @@ import (
 //     controllers undo a link;
 //   - a volume that a live claim has completed a binding to (bind-completed, volumeName naming it)
 //     links to nothing but that claim with its uid, which is how upstream re-links it;
-//   - a uid a write gives the claimRef is the uid of the live claim it names.
+//   - a uid a write gives the claimRef is the uid of the live claim it names;
+//   - but a volume populator may hand the volume it filled from its own claim to the claim it
+//     filled it for, in the state that identifies the hand-off (handoff.go).
 //
 // It judges a change, so the audit does not run it: a claimRef naming a claim that is gone
 // describes a released volume once it has been written, and PVG020 and PVG022 report the states
@@ -25,8 +27,8 @@ func pvg002ClaimRefUIDConsistent() Rule {
 		Default: ActionDeny,
 		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume},
-		Reads:   []Kind{KindPersistentVolumeClaim},
-		Summary: "a volume keeps its link to a live claim until the claim is deleted or goes to another volume, links only to a claim that completed a binding to it, and any uid it is given is the live claim's",
+		Reads:   []Kind{KindPersistentVolumeClaim, KindPersistentVolume},
+		Summary: "a volume keeps its link to a live claim until the claim is deleted or goes to another volume (or a populator hands it to the claim it filled it for), links only to a claim that completed a binding to it, and any uid it is given is the live claim's",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			if r.Kind != KindPersistentVolume || r.PV == nil {
 				return nil, nil
@@ -52,6 +54,14 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 		linked, err := boundClaim(r.OldPV, v)
 		if err != nil {
 			return nil, fmt.Errorf("reading the claim %s is linked to: %w", vol, err)
+		}
+		if linked != nil {
+			// A populator handing the volume it filled to the claim it filled it for (handoff.go);
+			// its own claim completed its binding to the volume, which is what it hands over.
+			ok, err := handOff(r, v, linked, cur)
+			if ok || err != nil {
+				return nil, err
+			}
 		}
 		if linked != nil && !abandoned(linked, r.PV.Name) {
 			field := "spec.claimRef"

@@ -24,6 +24,13 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 	elsewhere := testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-9"))
 	otherElsewhere := testobj.PVCWith(other, testobj.ClaimBoundTo("pv-9"))
 	released := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.Phase(corev1.VolumeReleased))
+	// A populator's target claim, waiting for its data, and the claims made for it.
+	const targetUID = "0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10"
+	target := testobj.PVC("team-a", "db", testobj.ClaimUID(targetUID), testobj.DataSourceRef("example.io", "Hello", "hello"))
+	prime := testobj.PVCWith(testobj.PVC("populators", "prime-"+targetUID), testobj.ClaimBoundTo("pv-7"))
+	primeBound := testobj.PV("pv-7", testobj.BoundTo(prime), byController)
+	tmp := testobj.PVCWith(testobj.PVC("team-src", "tmp-pvc-"+targetUID), testobj.ClaimBoundTo("pv-7"))
+	tmpBound := testobj.PV("pv-7", testobj.BoundTo(tmp), byController)
 
 	runRuleCases(t, "PVG002", []ruleCase{
 		{
@@ -210,6 +217,56 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 			name:   "setting a uid on a pre-bound volume whose claim is gone is denied",
 			review: pvUpdate(admin, preBound, testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "1234"))),
 			want:   []string{"spec.claimRef.uid"},
+		},
+		// A populator's hand-off (policy/handoff.go) and its forgeries.
+		{
+			name:   "a populator hands the volume it filled from its prime claim to the claim it was made for",
+			review: pvUpdate(unlistedProvisioner, primeBound, testobj.PVWith(primeBound, testobj.ClaimRef("team-a", "db", targetUID))),
+			view:   testobj.NewView(prime, target),
+		},
+		{
+			name: "CDI hands a clone across namespaces with a full update that drops kind and apiVersion",
+			review: pvUpdate(unlistedProvisioner, tmpBound, testobj.PVWith(tmpBound, testobj.EditClaimRef(func(ref *corev1.ObjectReference) {
+				*ref = corev1.ObjectReference{Namespace: "team-a", Name: "db", UID: target.UID, ResourceVersion: "42"}
+			}))),
+			view: testobj.NewView(tmp, target),
+		},
+		{
+			name:     "a forged hand-off from a claim not made for the target is denied",
+			review:   pvUpdate(tenant, bound, testobj.PVWith(bound, testobj.ClaimRef("team-a", "db", targetUID))),
+			view:     testobj.NewView(boundClaim, target),
+			want:     []string{"spec.claimRef"},
+			wantText: "PersistentVolume pv-7 is claimed by the live PersistentVolumeClaim team-a/data (uid uid-team-a-data) and the write points spec.claimRef at PersistentVolumeClaim team-a/db",
+		},
+		{
+			name:   "a hand-off to a target that already has a volume is denied",
+			review: pvUpdate(unlistedProvisioner, primeBound, testobj.PVWith(primeBound, testobj.ClaimRef("team-a", "db", targetUID))),
+			view:   testobj.NewView(prime, testobj.PVCWith(target, testobj.VolumeName("pv-9"))),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "a hand-off to a target that waits for no data is denied",
+			review: pvUpdate(unlistedProvisioner, primeBound, testobj.PVWith(primeBound, testobj.ClaimRef("team-a", "db", targetUID))),
+			view:   testobj.NewView(prime, testobj.PVC("team-a", "db", testobj.ClaimUID(targetUID))),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "a hand-off by name only, without the target's uid, is denied",
+			review: pvUpdate(unlistedProvisioner, primeBound, testobj.PVWith(primeBound, testobj.ClaimRef("team-a", "db", ""))),
+			view:   testobj.NewView(prime, target),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "a hand-off to a target another volume is already linked to is denied",
+			review: pvUpdate(unlistedProvisioner, primeBound, testobj.PVWith(primeBound, testobj.ClaimRef("team-a", "db", targetUID))),
+			view:   testobj.NewView(prime, target, testobj.PV("pv-9", testobj.BoundTo(target))),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "a hand-off to a re-created target (the uid its prime claim was named for is gone) is denied",
+			review: pvUpdate(unlistedProvisioner, primeBound, testobj.PVWith(primeBound, testobj.ClaimRef("team-a", "db", targetUID))),
+			view:   testobj.NewView(prime, testobj.PVCWith(target, testobj.ClaimUID("aaaaaaaa-1111-4222-8333-444444444444"))),
+			want:   []string{"spec.claimRef"},
 		},
 		{
 			name:   "rule set to off",

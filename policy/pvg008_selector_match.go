@@ -22,6 +22,12 @@ func pvg008SelectorMatch() Rule {
 			if err != nil || b == nil || b.PVC.Spec.Selector == nil {
 				return nil, err
 			}
+			// A claim naming a volume linked to another claim binds nothing until the volume is
+			// re-pointed, and that write is judged with the labels it gives the volume (Velero's
+			// restore labels the volume in the same write that points it at the claim).
+			if b.Field == "spec.volumeName" && NamesAClaim(b.PV.Spec.ClaimRef) && !claimRefNames(b.PV, b.PVC) {
+				return nil, nil
+			}
 			if match, ok := selectorMatches(b.PVC.Spec.Selector, b.PV.Labels); ok && match {
 				return nil, nil
 			}

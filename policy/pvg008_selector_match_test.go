@@ -3,6 +3,7 @@ package policy_test
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvguard/pvguard/policy"
@@ -33,6 +34,24 @@ func TestPVG008SelectorMatch(t *testing.T) {
 			view:     testobj.NewView(testobj.PV("pv-7")),
 			want:     []string{"spec.volumeName"},
 			wantText: "(none)",
+		},
+		{
+			name:   "claim naming a volume linked to another claim is not judged until the volume is re-pointed (Velero's restore)",
+			review: pvcUpdate(tenant, testobj.PVC("team-a", "data", gold), testobj.PVC("team-a", "data", gold, testobj.VolumeName("pv-7"))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("velero", "restore-x", "uid-gone"), testobj.Phase(corev1.VolumeReleased))),
+		},
+		{
+			name: "the volume pointed at the claim in the same write that labels it is allowed (Velero's restore)",
+			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("velero", "restore-x", "uid-gone")),
+				testobj.PV("pv-7", goldLabel, testobj.ClaimRef("team-a", "data", ""))),
+			view: testobj.NewView(testobj.PVC("team-a", "data", gold, testobj.VolumeName("pv-7"))),
+		},
+		{
+			name: "the volume pointed at the claim without the labels its selector asks for is reported",
+			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("velero", "restore-x", "uid-gone")),
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))),
+			view: testobj.NewView(testobj.PVC("team-a", "data", gold, testobj.VolumeName("pv-7"))),
+			want: []string{"spec.claimRef"},
 		},
 		{
 			name:   "claim pre-bound to a matching volume is allowed",

@@ -17,6 +17,8 @@ func TestPVG010VolumeGrab(t *testing.T) {
 		return testobj.NewView(testobj.PV("pv-7", testobj.PVMeta(testobj.Annotation(policy.DefaultGrantAnnotation, value))))
 	}
 	bind := testobj.BindSteps(testobj.PV("pv-7"), claim)
+	released := testobj.PV("pv-7", testobj.ClaimRef("team-a", "gone", "uid-of-a-deleted-claim"), testobj.Phase(corev1.VolumeReleased))
+	naming := testobj.PVC("team-b", "thief", testobj.VolumeName("pv-7"))
 
 	runRuleCases(t, "PVG010", []ruleCase{
 		{
@@ -27,18 +29,46 @@ func TestPVG010VolumeGrab(t *testing.T) {
 			wantText: "PersistentVolumeClaim team-a/data names PersistentVolume pv-7 in spec.volumeName, but the volume is not pre-bound to it and does not grant namespace team-a (annotation pvguard.io/allowed-namespaces); ask the owner of PersistentVolume pv-7 to pre-bind it to this claim (spec.claimRef) or to grant namespace team-a with the annotation pvguard.io/allowed-namespaces",
 		},
 		{
-			name:     "claim naming a volume reserved for another claim is warned",
-			review:   grab,
-			view:     testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-b", "db", ""))),
-			want:     []string{"spec.volumeName"},
-			wantText: "but the volume is reserved for PersistentVolumeClaim team-b/db",
+			name:   "claim naming a volume reserved for another claim is not judged (nothing binds until the volume is re-pointed)",
+			review: grab,
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-b", "db", ""))),
 		},
 		{
-			name:     "claim naming the volume of an earlier claim of the same name is warned",
-			review:   grab,
-			view:     testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-of-a-deleted-claim"), testobj.Phase(corev1.VolumeReleased))),
-			want:     []string{"spec.volumeName"},
-			wantText: "belongs to an earlier PersistentVolumeClaim team-a/data (uid uid-of-a-deleted-claim)",
+			name:   "claim naming a Released volume whose claim is gone names no deleted claim (Velero's restore names it first)",
+			review: grab,
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("velero", "restore-x", "uid-of-a-deleted-claim"), testobj.Phase(corev1.VolumeReleased))),
+		},
+		{
+			name:     "freeing a volume that a claim names hands it to that claim, and is warned",
+			review:   pvUpdate(admin, released, testobj.PV("pv-7", testobj.Phase(corev1.VolumeReleased))),
+			view:     testobj.NewView(naming),
+			want:     []string{"spec.claimRef"},
+			wantText: "the write frees PersistentVolume pv-7, which PersistentVolumeClaim team-b/thief names in spec.volumeName: the volume would be bound to that claim at once, but it is not pre-bound to it and does not grant namespace team-b (annotation pvguard.io/allowed-namespaces)",
+		},
+		{
+			name:   "creating a free volume that a claim names is warned",
+			review: pvCreate(admin, testobj.PV("pv-7")),
+			view:   testobj.NewView(naming),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "freeing a volume for a claim whose namespace it grants is allowed",
+			review: pvUpdate(admin, released, testobj.PV("pv-7", testobj.PVMeta(testobj.Annotation(policy.DefaultGrantAnnotation, "team-b")))),
+			view:   testobj.NewView(naming),
+		},
+		{
+			name:   "freeing a volume no claim names is allowed",
+			review: pvUpdate(admin, released, testobj.PV("pv-7", testobj.Phase(corev1.VolumeReleased))),
+		},
+		{
+			name:   "pointing a Released volume at the claim that names it is allowed (Velero's restore)",
+			review: pvUpdate(admin, released, testobj.PV("pv-7", testobj.ClaimRef("team-b", "thief", ""))),
+			view:   testobj.NewView(naming),
+		},
+		{
+			name:   "re-creating a volume without claimRef for the claim that completed its binding is allowed",
+			review: pvCreate(admin, testobj.PV("pv-7")),
+			view:   testobj.NewView(testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-7"))),
 		},
 		{
 			name:   "volume pre-bound to the claim by name is allowed",

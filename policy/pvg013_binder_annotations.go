@@ -18,8 +18,9 @@ func pvg013BinderAnnotations() Rule {
 		Default: ActionWarn,
 		Judges:  JudgesChange,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
+		Reads:   []Kind{KindPersistentVolumeClaim},
 		Summary: "bind-completed, bound-by-controller, provisioned-by and selected-node are set, changed or removed only by controller identities",
-		Check: func(r *Review, _ View, c *Config) ([]Finding, error) {
+		Check: func(r *Review, v View, c *Config) ([]Finding, error) {
 			if c.IsController(r.User) {
 				return nil, nil
 			}
@@ -31,8 +32,18 @@ func pvg013BinderAnnotations() Rule {
 				// provisioned-by (an external provisioner's save, a static provisioner's discovered
 				// disk). Adding it to an existing volume stays a finding: upstream would treat a
 				// volume it did not make as its own, and delete a Delete one it releases.
-				if ch.Key == AnnProvisionedBy && provisionedCreate(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) {
+				if ch.Key == AnnProvisionedBy && provisionedCreate(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) ||
+					ch.Key == AnnBoundByController && relinkedByHand(r, ch) {
 					continue
+				}
+				if ch.Key == AnnSelectedNode {
+					copied, err := nodeOfTarget(r, v)
+					if err != nil {
+						return nil, err
+					}
+					if copied {
+						continue
+					}
 				}
 				out = append(out, Finding{
 					Field: fmt.Sprintf("metadata.annotations[%s]", ch.Key),
@@ -45,6 +56,39 @@ func pvg013BinderAnnotations() Rule {
 			return out, nil
 		},
 	}
+}
+
+// nodeOfTarget reports whether a claim's selected-node is the one the scheduler chose for the
+// claim it was made for: a populator's claim (policy/handoff.go), named after the uid of a live
+// claim that waits for its data on the same node, is filled where that claim's pod will run.
+// The node is still the scheduler's decision, only copied.
+func nodeOfTarget(r *Review, v View) (bool, error) {
+	if r.Kind != KindPersistentVolumeClaim || r.PVC == nil || r.PVC.Spec.VolumeName != "" {
+		return false, nil
+	}
+	node, ok := r.PVC.Annotations[AnnSelectedNode]
+	uid := MadeFor(r.PVC.Name)
+	if !ok || uid == "" || uid == r.PVC.UID {
+		return false, nil
+	}
+	target, err := v.ClaimWithUID(uid)
+	if err != nil {
+		return false, fmt.Errorf("reading the claim %s was made for (uid %s): %w", pvcRef(r.PVC), uid, err)
+	}
+	return target != nil && WaitsForData(target) && target.Annotations[AnnSelectedNode] == node, nil
+}
+
+// relinkedByHand reports whether the change removes bound-by-controller from a volume in the
+// same write that points its claimRef at another claim or clears it: the annotation says the
+// controller made the link, which is no longer true, and left in place it would have upstream
+// treat the new link as its own (clear it, rather than drop only the uid, when it unbinds).
+// Velero's restore re-binds a volume so; whether the new link is allowed is PVG002's judgement.
+func relinkedByHand(r *Review, ch annotationChange) bool {
+	if ch.Verb != "removed" || r.Kind != KindPersistentVolume || r.PV == nil || r.OldPV == nil || r.OldPV.Spec.ClaimRef == nil {
+		return false
+	}
+	old, cur := r.OldPV.Spec.ClaimRef, r.PV.Spec.ClaimRef
+	return cur == nil || cur.Namespace != old.Namespace || cur.Name != old.Name
 }
 
 // rescheduling reports whether the change removes selected-node from a claim that is not bound:

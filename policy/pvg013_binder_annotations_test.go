@@ -3,6 +3,8 @@ package policy_test
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -15,6 +17,13 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 	provisioned := testobj.PV("pvc-uid", testobj.ClaimRef("team-a", "data", string(claim.UID)),
 		testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com")))
 	kcm := policy.UserInfo{Username: "system:kube-controller-manager"}
+	// A populator's target claim, scheduled to node-1, and the claim made for it.
+	const targetUID = "0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10"
+	target := testobj.PVC("team-a", "db", testobj.ClaimUID(targetUID), testobj.DataSourceRef("example.io", "Hello", "hello"),
+		testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-1")))
+	primeOnNode := func(node string) *corev1.PersistentVolumeClaim {
+		return testobj.PVC("populators", "prime-"+targetUID, testobj.ClaimMeta(ann(policy.AnnSelectedNode, node)))
+	}
 
 	runRuleCases(t, "PVG013", append([]ruleCase{
 		{
@@ -45,6 +54,39 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 			want: []string{
 				"metadata.annotations[pv.kubernetes.io/bound-by-controller]",
 			},
+		},
+		{
+			name:   "a populator's claim made for a waiting claim copies its selected node",
+			review: pvcCreate(unlistedProvisioner, primeOnNode("node-1")),
+			view:   testobj.NewView(target),
+		},
+		{
+			name:   "a claim made for another claim may not choose another node than that claim's",
+			review: pvcCreate(tenant, primeOnNode("node-2")),
+			view:   testobj.NewView(target),
+			want:   []string{"metadata.annotations[volume.kubernetes.io/selected-node]"},
+		},
+		{
+			name:   "a claim named after the uid of a claim that waits for no data may not choose a node",
+			review: pvcCreate(tenant, primeOnNode("node-1")),
+			view:   testobj.NewView(testobj.PVCWith(target, func(c *corev1.PersistentVolumeClaim) { c.Spec.DataSourceRef = nil })),
+			want:   []string{"metadata.annotations[volume.kubernetes.io/selected-node]"},
+		},
+		{
+			name:   "a claim named after a uid no claim has may not choose a node",
+			review: pvcCreate(tenant, primeOnNode("node-1")),
+			want:   []string{"metadata.annotations[volume.kubernetes.io/selected-node]"},
+		},
+		{
+			name: "removing bound-by-controller in the write that re-points the volume is allowed (Velero's restore)",
+			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("velero", "restore-x", "uid-gone"), testobj.PVMeta(ann(policy.AnnBoundByController, "yes"))),
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))),
+		},
+		{
+			name: "removing bound-by-controller and keeping the link is warned",
+			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-x"), testobj.PVMeta(ann(policy.AnnBoundByController, "yes"))),
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-x"))),
+			want: []string{"metadata.annotations[pv.kubernetes.io/bound-by-controller]"},
 		},
 		{
 			name:   "other annotations are free",

@@ -330,6 +330,21 @@ func TestOracle(t *testing.T) {
 		}, pvStep(sequence.Admin, sequence.Update, "pv-2", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = sequence.RefByName("team-a", "data")
 		}), "I5"},
+		{"a populator's hand-off to the claim its claim was made for", handOffWorld(true), pvStep(sequence.Populator, sequence.Update, "pv-1", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db", UID: handOffUID}
+		}), ""},
+		{"a forged hand-off: the claim the volume leaves was not made for the target", handOffWorld(false), pvStep(sequence.Tenant, sequence.Update, "pv-1", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db", UID: handOffUID}
+		}), "I1,I2,I3"},
+		{"a hand-off to a target that waits for no data", func() *sequence.World {
+			w := handOffWorld(true)()
+			db := w.PVC("team-a", "db").DeepCopy()
+			db.Spec.DataSourceRef = nil
+			w.Put(db)
+			return w
+		}, pvStep(sequence.Populator, sequence.Update, "pv-1", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db", UID: handOffUID}
+		}), "I1,I2,I3"},
 		{"bind-completed removed", bound, pvcStep(sequence.Tenant, "data", func(c *corev1.PersistentVolumeClaim) { c.Annotations = nil }), "I6"},
 		{"a volume too small at bind", func() *sequence.World {
 			return sequence.NewWorld(sequence.Volume("pv-1", "1Gi", ""), sequence.Claim("team-a", "data", "uid-data", "2Gi", ""))
@@ -571,5 +586,27 @@ func TestStepReplaysTheWrite(t *testing.T) {
 				t.Errorf("patch %s gave\n%s\nwant\n%s", st.Patch, sequence.DescribeObject(got), sequence.DescribeObject(want))
 			}
 		})
+	}
+}
+
+// handOffUID is the uid of a claim a populator fills.
+const handOffUID = "0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10"
+
+// handOffWorld is a volume bound to a populator's claim (made for team-a/db, named after its uid,
+// when madeFor) and team-a/db waiting for its data.
+func handOffWorld(madeFor bool) func() *sequence.World {
+	return func() *sequence.World {
+		name := "prime-" + handOffUID
+		if !madeFor {
+			name = "data"
+		}
+		pv, c := sequence.Volume("pv-1", "1Gi", ""), sequence.Claim("populators", name, "uid-prime", "1Gi", "")
+		pv.Spec.ClaimRef, pv.Status.Phase = sequence.RefTo(c), corev1.VolumeBound
+		c.Spec.VolumeName, c.Status.Phase = "pv-1", corev1.ClaimBound
+		sequence.SetAnn(&c.ObjectMeta, sequence.AnnBindCompleted, "yes")
+		target := sequence.Claim("team-a", "db", handOffUID, "1Gi", "")
+		group := "example.io"
+		target.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: "Hello", Name: "hello"}
+		return sequence.NewWorld(pv, c, target)
 	}
 }

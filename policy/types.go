@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // RuleID identifies a rule of the catalogue, such as "PVG001".
@@ -213,6 +214,9 @@ type View interface {
 	ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error)
 	// VolumesClaiming lists the volumes whose spec.claimRef names the given claim.
 	VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error)
+	// ClaimWithUID returns the claim with the given uid, in any namespace, or nil. Only the rules
+	// that judge a claim made for another claim (named after its uid, policy/handoff.go) ask it.
+	ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error)
 	Node(name string) (*corev1.Node, error)
 	StorageClasses() ([]*storagev1.StorageClass, error)
 }

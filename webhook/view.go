@@ -8,6 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,6 +19,7 @@ import (
 const (
 	indexClaimVolumeName = "pvguard.spec.volumeName"
 	indexVolumeClaimRef  = "pvguard.spec.claimRef"
+	indexClaimUID        = "pvguard.metadata.uid"
 )
 
 // ClusterView is the policy.View over the informer cache, with a live read when the cache misses
@@ -59,6 +61,12 @@ func SetupIndexes(ctx context.Context, c cache.Cache) error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("indexing volumes by spec.claimRef: %w", err)
+	}
+	// Claims by uid: a populator's claim is named after the uid of the claim it is made for.
+	if err := c.IndexField(ctx, &corev1.PersistentVolumeClaim{}, indexClaimUID, func(o client.Object) []string {
+		return []string{string(o.GetUID())}
+	}); err != nil {
+		return fmt.Errorf("indexing claims by uid: %w", err)
 	}
 	for _, obj := range []client.Object{&storagev1.StorageClass{}, nodeMetadata()} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
@@ -144,6 +152,19 @@ func (v *requestView) VolumesClaiming(namespace, name string) ([]*corev1.Persist
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// ClaimWithUID reads only the cache: a claim another was made for existed before it, and a
+// miss leaves the finding the rule would make without it.
+func (v *requestView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	var list corev1.PersistentVolumeClaimList
+	if err := v.cv.cache.List(v.ctx, &list, client.MatchingFields{indexClaimUID: string(uid)}, shared); err != nil {
+		return nil, fmt.Errorf("listing claims with uid %s: %w", uid, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
 }
 
 func (v *requestView) Node(name string) (*corev1.Node, error) {

@@ -20,7 +20,7 @@ var identityWeights = []struct {
 	weight int
 }{
 	{Tenant, 20}, {Admin, 20}, {PVBinder, 12}, {KCM, 3}, {Scheduler, 6}, {Provisioner, 12},
-	{Resizer, 6}, {Expander, 3}, {PVProt, 5}, {PVCProt, 5}, {Kubelet, 5},
+	{Resizer, 6}, {Expander, 3}, {PVProt, 5}, {PVCProt, 5}, {Kubelet, 5}, {Populator, 6},
 }
 
 func (g *Gen) who() Identity {
@@ -74,6 +74,7 @@ func (g *Gen) flowMove(w *World) (Step, bool) {
 	cands = append(cands, ProvisionerMoves(w, g.provisioning(w))...)
 	cands = append(cands, ResizerMoves(w)...)
 	cands = append(cands, ProtectionMoves(w)...)
+	cands = append(cands, PopulatorMoves(w)...)
 	cands = append(cands, g.userMoves(w)...)
 	if len(cands) == 0 {
 		return Step{}, false
@@ -106,9 +107,12 @@ func (g *Gen) userMoves(w *World) []Step {
 	for _, pv := range w.SortedPVs() {
 		if pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
 			pv.Spec.ClaimRef != nil && liveRef(w, pv.Spec.ClaimRef) == nil {
+			// Freed, the volume goes at once to a claim that names it: the documented reuse is
+			// of a volume nobody names (freeing one for such a claim is PVG010's warning).
+			named := slices.ContainsFunc(w.SortedPVCs(), func(c *corev1.PersistentVolumeClaim) bool { return c.Spec.VolumeName == pv.Name })
 			if s, ok := PVUpdate(w, Admin, Update, pv.Name, "admin reuses the Released volume: clears claimRef", func(x *corev1.PersistentVolume) {
 				x.Spec.ClaimRef = nil
-			}); ok {
+			}); ok && !named {
 				out = append(out, s)
 			}
 			if pv.Spec.ClaimRef != nil {
@@ -555,6 +559,17 @@ func (g *Gen) randomClaim(w *World) (*corev1.PersistentVolumeClaim, string) {
 	if names := slices.Sorted(maps.Keys(w.PVs)); len(names) > 0 && g.chance(30) {
 		c.Spec.VolumeName = pick(g, names...)
 		what += ", naming " + c.Spec.VolumeName
+	}
+	if pvcs := w.SortedPVCs(); len(pvcs) > 0 && g.chance(12) {
+		// A claim made for another (a populator's, or one forged to look like it), named after
+		// that claim's uid, copying its node.
+		target := pick(g, pvcs...)
+		c.Namespace, c.Name = pick(g, target.Namespace, "populators"), "prime-"+string(target.UID)
+		c.Spec.DataSourceRef = nil
+		if n, ok := target.Annotations[annSelectedNode]; ok && g.chance(50) {
+			SetAnn(&c.ObjectMeta, annSelectedNode, n)
+		}
+		what = "create a claim made for " + target.Name
 	}
 	if g.chance(10) {
 		SetAnn(&c.ObjectMeta, annBindCompleted, "yes")

@@ -3,6 +3,7 @@ package sequence
 import (
 	"reflect"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -358,6 +359,48 @@ func ProtectionMoves(w *World) []Step {
 			if s, ok := PVCUpdate(w, PVCProt, Update, c.Namespace, c.Name, "pvc-protection adds its finalizer", func(x *corev1.PersistentVolumeClaim) { AddFin(&x.ObjectMeta, FinPVC) }); ok {
 				out = append(out, s)
 			}
+		}
+	}
+	return out
+}
+
+// PopulatorMoves are a volume populator's hand-offs (lib-volume-populator's
+// populator-machinery/controller.go syncPvc, KubeVirt CDI's pkg/controller/common/util.go
+// Rebind): the volume of a bound claim made for a claim that waits for its data (named
+// "prime-<its uid>") is pointed at that claim, with its uid. The PV controller then binds the
+// claim and marks the populator's claim Lost (BinderMoves), and the populator deletes it.
+func PopulatorMoves(w *World) []Step {
+	var out []Step
+	for _, to := range w.SortedPVCs() {
+		if to.Spec.DataSourceRef == nil || to.Spec.VolumeName != "" || to.DeletionTimestamp != nil || w.PVC("populators", "prime-"+string(to.UID)) != nil {
+			continue
+		}
+		// The prime claim: the target's class, size, modes and volume mode, and its node.
+		prime := Claim("populators", "prime-"+string(to.UID), "prime-uid-"+string(to.UID), to.Spec.Resources.Requests.Storage().String(), className(to), to.Spec.AccessModes...)
+		prime.Spec.VolumeMode = to.Spec.VolumeMode
+		if n, ok := to.Annotations[annSelectedNode]; ok {
+			SetAnn(&prime.ObjectMeta, annSelectedNode, n)
+		}
+		out = append(out, PVCCreate(Populator, prime, "populator creates its claim made for "+to.Name))
+	}
+	for _, from := range w.SortedPVCs() {
+		pv := w.PVs[from.Spec.VolumeName]
+		if pv == nil || !isBoundToClaim(pv, from) || !strings.HasPrefix(from.Name, "prime-") {
+			continue
+		}
+		uid := strings.TrimPrefix(from.Name, "prime-")
+		for _, to := range w.SortedPVCs() {
+			if string(to.UID) != uid || to.Spec.VolumeName != "" || to.Spec.DataSourceRef == nil {
+				continue
+			}
+			if s, ok := PVUpdate(w, Populator, Update, pv.Name, "populator hands the filled volume to "+to.Name, func(x *corev1.PersistentVolume) {
+				x.Spec.ClaimRef = &corev1.ObjectReference{Namespace: to.Namespace, Name: to.Name, UID: to.UID, ResourceVersion: "1"}
+			}); ok {
+				out = append(out, s)
+			}
+		}
+		if from.Status.Phase == corev1.ClaimLost && from.DeletionTimestamp == nil {
+			out = append(out, PVCDelete(Populator, from.Namespace, from.Name, "populator deletes its claim"))
 		}
 	}
 	return out

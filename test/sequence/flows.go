@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pvguard/pvguard/policy"
@@ -472,6 +473,45 @@ func Flows() []Flow {
 				DelFin(&pv.ObjectMeta, FinProvisioner)
 			})
 		}},
+		{Name: "populator/immediate", Start: func() *World {
+			return cluster(populatorTarget("team-a", "db", ClassFast, ""))
+		}, Run: func(s *Script) { s.populate("populators", "prime-", ClassFast, "") }},
+		{Name: "populator/wait-for-first-consumer", Start: func() *World {
+			return cluster(populatorTarget("team-a", "db", ClassLocal, "node-a"))
+		}, Run: func(s *Script) { s.populate("populators", "prime-", ClassLocal, "node-a") }},
+		{Name: "cdi/clone-across-namespaces", Start: func() *World {
+			return cluster(populatorTarget("team-a", "db", ClassFast, ""))
+		}, Run: func(s *Script) { s.populate("team-src", "tmp-pvc-", ClassFast, "") }},
+		{Name: "velero/data-mover-rebind", Start: func() *World {
+			pv, c := provisionedPair("velero", "restore-x", "uid-restore-x", "1Gi", ClassFast, "")
+			target := Claim("team-a", "db", populatorTargetUID, "1Gi", ClassFast)
+			target.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"velero.io/dynamic-pv-restore": "team-a.db.x1"}}
+			return cluster(pv, c, target)
+		}, Run: func(s *Script) {
+			// pkg/exposer/generic_restore.go RebindVolume; pkg/util/kube/pvc_pv.go: merge patches.
+			pvName := s.W.PVC("velero", "restore-x").Spec.VolumeName
+			s.PV(Velero, Update, pvName, "velero: reclaim policy Retain while it rebinds", func(pv *corev1.PersistentVolume) {
+				pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+			})
+			s.deleteClaim("velero", "restore-x")
+			s.PV(PVBinder, UpdateStatus, pvName, "PV controller: claim gone, volume Released", func(pv *corev1.PersistentVolume) {
+				pv.Status.Phase = corev1.VolumeReleased
+			})
+			s.PVC(Velero, Update, "team-a", "db", "velero: RebindPVC names the volume", func(c *corev1.PersistentVolumeClaim) {
+				c.Spec.VolumeName = pvName
+			})
+			s.PV(Velero, Update, pvName, "velero: ResetPVBinding points the volume at the claim, with the selector's labels", func(pv *corev1.PersistentVolume) {
+				pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db"}
+				DelAnn(&pv.ObjectMeta, annBoundBy)
+				if pv.Labels == nil {
+					pv.Labels = map[string]string{}
+				}
+				pv.Labels["velero.io/dynamic-pv-restore"] = "team-a.db.x1"
+			})
+			s.Bind(pvName, "team-a", "db")
+			// Velero then restores the reclaim policy (Delete) on the bound volume: PVG011 refuses
+			// that on a default install (docs/compatibility.md gives the exemption).
+		}},
 		{Name: "lost/claim-marked-lost", Start: func() *World {
 			c := Claim("team-a", "data", "uid-data", "1Gi", "")
 			c.Spec.VolumeName = "pv-gone"
@@ -484,4 +524,50 @@ func Flows() []Flow {
 			})
 		}},
 	}
+}
+
+// populatorTargetUID is the uid of the claim a populator fills, in the apiserver's form: the
+// populator's own claim is named after it.
+const populatorTargetUID = "0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10"
+
+// populatorTarget is a claim that waits for a populator to fill a volume for it; with a node, a
+// pod using it has been scheduled there.
+func populatorTarget(namespace, name, class, node string) *corev1.PersistentVolumeClaim {
+	c := provisionedClaim(namespace, name, populatorTargetUID, "1Gi", class, node)
+	group := "example.io"
+	c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: "Hello", Name: "hello"}
+	return c
+}
+
+// populate is a volume populator's run for the claim team-a/db (lib-volume-populator's
+// populator-machinery/controller.go syncPvc; KubeVirt CDI's clone planner and common.Rebind):
+// its own claim, named prefix+<uid of the target>, is provisioned and bound, the populator fills
+// it, hands the volume to the target, the PV controller binds the target and marks the
+// populator's claim Lost, and the populator deletes it.
+func (s *Script) populate(namespace, prefix, class, node string) {
+	target := s.W.PVC("team-a", "db")
+	name := prefix + string(target.UID)
+	own := Claim(namespace, name, "uid-"+name, "1Gi", class)
+	if node != "" {
+		SetAnn(&own.ObjectMeta, annSelectedNode, node)
+	}
+	s.Do(PVCCreate(Populator, own, "populator creates its claim for team-a/db"), true)
+	s.PVC(PVBinder, Update, namespace, name, "PV controller asks the external provisioner", func(c *corev1.PersistentVolumeClaim) {
+		SetAnn(&c.ObjectMeta, annBetaProv, Driver)
+		SetAnn(&c.ObjectMeta, annProvisioner, Driver)
+	})
+	s.provisionerSaves(namespace, name, nil)
+	pvName := Provisioned(s.W.PVC(namespace, name)).Name
+	s.Bind(pvName, namespace, name)
+	s.PV(Populator, Update, pvName, "populator hands the filled volume to team-a/db", func(pv *corev1.PersistentVolume) {
+		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db", UID: target.UID, ResourceVersion: "7"}
+	})
+	s.Bind(pvName, "team-a", "db")
+	s.PVC(PVBinder, UpdateStatus, namespace, name, "PV controller: the populator's claim is Lost", func(c *corev1.PersistentVolumeClaim) {
+		c.Status.Phase = corev1.ClaimLost
+	})
+	s.Do(PVCDelete(Populator, namespace, name, "populator deletes its claim"), true)
+	s.PVC(PVCProt, Update, namespace, name, "pvc-protection removes its finalizer: no pod uses the claim", func(c *corev1.PersistentVolumeClaim) {
+		DelFin(&c.ObjectMeta, FinPVC)
+	})
 }

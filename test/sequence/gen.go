@@ -54,12 +54,18 @@ func (g *Gen) vac() *string {
 	return &v
 }
 
+func ptrTo[T any](v T) *T { return &v }
+
 func bigger(a, b string) bool { q, r := Quantity(a), Quantity(b); return q.Cmp(r) > 0 }
 
 // newClaim is a pending claim of a fresh name and uid.
 func (g *Gen) newClaim(class string) *corev1.PersistentVolumeClaim {
 	n := g.id()
-	c := Claim(g.ns(), fmt.Sprintf("c-%d", n), fmt.Sprintf("uid-%d", n), g.size(), class, g.modes()...)
+	// uids are in the apiserver's form: a populator's claim is named after one.
+	c := Claim(g.ns(), fmt.Sprintf("c-%d", n), fmt.Sprintf("00000000-0000-4000-8000-%012d", n), g.size(), class, g.modes()...)
+	if g.chance(10) {
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptrTo("example.io"), Kind: "Hello", Name: "hello"}
+	}
 	if g.chance(8) {
 		block := corev1.PersistentVolumeBlock
 		c.Spec.VolumeMode = &block
@@ -189,7 +195,7 @@ func (g *Gen) piece(w *World) {
 			w.Put(c)
 		}
 	}
-	switch g.R.IntN(14) {
+	switch g.R.IntN(15) {
 	case 0, 1, 2: // a bound pair
 		put(g.pair())
 	case 3: // Released: the claim was deleted, or deleted and re-created under the same name
@@ -270,6 +276,20 @@ func (g *Gen) piece(w *World) {
 		pv, c := g.pair()
 		c.DeletionTimestamp = &deletionTime
 		put(pv, c)
+	case 14: // a volume populator at work: the claim it fills waits for its data, and the claim
+		// it made for it (named after its uid) is bound to the volume it fills
+		pv, prime := g.pair()
+		target := g.newClaim(className(prime))
+		target.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptrTo("example.io"), Kind: "Hello", Name: "hello"}
+		target.Spec.Resources = *prime.Spec.Resources.DeepCopy()
+		target.Spec.AccessModes = prime.Spec.AccessModes
+		target.Spec.VolumeMode = prime.Spec.VolumeMode
+		target.Spec.VolumeAttributesClassName = prime.Spec.VolumeAttributesClassName
+		delete(w.PVCs, claimKey(prime.Namespace, prime.Name))
+		prime.Namespace, prime.Name = pick(g, "populators", target.Namespace), "prime-"+string(target.UID)
+		pv.Spec.ClaimRef = RefTo(prime)
+		put(pv, prime)
+		put(nil, target)
 	}
 }
 

@@ -132,9 +132,12 @@ func checkVolume(before, after *World, s Step, add func(inv, format string, args
 	// the old reservation and links nothing).
 	newLink := refChanged && !uidDropped(oldRef, curRef)
 
+	// handed: the write is a populator's hand-off (docs/rules.md), which I1 to I3 allow.
+	handed := oldRef != nil && populatorHandOff(before, s.Name, live(before, oldRef.Namespace, oldRef.Name, string(oldRef.UID)), curRef)
+
 	// I1: a bound pair stays bound until its claim is deleted. A volume removed by this write
 	// (its last finalizer dropped) is I9's business.
-	if old != nil && cur != nil && oldRef != nil {
+	if old != nil && cur != nil && oldRef != nil && !handed {
 		if c := live(before, oldRef.Namespace, oldRef.Name, string(oldRef.UID)); c != nil && boundTo(old, c) && !sameRef(oldRef, curRef) {
 			add("I1", "PersistentVolume %s was in a bound pair with PersistentVolumeClaim %s/%s and its claimRef became %s",
 				s.Name, c.Namespace, c.Name, refString(curRef))
@@ -143,7 +146,7 @@ func checkVolume(before, after *World, s Step, add func(inv, format string, args
 
 	// I2: a volume a live bind-completed claim names may only be linked to that claim, with its
 	// uid.
-	if refChanged {
+	if refChanged && !handed {
 		var owners []*corev1.PersistentVolumeClaim
 		for _, c := range before.SortedPVCs() {
 			if has(c.ObjectMeta, annBindCompleted) && c.Spec.VolumeName == s.Name {
@@ -160,7 +163,7 @@ func checkVolume(before, after *World, s Step, add func(inv, format string, args
 
 	// I3: a link with uid to a live claim is kept, unless that claim names another volume
 	// (upstream's rollback). Links to claims that are gone may change freely.
-	if old != nil && cur != nil && oldRef != nil && oldRef.UID != "" && !sameRef(oldRef, curRef) {
+	if old != nil && cur != nil && oldRef != nil && oldRef.UID != "" && !sameRef(oldRef, curRef) && !handed {
 		if c := live(before, oldRef.Namespace, oldRef.Name, string(oldRef.UID)); c != nil &&
 			(c.Spec.VolumeName == "" || c.Spec.VolumeName == s.Name) {
 			add("I3", "PersistentVolume %s was linked with uid to live PersistentVolumeClaim %s/%s (which names %q) and its claimRef became %s",
@@ -256,6 +259,27 @@ func checkVolume(before, after *World, s Step, add func(inv, format string, args
 	if refChanged && (curRef.Name == "" || curRef.Namespace == "") {
 		add("I10", "PersistentVolume %s's claimRef was set to %s, which has no name or no namespace", s.Name, refString(curRef))
 	}
+}
+
+// populatorHandOff reports whether re-linking volume from the live claim from to the reference
+// to is the hand-off of a populated volume, as docs/rules.md states it: the volume goes, with
+// the uid, to a live claim that from was made for (from's name is some prefix, a dash and that
+// claim's uid), which has a data source, no volume of its own and no other volume linked to it.
+func populatorHandOff(w *World, volume string, from *corev1.PersistentVolumeClaim, to *corev1.ObjectReference) bool {
+	if from == nil || to == nil || to.UID == "" || !strings.HasSuffix(from.Name, "-"+string(to.UID)) {
+		return false
+	}
+	target := live(w, to.Namespace, to.Name, string(to.UID))
+	if target == nil || target.UID == from.UID || target.Spec.VolumeName != "" ||
+		(target.Spec.DataSource == nil && target.Spec.DataSourceRef == nil) {
+		return false
+	}
+	for _, pv := range w.SortedPVs() {
+		if pv.Name != volume && pv.Spec.ClaimRef != nil && sameRef(pv.Spec.ClaimRef, &corev1.ObjectReference{Namespace: target.Namespace, Name: target.Name, UID: target.UID}) {
+			return false
+		}
+	}
+	return true
 }
 
 func checkClaim(before, after *World, s Step, add func(inv, format string, args ...any)) {

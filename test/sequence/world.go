@@ -29,6 +29,11 @@ const (
 	PVProt      Identity = "pv-protection"
 	PVCProt     Identity = "pvc-protection"
 	Kubelet     Identity = "kubelet"
+	// Populator is a volume populator (lib-volume-populator, KubeVirt CDI): its service account
+	// is the installer's choice, unknown to a default install.
+	Populator Identity = "populator"
+	// Velero is Velero's server (its data-mover restore re-binds volumes).
+	Velero Identity = "velero"
 )
 
 // Users are the identities' usernames and groups. The CSI sidecars run under a service account
@@ -46,6 +51,8 @@ var Users = map[Identity]policy.UserInfo{
 	PVProt:      {Username: "system:serviceaccount:kube-system:pv-protection-controller", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
 	PVCProt:     {Username: "system:serviceaccount:kube-system:pvc-protection-controller", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}},
 	Kubelet:     {Username: "system:node:node-a", Groups: []string{"system:nodes", "system:authenticated"}},
+	Velero:      {Username: "system:serviceaccount:velero:velero", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:velero"}},
+	Populator:   {Username: "system:serviceaccount:populators:populator", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:populators"}},
 }
 
 // knownControllers are the identities pvguard knows as controllers on a default install (the

@@ -304,3 +304,10 @@ func Deleting() MetaMod {
 		m.DeletionTimestamp = &t
 	}
 }
+
+// DataSourceRef has the claim wait for a populator's data source (spec.dataSourceRef).
+func DataSourceRef(group, kind, name string) PVCMod {
+	return func(pvc *corev1.PersistentVolumeClaim) {
+		pvc.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: kind, Name: name}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/policy"
 )
@@ -80,6 +81,13 @@ func (v *View) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolu
 		return nil, v.Err
 	}
 	return v.Snapshot.VolumesClaiming(namespace, name)
+}
+
+func (v *View) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	if v.Err != nil {
+		return nil, v.Err
+	}
+	return v.Snapshot.ClaimWithUID(uid)
 }
 
 func (v *View) Node(name string) (*corev1.Node, error) {

@@ -3,6 +3,7 @@ package admissionbench
 import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/policy"
 )
@@ -50,6 +51,11 @@ func (c CacheView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVo
 
 func (c CacheView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
 	return shallowList(c.V.VolumesClaiming(namespace, name))
+}
+
+func (c CacheView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	pvc, err := c.V.ClaimWithUID(uid)
+	return shallow(pvc), err
 }
 
 func (c CacheView) Node(name string) (*corev1.Node, error) {
