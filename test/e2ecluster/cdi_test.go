@@ -97,6 +97,7 @@ func TestCDIImportAndCrossNamespaceClone(t *testing.T) {
 		create(t, pod(ns, "vm", "disk"))
 
 		waitFor(t, 2*time.Minute, "both targets Bound, the pod scheduled, CDI's claims and pods gone", func(ctx context.Context) (bool, error) {
+			binderRefused(t, ns, srcNS)
 			refusedStandIn(t, "CDI", cdi.Conn)
 			if ok, err := allBoundAndScheduled(ctx, ns); !ok {
 				return false, err

@@ -265,3 +265,21 @@ func clearOnFailure(t *testing.T, ns string) {
 		}
 	})
 }
+
+// binderRefused fails the test at once when pvguard's binder recorded that its policy forbade a
+// bind (event PolicyForbidsBinding) on a claim of the namespaces: in these flows every bind is
+// the one upstream's binder makes, and the claim would wait for ever.
+func binderRefused(t *testing.T, namespaces ...string) {
+	t.Helper()
+	for _, ns := range namespaces {
+		var list corev1.EventList
+		if err := cl.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Reason == "PolicyForbidsBinding" {
+				t.Fatalf("pvguard's binder refused a bind of claim %s/%s: %s", ns, e.InvolvedObject.Name, e.Message)
+			}
+		}
+	}
+}

@@ -64,6 +64,7 @@ func TestVolumePopulatorHandOff(t *testing.T) {
 		createClaims(t, targets...)
 		create(t, pod(ns, "app", "wffc"))
 		waitFor(t, 2*time.Minute, "every target Bound, the pod scheduled, the populator done", func(ctx context.Context) (bool, error) {
+			binderRefused(t, ns)
 			refusedStandIn(t, "the volume populator", vp.Conn)
 			if ok, err := allBoundAndScheduled(ctx, ns); !ok {
 				return false, err

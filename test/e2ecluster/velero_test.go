@@ -121,6 +121,7 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 		t.Fatal(err)
 	}
 	rebindErr := v.RebindVolume(ctx, owner, "data", ns, 2*time.Minute)
+	binderRefused(t, ns)
 	switch {
 	case exempt && rebindErr != nil:
 		t.Errorf("Velero's RebindVolume: %v", rebindErr)
