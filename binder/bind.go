@@ -192,7 +192,8 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 
 // BindDenials is what policy denies of binding claim to v, as the binder (identity) would bind
 // them: each half of the binding judged as the webhook would judge it written afresh, the
-// volume's claimRef set from nothing, and the claim's volumeName and bind-completed set from
+// volume's claimRef set from nothing (unless it already links the claim with its uid), and the
+// claim's volumeName and bind-completed set from
 // nothing. (Judging only the literal writes would let through a claim that named a volume before
 // pvguard was installed: its volumeName does not change.) view holds the objects as they are.
 // The binder asks it before its first bind write; `pvguard explain` asks it of each candidate
@@ -200,8 +201,13 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 // judge the pair; the findings are those of the rules that could.
 func BindDenials(engine *policy.Engine, identity policy.UserInfo, view policy.View, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) ([]policy.Finding, error) {
 	oldV, newV := v.DeepCopy(), v.DeepCopy()
-	oldV.Spec.ClaimRef = nil
-	newV.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+	if !linkedTo(v, claim) {
+		oldV.Spec.ClaimRef = nil
+		newV.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+	}
+	// A volume already linked to the claim with its uid needs no volume write: that link was
+	// judged when it was written (a populator's hand-off, the scheduler's choice, a provisioner's
+	// save), as upstream's binder takes it as it is. The claim half is still judged from nothing.
 	oldC, newC := claim.DeepCopy(), claim.DeepCopy()
 	oldC.Spec.VolumeName = ""
 	delete(oldC.Annotations, annBindCompleted)

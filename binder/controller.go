@@ -72,6 +72,10 @@ type Options struct {
 	// BeforeWrite, when set, is called before every write with its name and object; an error
 	// stops the write. Tests use it to kill the binder between any two writes.
 	BeforeWrite func(op string, obj client.Object) error
+	// WriteGuard, when set, is asked just before every write and stops it with its error: with
+	// leader election, whether this replica still provably holds the Lease (a replica frozen past
+	// its Lease must not write from its stale view when it wakes).
+	WriteGuard func() error
 }
 
 // key identifies a unit of work: a claim, a volume, or the pool plan.
@@ -312,10 +316,19 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim, noCopy); err != nil {
 		if apierrors.IsNotFound(err) {
-			b.ledger.forget(key{kind: 'c', namespace: namespace, name: name})
+			k := key{kind: 'c', namespace: namespace, name: name}
+			b.ledger.forget(k)
+			if b.ledger.claimGone(k) {
+				b.requestPlan() // the volume the plan gave it is free for the others
+			}
 			return nil
 		}
 		return fmt.Errorf("reading claim %s/%s: %w", namespace, name, err)
+	}
+	if claim.Spec.VolumeName != "" && b.ledger.claimWent(claim.UID, claim.Spec.VolumeName) {
+		// Whoever named its volume (another binder, an admin, a leader that woke from a freeze),
+		// the volume the plan or a cut-short bind held for it is free for the others.
+		b.requestPlan()
 	}
 	if b.lagging(key{kind: 'c', namespace: namespace, name: name}, claim) {
 		return nil // the informer's event for the binder's own write re-enqueues the claim
@@ -612,6 +625,11 @@ func (b *Binder) write(op string, obj client.Object, f func() error) error {
 	if b.o.BeforeWrite != nil {
 		if err := b.o.BeforeWrite(op, obj); err != nil {
 			return fmt.Errorf("%s stopped: %w", op, err)
+		}
+	}
+	if b.o.WriteGuard != nil {
+		if err := b.o.WriteGuard(); err != nil {
+			return fmt.Errorf("%s not made: %w", op, err)
 		}
 	}
 	old := obj.GetResourceVersion()

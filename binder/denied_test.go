@@ -57,3 +57,28 @@ func TestDeniedJudgesTheBindersOwnChoiceAfterItsVolumeWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestBindDenialsTakesAPopulatorsHandOff: after a populator pointed the volume it filled at the
+// claim it filled it for, the binder completes the binding as upstream does: the volume's link
+// was judged when the populator wrote it, and judging it again from nothing would find the
+// populator's claim still bound to the volume (PVG002). A volume linked to a claim that did not
+// get it that way is still judged.
+func TestBindDenialsTakesAPopulatorsHandOff(t *testing.T) {
+	const uid = "0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10"
+	target := testobj.PVC("team-a", "db", testobj.ClaimUID(uid), testobj.DataSourceRef("example.io", "Hello", "hello"))
+	prime := testobj.PVC("populators", "prime-"+uid, testobj.ClaimBoundTo("pv-1"))
+	handed := testobj.PV("pv-1", testobj.BoundTo(target))
+	engine := policy.NewEngine(nil)
+	binderUser := policy.UserInfo{Username: "system:serviceaccount:pvguard-system:pvguard"}
+
+	denials, err := BindDenials(engine, binderUser, testobj.NewView(target, prime, handed), handed, target)
+	if err != nil || len(denials) != 0 {
+		t.Errorf("binding the target to the volume handed to it: denials %v, err %v", denials, err)
+	}
+	// Control: a volume the populator's claim completed its binding to, not linked to the target.
+	stillPrimes := testobj.PV("pv-1", testobj.BoundTo(prime))
+	denials, err = BindDenials(engine, binderUser, testobj.NewView(target, prime, stillPrimes), stillPrimes, target)
+	if err != nil || len(denials) == 0 {
+		t.Errorf("binding the target to the populator's own bound volume: denials %v, err %v, want PVG002", denials, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -37,6 +38,9 @@ type ledger struct {
 	shadow map[types.UID]string
 	// bindStart records when a bind decision was made, for the latency histogram.
 	bindStart map[types.UID]time.Time
+	// planKeys names the claims the plan gives a volume, so that a claim deleted (known then only
+	// by its key) gives its volume back to the plan.
+	planKeys map[key]types.UID
 }
 
 func newLedger() *ledger {
@@ -49,6 +53,7 @@ func newLedger() *ledger {
 		binding:    map[string]int{},
 		shadow:     map[types.UID]string{},
 		bindStart:  map[types.UID]time.Time{},
+		planKeys:   map[key]types.UID{},
 	}
 }
 
@@ -163,6 +168,48 @@ func (l *ledger) install(plan map[types.UID]string, snap InFlight, now time.Time
 	}
 	l.plan = plan
 	return unplanned
+}
+
+// nameClaims records the keys of the claims the installed plan gives a volume (claimGone).
+func (l *ledger) nameClaims(claims []*corev1.PersistentVolumeClaim) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.planKeys)
+	for _, c := range claims {
+		if l.plan[c.UID] != "" {
+			l.planKeys[key{kind: 'c', namespace: c.Namespace, name: c.Name}] = c.UID
+		}
+	}
+}
+
+// claimWent ends what the binder holds for a claim that another writer gave volume (or, with
+// volume "", deleted): the plan's choice of another volume for it, and its reservations of other
+// volumes that no bind is writing right now (a bind that was cut short keeps its reservation until
+// the cache shows the pair, which it never will now). It reports whether a volume was freed, for
+// which the waiting claims need a new plan.
+func (l *ledger) claimWent(claim types.UID, volume string) (freed bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if v := l.plan[claim]; v != "" && v != volume {
+		delete(l.plan, claim)
+		freed = true
+	}
+	for v, owner := range l.reserved {
+		if owner == claim && v != volume && l.binding[v] == 0 {
+			delete(l.reserved, v)
+			freed = true
+		}
+	}
+	return freed
+}
+
+// claimGone is claimWent for a claim deleted, known by its key.
+func (l *ledger) claimGone(k key) (freed bool) {
+	l.mu.Lock()
+	uid, ok := l.planKeys[k]
+	delete(l.planKeys, k)
+	l.mu.Unlock()
+	return ok && l.claimWent(uid, "")
 }
 
 // --- binds ---

@@ -37,6 +37,7 @@ func (b *Binder) runPlan(ctx context.Context) error {
 	if b.ledger.install(plan.Volumes, in.InFlight, time.Now()) > 0 {
 		b.requestPlan() // for the claims it left unplanned, now that the new binds show
 	}
+	b.ledger.nameClaims(plan.Claims)
 	for _, c := range plan.Claims {
 		b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
 	}

@@ -12,7 +12,7 @@ func pvg004NoDoubleBinding() Rule {
 		Judges:  JudgesState,
 		Kinds:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
 		Reads:   []Kind{KindPersistentVolume, KindPersistentVolumeClaim},
-		Summary: "a volume is claimed by at most one live claim, and a claim names at most one volume that points back",
+		Summary: "a volume is claimed by at most one live claim, and a claim by at most one volume: a claim names at most one volume that points back, and no second volume links a claim another is linked to",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			switch {
 			case claimLinkChanged(r):
@@ -85,6 +85,28 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 				Field:   "spec.claimRef",
 				Message: fmt.Sprintf("%s points spec.claimRef at %s, which is already bound to %s", vol, pvcRef(pvc), pvRef(elsewhere)),
 				Hint:    fmt.Sprintf("point spec.claimRef at a claim that is not bound yet; %s stays with %s", pvcRef(pvc), pvRef(elsewhere)),
+			}}, nil
+		}
+	}
+	if pvc == nil || provisionedCreate(r) || completedTo(pvc, r.PV.Name) {
+		return nil, nil
+	}
+	// A claim not bound yet that another volume is already linked to, with its uid, is that
+	// volume's: upstream binds the claim to the volume linked to it, and a second link is a
+	// second volume for one claim (two binders, or a binder that woke from a freeze, each
+	// choosing a volume for it). The claim's own completed binding is the exception: that volume
+	// holds its data, and upstream re-links it whatever else points at the claim.
+	others, err := v.VolumesClaiming(pvc.Namespace, pvc.Name)
+	if err != nil {
+		return nil, fmt.Errorf("listing the volumes linked to %s: %w", pvcRef(pvc), err)
+	}
+	for _, other := range others {
+		if other.Name != r.PV.Name && other.DeletionTimestamp == nil && linksTo(other.Spec.ClaimRef, pvc) {
+			return []Finding{{
+				Object:  vol,
+				Field:   "spec.claimRef",
+				Message: fmt.Sprintf("%s points spec.claimRef at %s, which %s is already linked to; one claim would be claimed by two volumes", vol, pvcRef(pvc), pvRef(other)),
+				Hint:    fmt.Sprintf("leave %s to %s, or unlink that volume first", pvcRef(pvc), pvRef(other)),
 			}}, nil
 		}
 	}

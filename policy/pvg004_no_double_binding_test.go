@@ -21,6 +21,37 @@ func TestPVG004NoDoubleBinding(t *testing.T) {
 	wantsVolume := testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"))
 
 	runRuleCases(t, "PVG004", []ruleCase{
+		// A second volume for one claim: two binders (or one that woke from a freeze) each
+		// choosing a volume for the same claim.
+		{
+			name:     "linking a second volume to a claim another volume is linked to is denied",
+			review:   pvUpdate(binder, free, step1),
+			view:     testobj.NewView(claim, testobj.PV("pv-9", testobj.BoundTo(claim), byController)),
+			want:     []string{"spec.claimRef"},
+			wantText: "PersistentVolume pv-7 points spec.claimRef at PersistentVolumeClaim team-a/data, which PersistentVolume pv-9 is already linked to; one claim would be claimed by two volumes",
+		},
+		{
+			name:   "pre-binding by name a second volume to a claim another volume is linked to is denied",
+			review: pvUpdate(admin, free, testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))),
+			view:   testobj.NewView(claim, testobj.PV("pv-9", testobj.BoundTo(claim))),
+			want:   []string{"spec.claimRef"},
+		},
+		{
+			name:   "a link of another volume to an earlier claim of the same name does not count",
+			review: pvUpdate(binder, free, testobj.PV("pv-7", testobj.BoundTo(recreated), byController)),
+			view:   testobj.NewView(recreated, testobj.PV("pv-9", testobj.BoundTo(claim))),
+		},
+		{
+			name:   "re-linking the volume a claim completed its binding to is allowed whatever else links the claim",
+			review: pvUpdate(binder, free, testobj.PV("pv-7", testobj.BoundTo(claim), byController)),
+			view:   testobj.NewView(testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-7")), testobj.PV("pv-9", testobj.BoundTo(claim))),
+		},
+		{
+			name: "a provisioner saves the volume it made for a claim another volume was linked to meanwhile",
+			review: pvCreate(unlistedProvisioner, testobj.PV("pvc-1234", testobj.ClaimRef("team-a", "data", string(claim.UID)),
+				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+			view: testobj.NewView(claim, testobj.PV("pv-9", testobj.BoundTo(claim))),
+		},
 		// The binder's four writes and an external provisioner.
 		{
 			name:   "binder step 1 (PV spec) to a pending claim is allowed",

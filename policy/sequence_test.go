@@ -345,6 +345,13 @@ func TestOracle(t *testing.T) {
 		}, pvStep(sequence.Populator, sequence.Update, "pv-1", func(pv *corev1.PersistentVolume) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db", UID: handOffUID}
 		}), "I1,I2,I3"},
+		{"a second volume linked to a claim another volume is linked to", func() *sequence.World {
+			pv, c := pair("pv-1", "team-a", "data", "uid-data")
+			c.Spec.VolumeName, c.Annotations, c.Status.Phase = "", nil, corev1.ClaimPending
+			return sequence.NewWorld(pv, c, sequence.Volume("pv-2", "1Gi", ""))
+		}, pvStep(sequence.PVBinder, sequence.Update, "pv-2", func(pv *corev1.PersistentVolume) {
+			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "data", UID: "uid-data"}
+		}), "I11"},
 		{"bind-completed removed", bound, pvcStep(sequence.Tenant, "data", func(c *corev1.PersistentVolumeClaim) { c.Annotations = nil }), "I6"},
 		{"a volume too small at bind", func() *sequence.World {
 			return sequence.NewWorld(sequence.Volume("pv-1", "1Gi", ""), sequence.Claim("team-a", "data", "uid-data", "2Gi", ""))

@@ -199,6 +199,23 @@ func checkVolume(before, after *World, s Step, add func(inv, format string, args
 		}
 	}
 
+	// I11: a volume is never newly linked to a live claim not bound yet that another volume is
+	// already linked to with its uid (one claim, two volumes), but for a provisioner saving the
+	// volume it provisioned, and for the volume the claim completed its binding to.
+	if newLink && !provisioned {
+		if c := live(after, curRef.Namespace, curRef.Name, ""); c != nil && c.Spec.VolumeName == "" && (curRef.UID == "" || curRef.UID == c.UID) &&
+			!(has(c.ObjectMeta, annBindCompleted) && c.Spec.VolumeName == s.Name) {
+			for _, other := range before.SortedPVs() {
+				if other.Name != s.Name && other.DeletionTimestamp == nil && other.Spec.ClaimRef != nil &&
+					sameRef(other.Spec.ClaimRef, &corev1.ObjectReference{Namespace: c.Namespace, Name: c.Name, UID: c.UID}) {
+					add("I11", "PersistentVolume %s was linked to PersistentVolumeClaim %s/%s, which PersistentVolume %s is already linked to with its uid",
+						s.Name, c.Namespace, c.Name, other.Name)
+					break
+				}
+			}
+		}
+	}
+
 	// I7: a pair newly linked by the write fits. The one exception is PVG018's, which
 	// invariants.md does not state: a provisioner's save may carry the VolumeAttributesClass the
 	// claim had when provisioning began (the claim's class is mutable while it is unbound), as

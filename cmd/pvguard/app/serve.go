@@ -6,6 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/pvguard/pvguard/internal/leaseguard"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"net"
 	"net/http"
 	"os"
@@ -234,7 +237,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := newManager(cfg, o, log)
+	mgr, lease, err := newManager(cfg, o, log)
 	if err != nil {
 		return err
 	}
@@ -266,7 +269,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 	}
 	var b *binder.Binder
 	if o.Binder != "off" {
-		if b, err = addBinder(ctx, mgr, o, engines, views, reg, log); err != nil {
+		if b, err = addBinder(ctx, mgr, o, lease, engines, views, reg, log); err != nil {
 			return err
 		}
 	}
@@ -340,13 +343,16 @@ func serveRESTConfig(o ServeOptions) (*rest.Config, error) {
 // newManager builds the controller-runtime manager: the shared informer cache, the uncached
 // reader and leader election. pvguard's own chi router serves every endpoint, so the manager's
 // metrics and probe servers stay off.
-func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager, error) {
+//
+// With leader election the Lease lock is wrapped in a leaseguard.Guard (returned; nil without
+// election), which the binder asks before each write.
+func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager, *leaseguard.Guard, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building scheme: %w", err)
+		return nil, nil, fmt.Errorf("building scheme: %w", err)
 	}
 	if err := openreports.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building scheme: %w", err)
+		return nil, nil, fmt.Errorf("building scheme: %w", err)
 	}
 	mgrOpts := manager.Options{
 		Scheme:                 scheme,
@@ -377,6 +383,8 @@ func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager
 	// Drain the webhook server (delay, then in-flight reviews) before the manager gives up.
 	grace := o.ShutdownDelay + o.ShutdownTimeout + 5*time.Second
 	mgrOpts.GracefulShutdownTimeout = &grace
+	var guard *leaseguard.Guard
+	events := &deferredRecorder{}
 	if (o.Binder != "off" || o.AuditInterval > 0 || o.CertSecret != "") && o.LeaderElect {
 		// Only the binder, the report writer and the certificate rotator are elected: every
 		// replica serves webhooks and audits, one binds, writes reports and rotates certificates.
@@ -391,12 +399,65 @@ func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager
 		}
 		mgrOpts.LeaderElectionReleaseOnCancel = true
 		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline, mgrOpts.RetryPeriod = &o.LeaseDuration, &o.RenewDeadline, &o.RetryPeriod
+		lock, err := leaseLock(cfg, o, mgrOpts.LeaderElectionNamespace, events)
+		if err != nil {
+			return nil, nil, err
+		}
+		guard = leaseguard.New(lock, o.RenewDeadline)
+		mgrOpts.LeaderElectionResourceLockInterface = guard
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
+		return nil, nil, fmt.Errorf("creating manager: %w", err)
 	}
-	return mgr, nil
+	if guard != nil {
+		events.r = mgr.GetEventRecorderFor(guard.Identity()) //nolint:staticcheck // the election's core/v1 events, as controller-runtime records them
+	}
+	return mgr, guard, nil
+}
+
+// leaseLock is the Lease lock controller-runtime would make (its leaderelection.NewResourceLock):
+// the same identity, user agent and request timeout, so that pvguard can wrap it.
+func leaseLock(cfg *rest.Config, o ServeOptions, namespace string, events record.EventRecorder) (resourcelock.Interface, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("naming the leader election identity: %w", err)
+	}
+	cfg = rest.AddUserAgent(cfg, "leader-election")
+	// One hung request must not cost the Lease: half the renew deadline, at least a second.
+	cfg.Timeout = max(o.RenewDeadline/2, time.Second)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the leader election client: %w", err)
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, o.LeaderElectionID, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID()), EventRecorder: events})
+	if err != nil {
+		return nil, fmt.Errorf("creating the leader election lock: %w", err)
+	}
+	return lock, nil
+}
+
+// deferredRecorder lets the Lease lock, made before the manager, record the election's events
+// through the manager's recorder, set once the manager exists (before the election starts).
+type deferredRecorder struct{ r record.EventRecorder }
+
+func (d *deferredRecorder) Event(obj runtime.Object, eventtype, reason, message string) {
+	if d.r != nil {
+		d.r.Event(obj, eventtype, reason, message)
+	}
+}
+
+func (d *deferredRecorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	if d.r != nil {
+		d.r.Eventf(obj, eventtype, reason, messageFmt, args...)
+	}
+}
+
+func (d *deferredRecorder) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	if d.r != nil {
+		d.r.AnnotatedEventf(obj, annotations, eventtype, reason, messageFmt, args...)
+	}
 }
 
 // loadClientCAs reads --client-ca-file; nil when it is not set.
@@ -548,8 +609,12 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // addBinder builds the binder over the manager's cache and registers it; in active mode it runs
 // only on the elected replica. The explain pages read its in-flight state.
-func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
+func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, lease *leaseguard.Guard, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
 	identity, err := whoAmI(ctx, mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	writer, writeGuard, err := binderWriter(mgr, lease)
 	if err != nil {
 		return nil, err
 	}
@@ -573,7 +638,8 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines
 		Log:         log.WithName("binder"),
 		Cache:       cacheReader,
 		Live:        mgr.GetAPIReader(),
-		Writer:      mgr.GetClient(),
+		Writer:      writer,
+		WriteGuard:  writeGuard,
 		BeforeWrite: o.BinderHooks.BeforeWrite,
 
 		NoVolumeFitsAfter:    o.NoVolumeFitsAfter,
@@ -591,6 +657,23 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, engines
 	}
 	log.Info("binder enabled", "mode", o.Binder, "identity", identity.Username, "leaderElection", o.LeaderElect)
 	return b, nil
+}
+
+// binderWriter is the client the binder writes through. With leader election every write is
+// checked against the Lease just before it is sent (after the client's rate limiter, which can
+// hold a write longer than a Lease lasts), and the binder checks it too before it starts a write.
+// It shares the one token bucket of cfg with the rest of pvguard.
+func binderWriter(mgr manager.Manager, lease *leaseguard.Guard) (client.Client, func() error, error) {
+	if lease == nil {
+		return mgr.GetClient(), nil, nil
+	}
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.Wrap(lease.RoundTripper)
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the binder's client: %w", err)
+	}
+	return c, lease.Check, nil
 }
 
 // noVolumeFitsRecorder records the binder's NoVolumeFits events (nil when they are off): core/v1
