@@ -2,6 +2,7 @@ package e2ecluster
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +143,20 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 		}
 	}
 
+	// The external-provisioner took its finalizer off the volume while it was Retain; it puts it
+	// back once the volume is Delete again (its guard against deleting the volume object before
+	// the disk).
+	waitFor(t, time.Minute, "the provisioner's finalizer back on the restored volume", func(ctx context.Context) (bool, error) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc); err != nil || pvc.Spec.VolumeName == "" {
+			return false, err
+		}
+		pv := &corev1.PersistentVolume{}
+		if err := cl.Client.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+			return false, err
+		}
+		return slices.Contains(pv.Finalizers, provisionerFinalizer), nil
+	})
 	s := newEndState()
 	pvc := getPVC(t, ns, "data")
 	var provisioned []string
