@@ -22,7 +22,7 @@
 //     node name), pkg/controller/clone (planner.go createDesiredClaim, host-clone.go createClaim,
 //     rebind.go), pkg/controller/common/util.go Rebind and SetNodeNameIfPopulator,
 //     pkg/operator/resources/cluster/controller.go getControllerClusterPolicyRules. See CDI.
-//   - velero v1.10.0-rc.1-2774-gd30d389b (d30d389b, main after v1.17): pkg/exposer/generic_restore.go
+//   - velero main at d30d389b (May 2026, after v1.18.1): pkg/exposer/generic_restore.go
 //     (Expose, createRestorePVC, createRestorePod's node selector, RebindVolume),
 //     pkg/util/kube/pvc_pv.go (SetPVReclaimPolicy, RebindPVC, ResetPVBinding, WaitPVBound,
 //     EnsureDeletePVC), pkg/restore/actions/csi/pvc_action.go restoreFromDataUploadResult (the

@@ -125,7 +125,7 @@ func (v *Velero) Expose(ctx context.Context, owner corev1.ObjectReference, targe
 		ObjectMeta: metav1.ObjectMeta{Namespace: owner.Namespace, Name: owner.Name, OwnerReferences: ownerRefs,
 			Labels: map[string]string{"velero.io/data-download": owner.Name}},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: string(owner.UID), Image: "velero/velero:v1.17.0", Command: []string{"/velero", "data-mover", "restore"},
+			Containers: []corev1.Container{{Name: string(owner.UID), Image: "velero/velero:v1.18.1", Command: []string{"/velero", "data-mover", "restore"},
 				VolumeMounts: []corev1.VolumeMount{{Name: string(owner.UID), MountPath: "/" + string(owner.UID)}}}},
 			ServiceAccountName: VeleroServiceAccount,
 			RestartPolicy:      corev1.RestartPolicyNever,
