@@ -44,6 +44,14 @@
 //     clone of the claim, each with its source's data; the source-protection finalizers of the
 //     snapshot-controller and of the provisioner come and go; everything deleted, no snapshot
 //     or volume left in the backend.
+//   - Hand-offs of a populated volume to the claim it was filled for, by stand-ins of the
+//     components that make them (test/populators, each as its own ServiceAccount with its
+//     upstream RBAC): a lib-volume-populator populator (TestVolumePopulatorHandOff), KubeVirt
+//     CDI's import and cross-namespace clone (TestCDIImportAndCrossNamespaceClone) and Velero's
+//     data-mover restore (TestVeleroDataMoverRestore, with the PVG011 exemption it needs;
+//     TestVeleroRestoreDefaultInstall without it); each target ends Bound to the volume holding
+//     its data, the stand-ins are sent no warning and no refusal. TestForgedHandOffRefused:
+//     the same moves made by a tenant without the state of a hand-off are refused by PVG002.
 //   - The identities (TestControllersActAsServiceAccounts).
 //   - TestBindLatency measures pod created -> claim Bound for docs/benchmarks.md in both modes.
 //

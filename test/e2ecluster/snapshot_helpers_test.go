@@ -136,8 +136,8 @@ func volumeData(pv *corev1.PersistentVolume) string {
 	return filepath.Join(cl.CSI.Plugin.Dir(pv.Spec.CSI.VolumeHandle), "data")
 }
 
-// writeData writes file in a volume's data, as a pod using it would.
-func writeData(t *testing.T, pv *corev1.PersistentVolume, file, content string) {
+// writeVolumeData writes file in a volume's data, as a pod using it would.
+func writeVolumeData(t *testing.T, pv *corev1.PersistentVolume, file, content string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(volumeData(pv), file), []byte(content), 0o644); err != nil {
 		t.Fatalf("writing into volume %s: %v", pv.Name, err)

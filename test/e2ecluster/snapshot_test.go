@@ -56,7 +56,7 @@ func TestSnapshotRestoreAndClone(t *testing.T) {
 		})
 		const file = "data.txt"
 		taken, later := "written before the snapshot in "+ns, "written after the snapshot in "+ns
-		writeData(t, source, file, taken)
+		writeVolumeData(t, source, file, taken)
 
 		// The snapshot: the snapshot-controller makes its content, the csi-snapshotter takes it.
 		create(t, volumeSnapshot(ns, "snap", snapClass, "source"))
@@ -73,7 +73,7 @@ func TestSnapshotRestoreAndClone(t *testing.T) {
 		} else {
 			s.add("source claim protected by the snapshot-controller while its snapshot was taken, then released", 1)
 		}
-		writeData(t, source, file, later)
+		writeVolumeData(t, source, file, later)
 
 		// A claim restored from the snapshot (dataSourceRef), and a clone of the source claim
 		// (dataSource): each provisioned with its source's data.

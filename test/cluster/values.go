@@ -1,0 +1,37 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// SetChartValues reinstalls pvguard in the current mode with the chart values edited by values
+// (nil: the chart's defaults), replacing Options.ChartValues for this and later mode switches,
+// and waits until the mode answers again (as Use does). kube-controller-manager keeps running. A
+// test that needs a non-default policy sets it and restores the previous edits (ChartValues)
+// when it ends.
+func (c *Cluster) SetChartValues(values func(map[string]any)) error {
+	c.chartValues = values
+	if c.pvguard == nil {
+		return nil
+	}
+	binder := c.pvguard.Binder
+	if err := c.pvguard.Stop(); err != nil {
+		return err
+	}
+	c.pvguard = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var err error
+	if c.pvguard, err = c.startPVGuard(ctx, binder); err != nil {
+		return fmt.Errorf("reinstalling pvguard with new chart values: %w", err)
+	}
+	if err := c.probeMode(ctx, c.mode); err != nil {
+		return fmt.Errorf("mode %s after reinstalling pvguard: %w", c.mode, err)
+	}
+	return nil
+}
+
+// ChartValues are the chart value edits pvguard is installed with now.
+func (c *Cluster) ChartValues() func(map[string]any) { return c.chartValues }
