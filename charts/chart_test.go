@@ -58,8 +58,10 @@ type chartCase struct {
 	clientCA        string
 	matchConditions []admissionregistrationv1.MatchCondition
 	failurePolicy   admissionregistrationv1.FailurePolicyType
-	timeoutSeconds  int32
-	claimSelector   []metav1.LabelSelectorRequirement // beyond the own-namespace exclusion
+	// componentsFailurePolicy is the components' webhooks' (default Ignore).
+	componentsFailurePolicy admissionregistrationv1.FailurePolicyType
+	timeoutSeconds          int32
+	claimSelector           []metav1.LabelSelectorRequirement // beyond the own-namespace exclusion
 }
 
 // chartCases covers the defaults and every toggle; the defaults are filled in by withDefaults.
@@ -138,8 +140,11 @@ func (c chartCase) withDefaults() chartCase {
 	if c.failurePolicy == "" {
 		c.failurePolicy = admissionregistrationv1.Fail
 	}
+	if c.componentsFailurePolicy == "" {
+		c.componentsFailurePolicy = admissionregistrationv1.Ignore
+	}
 	if c.timeoutSeconds == 0 {
-		c.timeoutSeconds = 5
+		c.timeoutSeconds = 2
 	}
 	return c
 }
@@ -713,10 +718,17 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 	if c.certManager {
 		meta.Annotations = map[string]string{"cert-manager.io/inject-ca-from": namespace + "/" + fullname + "-serving"}
 	}
+	// Each webhook is there twice: for people (failurePolicy) and for the cluster's components
+	// (componentsFailurePolicy), told apart by the requester.
+	const component = "request.userInfo.username.startsWith('system:serviceaccount:') || request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler'] || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g == 'system:nodes'))"
 	validating := func(name, urlPath string, r []admissionregistrationv1.RuleWithOperations, sel *metav1.LabelSelector, mc []admissionregistrationv1.MatchCondition) admissionregistrationv1.ValidatingWebhook {
+		policy, who := c.failurePolicy, admissionregistrationv1.MatchCondition{Name: "not-a-component", Expression: "!(" + component + ")"}
+		if strings.HasSuffix(name, "-components.pvguard.io") {
+			policy, who = c.componentsFailurePolicy, admissionregistrationv1.MatchCondition{Name: "a-component", Expression: component}
+		}
 		return admissionregistrationv1.ValidatingWebhook{
-			Name: name, ClientConfig: client(urlPath), Rules: r, NamespaceSelector: sel, MatchConditions: mc,
-			FailurePolicy: new(c.failurePolicy), MatchPolicy: new(admissionregistrationv1.Equivalent),
+			Name: name, ClientConfig: client(urlPath), Rules: r, NamespaceSelector: sel, MatchConditions: append([]admissionregistrationv1.MatchCondition{who}, mc...),
+			FailurePolicy: new(policy), MatchPolicy: new(admissionregistrationv1.Equivalent),
 			SideEffects: new(admissionregistrationv1.SideEffectClassNone), TimeoutSeconds: new(c.timeoutSeconds),
 			AdmissionReviewVersions: []string{"v1"},
 		}
@@ -734,8 +746,11 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 		ObjectMeta: meta,
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
 			validating("validate-pv.pvguard.io", "/validate/persistentvolumes", rules(createUpdate, "", "persistentvolumes", "persistentvolumes/status"), nil, c.matchConditions),
+			validating("validate-pv-components.pvguard.io", "/validate/persistentvolumes", rules(createUpdate, "", "persistentvolumes", "persistentvolumes/status"), nil, c.matchConditions),
 			validating("validate-pvc.pvguard.io", "/validate/persistentvolumeclaims", rules(createUpdate, "", "persistentvolumeclaims", "persistentvolumeclaims/status"), claims, nil),
+			validating("validate-pvc-components.pvguard.io", "/validate/persistentvolumeclaims", rules(createUpdate, "", "persistentvolumeclaims", "persistentvolumeclaims/status"), claims, nil),
 			validating("validate-sc.pvguard.io", "/validate/storageclasses", rules(createUpdate, "storage.k8s.io", "storageclasses"), nil, nil),
+			validating("validate-sc-components.pvguard.io", "/validate/storageclasses", rules(createUpdate, "storage.k8s.io", "storageclasses"), nil, nil),
 		},
 	}
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{
@@ -743,7 +758,10 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 		ObjectMeta: meta,
 		Webhooks: []admissionregistrationv1.MutatingWebhook{
 			mutating("mutate-pv.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, c.matchConditions),
+			mutating("mutate-pv-components.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, c.matchConditions),
 			mutating("mutate-pvc.pvguard.io", "/mutate/persistentvolumeclaims", rules([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "persistentvolumeclaims"), claims,
+				[]admissionregistrationv1.MatchCondition{{Name: "names-a-volume", Expression: "has(object.spec.volumeName) && object.spec.volumeName != ''"}}),
+			mutating("mutate-pvc-components.pvguard.io", "/mutate/persistentvolumeclaims", rules([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "persistentvolumeclaims"), claims,
 				[]admissionregistrationv1.MatchCondition{{Name: "names-a-volume", Expression: "has(object.spec.volumeName) && object.spec.volumeName != ''"}}),
 		},
 	}

@@ -180,7 +180,7 @@ func TestPrometheusRule(t *testing.T) {
 			if v, ok, _ := unstructured.NestedBool(values, "metrics", "prometheusRule", "alerts", "claimPending", "enabled"); ok {
 				pending = v
 			}
-			timeout := int64(5)
+			timeout := int64(2)
 			if v, ok, _ := unstructured.NestedFieldNoCopy(values, "webhook", "timeoutSeconds"); ok {
 				timeout = int64(v.(int))
 			}

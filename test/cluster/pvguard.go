@@ -185,7 +185,9 @@ func (c *Cluster) installChart(ctx context.Context, binder string) (args []strin
 				return nil, "", "", fmt.Errorf("%s: %w", m.Template, err)
 			}
 			policyYAML = cm.Data["policy.yaml"]
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+			// The guards the apiserver enforces by itself, as the chart installs them.
+			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			if err := c.apply(ctx, m.Object); err != nil {
 				return nil, "", "", fmt.Errorf("%s: %w", m.Template, err)
 			}

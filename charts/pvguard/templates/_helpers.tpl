@@ -131,6 +131,52 @@ namespaceSelector:
 {{- end }}
 
 {{/*
+Who is a component: the writes of the cluster's own components (any ServiceAccount: the CSI
+sidecars, operators and controllers of every kind; kube-controller-manager and kube-scheduler by
+their users; kubelets by their group) go to the components' webhooks, whose failure policy is
+webhook.componentsFailurePolicy (default Ignore: the cluster's storage never waits on pvguard);
+everyone else's (people, with kubectl or a GitOps tool under their own name) go to the people's
+webhooks, with webhook.failurePolicy (default Fail). docs/reliability.md says what each choice
+loses; the guards that need only the object hold in the apiserver either way (admissionPolicies).
+*/}}
+{{- define "pvguard.isComponent" -}}
+request.userInfo.username.startsWith('system:serviceaccount:') || request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler'] || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g == 'system:nodes'))
+{{- end }}
+
+{{/*
+One webhook rendered twice, for people and for components (pvguard.isComponent): .root, .name
+(name.pvguard.io), .path, .rules (YAML), .selector ("claims" for the claims' namespaceSelector),
+.volumes (true for the volumes' extra matchConditions), .conditions (more matchConditions),
+.mutating (adds reinvocationPolicy).
+*/}}
+{{- define "pvguard.webhookPair" -}}
+{{- $root := .root -}}
+{{- range $who := list "people" "components" }}
+{{- $conditions := list (dict "name" (ternary "not-a-component" "a-component" (eq $who "people")) "expression" (ternary (printf "!(%s)" (include "pvguard.isComponent" $root)) (include "pvguard.isComponent" $root) (eq $who "people"))) -}}
+{{- if get $ "volumes" }}{{ $conditions = concat $conditions $root.Values.webhook.matchConditions }}{{ end -}}
+{{- if get $ "conditions" }}{{ $conditions = concat $conditions (get $ "conditions") }}{{ end }}
+- name: {{ ternary (printf "%s.pvguard.io" $.name) (printf "%s-components.pvguard.io" $.name) (eq $who "people") }}
+  {{- include "pvguard.clientConfig" (dict "root" $root "path" $.path) | nindent 2 }}
+  rules:
+    {{- $.rules | nindent 4 }}
+  {{- if eq (get $ "selector") "claims" }}
+  {{- include "pvguard.claimNamespaceSelector" $root | nindent 2 }}
+  {{- end }}
+  matchConditions:
+    {{- toYaml $conditions | nindent 4 }}
+  failurePolicy: {{ ternary $root.Values.webhook.failurePolicy $root.Values.webhook.componentsFailurePolicy (eq $who "people") }}
+  matchPolicy: Equivalent
+  sideEffects: None
+  timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
+  admissionReviewVersions:
+    - v1
+  {{- if get $ "mutating" }}
+  reinvocationPolicy: Never
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 Settings shared by every webhook, as webhook.Configurations built them.
 */}}
 {{- define "pvguard.webhookCommon" -}}

@@ -15,6 +15,6 @@ pvguard.webhookNameMatcher: the apiserver's admission webhook series for pvguard
 this list is exactly the names rendered there), plus metrics.prometheusRule.apiserverSelector.
 */}}
 {{- define "pvguard.webhookNameMatcher" -}}
-name=~"validate-pv\\.pvguard\\.io|validate-pvc\\.pvguard\\.io|validate-sc\\.pvguard\\.io|mutate-pv\\.pvguard\\.io|mutate-pvc\\.pvguard\\.io"
+name=~"validate-pv\\.pvguard\\.io|validate-pv-components\\.pvguard\\.io|validate-pvc\\.pvguard\\.io|validate-pvc-components\\.pvguard\\.io|validate-sc\\.pvguard\\.io|validate-sc-components\\.pvguard\\.io|mutate-pv\\.pvguard\\.io|mutate-pv-components\\.pvguard\\.io|mutate-pvc\\.pvguard\\.io|mutate-pvc-components\\.pvguard\\.io"
 {{- with .Values.metrics.prometheusRule.apiserverSelector }}, {{ . }}{{ end }}
 {{- end }}
