@@ -369,7 +369,7 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 }
 
 func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeClaim) (ClaimState, error) {
-	s := ClaimState{Claim: claim}
+	s := ClaimState{Claim: claim, Denied: b.ledger.denied(claim.UID, time.Now())}
 	if claim.Spec.VolumeName != "" {
 		v := &corev1.PersistentVolume{}
 		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v, noCopy); {

@@ -54,6 +54,11 @@ type ClaimState struct {
 	// WaitForFirstConsumer class, which the planner leaves alone: for them the binder only
 	// completes a binding the scheduler (or a provisioner, or the user) began.
 	PreBound []*corev1.PersistentVolume
+	// Denied holds the volumes policy denied this claim less than forbidTTL ago. A volume already
+	// pointed at the claim, or named by it, is not bound again while its denial stands: each try
+	// would be denied again, and the claim and the volume, each waking the other's sync, would
+	// spin.
+	Denied map[string]bool
 }
 
 // ClaimAction is what to do for a claim. Zero fields mean nothing to do.
@@ -96,7 +101,7 @@ func DecideClaim(s ClaimState) ClaimAction {
 		// for provisioning there. Binding a free volume here would race the scheduler for
 		// volumes it reserved for other pods, or take a static volume while a provisioner
 		// creates one; so, as upstream, only a volume already pointed at the claim is bound.
-		if v := preBoundVolume(c, s.PreBound); v != nil {
+		if v := preBoundVolume(c, allowed(s.PreBound, s.Denied)); v != nil {
 			return ClaimAction{Bind: v}
 		}
 	case !s.Planned:
@@ -129,11 +134,25 @@ func DecideClaim(s ClaimState) ClaimAction {
 	return a
 }
 
+// allowed is volumes without those policy denied the claim.
+func allowed(volumes []*corev1.PersistentVolume, denied map[string]bool) []*corev1.PersistentVolume {
+	if len(denied) == 0 {
+		return volumes
+	}
+	var out []*corev1.PersistentVolume
+	for _, v := range volumes {
+		if !denied[v.Name] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // decidePreboundClaim handles a claim whose user named a volume in spec.volumeName.
 func decidePreboundClaim(s ClaimState) ClaimAction {
 	c, v := s.Claim, s.Volume
 	switch {
-	case v == nil:
+	case v == nil || s.Denied[v.Name]:
 		return ClaimAction{Phase: corev1.ClaimPending}
 	case v.Spec.ClaimRef == nil:
 		if err := policy.Satisfies(v, c); err != nil {

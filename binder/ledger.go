@@ -145,8 +145,19 @@ func (l *ledger) snapshot(now time.Time) InFlight {
 func (l *ledger) install(plan map[types.UID]string, snap InFlight, now time.Time) (unplanned int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for claim := range l.forbidden {
-		if _, pending := plan[claim]; !pending {
+	for claim, volumes := range l.forbidden {
+		if _, pending := plan[claim]; pending {
+			continue
+		}
+		// A claim the plan does not consider (bound, deleted, WaitForFirstConsumer) keeps its
+		// denials until they age out: a WaitForFirstConsumer claim's sync still reads them, or it
+		// would bind a denied volume pointed at it again after every plan.
+		for v, at := range volumes {
+			if now.Sub(at) >= forbidTTL {
+				delete(volumes, v)
+			}
+		}
+		if len(volumes) == 0 {
 			delete(l.forbidden, claim)
 		}
 	}
@@ -292,6 +303,23 @@ func (l *ledger) deny(claim types.UID, volume string, at time.Time) {
 	if owner, ok := l.reserved[volume]; ok && owner == claim {
 		delete(l.reserved, volume)
 	}
+}
+
+// denied returns the volumes policy denied the claim less than forbidTTL before now (nil for
+// none).
+func (l *ledger) denied(claim types.UID, now time.Time) map[string]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out map[string]bool
+	for v, at := range l.forbidden[claim] {
+		if now.Sub(at) < forbidTTL {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[v] = true
+		}
+	}
+	return out
 }
 
 // --- Available writes ---

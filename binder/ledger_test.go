@@ -246,11 +246,11 @@ func TestLedgerInstall(t *testing.T) {
 			meanwhile:  func(l *ledger) { l.deny("c1", "pv-1", t0.Add(-forbidTTL)) },
 			want:       plan(),
 			wantDenied: []types.UID{"c1"}},
-		{name: "denials of claims no longer pending are forgotten",
-			before:     func(l *ledger) { l.deny("c1", "pv-9", t0); l.deny("gone", "pv-9", t0) },
-			meanwhile:  func(l *ledger) { l.deny("c3", "pv-9", t0); l.deny("bound-meanwhile", "pv-9", t0) },
+		{name: "denials of claims the plan does not consider are kept until they age out",
+			before:     func(l *ledger) { l.deny("c1", "pv-9", t0); l.deny("gone", "pv-9", t0.Add(-forbidTTL)) },
+			meanwhile:  func(l *ledger) { l.deny("c3", "pv-9", t0); l.deny("waits-for-consumer", "pv-9", t0) },
 			want:       plan(),
-			wantDenied: []types.UID{"c1", "c3"}},
+			wantDenied: []types.UID{"c1", "c3", "waits-for-consumer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLedger()
