@@ -432,3 +432,42 @@ func TestExplanationsRunOneAtATime(t *testing.T) {
 		t.Errorf("%d explanations ran at once, want 1", m)
 	}
 }
+
+// freshViews is a view source whose cache lags: View shows stale objects, FreshView the live
+// ones.
+type freshViews struct{ stale, live policy.View }
+
+func (f freshViews) View(context.Context) policy.View      { return f.stale }
+func (f freshViews) FreshView(context.Context) policy.View { return f.live }
+
+// TestDenialIsConfirmedOnFreshReads: a claim's bind write judged on a cache that still shows its
+// volume linked to the claim it came from (a populator's hand-off a moment ago) is admitted when
+// the live objects show the hand-off; a denial the live objects confirm is sent.
+func TestDenialIsConfirmedOnFreshReads(t *testing.T) {
+	target := testobj.PVC("team-a", "db", testobj.ClaimUID("0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10"))
+	prime := testobj.PVC("populators", "prime-0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10", testobj.ClaimBoundTo("pv-1"))
+	stale := testobj.NewView(target, prime, testobj.PV("pv-1", testobj.BoundTo(prime)))
+	live := testobj.NewView(target, prime, testobj.PV("pv-1", testobj.BoundTo(target)))
+	bind := review(t, pvcKind, "persistentvolumeclaims", admissionv1.Update, testobj.PVCWith(target, testobj.ClaimBoundTo("pv-1")), target,
+		"system:serviceaccount:kube-system:persistent-volume-binder")
+	for _, tc := range []struct {
+		name    string
+		views   webhook.ViewSource
+		allowed bool
+	}{
+		{"stale cache, live objects show the hand-off", freshViews{stale, live}, true},
+		{"the live objects confirm the denial", freshViews{stale, stale}, false},
+		{"a view source without fresh reads", fixedViews{stale}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := webhook.NewServer(webhook.Options{
+				Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: tc.views,
+				ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
+			}).Handler()
+			code, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(bind))
+			if code != http.StatusOK || resp.Allowed != tc.allowed {
+				t.Fatalf("status %d, allowed %v (%v), want allowed %v", code, resp != nil && resp.Allowed, resp, tc.allowed)
+			}
+		})
+	}
+}

@@ -43,6 +43,15 @@ type ViewSource interface {
 	View(ctx context.Context) policy.View
 }
 
+// FreshViewSource is a ViewSource that can also read each related object live, past the cache:
+// a denial judged on cached objects is judged again on fresh ones before it is sent, since a
+// cache that has not caught up with a write a moment ago (another controller's hand-off, the
+// other half of a binding) would refuse a write that is fine (ClusterView).
+type FreshViewSource interface {
+	ViewSource
+	FreshView(ctx context.Context) policy.View
+}
+
 // NewValidator returns the validating handler for a kind.
 func NewValidator(kind policy.Kind, engines EngineSource, views ViewSource, m *Metrics) *Validator {
 	return &Validator{kind: kind, engines: engines, views: views, metrics: m}
@@ -63,6 +72,9 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 	}
 	engine := v.engines.Engine()
 	d, err := engine.Admit(review, v.views.View(ctx))
+	if fresh, ok := v.views.(FreshViewSource); ok && len(d.Deny) > 0 {
+		d, err = engine.Admit(review, fresh.FreshView(ctx))
+	}
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "could not evaluate the request", "object", review.Object().String())
 		// The rules that could judge already refuse the write: say why, and that the others

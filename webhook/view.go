@@ -35,7 +35,10 @@ type ClusterView struct {
 	live  client.Reader
 }
 
-var _ ViewSource = &ClusterView{}
+var (
+	_ ViewSource      = &ClusterView{}
+	_ FreshViewSource = &ClusterView{}
+)
 
 // NewClusterView returns a view over a cache that SetupIndexes prepared, falling back to live
 // reads through the given uncached reader.
@@ -89,9 +92,17 @@ func (cv *ClusterView) View(ctx context.Context) policy.View {
 	return &requestView{ctx: ctx, cv: cv}
 }
 
+// FreshView implements FreshViewSource: each object read by name is read live; the lists (which
+// only a few rules make) still come from the cache, so that confirming a denial never lists the
+// whole cluster.
+func (cv *ClusterView) FreshView(ctx context.Context) policy.View {
+	return &requestView{ctx: ctx, cv: cv, fresh: true}
+}
+
 type requestView struct {
-	ctx context.Context
-	cv  *ClusterView
+	ctx   context.Context
+	cv    *ClusterView
+	fresh bool // read objects by name live (FreshView)
 }
 
 // shared asks the cache for its own objects rather than deep copies (see ClusterView).
@@ -99,8 +110,13 @@ var shared = client.UnsafeDisableDeepCopy
 
 // get reads from the cache, then live on a miss; it reports false when the object does not exist.
 func (v *requestView) get(key client.ObjectKey, obj client.Object) (bool, error) {
-	err := v.cv.cache.Get(v.ctx, key, obj, shared)
-	if apierrors.IsNotFound(err) {
+	var err error
+	if v.fresh {
+		err = v.cv.live.Get(v.ctx, key, obj)
+	} else {
+		err = v.cv.cache.Get(v.ctx, key, obj, shared)
+	}
+	if apierrors.IsNotFound(err) && !v.fresh {
 		err = v.cv.live.Get(v.ctx, key, obj)
 	}
 	switch {
