@@ -733,6 +733,9 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 			AdmissionReviewVersions: []string{"v1"},
 		}
 	}
+	// The volume mutating webhook sees only volumes whose claimRef it completes.
+	claimRefIncomplete := admissionregistrationv1.MatchCondition{Name: "claimref-incomplete",
+		Expression: "has(object.spec.claimRef) && (!has(object.spec.claimRef.kind) || object.spec.claimRef.kind == '' || !has(object.spec.claimRef.apiVersion) || object.spec.claimRef.apiVersion == '')"}
 	mutating := func(name, urlPath string, r []admissionregistrationv1.RuleWithOperations, sel *metav1.LabelSelector, mc []admissionregistrationv1.MatchCondition) admissionregistrationv1.MutatingWebhook {
 		v := validating(name, urlPath, r, sel, mc)
 		return admissionregistrationv1.MutatingWebhook{
@@ -757,8 +760,8 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: meta,
 		Webhooks: []admissionregistrationv1.MutatingWebhook{
-			mutating("mutate-pv.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, c.matchConditions),
-			mutating("mutate-pv-components.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, c.matchConditions),
+			mutating("mutate-pv.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, append(slices.Clone(c.matchConditions), claimRefIncomplete)),
+			mutating("mutate-pv-components.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, append(slices.Clone(c.matchConditions), claimRefIncomplete)),
 			mutating("mutate-pvc.pvguard.io", "/mutate/persistentvolumeclaims", rules([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "persistentvolumeclaims"), claims,
 				[]admissionregistrationv1.MatchCondition{{Name: "names-a-volume", Expression: "has(object.spec.volumeName) && object.spec.volumeName != ''"}}),
 			mutating("mutate-pvc-components.pvguard.io", "/mutate/persistentvolumeclaims", rules([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "persistentvolumeclaims"), claims,

@@ -3,6 +3,7 @@ package devcluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -25,6 +26,12 @@ type WebhookOptions struct {
 	CABundle []byte
 	// FailurePolicy defaults to Fail, as in production.
 	FailurePolicy admissionregistrationv1.FailurePolicyType
+	// Values are chart values to render the configurations with (nil: the chart's defaults);
+	// FailurePolicy, when set, overrides webhook.failurePolicy in them.
+	Values map[string]any
+	// NoWait returns once the configurations are created, without waiting for the apiserver to
+	// call them: for webhooks pointed at a pvguard that is not answering.
+	NoWait bool
 }
 
 // InstallWebhooks creates (or replaces) pvguard's webhook configurations exactly as the Helm chart
@@ -36,8 +43,14 @@ func InstallWebhooks(ctx context.Context, cfg *rest.Config, o WebhookOptions) er
 		return fmt.Errorf("creating client: %w", err)
 	}
 	values := map[string]any{}
+	maps.Copy(values, o.Values)
 	if o.FailurePolicy != "" {
-		values["webhook"] = map[string]any{"failurePolicy": string(o.FailurePolicy)}
+		wh := map[string]any{}
+		if old, ok := values["webhook"].(map[string]any); ok {
+			maps.Copy(wh, old)
+		}
+		wh["failurePolicy"] = string(o.FailurePolicy)
+		values["webhook"] = wh
 	}
 	v, m, err := charts.WebhookConfigurations(ChartRelease, ChartNamespace, values)
 	if err != nil {
@@ -56,6 +69,9 @@ func InstallWebhooks(ctx context.Context, cfg *rest.Config, o WebhookOptions) er
 		if err := c.Create(ctx, obj); err != nil {
 			return fmt.Errorf("creating webhook configuration %s: %w", obj.GetName(), err)
 		}
+	}
+	if o.NoWait {
+		return nil
 	}
 	return WaitForWebhook(ctx, c)
 }

@@ -121,6 +121,10 @@ type Cluster struct {
 	files     files
 
 	chartValues func(map[string]any) // Options.ChartValues
+	// webhookValues are the chart values pvguard's webhook configurations were last rendered
+	// with; stoppedBinder is the --binder of a pvguard StopPVGuard stopped ("" when none was).
+	webhookValues map[string]any
+	stoppedBinder string
 }
 
 // files are the paths of what the components are given.

@@ -48,7 +48,7 @@ func (c *Cluster) Use(m Mode) error {
 	if m != ModePVGuard && m != ModeUpstream {
 		return fmt.Errorf("cluster mode %q: want %q or %q", m, ModePVGuard, ModeUpstream)
 	}
-	if c.mode == m && c.Alive() == nil {
+	if c.mode == m && c.pvguard != nil && c.Alive() == nil {
 		return nil
 	}
 	if err := c.stopMode(); err != nil {
@@ -90,7 +90,7 @@ func (c *Cluster) stopMode() error {
 		errs = append(errs, c.kcm.Stop())
 		c.kcm = nil
 	}
-	c.mode = ""
+	c.mode, c.stoppedBinder = "", ""
 	return errors.Join(errs...)
 }
 

@@ -83,7 +83,7 @@ type PVGuard struct {
 // (devcluster.InstallWebhooks, the chart's webhook configurations pointed at the URL); no
 // shutdown delay (no Service endpoints to drain).
 func (c *Cluster) startPVGuard(ctx context.Context, binder string) (*PVGuard, error) {
-	args, policyYAML, sa, err := c.installChart(ctx, binder)
+	args, policyYAML, sa, values, err := c.installChart(ctx, binder)
 	if err != nil {
 		return nil, err
 	}
@@ -144,20 +144,22 @@ func (c *Cluster) startPVGuard(ctx context.Context, binder string) (*PVGuard, er
 		cancel()
 		return nil, fmt.Errorf("pvguard serve did not become ready (log: %s)", logPath)
 	}
-	if err := devcluster.InstallWebhooks(ctx, c.Admin, devcluster.WebhookOptions{BaseURL: p.BaseURL, CABundle: c.files.pvguardCA}); err != nil {
+	c.webhookValues = values
+	if err := devcluster.InstallWebhooks(ctx, c.Admin, devcluster.WebhookOptions{BaseURL: p.BaseURL, CABundle: c.files.pvguardCA, Values: values}); err != nil {
 		return nil, errors.Join(err, p.Stop())
 	}
 	return p, nil
 }
 
 // installChart renders the chart for the binder mode and creates or updates its ServiceAccount
-// and RBAC; it returns the Deployment's container arguments, the policy ConfigMap's config and
-// the ServiceAccount's name.
-func (c *Cluster) installChart(ctx context.Context, binder string) (args []string, policyYAML, sa string, err error) {
+// and RBAC; it returns the Deployment's container arguments, the policy ConfigMap's config, the
+// ServiceAccount's name and the values it rendered the chart with (for the webhook
+// configurations).
+func (c *Cluster) installChart(ctx context.Context, binder string) (args []string, policyYAML, sa string, values map[string]any, err error) {
 	if err := c.ensureNamespace(ctx, namespace); err != nil {
-		return nil, "", "", err
+		return nil, "", "", nil, err
 	}
-	values := map[string]any{
+	values = map[string]any{
 		"binder":      map[string]any{"mode": binder},
 		"certManager": map[string]any{"enabled": true},
 	}
@@ -166,37 +168,37 @@ func (c *Cluster) installChart(ctx context.Context, binder string) (args []strin
 	}
 	manifests, err := charts.Render(release, namespace, values)
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", "", nil, err
 	}
 	for _, m := range manifests {
 		switch m.Object.GetKind() {
 		case "Deployment":
 			d := &appsv1.Deployment{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.Object.Object, d); err != nil {
-				return nil, "", "", fmt.Errorf("%s: %w", m.Template, err)
+				return nil, "", "", nil, fmt.Errorf("%s: %w", m.Template, err)
 			}
 			if args, err = charts.ContainerArgs(d.Spec.Template.Spec.Containers[0], namespace); err != nil {
-				return nil, "", "", fmt.Errorf("%s: %w", m.Template, err)
+				return nil, "", "", nil, fmt.Errorf("%s: %w", m.Template, err)
 			}
 			sa = d.Spec.Template.Spec.ServiceAccountName
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.Object.Object, cm); err != nil {
-				return nil, "", "", fmt.Errorf("%s: %w", m.Template, err)
+				return nil, "", "", nil, fmt.Errorf("%s: %w", m.Template, err)
 			}
 			policyYAML = cm.Data["policy.yaml"]
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
 			// The guards the apiserver enforces by itself, as the chart installs them.
 			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 			if err := c.apply(ctx, m.Object); err != nil {
-				return nil, "", "", fmt.Errorf("%s: %w", m.Template, err)
+				return nil, "", "", nil, fmt.Errorf("%s: %w", m.Template, err)
 			}
 		}
 	}
 	if args == nil || sa == "" || policyYAML == "" {
-		return nil, "", "", errors.New("the chart rendered no Deployment with a ServiceAccount, or no policy ConfigMap")
+		return nil, "", "", nil, errors.New("the chart rendered no Deployment with a ServiceAccount, or no policy ConfigMap")
 	}
-	return args, policyYAML, sa, nil
+	return args, policyYAML, sa, values, nil
 }
 
 // apply creates obj or replaces the live object's content with it.

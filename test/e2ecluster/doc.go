@@ -53,6 +53,14 @@
 //     its data, the stand-ins are sent no warning and no refusal. TestForgedHandOffRefused:
 //     the same moves made by a tenant without the state of a hand-off are refused by PVG002.
 //   - The identities (TestControllersActAsServiceAccounts).
+//   - pvguard down (TestComponentsProceedWithPVGuardDown): every replica stopped, its webhooks
+//     still registered, in ModeUpstream: a static bind, a WaitForFirstConsumer provisioning, an
+//     expansion and a deletion, each a component's work, take what they take with pvguard up;
+//     a person's destructive writes are refused by the admission policies and a person's other
+//     writes by the people's webhooks failing closed; a component's misbinding is admitted and
+//     reported by the audit once pvguard is back. pvguard hung (TestHungPVGuard): the webhooks
+//     pointed at a listener that never answers; a component's write is admitted after the
+//     timeout, a person's refused after it, a destructive write refused by a policy at once.
 //   - TestBindLatency measures pod created -> claim Bound for docs/benchmarks.md in both modes.
 //
 // Run: go test -count=1 -v ./test/e2ecluster/ (KUBEBUILDER_ASSETS or bin/ from `make tools`).
