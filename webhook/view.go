@@ -92,9 +92,10 @@ func (cv *ClusterView) View(ctx context.Context) policy.View {
 	return &requestView{ctx: ctx, cv: cv}
 }
 
-// FreshView implements FreshViewSource: each object read by name is read live; the lists (which
-// only a few rules make) still come from the cache, so that confirming a denial never lists the
-// whole cluster.
+// FreshView implements FreshViewSource: each volume and claim read by name is read live; nodes
+// (which no binding race changes, and which pvguard may list and watch but not get) and the lists
+// (which only a few rules make) still come from the cache, so that confirming a denial never
+// lists the whole cluster.
 func (cv *ClusterView) FreshView(ctx context.Context) policy.View {
 	return &requestView{ctx: ctx, cv: cv, fresh: true}
 }
@@ -111,12 +112,14 @@ var shared = client.UnsafeDisableDeepCopy
 // get reads from the cache, then live on a miss; it reports false when the object does not exist.
 func (v *requestView) get(key client.ObjectKey, obj client.Object) (bool, error) {
 	var err error
-	if v.fresh {
+	_, metadataOnly := obj.(*metav1.PartialObjectMetadata)
+	fresh := v.fresh && !metadataOnly
+	if fresh {
 		err = v.cv.live.Get(v.ctx, key, obj)
 	} else {
 		err = v.cv.cache.Get(v.ctx, key, obj, shared)
 	}
-	if apierrors.IsNotFound(err) && !v.fresh {
+	if apierrors.IsNotFound(err) && !fresh {
 		err = v.cv.live.Get(v.ctx, key, obj)
 	}
 	switch {

@@ -424,7 +424,9 @@ func leaseLock(cfg *rest.Config, o ServeOptions, namespace string, events record
 	if err != nil {
 		return nil, fmt.Errorf("naming the leader election identity: %w", err)
 	}
-	cfg = rest.AddUserAgent(cfg, "leader-election")
+	// AddUserAgent changes the config it is given: a copy, or every client of pvguard would write
+	// as "leader-election" (and under another field manager than "pvguard").
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
 	// One hung request must not cost the Lease: half the renew deadline, at least a second.
 	cfg.Timeout = max(o.RenewDeadline/2, time.Second)
 	cs, err := kubernetes.NewForConfig(cfg)
