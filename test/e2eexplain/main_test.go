@@ -75,8 +75,11 @@ func suite(t *testing.T) *env {
 }
 
 // start builds pvguard while the cluster starts, then runs the cluster in ModePVGuard with short
-// NoVolumeFits timings and volume-grab (PVG010) set to deny, the policy the "policy" case needs
-// (no other case names a volume in spec.volumeName).
+// NoVolumeFits timings and volume-grab (PVG010) set to deny, the policy the "policy" case needs.
+// The test's administrator (system:masters) is exempt from it: PVG010 refuses the write that
+// leaves a free volume named by a claim it does not grant, the volume's creation too, and the
+// cases that name a volume create it after the claim; pvguard's binder is not exempt, and meets
+// the denial when it binds.
 func start() (*env, error) {
 	assets, err := devcluster.AssetsDir()
 	if err != nil {
@@ -104,7 +107,9 @@ func start() (*env, error) {
 	e.cl, err = cluster.Start(cluster.Options{ChartValues: func(v map[string]any) {
 		b := v["binder"].(map[string]any)
 		b["noVolumeFitsAfter"], b["resync"] = noVolumeFitsAfter.String(), resync.String()
-		v["policy"] = map[string]any{"rules": map[string]any{"volume-grab": map[string]any{"action": "deny"}}}
+		v["policy"] = map[string]any{"rules": map[string]any{"volume-grab": map[string]any{
+			"action": "deny", "exemptions": map[string]any{"groups": []any{"system:masters"}},
+		}}}
 	}})
 	if err == nil {
 		err = e.cl.Use(cluster.ModePVGuard)

@@ -223,8 +223,8 @@ var reasons = []reasonCase{
 			verdict: []string{"no volume fits; " + pv + " fits if", "bound to " + s.ns + "/" + winner}, noVolumeFits: true}
 	}},
 	{"named-volume", func(s *scene) want {
-		// The claim names its volume before the volume exists (volume-grab, set to deny here,
-		// judges only a volume that exists), then the volume comes, Filesystem.
+		// The claim names its volume before the volume exists, then the administrator (exempt
+		// from volume-grab, set to deny here) creates the volume, Filesystem.
 		class := s.class("", noProvisioner, immediate)
 		pv := s.ns + "-pv"
 		s.claim("data", testobj.ClaimClass(class), testobj.VolumeName(pv), testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock))
@@ -260,7 +260,8 @@ var reasons = []reasonCase{
 	{"policy", func(s *scene) want {
 		// The claim names a volume that does not grant its namespace; volume-grab (PVG010),
 		// set to deny in this suite's policy, lets the claim be created while the volume does
-		// not exist yet, then forbids the binding: the binder meets the denial.
+		// not exist yet and the administrator (exempt) create the volume, then forbids the
+		// binding: the binder meets the denial.
 		class := s.class("", noProvisioner, immediate)
 		pv := s.ns + "-pv"
 		s.claim("data", testobj.ClaimClass(class), testobj.VolumeName(pv))
