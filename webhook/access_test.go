@@ -106,4 +106,9 @@ func TestExplanationsPerCallerLimit(t *testing.T) {
 	if code := get("admin-token"); code != http.StatusOK {
 		t.Errorf("another caller: HTTP %d, want 200 (the limit is per caller)", code)
 	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodDelete, webhook.PathExplainAPI+"/pv/pv-1", nil), "tenant-token"))
+	if rec.Code == http.StatusTooManyRequests {
+		t.Error("a DELETE, which computes nothing, counted against the caller's explanations")
+	}
 }

@@ -186,9 +186,14 @@ func (g *Guard) Authenticate(next http.Handler) http.Handler {
 }
 
 // LimitExplanations wraps next (behind Authenticate): each caller may ask for ExplainRate
-// explanations a second, ExplainBurst at once; beyond that 429.
+// explanations a second, ExplainBurst at once; beyond that 429. Only GET and HEAD count: other
+// methods compute nothing (405).
 func (g *Guard) LimitExplanations(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			next.ServeHTTP(w, req)
+			return
+		}
 		lim := g.limiter(FromContext(req.Context()).User)
 		if r := lim.Reserve(); !r.OK() || r.Delay() > 0 {
 			delay := time.Second
