@@ -77,7 +77,8 @@ func (v *visibility) report(rep Report) Report {
 	if v.rd.Full() {
 		return rep
 	}
-	out := Report{Time: rep.Time, Summary: Summary{Objects: v.objects, Actions: map[string]int{}}, Findings: []Finding{}}
+	out := Report{Time: rep.Time, Summary: Summary{Objects: v.objects, Actions: map[string]int{}}, Findings: []Finding{},
+		Filtered: v.rd.Filtered()}
 	for _, f := range rep.Findings {
 		if !v.finding(f) {
 			continue

@@ -89,6 +89,9 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	if err := json.Unmarshal([]byte(bodies[get{"report", "/"}]), &rep); err != nil {
 		t.Fatal(err)
 	}
+	if len(rep.Filtered) == 0 {
+		t.Error("the tenant's report does not say what it left out")
+	}
 	if len(rep.Findings) == 0 || rep.Summary.Objects != 3 {
 		t.Errorf("the tenant's report: %d findings over %d objects, want its claim's over 3 (two claims, one volume)", len(rep.Findings), rep.Summary.Objects)
 	}
