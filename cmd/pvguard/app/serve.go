@@ -277,7 +277,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		}
 	}
 	explainAPI, explainPages := explainHandlers(mgr, o, b, engines, views, log)
-	guard, err := readGuard(cfg, mgr.GetCache(), log)
+	guard, err := readGuard(withOwnBucket(cfg, o, "pvguard-access"), mgr.GetCache(), log)
 	if err != nil {
 		return err
 	}
@@ -525,7 +525,8 @@ func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, engines
 
 // readGuard authenticates the callers of the report, the dashboard and the explanations with
 // TokenReviews and asks with SubjectAccessReviews what each may list, over the namespaces of the
-// cached claims and of the volumes' claim references.
+// cached claims and of the volumes' claim references. Its client has a token bucket of its own:
+// a dashboard's viewers never hold up the webhooks' live reads or the binder's writes.
 func readGuard(cfg *rest.Config, c cache.Cache, log logr.Logger) (*access.Guard, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
