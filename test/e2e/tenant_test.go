@@ -1,19 +1,29 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -218,4 +228,64 @@ func TestTenantsSeeOnlyTheirOwn(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestExplainAsksTheServerWhenForbidden: a tenant's `pvguard explain` (the kubectl plugin's
+// code) cannot list every claim and volume itself; it says so and how to ask the server, and with
+// --pvguard-server it asks the server as the tenant and prints the tenant's view.
+func TestExplainAsksTheServerWhenForbidden(t *testing.T) {
+	self, other := newTenant(t, "plugin-a", "a"), newTenant(t, "plugin-b", "b")
+	dir := t.TempDir()
+	kubeconfig, ca := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "pvguard-ca.pem")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: suite.cfg.Host, CertificateAuthorityData: suite.cfg.CAData}
+	kc.AuthInfos["tenant"] = &clientcmdapi.AuthInfo{Token: self.token}
+	kc.Contexts["tenant"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "tenant", Namespace: self.ns}
+	kc.CurrentContext = "tenant"
+	mustSucceed(t, clientcmd.WriteToFile(*kc, kubeconfig), "writing the tenant's kubeconfig")
+	mustSucceed(t, os.WriteFile(ca, suite.caPEM, 0o600), "writing pvguard's CA")
+
+	var out, errOut bytes.Buffer
+	err := app.RunExplainClaim(app.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, self.pending, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "--pvguard-server") {
+		t.Fatalf("explain as the tenant without a server: %v, want the forbidden read and a hint at --pvguard-server", err)
+	}
+
+	o := app.ExplainOptions{Kubeconfig: kubeconfig, Output: "json", Server: suite.baseURL, ServerCA: ca}
+	out.Reset()
+	eventually(t, "the server's explanation of the tenant's claim", func() error {
+		out.Reset()
+		return app.RunExplainClaim(o, self.pending, &out, &errOut)
+	})
+	if !strings.Contains(errOut.String(), "asking the pvguard server") {
+		t.Errorf("explain did not say it asked the server: %q", errOut.String())
+	}
+	var e explain.Explanation
+	mustSucceed(t, json.Unmarshal(out.Bytes(), &e), "decoding the explanation")
+	if e.Claim != self.ns+"/"+self.pending {
+		t.Errorf("explained %q, want %s/%s", e.Claim, self.ns, self.pending)
+	}
+	if !strings.Contains(out.String(), other.prebound) || !strings.Contains(out.String(), access.Hidden) {
+		t.Errorf("the explanation lacks the other tenant's volume %s, for %q", other.prebound, access.Hidden)
+	}
+	for _, s := range other.secrets {
+		if strings.Contains(out.String(), s) {
+			t.Errorf("the tenant's explanation shows %q of the other tenant", s)
+		}
+	}
+	out.Reset()
+	o.Output = "table"
+	mustSucceed(t, app.RunExplainVolume(o, self.volume, time.Now(), &out, &errOut), "explaining the tenant's volume")
+	if !strings.Contains(out.String(), self.ns+"/"+self.bound) {
+		t.Errorf("the tenant's volume's explanation lacks its claim:\n%s", out.String())
+	}
+	err = app.RunExplainVolume(o, other.volume, time.Now(), &out, &errOut)
+	var exit *app.ExitError
+	if !errors.As(err, &exit) || exit.Code != app.ExitBadInput {
+		t.Errorf("explaining the other tenant's volume through the server: %v, want no such volume (exit %d)", err, app.ExitBadInput)
+	}
+	err = app.RunExplainClaim(o, other.ns+"/"+other.bound, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("explaining the other tenant's claim through the server: %v, want a 403", err)
+	}
 }
