@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -118,21 +119,32 @@ type Page struct {
 	// relative to the dashboard), which the server serves beside it (ExplainPages). A file
 	// written by `pvguard audit -o html` has no such pages, and no links.
 	ExplainLinks bool
+	// Filtered says what the page leaves out for its reader, and why (access.Reader.Filtered).
+	Filtered []string
 }
 
 // DashboardHandler serves the read-only dashboard: totals, a chart of findings by rule, the
 // findings (filterable in the page), the PV <-> PVC bindings and the pending claims of the latest
-// audit, each claim linked to its explain page.
+// audit, each claim linked to its explain page; each caller sees what they may read
+// (access.FromContext, set by the guard the server mounts it behind), and what was left out.
 func DashboardHandler(r *Runner) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/" {
 			http.NotFound(w, req)
 			return
 		}
+		rd := access.FromContext(req.Context())
+		v, err := visibilityOf(req.Context(), rd, r.o.Cache)
+		if err != nil {
+			r.o.Log.Error(err, "filtering the dashboard")
+			http.Error(w, "pvguard: cannot filter the dashboard: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Content-Security-Policy", pageCSP)
-		_ = RenderDashboard(w, Page{Report: r.Latest(), Bindings: r.Bindings(), Pending: r.Pending(), ExplainLinks: true})
+		_ = RenderDashboard(w, Page{Report: v.report(r.Latest()), Bindings: v.bindings(r.Bindings()), Pending: v.pending(r.Pending()),
+			ExplainLinks: true, Filtered: rd.Filtered()})
 	})
 }
 
@@ -156,7 +168,7 @@ func RenderDashboard(w io.Writer, p Page) error {
 	}
 	if err := dashboardTemplate.Execute(w, map[string]any{
 		"Report": p.Report, "Bars": bars, "ChartHeight": len(bars)*24 + 4, "Bindings": p.Bindings,
-		"Pending": p.Pending, "ExplainLinks": p.ExplainLinks,
+		"Pending": p.Pending, "ExplainLinks": p.ExplainLinks, "Filtered": p.Filtered,
 	}); err != nil {
 		return fmt.Errorf("rendering the dashboard: %w", err)
 	}

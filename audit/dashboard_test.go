@@ -3,7 +3,6 @@ package audit_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +30,7 @@ func TestDashboard(t *testing.T) {
 	}
 	h := audit.DashboardHandler(r)
 
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	rec := serve(h, "/")
 	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
 		t.Fatalf("GET /: %d %s", rec.Code, rec.Header().Get("Content-Type"))
 	}
@@ -58,8 +56,7 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("no restrictive CSP: %q", csp)
 	}
 
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/nope", nil))
+	rec = serve(h, "/nope")
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("GET /nope: %d", rec.Code)
 	}

@@ -8,5 +8,7 @@
 // in the cluster, and a read-only dashboard. Beside the dashboard it serves `pvguard explain`'s
 // explanations of claims and volumes, as JSON and as pages (ExplainAPI, ExplainPages), computed
 // by package explain from the informer cache through the read the CLI makes too
-// (ReadExplainInput).
+// (ReadExplainInput). Each of these answers is cut down to what its caller may read
+// (internal/access.Reader, which the server's guard puts in the request's context) in one place,
+// visible.go.
 package audit

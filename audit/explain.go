@@ -21,6 +21,7 @@ import (
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -170,6 +171,11 @@ func (x *explainer) claim(ctx context.Context, namespace, name string) (*explain
 	if err := checkName("name", name, validation.IsDNS1123Subdomain); err != nil {
 		return nil, err
 	}
+	rd := access.FromContext(ctx)
+	if !rd.Claims(namespace) {
+		return nil, &explainError{status: http.StatusForbidden,
+			msg: fmt.Sprintf("%s may not list persistentvolumeclaims in namespace %s", rd.User, namespace)}
+	}
 	in, err := x.input(ctx)
 	if err != nil {
 		return nil, err
@@ -183,7 +189,15 @@ func (x *explainer) claim(ctx context.Context, namespace, name string) (*explain
 	if errors.Is(err, explain.ErrUnknownClaim) {
 		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
 	}
+	if err == nil {
+		visibilityOfInput(rd, in).claimExplanation(e)
+	}
 	return e, err
+}
+
+// visibilityOfInput is the caller's visibility over what an explanation read.
+func visibilityOfInput(rd *access.Reader, in explain.Input) *visibility {
+	return visibilityOfSnapshot(rd, &policy.Snapshot{PVCs: in.Claims, PVs: in.Volumes, Classes: in.Classes})
 }
 
 func (x *explainer) volume(ctx context.Context, name string) (*explain.VolumeExplanation, error) {
@@ -194,9 +208,20 @@ func (x *explainer) volume(ctx context.Context, name string) (*explain.VolumeExp
 	if err != nil {
 		return nil, err
 	}
+	// A volume the caller may not read is answered as one that does not exist: whether it does
+	// is not theirs to know.
+	rd := access.FromContext(ctx)
+	for _, pv := range in.Volumes {
+		if pv.Name == name && !rd.Volume(pv) {
+			return nil, &explainError{status: http.StatusNotFound, msg: fmt.Sprintf("%v %s", explain.ErrUnknownVolume, name)}
+		}
+	}
 	e, err := explain.Volume(in, name, x.o.Now())
 	if errors.Is(err, explain.ErrUnknownVolume) {
 		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
+	}
+	if err == nil {
+		visibilityOfInput(rd, in).volumeExplanation(e)
 	}
 	return e, err
 }
@@ -266,6 +291,8 @@ type explainPage struct {
 	Checks     []explain.Check
 	Volume     *explain.VolumeExplanation
 	Error      string
+	// Filtered says what the page leaves out for its reader, and why (access.Reader.Filtered).
+	Filtered []string
 }
 
 // ExplainPages serves the explanations as pages, self-contained as the dashboard is and with its
@@ -286,7 +313,7 @@ func ExplainPages(o ExplainOptions) http.Handler {
 			p.Claim = e
 			p.Rows, p.Others = e.Table()
 		}
-		x.writePage(w, p, err)
+		x.writePage(w, req, p, err)
 	})
 	r.Get("/pv/{name}", func(w http.ResponseWriter, req *http.Request) {
 		name := chi.URLParam(req, "name")
@@ -294,12 +321,13 @@ func ExplainPages(o ExplainOptions) http.Handler {
 		p := explainPage{Title: "PersistentVolume " + name, Root: "../../", JSON: "../../" + path, Path: "/" + path}
 		e, err := x.volume(req.Context(), name)
 		p.Volume = e
-		x.writePage(w, p, err)
+		x.writePage(w, req, p, err)
 	})
 	return r
 }
 
-func (x *explainer) writePage(w http.ResponseWriter, p explainPage, err error) {
+func (x *explainer) writePage(w http.ResponseWriter, req *http.Request, p explainPage, err error) {
+	p.Filtered = access.FromContext(req.Context()).Filtered()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Security-Policy", pageCSP)

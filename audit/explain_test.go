@@ -27,6 +27,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
@@ -75,9 +76,16 @@ func want(t *testing.T, objs []client.Object, kind, ns, name string) string {
 	return string(data)
 }
 
+// serve is GET path as a caller who may read everything.
 func serve(h http.Handler, path string) *httptest.ResponseRecorder {
+	return serveAs(access.Everything("admin"), h, path)
+}
+
+// serveAs is GET path as a caller with reader rd, as the server's guard passes it on.
+func serveAs(rd *access.Reader, h http.Handler, path string) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	h.ServeHTTP(rec, req.WithContext(access.WithReader(req.Context(), rd)))
 	return rec
 }
 

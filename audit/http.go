@@ -11,14 +11,24 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/internal/access"
 )
 
 // ReportHandler serves the runner's latest report as JSON (read-only).
+// Each caller sees the findings of what they may read (access.FromContext, set by the guard the
+// server mounts it behind).
 func ReportHandler(r *Runner) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		v, err := visibilityOf(req.Context(), access.FromContext(req.Context()), r.o.Cache)
+		if err != nil {
+			r.o.Log.Error(err, "filtering the report")
+			http.Error(w, "pvguard: cannot filter the report: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(r.Latest())
+		_ = json.NewEncoder(w).Encode(v.report(r.Latest()))
 	})
 }
 

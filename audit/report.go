@@ -14,6 +14,9 @@ type Report struct {
 	Summary  Summary   `json:"summary"`
 	Findings []Finding `json:"findings"`
 	Errors   []string  `json:"errors,omitempty"`
+	// Filtered says, when the server served the report to a caller who may not read everything,
+	// what it left out and why (access.Reader.Filtered); the audit's errors are then left out too.
+	Filtered []string `json:"filtered,omitempty"`
 }
 
 // Summary counts the objects read and the findings by action.

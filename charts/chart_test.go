@@ -635,6 +635,8 @@ func wantPermissions(c chartCase) map[perm]bool {
 	if !c.auditOff {
 		grant("", "openreports.io", []string{"reports", "clusterreports"}, []string{"list", "watch", "create", "update", "delete"}, "")
 		grant("", "coordination.k8s.io", []string{"leases"}, []string{"list"}, "")
+		grant("", "authentication.k8s.io", []string{"tokenreviews"}, []string{"create"}, "")
+		grant("", "authorization.k8s.io", []string{"subjectaccessreviews"}, []string{"create"}, "")
 	}
 	if !c.certManager {
 		grant("", "admissionregistration.k8s.io", []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"}, []string{"get", "update"}, fullname)

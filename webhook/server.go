@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -71,6 +72,10 @@ type Options struct {
 	// /api/v1/explain (JSON) and /explain (pages), each with GET /pvc/{namespace}/{name} and
 	// GET /pv/{name} below (audit.ExplainAPI, audit.ExplainPages).
 	ExplainAPI, ExplainPages http.Handler
+	// Access authenticates and authorizes the callers of the report, the dashboard and the
+	// explanations (bearer tokens, TokenReview and SubjectAccessReview) and limits each caller's
+	// explanations. Without it those endpoints answer 401 to everyone: they are never open.
+	Access *access.Guard
 	// ShutdownTimeout bounds how long in-flight reviews may take to drain (default 25s).
 	ShutdownTimeout time.Duration
 	// ShutdownDelay is how long the server keeps serving, already not ready, after it is told to
@@ -79,7 +84,8 @@ type Options struct {
 	ShutdownDelay time.Duration
 	// ClientCAs, when set, makes the webhook paths require a client certificate that these CAs
 	// signed (for apiservers configured to present one). Probes, metrics, the report, the
-	// dashboard and the explanations do not require one.
+	// dashboard and the explanations do not require one (the last three require a bearer token,
+	// Access).
 	ClientCAs *x509.CertPool
 	Log       logr.Logger
 }
@@ -141,22 +147,27 @@ func (s *Server) routes() chi.Router {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
+	// The report, the dashboard and the explanations show claims, volumes, findings and nodes
+	// of every namespace: each caller must present a bearer token and sees what Kubernetes RBAC
+	// lets them list (internal/access, audit/visible.go).
+	guarded, limited := s.guards()
 	if s.opts.Report != nil {
-		r.Method(http.MethodGet, "/api/v1/report", s.opts.Report)
+		r.With(guarded).Method(http.MethodGet, "/api/v1/report", s.opts.Report)
 	}
 	if s.opts.Dashboard != nil {
-		r.Method(http.MethodGet, "/", s.opts.Dashboard)
+		r.With(guarded).Method(http.MethodGet, "/", s.opts.Dashboard)
 	}
 	// An explanation plans the whole pool, as the binder does: at 100,000 volumes a plan takes
 	// about 0.3 s of a core and 140 MB of allocations (docs/benchmarks.md). The pages and the API
 	// share one slot, with a short queue, so that a dashboard reloaded in many tabs cannot take
-	// the memory the webhooks need; requests beyond the queue get 429 and try again.
+	// the memory the webhooks need; requests beyond the queue get 429 and try again. Each
+	// caller has a rate of their own besides, so that one caller cannot keep the slot.
 	explainSlot := middleware.ThrottleBacklog(1, explainBacklog, 30*time.Second)
 	if s.opts.ExplainAPI != nil {
-		r.With(explainSlot).Mount(PathExplainAPI, s.opts.ExplainAPI)
+		r.With(guarded, limited, explainSlot).Mount(PathExplainAPI, s.opts.ExplainAPI)
 	}
 	if s.opts.ExplainPages != nil {
-		r.With(explainSlot).Mount(PathExplainPages, s.opts.ExplainPages)
+		r.With(guarded, limited, explainSlot).Mount(PathExplainPages, s.opts.ExplainPages)
 	}
 
 	review := func(h admission.Handler) http.Handler {
@@ -182,6 +193,20 @@ func (s *Server) routes() chi.Router {
 	r.Method(http.MethodPost, PathMutatePV, m(policy.KindPersistentVolume))
 	r.Method(http.MethodPost, PathMutatePVC, m(policy.KindPersistentVolumeClaim))
 	return r
+}
+
+// guards are the middlewares of the read endpoints: authentication and authorization, and the
+// per-caller limit of explanations. Without Access every request is refused.
+func (s *Server) guards() (guarded, limited func(http.Handler) http.Handler) {
+	if s.opts.Access == nil {
+		refuse := func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "pvguard: no authenticator configured", http.StatusUnauthorized)
+			})
+		}
+		return refuse, func(next http.Handler) http.Handler { return next }
+	}
+	return s.opts.Access.Authenticate, s.opts.Access.LimitExplanations
 }
 
 func ptr[T any](v T) *T { return &v }

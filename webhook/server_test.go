@@ -377,7 +377,7 @@ func TestExplainRoutes(t *testing.T) {
 			_, _ = io.WriteString(w, tag+" "+rctx.RoutePath)
 		})
 	}
-	with := webhook.NewServer(webhook.Options{ExplainAPI: echo("api"), ExplainPages: echo("pages")}).Handler()
+	with := webhook.NewServer(webhook.Options{ExplainAPI: echo("api"), ExplainPages: echo("pages"), Access: testGuard()}).Handler()
 	without := webhook.NewServer(webhook.Options{}).Handler()
 	for path, want := range map[string]string{
 		webhook.PathExplainAPI + "/pvc/team-a/data":   "api /pvc/team-a/data",
@@ -386,7 +386,7 @@ func TestExplainRoutes(t *testing.T) {
 		webhook.PathExplainPages + "/pv/pv-1":         "pages /pv/pv-1",
 	} {
 		rec := httptest.NewRecorder()
-		with.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		with.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, path, nil), "admin-token"))
 		if rec.Code != http.StatusOK || rec.Body.String() != want {
 			t.Errorf("GET %s: HTTP %d %q, want %q", path, rec.Code, rec.Body, want)
 		}
@@ -411,13 +411,13 @@ func TestExplanationsRunOneAtATime(t *testing.T) {
 		<-release
 		_, _ = io.WriteString(w, "ok")
 	})
-	h := webhook.NewServer(webhook.Options{ExplainAPI: slow, ExplainPages: slow}).Handler()
+	h := webhook.NewServer(webhook.Options{ExplainAPI: slow, ExplainPages: slow, Access: testGuard()}).Handler()
 	paths := []string{webhook.PathExplainAPI + "/pvc/a/b", webhook.PathExplainPages + "/pvc/a/b", webhook.PathExplainAPI + "/pv/c"}
 	codes := make(chan int, len(paths))
 	for _, p := range paths {
 		go func() {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))
+			h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, p, nil), "admin-token"))
 			codes <- rec.Code
 		}()
 	}

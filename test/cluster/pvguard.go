@@ -36,6 +36,7 @@ import (
 	"github.com/pvguard/pvguard/charts"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // The chart is rendered as devcluster's release, so the webhook configurations
@@ -123,11 +124,17 @@ func (c *Cluster) startPVGuard(ctx context.Context, binder string) (*PVGuard, er
 	counter := &lineCounter{w: f, needle: []byte(ConflictLine)}
 	log := FileLogger(counter)
 
+	// The dashboard, the report and the explanations need a bearer token: a cluster reader's.
+	readerToken, err := harness.ClusterReaderToken(c.Admin)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
 	ready := make(chan net.Addr, 1)
 	o.Ready = func(a net.Addr) { ready <- a }
 	sctx, cancel := context.WithCancel(context.Background())
 	p := &PVGuard{Log: logPath, Binder: o.Binder, Args: args, ConfigFile: policyFile, cancel: cancel, done: make(chan error, 1), exited: make(chan struct{}),
-		conflicts: counter, logFile: f, hc: httpsClient(c.files.pvguardCA)}
+		conflicts: counter, logFile: f, hc: harness.WithBearer(httpsClient(c.files.pvguardCA), readerToken)}
 	go func() {
 		err := app.Serve(sctx, o, log)
 		p.done <- err
@@ -267,7 +274,8 @@ func (p *PVGuard) Metrics(names ...string) (map[string]float64, error) {
 	return out, nil
 }
 
-// HTTPClient reaches BaseURL: it trusts the CA of pvguard's serving certificate.
+// HTTPClient reaches BaseURL: it trusts the CA of pvguard's serving certificate, and presents a
+// token of a ServiceAccount that may list every claim, volume and class.
 func (p *PVGuard) HTTPClient() *http.Client { return p.hc }
 
 // Conflicts is how many writes this instance's binder lost to another writer (409) so far.

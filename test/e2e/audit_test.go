@@ -21,14 +21,25 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 // tlsClient trusts the suite's CA.
-func tlsClient() *http.Client {
+// tlsClient is a client of the suite's pvguard that presents the cluster reader's token (the
+// report, the dashboard and the explanations require one; the webhooks ignore it).
+func tlsClient() *http.Client { return tokenClient(suite.readerToken) }
+
+// tokenClient is a client of the suite's pvguard that presents token as a bearer token ("" for
+// none).
+func tokenClient(token string) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(suite.caPEM)
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	if token == "" {
+		return hc
+	}
+	return harness.WithBearer(hc, token)
 }
 
 // report fetches /api/v1/report from the running pvguard over TLS.

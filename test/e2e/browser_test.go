@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -57,6 +58,16 @@ func openDashboard(t *testing.T) *dashboardPage {
 	t.Cleanup(cancel)
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
 		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	// The dashboard asks for a bearer token, as a port-forward through kubectl does not give one.
+	auth := network.Headers{"Authorization": "Bearer " + suite.readerToken}
+	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if err := tg.Call(ctx, network.CommandEnable, &network.EnableParams{}, nil); err != nil {
+			return err
+		}
+		return tg.Call(ctx, network.CommandSetExtraHTTPHeaders, &network.SetExtraHTTPHeadersParams{Headers: auth}, nil)
+	})); err != nil {
+		t.Fatalf("setting the bearer token: %v", err)
 	}
 	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,9 @@ var suite struct {
 	baseURL    string
 	caPEM      []byte
 	kubeconfig string
+	// readerToken is a ServiceAccount's token that may list every claim, volume and class: what
+	// the tests read the report, the dashboard and the explanations with.
+	readerToken string
 }
 
 // Identities the tests write as. The binder and scheduler are impersonated: the apiserver's
@@ -78,6 +81,10 @@ func runSuite(m *testing.M) int {
 	}
 	suite.cfg, suite.configFile, suite.baseURL, suite.caPEM = h.Config, h.PolicyFile, inst.BaseURL, h.CAPEM
 	suite.kubeconfig = h.Kubeconfig
+	if suite.readerToken, err = harness.ClusterReaderToken(h.Config); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	return m.Run()
 }
 

@@ -49,7 +49,7 @@ func TestReadEndpointsRefuseWrites(t *testing.T) {
 	// warns, so it is admitted and then audited).
 	pv := testobj.PV("readonly-csi", testobj.CSI("csi.example.com", "h-1", map[string]string{"password": "x"}))
 	mustDo(t, "creating a volume", adminClient(t).Create(ctx, pv))
-	hc := caClient(h.CAPEM)
+	hc := readerClient(t, caClient(h.CAPEM))
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		r, err := fetchReport(ctx, hc, inst)
 		if err != nil {

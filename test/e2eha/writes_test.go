@@ -253,7 +253,18 @@ func replicaHTTP(t *testing.T, secret string) *http.Client {
 	if !pool.AppendCertsFromPEM(s.Data[certs.CAFile]) {
 		t.Fatalf("Secret %s has no CA bundle", secret)
 	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return readerClient(t, &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}})
+}
+
+// readerClient is hc presenting a cluster reader's token: the dashboard, the report and the
+// explanations require one.
+func readerClient(t *testing.T, hc *http.Client) *http.Client {
+	t.Helper()
+	token, err := harness.ClusterReaderToken(h.Config)
+	if err != nil {
+		t.Fatalf("getting a cluster reader's token: %v", err)
+	}
+	return harness.WithBearer(hc, token)
 }
 
 // reviewsServed sums pvguard_admission_reviews_total over its labels on one replica.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -234,11 +235,18 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 	if err := RunDemo(ctx, cp.Config, o.Out); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	if err := printAuditReport(ctx, o.Out, baseURL, caPEM); err != nil {
+	// The report asks for a bearer token: pvguard's own, which may list every claim, volume and
+	// class.
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return fmt.Errorf("reading the ServiceAccount token: %w", err)
+	}
+	if err := printAuditReport(ctx, o.Out, baseURL, caPEM, strings.TrimSpace(string(token))); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 
-	fmt.Fprintf(o.Out, "\nTry it yourself:\n  export KUBECONFIG=%s\n  policy config: %s (reloaded on save)\n  metrics: curl -k %s/metrics\n", kubeconfig, policyFile, baseURL)
+	fmt.Fprintf(o.Out, "\nTry it yourself:\n  export KUBECONFIG=%s\n  policy config: %s (reloaded on save)\n  metrics: curl -k %s/metrics\n"+
+		"  report: curl -k -H \"Authorization: Bearer $(cat %s)\" %s/api/v1/report\n", kubeconfig, policyFile, baseURL, tokenFile, baseURL)
 	if o.ExitAfterDemo {
 		return stop()
 	}
@@ -256,8 +264,8 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 }
 
 // printAuditReport waits for the live audit to see the demo's Failed volume and prints the
-// report served at /api/v1/report.
-func printAuditReport(ctx context.Context, out io.Writer, baseURL string, caPEM []byte) error {
+// report served at /api/v1/report, presenting token.
+func printAuditReport(ctx context.Context, out io.Writer, baseURL string, caPEM []byte, token string) error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -267,6 +275,7 @@ func printAuditReport(ctx context.Context, out io.Writer, baseURL string, caPEM 
 		if err != nil {
 			return false, err
 		}
+		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return false, nil

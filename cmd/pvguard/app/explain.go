@@ -45,6 +45,11 @@ type ExplainOptions struct {
 	// volume's findings are its audit under that config.
 	ConfigFile     string
 	BinderIdentity string
+	// Server and ServerCA name a pvguard server (--pvguard-server, its dashboard's address: a
+	// port-forward) and the CA of its serving certificate (--pvguard-certificate-authority).
+	// When the live cluster forbids one of the explanation's reads, the explanation is asked of
+	// that server instead, as the same user: it answers what that user's RBAC lets them list.
+	Server, ServerCA string
 }
 
 // DefaultBinderIdentity is the user pvguard's binder writes as when the chart is installed as
@@ -101,6 +106,9 @@ func bindExplainFlags(f *pflag.FlagSet, o *ExplainOptions) (given func() []strin
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
 	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
 	f.StringVar(&o.ConfigFile, "config", "", "policy config file, as pvguard serve reads it (default: the default config)")
+	f.StringVar(&o.Server, "pvguard-server", "",
+		"a pvguard server (https://HOST:PORT, e.g. a port-forward of its Service) to ask, as the same user, when your own reads are forbidden")
+	f.StringVar(&o.ServerCA, "pvguard-certificate-authority", "", "the CA of the pvguard server's serving certificate (default: the system's)")
 	f.StringVar(&o.BinderIdentity, "binder-identity", DefaultBinderIdentity,
 		"the user the binder writes as, which policy judges each pair as (upstream's binder: system:serviceaccount:kube-system:persistent-volume-binder)")
 	// The connection flags go to a set of their own first, to be told apart from the others.
@@ -225,6 +233,17 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 		return err
 	}
 	in, err := loadInput(o, rc, namespace, name, errOut)
+	if rc != nil && forbidden(err) {
+		if o.Server == "" {
+			return fmt.Errorf("%w; %s", err, forbiddenHint)
+		}
+		fmt.Fprintf(errOut, "pvguard explain: %v; asking the pvguard server %s, which shows what your RBAC lets you list\n", err, o.Server)
+		e := &explain.Explanation{}
+		if err := askServer(context.Background(), o, rc, "pvc/"+namespace+"/"+name, e); err != nil {
+			return err
+		}
+		return writeExplanation(out, o.Output, e)
+	}
 	if err != nil {
 		return err
 	}
@@ -235,7 +254,12 @@ func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if o.Output == "json" {
+	return writeExplanation(out, o.Output, e)
+}
+
+// writeExplanation writes a claim's explanation as -o asks.
+func writeExplanation(out io.Writer, output string, e *explain.Explanation) error {
+	if output == "json" {
 		return writeJSON(out, e)
 	}
 	return explain.WriteText(out, e)
@@ -259,6 +283,17 @@ func RunExplainVolume(o ExplainOptions, name string, now time.Time, out, errOut 
 		return err
 	}
 	in, err := loadInput(o, rc, "", "", errOut)
+	if rc != nil && forbidden(err) {
+		if o.Server == "" {
+			return fmt.Errorf("%w; %s", err, forbiddenHint)
+		}
+		fmt.Fprintf(errOut, "pvguard explain: %v; asking the pvguard server %s, which shows what your RBAC lets you list\n", err, o.Server)
+		e := &explain.VolumeExplanation{}
+		if err := askServer(context.Background(), o, rc, "pv/"+name, e); err != nil {
+			return err
+		}
+		return writeVolumeExplanation(out, o.Output, e)
+	}
 	if err != nil {
 		return err
 	}
@@ -269,7 +304,12 @@ func RunExplainVolume(o ExplainOptions, name string, now time.Time, out, errOut 
 	if err != nil {
 		return err
 	}
-	if o.Output == "json" {
+	return writeVolumeExplanation(out, o.Output, e)
+}
+
+// writeVolumeExplanation writes a volume's explanation as -o asks.
+func writeVolumeExplanation(out io.Writer, output string, e *explain.VolumeExplanation) error {
+	if output == "json" {
 		return writeJSON(out, e)
 	}
 	return explain.WriteVolumeText(out, e)

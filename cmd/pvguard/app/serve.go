@@ -45,8 +45,10 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/cachelist"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -275,6 +277,10 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		}
 	}
 	explainAPI, explainPages := explainHandlers(mgr, o, b, engines, views, log)
+	guard, err := readGuard(withOwnBucket(cfg, o, "pvguard-access"), mgr.GetCache(), log)
+	if err != nil {
+		return err
+	}
 	var cacheSynced atomic.Bool
 	srv := webhook.NewServer(webhook.Options{
 		Listen:          o.Listen,
@@ -289,6 +295,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		Dashboard:       dashboard,
 		ExplainAPI:      explainAPI,
 		ExplainPages:    explainPages,
+		Access:          guard,
 		Registry:        reg,
 		ShutdownTimeout: o.ShutdownTimeout,
 		Log:             log.WithName("webhook"),
@@ -516,6 +523,49 @@ func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, engines
 		eo.PlanState, eo.Identity = b.PlanState, b.Identity()
 	}
 	return audit.ExplainAPI(eo), audit.ExplainPages(eo)
+}
+
+// readGuard authenticates the callers of the report, the dashboard and the explanations with
+// TokenReviews and asks with SubjectAccessReviews what each may list, over the namespaces of the
+// cached claims and of the volumes' claim references. Its client has a token bucket of its own:
+// a dashboard's viewers never hold up the webhooks' live reads or the binder's writes.
+func readGuard(cfg *rest.Config, c cache.Cache, log logr.Logger) (*access.Guard, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return access.NewGuard(access.Options{Client: cs, Log: log.WithName("access"),
+		Namespaces: func(ctx context.Context) ([]string, error) { return cachedNamespaces(ctx, c) }})
+}
+
+// cachedNamespaces are the namespaces of the cached claims and of the cached volumes' claim
+// references.
+func cachedNamespaces(ctx context.Context, c client.Reader) ([]string, error) {
+	claims, err := cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{})
+	if err != nil {
+		return nil, err
+	}
+	volumes, err := cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(ns string) {
+		if ns != "" && !seen[ns] {
+			seen[ns] = true
+			out = append(out, ns)
+		}
+	}
+	for _, pvc := range claims {
+		add(pvc.Namespace)
+	}
+	for _, pv := range volumes {
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			add(ref.Namespace)
+		}
+	}
+	return out, nil
 }
 
 // addPolicySource gives the engines their policy: the --config file, watched and reloaded on

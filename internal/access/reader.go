@@ -1,0 +1,201 @@
+// Package access decides what a caller of pvguard's read endpoints (the dashboard, the audit
+// report, the explanations) may see: who the caller is (a bearer token, checked with a
+// TokenReview), what Kubernetes RBAC lets them list (SubjectAccessReviews), and how an answer
+// built from the whole cluster is cut down to that (Reader, Scrubber). The answers themselves
+// are filtered by the audit package (audit/visible.go), with these predicates only.
+package access
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Hidden is what an answer says in place of a claim the caller cannot read.
+const Hidden = "a claim you cannot read"
+
+// HiddenUID is what an answer says in place of a uid the caller cannot read.
+const HiddenUID = "(a uid you cannot read)"
+
+// Reader is what one caller may read, from the SubjectAccessReviews of their identity.
+type Reader struct {
+	// User is the caller's name, as the TokenReview gave it.
+	User string
+	// AllClaims: the caller may list persistentvolumeclaims in every namespace; otherwise
+	// namespaces holds the namespaces (of those that have claims) where they may.
+	AllClaims  bool
+	namespaces map[string]bool
+	// Volumes and Classes: the caller may list persistentvolumes, storageclasses.
+	Volumes, Classes bool
+}
+
+// Everything is the reader of a caller who may read all that pvguard shows.
+func Everything(user string) *Reader {
+	return &Reader{User: user, AllClaims: true, Volumes: true, Classes: true}
+}
+
+// NewReader is a reader that may list claims in namespaces (and nowhere else unless allClaims).
+func NewReader(user string, allClaims bool, namespaces []string, volumes, classes bool) *Reader {
+	r := &Reader{User: user, AllClaims: allClaims, Volumes: volumes, Classes: classes, namespaces: map[string]bool{}}
+	for _, ns := range namespaces {
+		r.namespaces[ns] = true
+	}
+	return r
+}
+
+// Full reports whether nothing is filtered out for this caller.
+func (r *Reader) Full() bool { return r.AllClaims && r.Volumes && r.Classes }
+
+// None reports whether the caller may read nothing that pvguard shows.
+func (r *Reader) None() bool {
+	return !r.AllClaims && len(r.namespaces) == 0 && !r.Volumes && !r.Classes
+}
+
+// Claims reports whether the caller may read the claims of namespace (and their findings).
+func (r *Reader) Claims(namespace string) bool { return r.AllClaims || r.namespaces[namespace] }
+
+// Volume reports whether the caller may read the volume: they may list volumes, or it is bound
+// (or pre-bound) to a claim in a namespace whose claims they may read.
+func (r *Reader) Volume(pv *corev1.PersistentVolume) bool {
+	if r.Volumes {
+		return true
+	}
+	ref := pv.Spec.ClaimRef
+	return ref != nil && ref.Namespace != "" && r.Claims(ref.Namespace)
+}
+
+// Namespaces lists the namespaces whose claims the caller may read (nil with AllClaims).
+func (r *Reader) Namespaces() []string {
+	if r.AllClaims {
+		return nil
+	}
+	out := make([]string, 0, len(r.namespaces))
+	for ns := range r.namespaces {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Filtered says, one sentence each, what this caller's answers leave out and why; none for a
+// caller who may read everything.
+func (r *Reader) Filtered() []string {
+	var out []string
+	if !r.AllClaims {
+		ns := r.Namespaces()
+		if len(ns) == 0 {
+			out = append(out, "Claims and their findings are not shown: you may not list persistentvolumeclaims in any namespace that has claims.")
+		} else {
+			out = append(out, fmt.Sprintf("Claims and their findings are shown only in the namespaces where you may list persistentvolumeclaims: %s.", strings.Join(ns, ", ")))
+		}
+	}
+	if !r.Volumes {
+		out = append(out, "Volumes are shown only when bound to a claim you may read, and volumes' findings not at all: you may not list persistentvolumes.")
+	}
+	if !r.Classes {
+		out = append(out, "StorageClasses' findings are not shown: you may not list storageclasses.")
+	}
+	if !r.AllClaims {
+		out = append(out, "Where an answer refers to a claim you cannot read, it says \""+Hidden+"\".")
+	}
+	return out
+}
+
+type readerKey struct{}
+
+// WithReader returns ctx carrying the caller's reader.
+func WithReader(ctx context.Context, r *Reader) context.Context {
+	return context.WithValue(ctx, readerKey{}, r)
+}
+
+// FromContext is the caller's reader. A context without one (a handler mounted without the
+// guard) reads nothing: access fails closed.
+func FromContext(ctx context.Context) *Reader {
+	if r, ok := ctx.Value(readerKey{}).(*Reader); ok && r != nil {
+		return r
+	}
+	return &Reader{namespaces: map[string]bool{}}
+}
+
+// Scrubber rewrites text built from the whole cluster so that it names no claim the caller
+// cannot read: a "namespace/name" whose namespace is one of the cluster's that the caller may not
+// read becomes Hidden, and a uid that is not one of a readable claim's becomes HiddenUID.
+type Scrubber struct {
+	off      bool
+	hiddenNS map[string]bool
+	uids     map[types.UID]bool
+}
+
+// Scrubber is the reader's scrubber over the cluster's claims and volumes (whose claim
+// references name namespaces too).
+func (r *Reader) Scrubber(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume) *Scrubber {
+	if r.AllClaims {
+		return &Scrubber{off: true}
+	}
+	s := &Scrubber{hiddenNS: map[string]bool{}, uids: map[types.UID]bool{}}
+	hide := func(ns string) {
+		if ns != "" && !r.Claims(ns) {
+			s.hiddenNS[ns] = true
+		}
+	}
+	for _, c := range claims {
+		hide(c.Namespace)
+		if r.Claims(c.Namespace) {
+			s.uids[c.UID] = true
+		}
+	}
+	for _, v := range volumes {
+		if ref := v.Spec.ClaimRef; ref != nil {
+			hide(ref.Namespace)
+		}
+	}
+	return s
+}
+
+// HidesClaim reports whether the claim namespace/name (or a "namespace/name" string) is one the
+// caller cannot read.
+func (s *Scrubber) HidesClaim(key string) bool {
+	if s.off || key == "" {
+		return false
+	}
+	ns, _, ok := strings.Cut(key, "/")
+	return ok && s.hiddenNS[ns]
+}
+
+var (
+	// keyPattern matches "namespace/name" and longer slash-separated tokens, whole.
+	keyPattern = regexp.MustCompile(`[-.a-z0-9]+/[-./a-z0-9]+`)
+	uidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+)
+
+// String is text with the claims and uids the caller cannot read replaced.
+func (s *Scrubber) String(text string) string {
+	if s.off || text == "" {
+		return text
+	}
+	text = keyPattern.ReplaceAllStringFunc(text, func(tok string) string {
+		if s.HidesClaim(tok) {
+			return Hidden
+		}
+		return tok
+	})
+	return uidPattern.ReplaceAllStringFunc(text, func(uid string) string {
+		if s.uids[types.UID(uid)] {
+			return uid
+		}
+		return HiddenUID
+	})
+}
+
+// Strings scrubs each of texts in place and returns them.
+func (s *Scrubber) Strings(texts []string) []string {
+	for i := range texts {
+		texts[i] = s.String(texts[i])
+	}
+	return texts
+}
