@@ -25,7 +25,9 @@ type AdmissionPolicyOptions struct {
 
 // AdmissionPolicy is one rule's CEL form as the apiserver enforces it.
 type AdmissionPolicy struct {
-	Rule    RuleID
+	Rule RuleID
+	// Form is the rule's CEL form the policy enforces.
+	Form    CELForm
 	Policy  *admissionregistrationv1.ValidatingAdmissionPolicy
 	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
@@ -110,7 +112,7 @@ func admissionPolicy(c *Config, rl *Rule, form CELForm, name string, labels map[
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
-	return AdmissionPolicy{Rule: rl.ID, Policy: p, Binding: b}
+	return AdmissionPolicy{Rule: rl.ID, Form: form, Policy: p, Binding: b}
 }
 
 // exemptionConditions are the policy's matchConditions: a write goes to the validations only
@@ -189,12 +191,7 @@ func AdmissionPolicyForms() []AdmissionPolicyForm {
 	var out []AdmissionPolicyForm
 	for _, ap := range AdmissionPolicies(all, AdmissionPolicyOptions{Prefix: "x"}) {
 		rl, _ := LookupRule(string(ap.Rule))
-		var form CELForm
-		for _, f := range rl.CEL {
-			if strings.HasSuffix(ap.Policy.Name, map[Kind]string{KindPersistentVolume: "-pv", KindPersistentVolumeClaim: "-pvc"}[f.Kind]) || len(rl.CEL) == 1 {
-				form = f
-			}
-		}
+		form := ap.Form
 		var controllers []string
 		if form.ExemptControllers {
 			controllers = identityUsernames(builtinControllers)
