@@ -34,9 +34,16 @@ type dashboardPage struct {
 	url string
 }
 
-// openDashboard starts Chromium on the suite's pvguard. The browser trusts exactly pvguard's
-// serving key (by its SPKI hash), not any certificate, and reaches nothing but loopback.
+// openDashboard starts Chromium on the suite's pvguard, as the cluster reader. The browser trusts
+// exactly pvguard's serving key (by its SPKI hash), not any certificate, and reaches nothing but
+// loopback.
 func openDashboard(t *testing.T) *dashboardPage {
+	t.Helper()
+	return openDashboardAs(t, suite.readerToken)
+}
+
+// openDashboardAs is openDashboard with the bearer token of another caller.
+func openDashboardAs(t *testing.T, token string) *dashboardPage {
 	t.Helper()
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatalf("%s is missing: `make test` installs it (hack/install-chromium.sh): %v", chromium, err)
@@ -60,7 +67,7 @@ func openDashboard(t *testing.T) *dashboardPage {
 		t.Fatalf("starting %s: %v", chromium, err)
 	}
 	// The dashboard asks for a bearer token, as a port-forward through kubectl does not give one.
-	auth := network.Headers{"Authorization": "Bearer " + suite.readerToken}
+	auth := network.Headers{"Authorization": "Bearer " + token}
 	if err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		if err := tg.Call(ctx, network.CommandEnable, &network.EnableParams{}, nil); err != nil {
 			return err
@@ -112,6 +119,31 @@ func (p *dashboardPage) load() ([]row, error) {
 		return nil, err
 	}
 	return chromedp.Run(ctx, chromedp.Evaluate[[]row](readRows))
+}
+
+// text is what the browser shows of a page of pvguard once it holds want, or the error of the
+// wait. The page is loaded again until it does: its own script may still be filling it in, and an
+// explanation page answers 429 while the caller is over its rate.
+func (p *dashboardPage) text(path, want string) (string, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	var text string
+	for {
+		err := chromedp.Do(ctx, chromedp.Navigate(suite.baseURL+path))
+		if err == nil {
+			for range 5 {
+				if text, err = chromedp.Run(ctx, chromedp.Evaluate[string]("document.body.innerText")); err != nil || strings.Contains(text, want) {
+					return text, err
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return text, fmt.Errorf("the page never showed %q (last: %.200q): %w", want, text, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func (p *dashboardPage) screenshot(t *testing.T, name string) {

@@ -175,6 +175,20 @@ func TestTenantsSeeOnlyTheirOwn(t *testing.T) {
 			if !strings.Contains(seen["/"], `id="filtered"`) {
 				t.Errorf("the dashboard as %s does not say what it left out", tc.name)
 			}
+			// As a browser shows them, with the tenant's token: the dashboard (its script fills in
+			// the report) and the explanation page of the tenant's pending claim.
+			page := openDashboardAs(t, self.token)
+			for path, want := range map[string]string{"/": self.bound, "/explain/pvc/" + self.ns + "/" + self.pending: self.pending} {
+				text, err := page.text(path, want)
+				if err != nil {
+					t.Errorf("%s in the browser as %s: %v", path, tc.name, err)
+				}
+				for _, s := range other.secrets {
+					if strings.Contains(text, s) {
+						t.Errorf("%s in the browser as %s shows %q of the other tenant", path, tc.name, s)
+					}
+				}
+			}
 			for _, path := range []string{"/api/v1/explain/pvc/" + self.ns + "/" + self.pending, "/explain/pvc/" + self.ns + "/" + self.pending} {
 				if body := seen[path]; !strings.Contains(body, other.prebound) || !strings.Contains(body, access.Hidden) {
 					t.Errorf("GET %s as %s: want the other tenant's volume %s listed as %q", path, tc.name, other.prebound, access.Hidden)
