@@ -117,6 +117,11 @@ type Explanation struct {
 	// failed, then those of the claim's class, then by name.
 	Candidates []Candidate `json:"candidates"`
 	Verdict    Verdict     `json:"verdict"`
+	// Refused lists, newest first, the writes about the claim that events report refused, and
+	// which enforcement point refused each (pvguard's webhook, an admission policy the apiserver
+	// enforces by itself, pvguard's webhook not answering, pvguard's binder), when the event
+	// tells. Only when events were read.
+	Refused []Refusal `json:"refused,omitempty"`
 
 	// placedWithoutScheduler is the pod that uses the claim, is on a node, and was placed there
 	// without the scheduler (the claim waits for its first consumer all the same).
@@ -192,7 +197,9 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 	x.plan = binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes,
 		Nodes: x.nodes, PendingFree: in.PendingFree, InFlight: in.InFlight})
 	x.indexPlan()
-	return x.claim(c, false), nil
+	e := x.claim(c, false)
+	e.Refused = refusals(in.Events, c)
+	return e, nil
 }
 
 // explainer holds what explaining any claim over one plan reads, so that explaining many claims

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // columns heads the checks' columns in WriteText.
@@ -64,7 +65,22 @@ func WriteText(w io.Writer, e *Explanation) error {
 	if e.SelectedNode != "" {
 		fmt.Fprintf(&b, ", selected node %s", e.SelectedNode)
 	}
-	fmt.Fprintf(&b, "\nState: %s\n\n", e.State)
+	fmt.Fprintf(&b, "\nState: %s\n", e.State)
+	for _, r := range e.Refused {
+		fmt.Fprintf(&b, "Refused: %s", r.Point)
+		if r.Name != "" {
+			fmt.Fprintf(&b, " %s", r.Name)
+		}
+		if r.Rule != "" {
+			fmt.Fprintf(&b, " (%s)", r.Rule)
+		}
+		fmt.Fprintf(&b, ": %s", r.Reason)
+		if r.Source != "" {
+			fmt.Fprintf(&b, " from %s", r.Source)
+		}
+		fmt.Fprintf(&b, ", %d time(s), last %s\n", r.Count, r.Last.UTC().Format(time.RFC3339))
+	}
+	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	head := []string{"VOLUME"}
 	for _, c := range Checks {

@@ -45,6 +45,9 @@ type want struct {
 	args []string
 	// fields are JSON fields of the explanation and their values, for the CLI and the API.
 	fields map[string]string
+	// refused is the enforcement point and rule of a refusal the claim's events report
+	// ("pvguard binder PVG010"); the CLI only, which reads events.
+	refused string
 	// docs: docs/explain.md shows the plugin's output for this case, after this command line.
 	docs string
 }
@@ -271,6 +274,7 @@ var reasons = []reasonCase{
 			volume: pv, failing: map[explain.Check]string{explain.CheckPolicy: "PVG010"},
 			verdict: []string{"policy denies the binding"},
 			event:   []string{"PolicyForbidsBinding", `pvguard did not bind volume "` + pv + `"`, "PVG010"},
+			refused: explain.PointBinder + " PVG010",
 			// The CLI judges the pairs under the policy config the cluster's pvguard runs with.
 			args: []string{"--config", s.e.cl.PVGuard().ConfigFile}}
 	}},
@@ -409,6 +413,15 @@ func check(e *explain.Explanation, raw map[string]any, w want, page bool) []stri
 	for k, v := range w.fields {
 		if got := fmt.Sprint(raw[k]); got != v {
 			out = append(out, fmt.Sprintf("%s %q, want %q", k, got, v))
+		}
+	}
+	if w.refused != "" && !page {
+		var seen []string
+		for _, r := range e.Refused {
+			seen = append(seen, r.Point+" "+r.Rule)
+		}
+		if !slices.Contains(seen, w.refused) {
+			out = append(out, fmt.Sprintf("refused %q, want %q", seen, w.refused))
 		}
 	}
 	if w.volume == "" {
