@@ -358,13 +358,13 @@ func heapProfile(dir string, pairs int, ru child) string {
 // writeExplainReport prints, when callers asked for explanations, the admission latency without
 // and with them side by side, and what the callers were answered.
 func writeExplainReport(w io.Writer, o output) {
-	var any bool
+	var shown bool
 	for _, s := range o.Sizes {
 		for _, r := range s.Modes {
-			any = any || r.Explain != nil
+			shown = shown || r.Explain != nil
 		}
 	}
-	if !any {
+	if !shown {
 		return
 	}
 	fmt.Fprintln(w)
