@@ -36,22 +36,24 @@ import (
 )
 
 type config struct {
-	sizes      []int
-	modes      []string
-	pvguard    string
-	baseline   string
-	env        []string
-	args       []string
-	pending    int
-	workers    int
-	reviews    int
-	warmup     int
-	idle       time.Duration
-	planBudget time.Duration
-	etcdQuota  int64
-	jsonPath   string
-	keep       bool
-	profiles   string
+	sizes       []int
+	modes       []string
+	pvguard     string
+	baseline    string
+	env         []string
+	args        []string
+	pending     int
+	workers     int
+	reviews     int
+	warmup      int
+	idle        time.Duration
+	planBudget  time.Duration
+	etcdQuota   int64
+	jsonPath    string
+	keep        bool
+	profiles    string
+	explainers  int
+	explainWarm time.Duration
 }
 
 // listFlag is a repeatable string flag.
@@ -79,6 +81,8 @@ func main() {
 	flag.Int64Var(&c.etcdQuota, "etcd-quota", 8<<30, "etcd --quota-backend-bytes (its 2 GiB default fills up near 100k pairs)")
 	flag.StringVar(&c.jsonPath, "json", "", "also write the raw results to this JSON file")
 	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
+	flag.IntVar(&c.explainers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
+	flag.DurationVar(&c.explainWarm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs of pvguard, kube-apiserver and etcd)")
 	flag.Parse()
 	c.env, c.args = env, args
@@ -86,8 +90,8 @@ func main() {
 	if c.sizes, err = parseSizes(pairs); err == nil {
 		c.modes, err = parseModes(modes)
 	}
-	if err == nil && (c.workers <= 0 || c.reviews <= 0 || c.warmup < 0 || c.pending < 0) {
-		err = errors.New("-workers and -reviews must be positive, -warmup and -pending not negative")
+	if err == nil && (c.workers <= 0 || c.reviews <= 0 || c.warmup < 0 || c.pending < 0 || c.explainers < 0) {
+		err = errors.New("-workers and -reviews must be positive, -warmup, -pending and -explainers not negative")
 	}
 	for _, e := range c.env {
 		if err == nil && !strings.Contains(e, "=") {
@@ -284,6 +288,7 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru)},
 			filler: f, cases: cases, pairs: n, pending: c.pending, fillPending: fillPending,
 			warmup: c.warmup, reviews: c.reviews, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
+			explainers: c.explainers, explainWarm: c.explainWarm,
 		})
 		r.Mode = ru.label
 		res.Modes = append(res.Modes, r)
@@ -332,6 +337,7 @@ func writeReport(w io.Writer, o output) {
 				mib(r.Memory.PeakRSS), mib(r.Memory.PeakHeapInuse), mib(r.Steady.RSS), mib(r.Steady.HeapInuse))
 		}
 	}
+	writeExplainReport(w, o)
 	if o.TotalSeconds > 0 {
 		fmt.Fprintf(w, "\nwhole run: %.0f s\n", o.TotalSeconds)
 	}
@@ -347,4 +353,43 @@ func heapProfile(dir string, pairs int, ru child) string {
 		return ""
 	}
 	return filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pprof", pairs, ru.mode))
+}
+
+// writeExplainReport prints, when callers asked for explanations, the admission latency without
+// and with them side by side, and what the callers were answered.
+func writeExplainReport(w io.Writer, o output) {
+	var shown bool
+	for _, s := range o.Sizes {
+		for _, r := range s.Modes {
+			shown = shown || r.Explain != nil
+		}
+	}
+	if !shown {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| pairs | binder | callers | explanations 200 (/s, p50) | 429 (/s) | other, in flight at stop | pvguard CPU, peak RSS | pvc-create p50/p99: alone -> with callers | pvc-update | pv-create | pv-update |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, s := range o.Sizes {
+		for _, r := range s.Modes {
+			e := r.Explain
+			if e == nil {
+				continue
+			}
+			alone, loaded := map[string]latency{}, map[string]latency{}
+			for _, l := range r.Admission {
+				alone[l.Case] = l
+			}
+			for _, l := range e.Admission {
+				loaded[l.Case] = l
+			}
+			cell := func(name string) string {
+				a, b := alone[name], loaded[name]
+				return fmt.Sprintf("%.2f / %.2f -> %.2f / %.2f ms", a.P50ms, a.P99ms, b.P50ms, b.P99ms)
+			}
+			fmt.Fprintf(w, "| %d | %s | %d | %d (%.1f/s, %.1f ms) | %d (%.0f/s) | %d, %d | %.2f cores, %s | %s | %s | %s | %s |\n",
+				r.Pairs, r.Mode, e.Callers, e.OK, e.OKPerS, e.OKp50ms, e.Limited, e.LimitedPerS, e.Other, e.InFlight, e.ServerCPUSeconds/e.Seconds, mib(e.PeakRSS),
+				cell("pvc-create"), cell("pvc-update"), cell("pv-create"), cell("pv-update"))
+		}
+	}
 }

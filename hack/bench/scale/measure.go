@@ -38,10 +38,13 @@ type modeResult struct {
 	IncrementalCount       uint64  `json:"incremental_count"`
 	IncrementalWallSeconds float64 `json:"incremental_wall_seconds"`
 
-	Admission []latency   `json:"admission"`
-	Plan      *planResult `json:"plan,omitempty"`
+	Admission []latency `json:"admission"`
+	// Explain is the admission measured again while callers ask for explanations (-explainers).
+	Explain *explainLoad `json:"explain,omitempty"`
+	Plan    *planResult  `json:"plan,omitempty"`
 
-	// Memory through the admission measurements (before the binder's batch), the steady state
+	// Memory through the admission measurements (before the callers asking for explanations,
+	// and before the binder's batch), the steady state
 	// (after the startup audits and an idle period), and peaks over the whole life.
 	Memory       memStats   `json:"memory"`
 	Steady       memPoint   `json:"steady"`
@@ -102,6 +105,8 @@ type modeConfig struct {
 	reviews     int
 	idle        time.Duration
 	planBudget  time.Duration
+	explainers  int
+	explainWarm time.Duration
 	log         io.Writer
 }
 
@@ -184,6 +189,20 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 		logf("admission %s: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
 	}
 	r.Memory = mem.snapshot()
+	if c.explainers > 0 {
+		r.Explain, err = measureUnderExplain(ctx, c, srv, mem, pool, c.explainWarm)
+		if e := r.Explain; e != nil {
+			logf("%d explaining callers over %d pending claims for %.1f s: %d explanations (%.1f/s, p50 %.1f ms), %d limited (%.0f/s), %d other, %d in flight at stop; pvguard used %.1f cores",
+				e.Callers, e.Claims, e.Seconds, e.OK, e.OKPerS, e.OKp50ms, e.Limited, e.LimitedPerS, e.Other, e.InFlight, e.ServerCPUSeconds/e.Seconds)
+			logf("while they ran: peak RSS %s, peak heap in use %s (1 s samples)", mib(e.PeakRSS), mib(e.PeakHeapInuse))
+			for _, l := range e.Admission {
+				logf("admission %s with explaining callers: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
+			}
+		}
+		if err != nil {
+			return r, err
+		}
+	}
 
 	var batch planBatch
 	if c.serve.mode != "off" && c.pending > 0 {
