@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -129,42 +128,17 @@ func StartCDI(ctx context.Context, admin *rest.Config, dir string) (*CDI, error)
 		return nil, err
 	}
 	c := &CDI{Conn: conn, done: map[types.UID]string{}}
-	go func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			claims, err := conn.Kube.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				if ctx.Err() == nil {
-					conn.recordErr(err)
-				}
-				continue
-			}
-			for i := range claims.Items {
-				pvc := &claims.Items[i]
-				if c.done[pvc.UID] == pvc.ResourceVersion {
-					continue
-				}
-				var err error
-				switch {
-				case isDataSourceRefKind(pvc, VolumeImportSourceKind):
-					err = c.syncImport(ctx, pvc)
-				case isDataSourceRefKind(pvc, VolumeCloneSourceKind):
-					err = c.syncClone(ctx, pvc)
-				case pvc.Annotations[annPopulatorKind] != "":
-					err = c.syncWorker(ctx, pvc)
-				}
-				if err != nil && ctx.Err() == nil {
-					conn.recordErr(fmt.Errorf("reconciling claim %s/%s: %w", pvc.Namespace, pvc.Name, err))
-				}
-			}
+	go conn.pollClaims(ctx, c.done, func(pvc *corev1.PersistentVolumeClaim) error {
+		switch {
+		case isDataSourceRefKind(pvc, VolumeImportSourceKind):
+			return c.syncImport(ctx, pvc)
+		case isDataSourceRefKind(pvc, VolumeCloneSourceKind):
+			return c.syncClone(ctx, pvc)
+		case pvc.Annotations[annPopulatorKind] != "":
+			return c.syncWorker(ctx, pvc)
 		}
-	}()
+		return nil
+	})
 	return c, nil
 }
 

@@ -6,6 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -101,4 +106,35 @@ func (c *Conn) Denials() []string {
 		}
 	}
 	return out
+}
+
+// pollClaims is the stand-ins' stand-in for an informer: every 100 ms until ctx ends, it lists
+// every claim and hands sync each one whose resourceVersion is not the one done records for it
+// (a claim the stand-in has finished with at that version), recording sync's errors.
+func (c *Conn) pollClaims(ctx context.Context, done map[types.UID]string, sync func(*corev1.PersistentVolumeClaim) error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		claims, err := c.Kube.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			if ctx.Err() == nil {
+				c.recordErr(err)
+			}
+			continue
+		}
+		for i := range claims.Items {
+			pvc := &claims.Items[i]
+			if done[pvc.UID] == pvc.ResourceVersion {
+				continue
+			}
+			if err := sync(pvc); err != nil && ctx.Err() == nil {
+				c.recordErr(fmt.Errorf("syncing claim %s/%s: %w", pvc.Namespace, pvc.Name, err))
+			}
+		}
+	}
 }

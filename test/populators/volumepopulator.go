@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -119,31 +118,7 @@ func StartVolumePopulator(ctx context.Context, admin *rest.Config, cfg VolumePop
 		done: map[types.UID]string{}, events: map[string]bool{}}
 	go func() {
 		defer b.Shutdown()
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			claims, err := conn.Kube.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
-			if err != nil {
-				if ctx.Err() == nil {
-					conn.recordErr(err)
-				}
-				continue
-			}
-			for i := range claims.Items {
-				c := &claims.Items[i]
-				if p.done[c.UID] == c.ResourceVersion {
-					continue
-				}
-				if err := p.sync(ctx, c); err != nil && ctx.Err() == nil {
-					conn.recordErr(fmt.Errorf("syncing claim %s/%s: %w", claims.Items[i].Namespace, claims.Items[i].Name, err))
-				}
-			}
-		}
+		conn.pollClaims(ctx, p.done, func(c *corev1.PersistentVolumeClaim) error { return p.sync(ctx, c) })
 	}()
 	return p, nil
 }
