@@ -6,13 +6,12 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 )
 
-// This file is where every answer of the read endpoints is cut down to what its caller may read
-// (access.Reader): the report, the dashboard's tables, and the explanations.
+// This file is where every answer of the report and the dashboard is cut down to what its caller
+// may read (access.Reader); package explain cuts its explanations the same way.
 
 // visibility is a caller's reader with the scrubber over the cluster's claims and volumes, and
 // the cluster's objects as that caller may see them (for the report's count).
@@ -128,50 +127,4 @@ func (v *visibility) pending(rows []PendingClaim) []PendingClaim {
 		}
 	}
 	return out
-}
-
-// claimExplanation is a claim's explanation with every other claim the caller cannot read
-// hidden: whom a candidate volume is bound, pre-bound, reserved or planned for, in every value
-// and sentence. The caller may read the claim itself (the handler checked).
-func (v *visibility) claimExplanation(e *explain.Explanation) {
-	if e == nil || v.rd.AllClaims {
-		return
-	}
-	s := v.sc
-	e.State = s.String(e.State)
-	e.Pods = s.Strings(e.Pods)
-	for i := range e.Candidates {
-		c := &e.Candidates[i]
-		c.Volume = s.String(c.Volume)
-		if s.HidesClaim(c.TakenBy) {
-			c.TakenBy = access.Hidden
-		}
-		c.TakenBy = s.String(c.TakenBy)
-		for j := range c.Checks {
-			c.Checks[j].Value = s.String(c.Checks[j].Value)
-		}
-	}
-	e.Verdict.Volume, e.Verdict.Closest = s.String(e.Verdict.Volume), s.String(e.Verdict.Closest)
-	e.Verdict.Changes = s.Strings(e.Verdict.Changes)
-	e.Verdict.Text = s.String(e.Verdict.Text)
-}
-
-// volumeExplanation is a volume's explanation as the caller may read it (the handler checked
-// they may read the volume): its findings only if they may list volumes, texts scrubbed.
-func (v *visibility) volumeExplanation(e *explain.VolumeExplanation) {
-	if e == nil || v.rd.Full() {
-		return
-	}
-	if !v.rd.Volumes {
-		e.Findings = nil
-	}
-	s := v.sc
-	if s.HidesClaim(e.Claim) {
-		e.Claim = access.Hidden
-	}
-	e.Claim, e.ClaimState, e.Next = s.String(e.Claim), s.String(e.ClaimState), s.String(e.Next)
-	e.Findings = s.Strings(e.Findings)
-	for i := range e.Finalizers {
-		e.Finalizers[i].WaitsFor = s.String(e.Finalizers[i].WaitsFor)
-	}
 }

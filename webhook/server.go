@@ -70,7 +70,7 @@ type Options struct {
 	Report, Dashboard http.Handler
 	// ExplainAPI and ExplainPages, when set, serve explanations of claims and volumes: mounted at
 	// /api/v1/explain (JSON) and /explain (pages), each with GET /pvc/{namespace}/{name} and
-	// GET /pv/{name} below (audit.ExplainAPI, audit.ExplainPages).
+	// GET /pv/{name} below (explain.API, explain.Pages).
 	ExplainAPI, ExplainPages http.Handler
 	// Access authenticates and authorizes the callers of the report, the dashboard and the
 	// explanations (bearer tokens, TokenReview and SubjectAccessReview) and limits each caller's

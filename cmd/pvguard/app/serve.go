@@ -517,12 +517,12 @@ func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, engines
 	if o.AuditInterval <= 0 {
 		return nil, nil
 	}
-	eo := audit.ExplainOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
+	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
 		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: mgr.GetAPIReader()}
 	if b != nil {
 		eo.PlanState, eo.Identity = b.PlanState, b.Identity()
 	}
-	return audit.ExplainAPI(eo), audit.ExplainPages(eo)
+	return explain.API(eo), explain.Pages(eo)
 }
 
 // readGuard authenticates the callers of the report, the dashboard and the explanations with
