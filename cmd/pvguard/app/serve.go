@@ -49,6 +49,7 @@ import (
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -282,7 +283,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		return err
 	}
 	var cacheSynced atomic.Bool
-	srv := webhook.NewServer(webhook.Options{
+	srv := web.NewServer(web.Options{
 		Listen:          o.Listen,
 		MetricsListen:   o.MetricsListen,
 		Profiling:       o.Profiling,
@@ -570,7 +571,7 @@ func cachedNamespaces(ctx context.Context, c client.Reader) ([]string, error) {
 
 // addPolicySource gives the engines their policy: the --config file, watched and reloaded on
 // every replica, or the defaults.
-func addPolicySource(mgr ctrl.Manager, o ServeOptions, engines *engineRef, srv *webhook.Server, log logr.Logger) error {
+func addPolicySource(mgr ctrl.Manager, o ServeOptions, engines *engineRef, srv *web.Server, log logr.Logger) error {
 	if o.ConfigFile == "" {
 		engines.src = webhook.StaticEngine{E: policy.NewEngine(nil)}
 		return nil

@@ -1,4 +1,4 @@
-package webhook_test
+package web_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -55,7 +56,7 @@ var readServer = sync.OnceValue(func() http.Handler {
 		panic(err)
 	}
 	eo := explain.ServeOptions{Cache: c, Log: logr.Discard(), Now: func() time.Time { return time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC) }}
-	return webhook.NewServer(webhook.Options{Report: audit.ReportHandler(r), Dashboard: audit.DashboardHandler(r),
+	return web.NewServer(web.Options{Report: audit.ReportHandler(r), Dashboard: audit.DashboardHandler(r),
 		ExplainAPI: explain.API(eo), ExplainPages: explain.Pages(eo), Access: guard,
 		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: fixedViews{testobj.NewView()}}).Handler()
 })
