@@ -493,9 +493,10 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *en
 	if o.AuditInterval <= 0 {
 		return nil, nil, nil
 	}
+	auditLog := log.WithName("audit")
 	runner := audit.NewRunner(audit.Options{
 		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), View: views.View,
-		Engine: engines.Engine, Registry: reg, Log: log.WithName("audit"),
+		Engine: engines.Engine, Registry: reg, Log: auditLog,
 	})
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
 		return nil, nil, err
@@ -506,7 +507,7 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *en
 	if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), log.WithName("reports"))); err != nil {
 		return nil, nil, fmt.Errorf("adding report writer: %w", err)
 	}
-	return audit.ReportHandler(runner), audit.DashboardHandler(runner), nil
+	return web.ReportHandler(runner, mgr.GetCache(), auditLog), web.DashboardHandler(runner, mgr.GetCache(), auditLog), nil
 }
 
 // explainHandlers are the explain endpoints, served with the dashboard (nil when the audit is

@@ -1,4 +1,4 @@
-package audit_test
+package web_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -74,7 +75,7 @@ func tenants(t *testing.T) (*audit.Runner, client.Client) {
 func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	r, c := tenants(t)
 	eo := explain.ServeOptions{Cache: c, Now: func() time.Time { return explainNow }, Log: logr.Discard()}
-	handlers := map[string]http.Handler{"report": audit.ReportHandler(r), "dashboard": audit.DashboardHandler(r),
+	handlers := map[string]http.Handler{"report": web.ReportHandler(r, c, logr.Discard()), "dashboard": web.DashboardHandler(r, c, logr.Discard()),
 		"api": explain.API(eo), "pages": explain.Pages(eo)}
 	type get struct{ handler, path string }
 	own := []get{{"report", "/"}, {"dashboard", "/"},
