@@ -1,7 +1,18 @@
 // Package explain says why a PersistentVolumeClaim is bound, or what it waits for, and how each
-// volume fares against it (`pvguard explain pvc`). It decides nothing itself: the claim's state
-// comes from binder.DecideClaim, the volume the binder would take from binder.Plan, and each
-// column of the candidate table from the predicate in policy (or binder) that the planner's
-// fitsUnbound asks, so that an explanation cannot disagree with the binder. NoVolumeFits gives the
-// binder its NoVolumeFits event from the same explanation.
+// volume fares against it (`pvguard explain pvc`), and what a PersistentVolume's state means
+// (`pvguard explain pv`). It decides nothing itself: the claim's state comes from
+// binder.DecideClaim, the volume the binder would take from binder.Plan, and each column of the
+// candidate table from the predicate in policy (or binder) that the planner's fitsUnbound asks,
+// so that an explanation cannot disagree with the binder. NoVolumeFits gives the binder its
+// NoVolumeFits event from the same explanation.
+//
+// A claim's explanation is made in steps, one file per concern, each step a function of what the
+// steps before it returned, composed in order by explainClaim: what it reads (input.go), the
+// claim's state (state.go, lease.go, refused.go), the candidate table (candidates.go) and the
+// verdict (verdict.go). print.go writes it for people.
+//
+// The package also reads and serves explanations: ReadInput and ReadProvisionerLeases read the
+// input from the cluster (the CLI's live client, or the server's informer cache), and API and
+// Pages serve explanations as JSON and as pages, each cut down to what its caller may read
+// (visible.go, with internal/access), for the server to mount (internal/web).
 package explain

@@ -34,11 +34,9 @@ func NoVolumeFits(in binder.PlanInput, plan binder.PoolPlan) func(*corev1.Persis
 			input.Nodes = append(input.Nodes, n)
 		}
 	}
-	x := newExplainer(input)
-	x.plan = plan
-	x.indexPlan()
+	x, p := indexInput(input), poolOf(plan)
 	return func(c *corev1.PersistentVolumeClaim) (string, bool) {
-		return noVolumeFits(x.claim(c, true), c)
+		return noVolumeFits(explainClaim(x, p, c, true), c)
 	}
 }
 

@@ -36,16 +36,17 @@ const (
 	ProvisionerRunningUnknown = "unknown"
 )
 
-// provisionerLease says, for a claim waiting for its provisioner, whether the provisioner appears
-// to run: a provisioner with leader election renews its Lease every few seconds while it runs, and
-// one whose Lease was not renewed within the Lease's own duration has stopped (or lost the API
-// server): another replica would have taken it over. Without leader election there is no Lease,
-// and nothing the API holds tells whether it runs.
-func (e *Explanation) provisionerLease(in Input) {
-	if e.WaitingFor != WaitingForProvisioner || !in.LeasesRead {
-		return
+// provisionerRunning says, for a claim waiting for its provisioner, whether the provisioner
+// appears to run (Explanation.ProvisionerRunning), and the state with why: a provisioner with
+// leader election renews its Lease every few seconds while it runs, and one whose Lease was not
+// renewed within the Lease's own duration has stopped (or lost the API server): another replica
+// would have taken it over. Without leader election there is no Lease, and nothing the API holds
+// tells whether it runs.
+func provisionerRunning(st claimState, in Input) (string, claimState) {
+	if st.waitingFor != WaitingForProvisioner || !in.LeasesRead {
+		return "", st
 	}
-	name := ProvisionerLeaseName(e.Provisioner)
+	name := ProvisionerLeaseName(st.provisioner)
 	var lease *coordinationv1.Lease
 	for _, l := range in.Leases {
 		if l.Name == name && (lease == nil || renewed(l).After(renewed(lease))) {
@@ -53,9 +54,8 @@ func (e *Explanation) provisionerLease(in Input) {
 		}
 	}
 	if lease == nil {
-		e.ProvisionerRunning = ProvisionerRunningUnknown
-		e.State += fmt.Sprintf("; whether provisioner %s runs is unknown: no Lease %s in any namespace (a provisioner without leader election holds none)", e.Provisioner, name)
-		return
+		st.text += fmt.Sprintf("; whether provisioner %s runs is unknown: no Lease %s in any namespace (a provisioner without leader election holds none)", st.provisioner, name)
+		return ProvisionerRunningUnknown, st
 	}
 	now := in.Now
 	if now.IsZero() {
@@ -77,19 +77,17 @@ func (e *Explanation) provisionerLease(in Input) {
 	where := lease.Namespace + "/" + lease.Name
 	switch {
 	case holder != "" && !at.IsZero() && now.Before(at.Add(duration)):
-		e.ProvisionerRunning = ProvisionerRunningYes
-		e.State += fmt.Sprintf("; provisioner %s runs: Lease %s held by %s, renewed %s ago", e.Provisioner, where, holder, ago)
+		st.text += fmt.Sprintf("; provisioner %s runs: Lease %s held by %s, renewed %s ago", st.provisioner, where, holder, ago)
+		return ProvisionerRunningYes, st
 	case holder == "":
-		e.ProvisionerRunning = ProvisionerRunningNo
-		e.State += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s is held by no one (released): is its provisioner running?", e.Provisioner, where)
+		st.text += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s is held by no one (released): is its provisioner running?", st.provisioner, where)
 	case at.IsZero():
-		e.ProvisionerRunning = ProvisionerRunningNo
-		e.State += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s (held by %s) was never renewed: is its provisioner running?", e.Provisioner, where, holder)
+		st.text += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s (held by %s) was never renewed: is its provisioner running?", st.provisioner, where, holder)
 	default:
-		e.ProvisionerRunning = ProvisionerRunningNo
-		e.State += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s was not renewed in the last %s (held by %s, renewed %s ago): is its provisioner running?",
-			e.Provisioner, where, duration, holder, ago)
+		st.text += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s was not renewed in the last %s (held by %s, renewed %s ago): is its provisioner running?",
+			st.provisioner, where, duration, holder, ago)
 	}
+	return ProvisionerRunningNo, st
 }
 
 // renewed is when the lease was last renewed (or acquired), zero if never.

@@ -19,6 +19,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/pvguard/pvguard/hack/bench/admissionbench"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -77,7 +78,7 @@ func fuzzServer(tb testing.TB) http.Handler {
 		testobj.PV("pv-local", testobj.Class("local")), testobj.PV("pv-7"),
 		testobj.PV("pv-b", testobj.BoundTo(claim)), testobj.PVCWith(claim, testobj.ClaimBoundTo("pv-b")),
 		testobj.Node("node-1", nil))
-	return webhook.NewServer(webhook.Options{
+	return web.NewServer(web.Options{
 		Engines: webhook.StaticEngine{E: policy.NewEngine(cfg)},
 		Views:   fixedViews{view},
 	}).Handler()

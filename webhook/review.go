@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
+	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -14,6 +16,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
+
+// maxReviewBytes bounds an AdmissionReview body. The apiserver caps objects at 3 MiB and a
+// review carries at most two of them.
+const maxReviewBytes = 7 << 20
+
+// reviewGuard answers requests that are not AdmissionReviews at all with a plain HTTP error,
+// before reviewHandler reads the body (it answers bodies that are not reviews in-band, with HTTP
+// 200), and bounds the body it reads.
+func reviewGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			http.Error(w, fmt.Sprintf("pvguard: Content-Type %q is not application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
+			return
+		}
+		if r.ContentLength > maxReviewBytes {
+			http.Error(w, "pvguard: AdmissionReview larger than "+strconv.Itoa(maxReviewBytes)+" bytes", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxReviewBytes)
+		next.ServeHTTP(w, r)
+	})
+}
 
 // reviewKind and reviewVersions are the AdmissionReviews pvguard answers. v1beta1 has the same
 // JSON shape as v1 and is answered in v1beta1.

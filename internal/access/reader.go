@@ -2,7 +2,8 @@
 // report, the explanations) may see: who the caller is (a bearer token, checked with a
 // TokenReview), what Kubernetes RBAC lets them list (SubjectAccessReviews), and how an answer
 // built from the whole cluster is cut down to that (Reader, Scrubber). The answers themselves
-// are filtered by the audit package (audit/visible.go), with these predicates only.
+// are filtered by internal/web (visible.go) and package explain (explain/visible.go), with these
+// predicates only.
 package access
 
 import (

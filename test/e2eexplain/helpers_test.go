@@ -280,7 +280,7 @@ func (s *scene) get(path string) (int, []byte, error) {
 	return resp.StatusCode, body, nil
 }
 
-// page is what the explanation page shows, read from its HTML (audit/explain.html): the state
+// page is what the explanation page shows, read from its HTML (explain/explain.html): the state
 // and verdict lines, the line of volumes of other classes, and each row's cells by check.
 type page struct {
 	state, verdict, others string

@@ -124,8 +124,8 @@ func TestDockerignoreKeepsBuildInputs(t *testing.T) {
 	for _, p := range ignored {
 		t.Errorf(".dockerignore leaves %s out of the build context, but the image's build reads it", p)
 	}
-	if !slices.Contains(inputs, "audit/dashboard.html") {
-		t.Errorf("build inputs %q lack audit/dashboard.html (embedded by package audit): go list was not read right", inputs)
+	if !slices.Contains(inputs, "internal/web/dashboard.html") {
+		t.Errorf("build inputs %q lack internal/web/dashboard.html (embedded by package internal/web): go list was not read right", inputs)
 	}
 }
 
@@ -158,11 +158,11 @@ func TestDockerignoreChecksCatch(t *testing.T) {
 	for _, tc := range []struct{ add, want string }{
 		{"go.sum", "go.sum"},
 		{"*.mod", "go.mod"},
-		{"**/*.html", "audit/dashboard.html"},
-		{"audit/*.html", "audit/dashboard.html"},
+		{"**/*.html", "internal/web/dashboard.html"},
+		{"internal/web/*.html", "internal/web/dashboard.html"},
 		{"**/*.go", "cmd/pvguard/main.go"},
 		{"devcluster", "devcluster/controlplane.go"}, // pvguard dev runs the local control plane
-		{"*\n!go.*\n!**/*.go", "audit/dashboard.html"},
+		{"*\n!go.*\n!**/*.go", "internal/web/dashboard.html"},
 	} {
 		t.Run(tc.add, func(t *testing.T) {
 			ignored, err := ignoredOf(append(slices.Clone(good), "\n"+tc.add+"\n"...), inputs)

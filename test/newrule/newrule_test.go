@@ -25,6 +25,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/docs"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -79,7 +80,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 
 	t.Run("admission and its metrics", func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		h := webhook.NewServer(webhook.Options{
+		h := web.NewServer(web.Options{
 			Engines: webhook.StaticEngine{E: engine}, Views: views{testobj.NewView(gold)}, Registry: reg,
 			ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
 		}).Handler()

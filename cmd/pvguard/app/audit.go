@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
 )
@@ -101,7 +102,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	}
 	var (
 		findings []policy.Finding
-		page     audit.Page       // the dashboard's bindings and pending claims, read live
+		page     web.Page         // the dashboard's bindings and pending claims, read live
 		snap     *policy.Snapshot // the manifests read, for the dashboard's bindings and pending claims
 		objects  int
 		readErrs []error
@@ -154,7 +155,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		}
 		// A file has no explain pages beside it: its pending claims link nowhere.
 		page.Report, page.ExplainLinks = report, false
-		werr = audit.RenderDashboard(out, page)
+		werr = web.RenderDashboard(out, page)
 	default:
 		werr = writeAuditReport(out, o.Output, report)
 	}
@@ -174,14 +175,14 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 
 // auditCluster audits a live cluster: it lists the objects through the apiserver (a cache of
 // one read) and confirms missing objects with a second read, exactly as the in-server audit does.
-func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, audit.Page, int, []error, error) {
+func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, errOut io.Writer) ([]policy.Finding, web.Page, int, []error, error) {
 	rc, err := RESTConfig(kubeconfig)
 	if err != nil {
-		return nil, audit.Page{}, 0, nil, err
+		return nil, web.Page{}, 0, nil, err
 	}
 	c, err := client.New(rc, client.Options{})
 	if err != nil {
-		return nil, audit.Page{}, 0, nil, fmt.Errorf("connecting to the cluster: %w", err)
+		return nil, web.Page{}, 0, nil, fmt.Errorf("connecting to the cluster: %w", err)
 	}
 	fmt.Fprintf(errOut, "pvguard audit: reading volumes, claims, classes and nodes from %s\n", rc.Host)
 	engine := policy.NewEngine(cfg)
@@ -190,11 +191,11 @@ func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, e
 	// The runner publishes what it found even when some rules could not judge an object.
 	ruleErrs, err := policy.SplitRuleErrors(r.RunOnce(context.Background()))
 	if err != nil {
-		return nil, audit.Page{}, 0, nil, fmt.Errorf("auditing %s: %w", rc.Host, err)
+		return nil, web.Page{}, 0, nil, fmt.Errorf("auditing %s: %w", rc.Host, err)
 	}
 	findings, _, objects := r.LatestFindings()
 	fmt.Fprintf(errOut, "pvguard audit: %d objects audited\n", objects)
-	return findings, audit.Page{Bindings: r.Bindings(), Pending: r.Pending()}, objects, ruleErrs, nil
+	return findings, web.Page{Bindings: r.Bindings(), Pending: r.Pending()}, objects, ruleErrs, nil
 }
 
 // progressMin is the size from which an audit reports its progress: smaller ones finish before

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
@@ -388,13 +387,13 @@ func readCluster(ctx context.Context, rc *rest.Config, namespace, claim string) 
 
 // readInput lists all claims, volumes, classes and nodes (of nodes only names and labels, as
 // the binder reads them), the pods and events of the claim's namespace, and the Leases named for
-// the claim's provisioner: the reads the server's explain pages make (audit.ReadExplainInput,
-// audit.ReadProvisionerLeases), and pods and events besides.
+// the claim's provisioner: the reads the server's explain pages make (explain.ReadInput,
+// explain.ReadProvisionerLeases), and pods and events besides.
 func readInput(ctx context.Context, c client.Reader, namespace, claim string) (explain.Input, error) {
-	in, err := audit.ReadExplainInput(ctx, c, c, namespace)
+	in, err := explain.ReadInput(ctx, c, c, namespace)
 	if err != nil || claim == "" {
 		return in, err
 	}
 	in.Now = time.Now()
-	return in, audit.ReadProvisionerLeases(ctx, c, &in, namespace, claim)
+	return in, explain.ReadProvisionerLeases(ctx, c, &in, namespace, claim)
 }

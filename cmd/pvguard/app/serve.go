@@ -49,6 +49,7 @@ import (
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -282,7 +283,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		return err
 	}
 	var cacheSynced atomic.Bool
-	srv := webhook.NewServer(webhook.Options{
+	srv := web.NewServer(web.Options{
 		Listen:          o.Listen,
 		MetricsListen:   o.MetricsListen,
 		Profiling:       o.Profiling,
@@ -492,9 +493,10 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *en
 	if o.AuditInterval <= 0 {
 		return nil, nil, nil
 	}
+	auditLog := log.WithName("audit")
 	runner := audit.NewRunner(audit.Options{
 		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), View: views.View,
-		Engine: engines.Engine, Registry: reg, Log: log.WithName("audit"),
+		Engine: engines.Engine, Registry: reg, Log: auditLog,
 	})
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
 		return nil, nil, err
@@ -505,7 +507,7 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *en
 	if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), log.WithName("reports"))); err != nil {
 		return nil, nil, fmt.Errorf("adding report writer: %w", err)
 	}
-	return audit.ReportHandler(runner), audit.DashboardHandler(runner), nil
+	return web.ReportHandler(runner, mgr.GetCache(), auditLog), web.DashboardHandler(runner, mgr.GetCache(), auditLog), nil
 }
 
 // explainHandlers are the explain endpoints, served with the dashboard (nil when the audit is
@@ -517,12 +519,12 @@ func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, engines
 	if o.AuditInterval <= 0 {
 		return nil, nil
 	}
-	eo := audit.ExplainOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
+	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
 		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: mgr.GetAPIReader()}
 	if b != nil {
 		eo.PlanState, eo.Identity = b.PlanState, b.Identity()
 	}
-	return audit.ExplainAPI(eo), audit.ExplainPages(eo)
+	return explain.API(eo), explain.Pages(eo)
 }
 
 // readGuard authenticates the callers of the report, the dashboard and the explanations with
@@ -570,7 +572,7 @@ func cachedNamespaces(ctx context.Context, c client.Reader) ([]string, error) {
 
 // addPolicySource gives the engines their policy: the --config file, watched and reloaded on
 // every replica, or the defaults.
-func addPolicySource(mgr ctrl.Manager, o ServeOptions, engines *engineRef, srv *webhook.Server, log logr.Logger) error {
+func addPolicySource(mgr ctrl.Manager, o ServeOptions, engines *engineRef, srv *web.Server, log logr.Logger) error {
 	if o.ConfigFile == "" {
 		engines.src = webhook.StaticEngine{E: policy.NewEngine(nil)}
 		return nil

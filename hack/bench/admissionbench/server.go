@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/pvguard/pvguard/certs"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -58,8 +59,8 @@ func IssueTLS() (*TLS, error) {
 
 // PVGuard builds pvguard's server (default config) over a view. Its TLSConfig is also the one
 // the baseline is served with.
-func PVGuard(t *TLS, view policy.View, log logr.Logger) *webhook.Server {
-	return webhook.NewServer(webhook.Options{
+func PVGuard(t *TLS, view policy.View, log logr.Logger) *web.Server {
+	return web.NewServer(web.Options{
 		Listen:         "127.0.0.1:0",
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &t.Cert, nil },
 		Engines:        webhook.StaticEngine{E: policy.NewEngine(nil)},
@@ -132,7 +133,7 @@ func Timed(h http.Handler, rec *atomic.Pointer[Recorder]) http.Handler {
 	})
 }
 
-// Serve serves h over TLS on 127.0.0.1:0 with the given TLS config, as webhook.Server.Start does
+// Serve serves h over TLS on 127.0.0.1:0 with the given TLS config, as web.Server.Start does
 // (same http.Server settings), until stop is called.
 func Serve(h http.Handler, cfg *tls.Config) (addr string, stop func(), err error) {
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)

@@ -1,4 +1,4 @@
-package audit
+package web
 
 import (
 	"context"
@@ -6,13 +6,13 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 )
 
-// This file is where every answer of the read endpoints is cut down to what its caller may read
-// (access.Reader): the report, the dashboard's tables, and the explanations.
+// This file is where every answer of the report and the dashboard is cut down to what its caller
+// may read (access.Reader); package explain cuts its explanations the same way (explain/visible.go).
 
 // visibility is a caller's reader with the scrubber over the cluster's claims and volumes, and
 // the cluster's objects as that caller may see them (for the report's count).
@@ -32,7 +32,7 @@ func visibilityOf(ctx context.Context, rd *access.Reader, c client.Reader) (*vis
 		}
 		return &visibility{rd: rd, sc: rd.Scrubber(nil, nil), objects: -1}, nil
 	}
-	snap, err := ReadSnapshot(ctx, c)
+	snap, err := audit.ReadSnapshot(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func visibilityOfSnapshot(rd *access.Reader, snap *policy.Snapshot) *visibility 
 
 // finding reports whether the caller may see a finding: a claim's in a namespace whose claims
 // they may read, a volume's or a class's if they may list those.
-func (v *visibility) finding(f Finding) bool {
+func (v *visibility) finding(f audit.Finding) bool {
 	switch f.Kind {
 	case string(policy.KindPersistentVolumeClaim):
 		return v.rd.Claims(f.Namespace)
@@ -73,11 +73,11 @@ func (v *visibility) finding(f Finding) bool {
 
 // report is rep as the caller may see it: their findings only, their texts scrubbed, the totals
 // counted again, and the audit's errors (which may name anything) only for a full reader.
-func (v *visibility) report(rep Report) Report {
+func (v *visibility) report(rep audit.Report) audit.Report {
 	if v.rd.Full() {
 		return rep
 	}
-	out := Report{Time: rep.Time, Summary: Summary{Objects: v.objects, Actions: map[string]int{}}, Findings: []Finding{},
+	out := audit.Report{Time: rep.Time, Summary: audit.Summary{Objects: v.objects, Actions: map[string]int{}}, Findings: []audit.Finding{},
 		Filtered: v.rd.Filtered()}
 	for _, f := range rep.Findings {
 		if !v.finding(f) {
@@ -91,11 +91,11 @@ func (v *visibility) report(rep Report) Report {
 }
 
 // bindings are the rows of the volumes the caller may read.
-func (v *visibility) bindings(rows []Binding) []Binding {
+func (v *visibility) bindings(rows []audit.Binding) []audit.Binding {
 	if v.rd.Full() {
 		return rows
 	}
-	var out []Binding
+	var out []audit.Binding
 	for _, b := range rows {
 		if v.rd.Volumes || (b.Claim != "" && v.rd.Claims(namespaceOf(b.Claim))) {
 			if v.sc.HidesClaim(b.Claim) {
@@ -117,61 +117,15 @@ func namespaceOf(key string) string {
 }
 
 // pending are the pending claims the caller may read.
-func (v *visibility) pending(rows []PendingClaim) []PendingClaim {
+func (v *visibility) pending(rows []audit.PendingClaim) []audit.PendingClaim {
 	if v.rd.AllClaims {
 		return rows
 	}
-	var out []PendingClaim
+	var out []audit.PendingClaim
 	for _, p := range rows {
 		if v.rd.Claims(p.Namespace) {
 			out = append(out, p)
 		}
 	}
 	return out
-}
-
-// claimExplanation is a claim's explanation with every other claim the caller cannot read
-// hidden: whom a candidate volume is bound, pre-bound, reserved or planned for, in every value
-// and sentence. The caller may read the claim itself (the handler checked).
-func (v *visibility) claimExplanation(e *explain.Explanation) {
-	if e == nil || v.rd.AllClaims {
-		return
-	}
-	s := v.sc
-	e.State = s.String(e.State)
-	e.Pods = s.Strings(e.Pods)
-	for i := range e.Candidates {
-		c := &e.Candidates[i]
-		c.Volume = s.String(c.Volume)
-		if s.HidesClaim(c.TakenBy) {
-			c.TakenBy = access.Hidden
-		}
-		c.TakenBy = s.String(c.TakenBy)
-		for j := range c.Checks {
-			c.Checks[j].Value = s.String(c.Checks[j].Value)
-		}
-	}
-	e.Verdict.Volume, e.Verdict.Closest = s.String(e.Verdict.Volume), s.String(e.Verdict.Closest)
-	e.Verdict.Changes = s.Strings(e.Verdict.Changes)
-	e.Verdict.Text = s.String(e.Verdict.Text)
-}
-
-// volumeExplanation is a volume's explanation as the caller may read it (the handler checked
-// they may read the volume): its findings only if they may list volumes, texts scrubbed.
-func (v *visibility) volumeExplanation(e *explain.VolumeExplanation) {
-	if e == nil || v.rd.Full() {
-		return
-	}
-	if !v.rd.Volumes {
-		e.Findings = nil
-	}
-	s := v.sc
-	if s.HidesClaim(e.Claim) {
-		e.Claim = access.Hidden
-	}
-	e.Claim, e.ClaimState, e.Next = s.String(e.Claim), s.String(e.ClaimState), s.String(e.Next)
-	e.Findings = s.Strings(e.Findings)
-	for i := range e.Finalizers {
-		e.Finalizers[i].WaitsFor = s.String(e.Finalizers[i].WaitsFor)
-	}
 }

@@ -1,4 +1,4 @@
-package audit_test
+package web_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -28,7 +29,7 @@ func TestDashboard(t *testing.T) {
 	if err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h := audit.DashboardHandler(r)
+	h := web.DashboardHandler(r, c, logr.Discard())
 
 	rec := serve(h, "/")
 	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
@@ -77,7 +78,7 @@ func TestRenderDashboardPending(t *testing.T) {
 	}
 	for _, links := range []bool{false, true} {
 		var b strings.Builder
-		if err := audit.RenderDashboard(&b, audit.Page{Pending: pending, ExplainLinks: links}); err != nil {
+		if err := web.RenderDashboard(&b, web.Page{Pending: pending, ExplainLinks: links}); err != nil {
 			t.Fatal(err)
 		}
 		page := b.String()
@@ -89,7 +90,7 @@ func TestRenderDashboardPending(t *testing.T) {
 		}
 	}
 	var b strings.Builder
-	if err := audit.RenderDashboard(&b, audit.Page{}); err != nil || !strings.Contains(b.String(), "Every claim is bound.") {
+	if err := web.RenderDashboard(&b, web.Page{}); err != nil || !strings.Contains(b.String(), "Every claim is bound.") {
 		t.Errorf("no pending claims: %v, %q", err, b.String())
 	}
 }

@@ -1,4 +1,4 @@
-package webhook_test
+package web_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -41,10 +42,10 @@ var whoami = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 // without a valid bearer token and 403 to a caller who may list nothing they show; the webhooks
 // and probes take none.
 func TestReadEndpointsNeedAToken(t *testing.T) {
-	opts := webhook.Options{Report: whoami, Dashboard: whoami, ExplainAPI: whoami, ExplainPages: whoami, Access: testGuard(),
+	opts := web.Options{Report: whoami, Dashboard: whoami, ExplainAPI: whoami, ExplainPages: whoami, Access: testGuard(),
 		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: fixedViews{testobj.NewView()}}
-	h := webhook.NewServer(opts).Handler()
-	read := []string{"/", "/api/v1/report", webhook.PathExplainAPI + "/pvc/team-a/data", webhook.PathExplainPages + "/pv/pv-1"}
+	h := web.NewServer(opts).Handler()
+	read := []string{"/", "/api/v1/report", web.PathExplainAPI + "/pvc/team-a/data", web.PathExplainPages + "/pv/pv-1"}
 	for _, path := range read {
 		for token, want := range map[string]int{"": 401, "forged": 401, "nobody-token": 403, "tenant-token": 200, "admin-token": 200} {
 			rec := httptest.NewRecorder()
@@ -75,7 +76,7 @@ func TestReadEndpointsNeedAToken(t *testing.T) {
 
 	// Without a guard the read endpoints are closed, never open.
 	opts.Access = nil
-	h = webhook.NewServer(opts).Handler()
+	h = web.NewServer(opts).Handler()
 	for _, path := range read {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, path, nil), "admin-token"))
@@ -88,10 +89,10 @@ func TestReadEndpointsNeedAToken(t *testing.T) {
 // TestExplanationsPerCallerLimit: one caller asking for explanations beyond their burst gets 429
 // while another caller still gets theirs.
 func TestExplanationsPerCallerLimit(t *testing.T) {
-	h := webhook.NewServer(webhook.Options{ExplainAPI: whoami, Access: testGuard()}).Handler()
+	h := web.NewServer(web.Options{ExplainAPI: whoami, Access: testGuard()}).Handler()
 	get := func(token string) int {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, webhook.PathExplainAPI+"/pv/pv-1", nil), token))
+		h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, web.PathExplainAPI+"/pv/pv-1", nil), token))
 		return rec.Code
 	}
 	limited := 0
@@ -107,7 +108,7 @@ func TestExplanationsPerCallerLimit(t *testing.T) {
 		t.Errorf("another caller: HTTP %d, want 200 (the limit is per caller)", code)
 	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodDelete, webhook.PathExplainAPI+"/pv/pv-1", nil), "tenant-token"))
+	h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodDelete, web.PathExplainAPI+"/pv/pv-1", nil), "tenant-token"))
 	if rec.Code == http.StatusTooManyRequests {
 		t.Error("a DELETE, which computes nothing, counted against the caller's explanations")
 	}

@@ -1,9 +1,10 @@
-package audit_test
+package web_test
 
 import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +16,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 )
+
+var explainNow = time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
+
+// serve is GET path as a caller who may read everything.
+func serve(h http.Handler, path string) *httptest.ResponseRecorder {
+	return serveAs(access.Everything("admin"), h, path)
+}
+
+// serveAs is GET path as a caller with reader rd, as the server's guard passes it on.
+func serveAs(rd *access.Reader, h http.Handler, path string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	h.ServeHTTP(rec, req.WithContext(access.WithReader(req.Context(), rd)))
+	return rec
+}
 
 const (
 	uidOfA = "aaaaaaaa-0000-4000-8000-00000000000a"
@@ -56,9 +74,9 @@ func tenants(t *testing.T) (*audit.Runner, client.Client) {
 // team-b's, even where team-b's volumes are candidates for its claim; a cluster reader gets all.
 func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	r, c := tenants(t)
-	eo := audit.ExplainOptions{Cache: c, Now: func() time.Time { return explainNow }, Log: logr.Discard()}
-	handlers := map[string]http.Handler{"report": audit.ReportHandler(r), "dashboard": audit.DashboardHandler(r),
-		"api": audit.ExplainAPI(eo), "pages": audit.ExplainPages(eo)}
+	eo := explain.ServeOptions{Cache: c, Now: func() time.Time { return explainNow }, Log: logr.Discard()}
+	handlers := map[string]http.Handler{"report": web.ReportHandler(r, c, logr.Discard()), "dashboard": web.DashboardHandler(r, c, logr.Discard()),
+		"api": explain.API(eo), "pages": explain.Pages(eo)}
 	type get struct{ handler, path string }
 	own := []get{{"report", "/"}, {"dashboard", "/"},
 		{"api", "/pvc/team-a/pending-of-a"}, {"pages", "/pvc/team-a/pending-of-a"},

@@ -1,4 +1,4 @@
-package webhook_test
+package web_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"math/big"
 	"net"
 	"net/http"
@@ -16,9 +17,14 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/certs"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -41,6 +47,40 @@ func (b *blockingView) PersistentVolume(name string) (*corev1.PersistentVolume, 
 	return b.View.PersistentVolume(name)
 }
 
+// review builds an AdmissionReview body for an object (and optional old object).
+func review(t *testing.T, kind metav1.GroupVersionKind, resource string, op admissionv1.Operation, obj, old runtime.Object, user string) []byte {
+	t.Helper()
+	raw := func(o runtime.Object) runtime.RawExtension {
+		if o == nil {
+			return runtime.RawExtension{}
+		}
+		data, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: data}
+	}
+	ar := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: types.UID("req-1"), Kind: kind, Operation: op,
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: resource},
+			Object:   raw(obj), OldObject: raw(old),
+			UserInfo: authenticationv1.UserInfo{Username: user},
+		},
+	}
+	data, err := json.Marshal(ar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+var (
+	pvKind  = metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}
+	pvcKind = metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}
+)
+
 type tlsServer struct {
 	addr   string
 	pool   *x509.CertPool
@@ -48,7 +88,7 @@ type tlsServer struct {
 	done   chan error
 }
 
-func startTLSServer(t *testing.T, opts webhook.Options) *tlsServer {
+func startTLSServer(t *testing.T, opts web.Options) *tlsServer {
 	t.Helper()
 	b, err := certs.Issue(certs.Request{DNSNames: []string{"localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")}})
 	if err != nil {
@@ -66,7 +106,7 @@ func startTLSServer(t *testing.T, opts webhook.Options) *tlsServer {
 	if opts.Views == nil {
 		opts.Views = fixedViews{testobj.NewView()}
 	}
-	srv := webhook.NewServer(opts)
+	srv := web.NewServer(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &tlsServer{pool: x509.NewCertPool(), cancel: cancel, done: make(chan error, 1)}
 	s.pool.AddCert(b.CA.Cert)
@@ -101,7 +141,7 @@ func (s *tlsServer) get(t *testing.T, c *http.Client, path string) int {
 // finishes a review that was in flight before it returns.
 func TestShutdownServesThroughTheDelayThenDrains(t *testing.T) {
 	view := &blockingView{View: testobj.NewView(), entered: make(chan struct{}, 1), release: make(chan struct{})}
-	s := startTLSServer(t, webhook.Options{Views: fixedViews{view}, ShutdownDelay: 500 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
+	s := startTLSServer(t, web.Options{Views: fixedViews{view}, ShutdownDelay: 500 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
 	c := s.client(nil)
 
 	body := review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("team-a", "c", testobj.VolumeName("pv-1")), nil, "alice")
@@ -147,7 +187,7 @@ func TestClientCertificateRequiredOnWebhookPaths(t *testing.T) {
 	caCert, caKey := testCA(t)
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
-	s := startTLSServer(t, webhook.Options{ClientCAs: pool, ReadyChecks: map[string]func() error{}})
+	s := startTLSServer(t, web.Options{ClientCAs: pool, ReadyChecks: map[string]func() error{}})
 	good := clientCert(t, caCert, caKey)
 	otherCA, otherKey := testCA(t)
 	stranger := clientCert(t, otherCA, otherKey)
@@ -179,7 +219,7 @@ func TestClientCertificateRequiredOnWebhookPaths(t *testing.T) {
 
 // TestOnlyModernTLS: TLS 1.0/1.1 and TLS 1.2 suites without forward secrecy or AEAD are refused.
 func TestOnlyModernTLS(t *testing.T) {
-	s := startTLSServer(t, webhook.Options{})
+	s := startTLSServer(t, web.Options{})
 	for _, tc := range []struct {
 		name    string
 		version uint16

@@ -1,4 +1,4 @@
-package audit
+package explain
 
 import (
 	"context"
@@ -13,91 +13,16 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/binder"
-	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 )
 
-// ReadExplainInput reads what an explanation reads: from cluster, every claim, volume and class
-// and the nodes' names and labels (all the binder reads of them); from namespaced, when it is
-// set and namespace is not "", the pods and events of that namespace (which let a claim waiting
-// for its first consumer quote the scheduler). `pvguard explain` passes its live client as both;
-// the server passes its informer cache as cluster and no namespaced reader: it caches no pods or
-// events, and may not read them (docs/explain.md).
-func ReadExplainInput(ctx context.Context, cluster, namespaced client.Reader, namespace string) (explain.Input, error) {
-	snap, err := ReadSnapshot(ctx, cluster)
-	if err != nil {
-		return explain.Input{}, err
-	}
-	in := explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}
-	if namespaced == nil || namespace == "" {
-		return in, nil
-	}
-	var pods corev1.PodList
-	var events corev1.EventList
-	for _, l := range []client.ObjectList{&pods, &events} {
-		if err := namespaced.List(ctx, l, client.InNamespace(namespace)); err != nil {
-			return explain.Input{}, fmt.Errorf("listing %T in namespace %s: %w", l, namespace, err)
-		}
-	}
-	for i := range pods.Items {
-		in.Pods = append(in.Pods, &pods.Items[i])
-	}
-	for i := range events.Items {
-		in.Events = append(in.Events, &events.Items[i])
-	}
-	return in, nil
-}
-
-// ReadProvisionerLeases adds to in the Leases that the provisioner of the claim
-// namespace/name's class holds if it runs with leader election (explain.ProvisionerLeaseName), from
-// every namespace, so that the explanation of a claim waiting for it says whether it appears to
-// run. It reads nothing for a claim or class that is not in the input, or a class with no
-// external provisioner. A reader that may not list Leases is no error: the explanation then
-// says nothing about the provisioner.
-func ReadProvisionerLeases(ctx context.Context, r client.Reader, in *explain.Input, namespace, name string) error {
-	class := ""
-	for _, c := range in.Claims {
-		if c.Namespace == namespace && c.Name == name {
-			class = policy.ClaimClass(c)
-		}
-	}
-	provisioner := ""
-	for _, sc := range in.Classes {
-		if class != "" && sc.Name == class {
-			provisioner = sc.Provisioner
-		}
-	}
-	if provisioner == "" || provisioner == "kubernetes.io/no-provisioner" { // local volumes: no provisioner runs
-		return nil
-	}
-	lease := explain.ProvisionerLeaseName(provisioner)
-	var leases coordinationv1.LeaseList
-	// One request, filtered by the API server: listing every Lease would fetch a node heartbeat
-	// per node as well.
-	err := r.List(ctx, &leases, client.MatchingFields{"metadata.name": lease})
-	switch {
-	case apierrors.IsForbidden(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("listing Leases named %s (provisioner %s): %w", lease, provisioner, err)
-	}
-	in.Leases, in.LeasesRead = nil, true
-	for i := range leases.Items {
-		in.Leases = append(in.Leases, &leases.Items[i])
-	}
-	return nil
-}
-
-// ExplainOptions configure the explain endpoints (ExplainAPI, ExplainPages).
-type ExplainOptions struct {
+// ServeOptions configure the explain endpoints (API, Pages).
+type ServeOptions struct {
 	// Cache is what explanations read claims, volumes, classes and nodes from: the server's
 	// informer cache, which the webhooks, the audit and the binder read too.
 	Cache client.Reader
@@ -120,10 +45,10 @@ type ExplainOptions struct {
 }
 
 // explainer computes explanations for the HTTP endpoints: the same functions `pvguard explain`
-// calls (explain.Claim, explain.Volume) on the same reads (ReadExplainInput).
-type explainer struct{ o ExplainOptions }
+// calls (Claim, Volume) on the same reads (ReadInput).
+type explainer struct{ o ServeOptions }
 
-func newExplainer(o ExplainOptions) *explainer {
+func newExplainer(o ServeOptions) *explainer {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -146,10 +71,10 @@ func checkName(field, value string, dns1123 func(string) []string) error {
 	return nil
 }
 
-func (x *explainer) input(ctx context.Context) (explain.Input, error) {
-	in, err := ReadExplainInput(ctx, x.o.Cache, nil, "")
+func (x *explainer) input(ctx context.Context) (Input, error) {
+	in, err := ReadInput(ctx, x.o.Cache, nil, "")
 	if err != nil {
-		return explain.Input{}, fmt.Errorf("reading the informer cache: %w", err)
+		return Input{}, fmt.Errorf("reading the informer cache: %w", err)
 	}
 	in.Now = x.o.Now()
 	if x.o.PlanState != nil {
@@ -164,7 +89,7 @@ func (x *explainer) input(ctx context.Context) (explain.Input, error) {
 	return in, nil
 }
 
-func (x *explainer) claim(ctx context.Context, namespace, name string) (*explain.Explanation, error) {
+func (x *explainer) claim(ctx context.Context, namespace, name string) (*Explanation, error) {
 	if err := checkName("namespace", namespace, validation.IsDNS1123Label); err != nil {
 		return nil, err
 	}
@@ -185,22 +110,17 @@ func (x *explainer) claim(ctx context.Context, namespace, name string) (*explain
 			return nil, err
 		}
 	}
-	e, err := explain.Claim(in, namespace, name)
-	if errors.Is(err, explain.ErrUnknownClaim) {
+	e, err := Claim(in, namespace, name)
+	if errors.Is(err, ErrUnknownClaim) {
 		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
 	}
 	if err == nil {
-		visibilityOfInput(rd, in).claimExplanation(e)
+		claimForReader(rd, in, e)
 	}
 	return e, err
 }
 
-// visibilityOfInput is the caller's visibility over what an explanation read.
-func visibilityOfInput(rd *access.Reader, in explain.Input) *visibility {
-	return visibilityOfSnapshot(rd, &policy.Snapshot{PVCs: in.Claims, PVs: in.Volumes, Classes: in.Classes})
-}
-
-func (x *explainer) volume(ctx context.Context, name string) (*explain.VolumeExplanation, error) {
+func (x *explainer) volume(ctx context.Context, name string) (*VolumeExplanation, error) {
 	if err := checkName("name", name, validation.IsDNS1123Subdomain); err != nil {
 		return nil, err
 	}
@@ -213,15 +133,15 @@ func (x *explainer) volume(ctx context.Context, name string) (*explain.VolumeExp
 	rd := access.FromContext(ctx)
 	for _, pv := range in.Volumes {
 		if pv.Name == name && !rd.Volume(pv) {
-			return nil, &explainError{status: http.StatusNotFound, msg: fmt.Sprintf("%v %s", explain.ErrUnknownVolume, name)}
+			return nil, &explainError{status: http.StatusNotFound, msg: fmt.Sprintf("%v %s", ErrUnknownVolume, name)}
 		}
 	}
-	e, err := explain.Volume(in, name, x.o.Now())
-	if errors.Is(err, explain.ErrUnknownVolume) {
+	e, err := Volume(in, name, x.o.Now())
+	if errors.Is(err, ErrUnknownVolume) {
 		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
 	}
 	if err == nil {
-		visibilityOfInput(rd, in).volumeExplanation(e)
+		volumeForReader(rd, in, e)
 	}
 	return e, err
 }
@@ -236,11 +156,11 @@ func (x *explainer) status(err error, what string) (int, string) {
 	return http.StatusInternalServerError, "explaining " + what + ": " + err.Error()
 }
 
-// ExplainAPI serves explanations as JSON, the shapes `pvguard explain ... -o json` prints
-// (explain.Explanation, explain.VolumeExplanation): GET /pvc/{namespace}/{name} and
+// API serves explanations as JSON, the shapes `pvguard explain ... -o json` prints
+// (Explanation, VolumeExplanation): GET /pvc/{namespace}/{name} and
 // GET /pv/{name}, relative to where it is mounted (the server mounts it at /api/v1/explain). An
 // unknown object is a 404 and a malformed name a 400, each with {"error": "..."} naming it.
-func ExplainAPI(o ExplainOptions) http.Handler {
+func API(o ServeOptions) http.Handler {
 	x := newExplainer(o)
 	r := chi.NewRouter()
 	r.Get("/pvc/{namespace}/{name}", func(w http.ResponseWriter, req *http.Request) {
@@ -272,6 +192,10 @@ func (x *explainer) writeJSON(w http.ResponseWriter, v any, err error, what stri
 	_ = enc.Encode(v)
 }
 
+// PageCSP is the Content-Security-Policy of the explain pages and of the dashboard that links to
+// them (internal/web): nothing is loaded from anywhere, the page's own style and script run.
+const PageCSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+
 //go:embed explain.html
 var explainHTML string
 
@@ -285,29 +209,29 @@ type explainPage struct {
 	Root string
 	// JSON is the same explanation's API path, relative to the page; Path the API path to show.
 	JSON, Path string
-	Claim      *explain.Explanation
-	Rows       []explain.Candidate
+	Claim      *Explanation
+	Rows       []Candidate
 	Others     string
-	Checks     []explain.Check
-	Volume     *explain.VolumeExplanation
+	Checks     []Check
+	Volume     *VolumeExplanation
 	Error      string
 	// Filtered says what the page leaves out for its reader, and why (access.Reader.Filtered).
 	Filtered []string
 }
 
-// ExplainPages serves the explanations as pages, self-contained as the dashboard is and with its
+// Pages serves the explanations as pages, self-contained as the dashboard is and with its
 // Content-Security-Policy: GET /pvc/{namespace}/{name} and GET /pv/{name}, relative to where it
 // is mounted (the server mounts it at /explain, where the dashboard's pending claims link). A
 // page shows what `pvguard explain` prints: the state, the candidate table with a column per
 // check, the volumes of other classes in one line, and the verdict.
-func ExplainPages(o ExplainOptions) http.Handler {
+func Pages(o ServeOptions) http.Handler {
 	x := newExplainer(o)
 	r := chi.NewRouter()
 	r.Get("/pvc/{namespace}/{name}", func(w http.ResponseWriter, req *http.Request) {
 		ns, name := chi.URLParam(req, "namespace"), chi.URLParam(req, "name")
 		path := "api/v1/explain/pvc/" + ns + "/" + name
 		p := explainPage{Title: "PersistentVolumeClaim " + ns + "/" + name, Root: "../../../",
-			JSON: "../../../" + path, Path: "/" + path, Checks: explain.Checks}
+			JSON: "../../../" + path, Path: "/" + path, Checks: Checks}
 		e, err := x.claim(req.Context(), ns, name)
 		if err == nil {
 			p.Claim = e
@@ -330,7 +254,7 @@ func (x *explainer) writePage(w http.ResponseWriter, req *http.Request, p explai
 	p.Filtered = access.FromContext(req.Context()).Filtered()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", pageCSP)
+	w.Header().Set("Content-Security-Policy", PageCSP)
 	if err != nil {
 		status, msg := x.status(err, p.Title)
 		p.Error = msg

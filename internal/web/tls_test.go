@@ -1,4 +1,4 @@
-package webhook_test
+package web_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 
 	"github.com/pvguard/pvguard/certs"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -42,7 +43,7 @@ func TestServingCertificateHotReloads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = w.Start(ctx) }()
-	srv := webhook.NewServer(webhook.Options{
+	srv := web.NewServer(web.Options{
 		Listen:         "127.0.0.1:0",
 		GetCertificate: w.GetCertificate,
 		Engines:        webhook.StaticEngine{E: policy.NewEngine(nil)},

@@ -1,4 +1,4 @@
-package webhook
+package web
 
 import (
 	"context"
@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"mime"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,32 +18,22 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/pvguard/pvguard/internal/access"
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/webhook"
 )
 
-// Endpoint paths. Docs, the chart and tests depend on these names.
+// Where explanations are served, as JSON and as pages: .../pvc/{namespace}/{name} and
+// .../pv/{name} (explain.API, explain.Pages). The admission endpoints' paths are webhook's
+// (webhook.PathValidatePV, ...).
 const (
-	PathValidatePV  = "/validate/persistentvolumes"
-	PathValidatePVC = "/validate/persistentvolumeclaims"
-	PathValidateSC  = "/validate/storageclasses"
-	PathMutatePV    = "/mutate/persistentvolumes"
-	PathMutatePVC   = "/mutate/persistentvolumeclaims"
-	// PathExplainAPI and PathExplainPages are where explanations are served, as JSON and as
-	// pages: .../pvc/{namespace}/{name} and .../pv/{name}.
 	PathExplainAPI   = "/api/v1/explain"
 	PathExplainPages = "/explain"
 	// explainBacklog is how many explanations may wait for the one being computed.
 	explainBacklog = 8
 )
 
-// maxReviewBytes bounds an AdmissionReview body. The apiserver caps objects at 3 MiB and a
-// review carries at most two of them.
-const maxReviewBytes = 7 << 20
-
-// Options configure the webhook server.
+// Options configure the server.
 type Options struct {
 	// Listen is the TLS address for webhooks and all other endpoints (default ":9443").
 	Listen string
@@ -58,19 +46,19 @@ type Options struct {
 	Profiling bool
 	// GetCertificate supplies the serving certificate (hot-reloaded by the caller).
 	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	// Engines and Views are what the handlers consult.
-	Engines EngineSource
-	Views   ViewSource
+	// Engines and Views are what the admission handlers consult (webhook.Handlers).
+	Engines webhook.EngineSource
+	Views   webhook.ViewSource
 	// Registry receives pvguard's metrics; a new registry is made if nil.
 	Registry *prometheus.Registry
 	// ReadyChecks must all pass for /readyz (caches synced, certificate loaded).
 	ReadyChecks map[string]func() error
 	// Report and Dashboard, when set, serve the latest audit at GET /api/v1/report (JSON) and
-	// GET / (a page).
+	// GET / (a page): ReportHandler, DashboardHandler.
 	Report, Dashboard http.Handler
 	// ExplainAPI and ExplainPages, when set, serve explanations of claims and volumes: mounted at
 	// /api/v1/explain (JSON) and /explain (pages), each with GET /pvc/{namespace}/{name} and
-	// GET /pv/{name} below (audit.ExplainAPI, audit.ExplainPages).
+	// GET /pv/{name} below (explain.API, explain.Pages).
 	ExplainAPI, ExplainPages http.Handler
 	// Access authenticates and authorizes the callers of the report, the dashboard and the
 	// explanations (bearer tokens, TokenReview and SubjectAccessReview) and limits each caller's
@@ -102,11 +90,12 @@ func (o *Options) applyDefaults() {
 	}
 }
 
-// Server serves pvguard's endpoints.
+// Server serves pvguard's endpoints: the admission webhooks, probes and metrics, the report, the
+// dashboard and the explanations.
 type Server struct {
 	opts    Options
 	router  chi.Router
-	metrics *Metrics
+	metrics *webhook.Metrics
 
 	mu       sync.Mutex
 	addr     net.Addr
@@ -118,13 +107,13 @@ type Server struct {
 func NewServer(opts Options) *Server {
 	opts.applyDefaults()
 	s := &Server{opts: opts, started: make(chan struct{})}
-	s.metrics = NewMetrics(opts.Registry)
+	s.metrics = webhook.NewMetrics(opts.Registry)
 	s.router = s.routes()
 	return s
 }
 
-// Metrics returns the server's metrics, for the config watcher.
-func (s *Server) Metrics() *Metrics { return s.metrics }
+// Metrics returns the server's admission metrics, for the config watcher.
+func (s *Server) Metrics() *webhook.Metrics { return s.metrics }
 
 // Handler returns the router, for tests and for mounting more endpoints.
 func (s *Server) Handler() http.Handler { return s.router }
@@ -149,7 +138,7 @@ func (s *Server) routes() chi.Router {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{}))
 	// The report, the dashboard and the explanations show claims, volumes, findings and nodes
 	// of every namespace: each caller must present a bearer token and sees what Kubernetes RBAC
-	// lets them list (internal/access, audit/visible.go).
+	// lets them list (internal/access, visible.go, explain/visible.go).
 	guarded, limited := s.guards()
 	if s.opts.Report != nil {
 		r.With(guarded).Method(http.MethodGet, "/api/v1/report", s.opts.Report)
@@ -169,29 +158,13 @@ func (s *Server) routes() chi.Router {
 	if s.opts.ExplainPages != nil {
 		r.With(guarded, limited, explainSlot).Mount(PathExplainPages, s.opts.ExplainPages)
 	}
-
-	review := func(h admission.Handler) http.Handler {
-		wh := &admission.Webhook{Handler: h, RecoverPanic: ptr(true)}
-		wh.LogConstructor = func(base logr.Logger, req *admission.Request) logr.Logger {
-			return requestLogger(s.opts.Log, req)
-		}
-		guarded := reviewGuard(reviewHandler{wh: wh, log: s.opts.Log})
+	// The admission webhooks (package webhook), behind a client certificate when ClientCAs is set.
+	for path, h := range webhook.Handlers(s.opts.Engines, s.opts.Views, s.metrics, s.opts.Log) {
 		if s.opts.ClientCAs != nil {
-			return requireClientCert(guarded)
+			h = requireClientCert(h)
 		}
-		return guarded
+		r.Method(http.MethodPost, path, h)
 	}
-	v := func(k policy.Kind) http.Handler {
-		return review(NewValidator(k, s.opts.Engines, s.opts.Views, s.metrics))
-	}
-	m := func(k policy.Kind) http.Handler {
-		return review(NewMutator(k, s.opts.Engines, s.opts.Views, s.metrics))
-	}
-	r.Method(http.MethodPost, PathValidatePV, v(policy.KindPersistentVolume))
-	r.Method(http.MethodPost, PathValidatePVC, v(policy.KindPersistentVolumeClaim))
-	r.Method(http.MethodPost, PathValidateSC, v(policy.KindStorageClass))
-	r.Method(http.MethodPost, PathMutatePV, m(policy.KindPersistentVolume))
-	r.Method(http.MethodPost, PathMutatePVC, m(policy.KindPersistentVolumeClaim))
 	return r
 }
 
@@ -209,8 +182,6 @@ func (s *Server) guards() (guarded, limited func(http.Handler) http.Handler) {
 	return s.opts.Access.Authenticate, s.opts.Access.LimitExplanations
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // logrWriter turns net/http's error log lines into structured log entries.
 type logrWriter struct{ l logr.Logger }
 
@@ -227,25 +198,6 @@ func requireClientCert(next http.Handler) http.Handler {
 			http.Error(w, "pvguard: a client certificate is required", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// reviewGuard answers requests that are not AdmissionReviews at all with a plain HTTP error,
-// before reviewHandler reads the body (it answers bodies that are not reviews in-band, with HTTP
-// 200), and bounds the body it reads.
-func reviewGuard(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		if err != nil || mt != "application/json" {
-			http.Error(w, fmt.Sprintf("pvguard: Content-Type %q is not application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
-			return
-		}
-		if r.ContentLength > maxReviewBytes {
-			http.Error(w, "pvguard: AdmissionReview larger than "+strconv.Itoa(maxReviewBytes)+" bytes", http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxReviewBytes)
 		next.ServeHTTP(w, r)
 	})
 }

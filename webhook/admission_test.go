@@ -9,11 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/go-chi/chi/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -32,7 +30,7 @@ func (f fixedViews) View(context.Context) policy.View { return f.v }
 
 func newTestServer(t *testing.T, cfg *policy.Config, view *testobj.View) http.Handler {
 	t.Helper()
-	return webhook.NewServer(webhook.Options{
+	return web.NewServer(web.Options{
 		Engines: webhook.StaticEngine{E: policy.NewEngine(cfg)},
 		Views:   fixedViews{view},
 		ReadyChecks: map[string]func() error{
@@ -278,30 +276,6 @@ func sorted(s []string) []string {
 	return out
 }
 
-func TestHealthAndReadiness(t *testing.T) {
-	notReady := webhook.NewServer(webhook.Options{
-		Engines:     webhook.StaticEngine{E: policy.NewEngine(nil)},
-		Views:       fixedViews{testobj.NewView()},
-		ReadyChecks: map[string]func() error{"informer cache": func() error { return errors.New("not synced yet") }},
-	}).Handler()
-	for _, tc := range []struct {
-		path string
-		want int
-		h    http.Handler
-	}{
-		{"/healthz", 200, notReady},
-		{"/readyz", 503, notReady},
-		{"/readyz", 200, newTestServer(t, nil, testobj.NewView())},
-		{"/metrics", 200, notReady},
-	} {
-		rec := httptest.NewRecorder()
-		tc.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
-		if rec.Code != tc.want {
-			t.Errorf("GET %s: %d, want %d: %s", tc.path, rec.Code, tc.want, rec.Body.String())
-		}
-	}
-}
-
 // TestMalformedClaimRefIsDeniedByItsRuleNotAnError: a claimRef with a uid but no name or no
 // namespace names no claim, so no rule may read one (the live view's client refuses a get
 // without a name); the write is denied with PVG014's finding, not answered with a 500.
@@ -346,7 +320,7 @@ func (nodesDown) Node(string) (*corev1.Node, error) {
 // other rules refuse into a 500; it is denied with their findings, and the message says what
 // could not be evaluated.
 func TestDenialStandsWhenAnotherRuleCannotJudge(t *testing.T) {
-	h := webhook.NewServer(webhook.Options{
+	h := web.NewServer(web.Options{
 		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)},
 		Views:   fixedViews{nodesDown{testobj.NewView(testobj.PV("pv-7", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-a")))}},
 	}).Handler()
@@ -365,71 +339,6 @@ func TestDenialStandsWhenAnotherRuleCannotJudge(t *testing.T) {
 	}
 	if len(resp.Result.Details.Causes) != 1 || resp.Result.Details.Causes[0].Field != "spec.volumeName" {
 		t.Errorf("causes %+v, want PVG001's on spec.volumeName", resp.Result.Details.Causes)
-	}
-}
-
-// TestExplainRoutes: the explain handlers are mounted at /api/v1/explain and /explain and see
-// the path below their mount point; without them those paths are not served.
-func TestExplainRoutes(t *testing.T) {
-	echo := func(tag string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rctx := chi.RouteContext(r.Context())
-			_, _ = io.WriteString(w, tag+" "+rctx.RoutePath)
-		})
-	}
-	with := webhook.NewServer(webhook.Options{ExplainAPI: echo("api"), ExplainPages: echo("pages"), Access: testGuard()}).Handler()
-	without := webhook.NewServer(webhook.Options{}).Handler()
-	for path, want := range map[string]string{
-		webhook.PathExplainAPI + "/pvc/team-a/data":   "api /pvc/team-a/data",
-		webhook.PathExplainAPI + "/pv/pv-1":           "api /pv/pv-1",
-		webhook.PathExplainPages + "/pvc/team-a/data": "pages /pvc/team-a/data",
-		webhook.PathExplainPages + "/pv/pv-1":         "pages /pv/pv-1",
-	} {
-		rec := httptest.NewRecorder()
-		with.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, path, nil), "admin-token"))
-		if rec.Code != http.StatusOK || rec.Body.String() != want {
-			t.Errorf("GET %s: HTTP %d %q, want %q", path, rec.Code, rec.Body, want)
-		}
-		rec = httptest.NewRecorder()
-		without.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		if rec.Code != http.StatusNotFound {
-			t.Errorf("GET %s without explain handlers: HTTP %d, want 404", path, rec.Code)
-		}
-	}
-}
-
-// TestExplanationsRunOneAtATime: an explanation plans the whole pool, so the pages and the API
-// share one slot; the others wait their turn rather than run beside it.
-func TestExplanationsRunOneAtATime(t *testing.T) {
-	var running, most atomic.Int32
-	release := make(chan struct{})
-	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		<-release
-		_, _ = io.WriteString(w, "ok")
-	})
-	h := webhook.NewServer(webhook.Options{ExplainAPI: slow, ExplainPages: slow, Access: testGuard()}).Handler()
-	paths := []string{webhook.PathExplainAPI + "/pvc/a/b", webhook.PathExplainPages + "/pvc/a/b", webhook.PathExplainAPI + "/pv/c"}
-	codes := make(chan int, len(paths))
-	for _, p := range paths {
-		go func() {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, p, nil), "admin-token"))
-			codes <- rec.Code
-		}()
-	}
-	time.Sleep(200 * time.Millisecond) // all three have arrived; one runs, two wait
-	close(release)
-	for range paths {
-		if code := <-codes; code != http.StatusOK {
-			t.Errorf("HTTP %d, want 200 after waiting", code)
-		}
-	}
-	if m := most.Load(); m != 1 {
-		t.Errorf("%d explanations ran at once, want 1", m)
 	}
 }
 
@@ -460,7 +369,7 @@ func TestDenialIsConfirmedOnFreshReads(t *testing.T) {
 		{"a view source without fresh reads", fixedViews{stale}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := webhook.NewServer(webhook.Options{
+			h := web.NewServer(web.Options{
 				Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: tc.views,
 				ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
 			}).Handler()

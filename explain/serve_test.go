@@ -1,4 +1,4 @@
-package audit_test
+package explain_test
 
 import (
 	"context"
@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
@@ -46,9 +45,9 @@ func explainCluster() []client.Object {
 	}
 }
 
-func explainOptions(objs ...client.Object) audit.ExplainOptions {
+func explainOptions(objs ...client.Object) explain.ServeOptions {
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
-	return audit.ExplainOptions{Cache: c, Now: func() time.Time { return explainNow }, Log: logr.Discard()}
+	return explain.ServeOptions{Cache: c, Now: func() time.Time { return explainNow }, Log: logr.Discard()}
 }
 
 // want is what `pvguard explain` computes from the same objects: the endpoints must answer the
@@ -56,7 +55,7 @@ func explainOptions(objs ...client.Object) audit.ExplainOptions {
 func want(t *testing.T, objs []client.Object, kind, ns, name string) string {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
-	in, err := audit.ReadExplainInput(context.Background(), c, nil, "")
+	in, err := explain.ReadInput(context.Background(), c, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +92,7 @@ func serveAs(rd *access.Reader, h http.Handler, path string) *httptest.ResponseR
 // volume that exists, 404 naming an unknown one, and 400 naming a malformed name.
 func TestExplainAPI(t *testing.T) {
 	objs := explainCluster()
-	h := audit.ExplainAPI(explainOptions(objs...))
+	h := explain.API(explainOptions(objs...))
 	for name, tc := range map[string]struct {
 		path   string
 		status int
@@ -170,7 +169,7 @@ func TestExplainAPIReadsTheBindersState(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			o.PlanState = tc.state
-			rec := serve(audit.ExplainAPI(o), "/pvc/team-a/data")
+			rec := serve(explain.API(o), "/pvc/team-a/data")
 			var e explain.Explanation
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
 				t.Fatalf("HTTP %d: %v", rec.Code, err)
@@ -196,7 +195,7 @@ func TestExplainPages(t *testing.T) {
 	objs := append(explainCluster(),
 		PV("pv-<b>", Class("local"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
 		PV("pv-gone", Class("local"), ClaimRef("team-a", "old", "uid-old"), Phase(corev1.VolumeReleased)))
-	h := audit.ExplainPages(explainOptions(objs...))
+	h := explain.Pages(explainOptions(objs...))
 	for name, tc := range map[string]struct {
 		path   string
 		status int
@@ -250,7 +249,7 @@ func TestExplainPages(t *testing.T) {
 func TestExplainPageMatchesTheText(t *testing.T) {
 	objs := explainCluster()
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
-	in, err := audit.ReadExplainInput(context.Background(), c, nil, "")
+	in, err := explain.ReadInput(context.Background(), c, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +262,7 @@ func TestExplainPageMatchesTheText(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As a browser shows it: the escaping undone.
-	page := html.UnescapeString(serve(audit.ExplainPages(explainOptions(objs...)), "/pvc/team-a/data").Body.String())
+	page := html.UnescapeString(serve(explain.Pages(explainOptions(objs...)), "/pvc/team-a/data").Body.String())
 	rows, others := e.Table()
 	if len(rows) != 2 || others == "" {
 		t.Fatalf("rows %d, others %q: the fixture should give two rows and another class", len(rows), others)
@@ -310,7 +309,7 @@ func TestExplainAPIJudgesPairsByThePolicy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := explainOptions(objs...)
 			o.Engine, o.Identity = func() *policy.Engine { return policy.NewEngine(cfg) }, tc.identity
-			rec := serve(audit.ExplainAPI(o), "/pvc/team-a/data")
+			rec := serve(explain.API(o), "/pvc/team-a/data")
 			var e explain.Explanation
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
 				t.Fatalf("HTTP %d: %v", rec.Code, err)
@@ -340,11 +339,11 @@ func TestReadProvisionerLeases(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).
 		WithIndex(&coordinationv1.Lease{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
 	ctx := context.Background()
-	in, err := audit.ReadExplainInput(ctx, c, nil, "")
+	in, err := explain.ReadInput(ctx, c, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := audit.ReadProvisionerLeases(ctx, c, &in, "team-a", "data"); err != nil {
+	if err := explain.ReadProvisionerLeases(ctx, c, &in, "team-a", "data"); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -357,13 +356,13 @@ func TestReadProvisionerLeases(t *testing.T) {
 	}
 
 	in.Leases, in.LeasesRead = nil, false
-	if err := audit.ReadProvisionerLeases(ctx, c, &in, "team-a", "scratch"); err != nil || in.LeasesRead {
+	if err := explain.ReadProvisionerLeases(ctx, c, &in, "team-a", "scratch"); err != nil || in.LeasesRead {
 		t.Errorf("a no-provisioner class: read %v, err %v", in.LeasesRead, err)
 	}
 	forbidden := interceptor.NewClient(c, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
 		return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("no"))
 	}})
-	if err := audit.ReadProvisionerLeases(ctx, forbidden, &in, "team-a", "data"); err != nil || in.LeasesRead {
+	if err := explain.ReadProvisionerLeases(ctx, forbidden, &in, "team-a", "data"); err != nil || in.LeasesRead {
 		t.Errorf("forbidden: read %v, err %v", in.LeasesRead, err)
 	}
 }

@@ -1,4 +1,4 @@
-package webhook_test
+package web_test
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -53,9 +55,9 @@ var readServer = sync.OnceValue(func() http.Handler {
 	if err != nil {
 		panic(err)
 	}
-	eo := audit.ExplainOptions{Cache: c, Log: logr.Discard(), Now: func() time.Time { return time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC) }}
-	return webhook.NewServer(webhook.Options{Report: audit.ReportHandler(r), Dashboard: audit.DashboardHandler(r),
-		ExplainAPI: audit.ExplainAPI(eo), ExplainPages: audit.ExplainPages(eo), Access: guard,
+	eo := explain.ServeOptions{Cache: c, Log: logr.Discard(), Now: func() time.Time { return time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC) }}
+	return web.NewServer(web.Options{Report: web.ReportHandler(r, c, logr.Discard()), Dashboard: web.DashboardHandler(r, c, logr.Discard()),
+		ExplainAPI: explain.API(eo), ExplainPages: explain.Pages(eo), Access: guard,
 		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: fixedViews{testobj.NewView()}}).Handler()
 })
 

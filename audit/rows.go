@@ -1,0 +1,92 @@
+package audit
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// The rows of the dashboard's tables beside the findings: each volume with the claim it points
+// at, and the claims not bound. The runner keeps them per object as it audits (Runner.Bindings,
+// Runner.Pending); BindingsOf and PendingOf make them of a snapshot (`pvguard audit -o html`).
+
+// Binding is one row of the dashboard's PV <-> PVC table.
+type Binding struct {
+	Volume, VolumePhase, Capacity, Class, ReclaimPolicy string
+	Claim, ClaimPhase                                   string
+}
+
+// bindingOf is a volume's row: the claim it points at and that claim's phase ("missing" when the
+// claim is gone or was re-created).
+func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
+	b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: policy.VolumeClass(pv),
+		ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy)}
+	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
+		b.Capacity = q.String()
+	}
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		b.Claim = ref.Namespace + "/" + ref.Name
+		b.ClaimPhase = "missing"
+		if !policy.NamesAClaim(ref) {
+			return b, nil
+		}
+		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+		if err != nil {
+			return b, fmt.Errorf("reading the claim of %s: %w", pv.Name, err)
+		}
+		if pvc != nil && (ref.UID == "" || ref.UID == pvc.UID) {
+			b.ClaimPhase = string(pvc.Status.Phase)
+		}
+	}
+	return b, nil
+}
+
+// PendingClaim is one row of the dashboard's pending claims: a claim not bound.
+type PendingClaim struct {
+	Namespace, Name, Phase, Class, Request string
+}
+
+// pendingOf is the claim's pending row, unless it is bound: Bound and bind-completed, as the
+// binders leave a claim whose binding they finished.
+func pendingOf(c *corev1.PersistentVolumeClaim) (PendingClaim, bool) {
+	if _, done := c.Annotations[policy.AnnBindCompleted]; done && c.Status.Phase == corev1.ClaimBound {
+		return PendingClaim{}, false
+	}
+	p := PendingClaim{Namespace: c.Namespace, Name: c.Name, Phase: string(c.Status.Phase), Class: policy.ClaimClass(c)}
+	if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		p.Request = q.String()
+	}
+	return p, true
+}
+
+// PendingOf lists the claims of a snapshot that are not bound, by namespace and name.
+func PendingOf(s *policy.Snapshot) []PendingClaim {
+	var out []PendingClaim
+	for _, c := range s.PVCs {
+		if p, ok := pendingOf(c); ok {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// BindingsOf lists every volume of a snapshot with the claim it points at, by volume name.
+func BindingsOf(s *policy.Snapshot) []Binding {
+	v := s.Indexed()
+	out := make([]Binding, 0, len(s.PVs))
+	for _, pv := range s.PVs {
+		b, _ := bindingOf(pv, v) // a snapshot's lookups cannot fail
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Volume < out[j].Volume })
+	return out
+}

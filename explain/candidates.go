@@ -1,0 +1,396 @@
+package explain
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/policy"
+)
+
+// This file is the candidate table: every volume considered for the claim, and the pair checks
+// each passes or fails (the nodes its node affinity must reach, the policy's judgement).
+
+// Check names a column of the candidate table.
+type Check string
+
+// The checks, in the order upstream's binder makes them, then pvguard's binder's own.
+const (
+	CheckClass           Check = "class"                 // PVG007
+	CheckAttributesClass Check = "volumeAttributesClass" // PVG018
+	CheckAccessModes     Check = "accessModes"           // PVG006
+	CheckVolumeMode      Check = "volumeMode"            // PVG001
+	CheckCapacity        Check = "capacity"              // PVG005
+	CheckSelector        Check = "selector"              // PVG008
+	CheckNodeAffinity    Check = "nodeAffinity"          // PVG009, against the selected node
+	CheckPhase           Check = "phase"                 // Available, not being deleted
+	CheckClaimRef        Check = "claimRef"              // not pre-bound or bound to another claim
+	CheckReserved        Check = "reserved"              // no bind to another claim in flight
+	CheckPolicy          Check = "policy"                // the webhook has not denied the pair lately
+)
+
+// Checks lists the checks in column order.
+var Checks = []Check{CheckClass, CheckAttributesClass, CheckAccessModes, CheckVolumeMode, CheckCapacity,
+	CheckSelector, CheckNodeAffinity, CheckPhase, CheckClaimRef, CheckReserved, CheckPolicy}
+
+// Candidate is one volume's row.
+type Candidate struct {
+	Volume string `json:"volume"`
+	Class  string `json:"class"`
+	// Checks holds one result per check, in the order of Checks.
+	Checks []Result `json:"checks"`
+	// Fits is set when every check passes.
+	Fits bool `json:"fits"`
+	// TakenBy names (namespace/name) the claim the binder's plan gives this volume to, when not
+	// to this claim.
+	TakenBy string `json:"takenBy,omitempty"`
+}
+
+// Result is one check of one volume: a pass, or the failing value (`Filesystem != Block`).
+type Result struct {
+	Check Check  `json:"check"`
+	Pass  bool   `json:"pass"`
+	Value string `json:"value,omitempty"`
+}
+
+// passes reports whether the check passed (a check the row lacks passes).
+func (c Candidate) passes(check Check) bool {
+	for _, r := range c.Checks {
+		if r.Check == check {
+			return r.Pass
+		}
+	}
+	return true
+}
+
+// Failed reports the checks that failed.
+func (c Candidate) Failed() []Result {
+	var out []Result
+	for _, r := range c.Checks {
+		if !r.Pass {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// nodeTarget is a node that a volume must reach for the claim: the node selected for it, or the
+// node a pod that uses it is on (pod names that pod).
+type nodeTarget struct {
+	name string
+	node *corev1.Node // nil: no such node
+	pod  string
+}
+
+// nodeTargets are the nodes the claim's volume must reach: the selected node, when the claim has
+// one (the planner judges against it); else the nodes of the pods that use the claim and are on
+// a node (scheduled, or placed with spec.nodeName), one pod named per node.
+func nodeTargets(c *corev1.PersistentVolumeClaim, pods []*corev1.Pod, nodes map[string]*corev1.Node, selected string, scheduled bool) []nodeTarget {
+	if scheduled {
+		return []nodeTarget{{name: selected, node: nodes[selected]}}
+	}
+	var out []nodeTarget
+	seen := map[string]bool{}
+	for _, p := range sortedPods(pods) {
+		if p.Namespace != c.Namespace || p.Spec.NodeName == "" || p.DeletionTimestamp != nil || !usesClaim(p, c.Name) || seen[p.Spec.NodeName] {
+			continue
+		}
+		seen[p.Spec.NodeName] = true
+		out = append(out, nodeTarget{name: p.Spec.NodeName, node: nodes[p.Spec.NodeName], pod: p.Name})
+	}
+	return out
+}
+
+// candidates runs every check on every volume of the input for the claim, in the input's order,
+// and names the volumes whose pair with the claim policy denies (pairJudge).
+func candidates(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget) (rows []Candidate, denied []string) {
+	judge := newPairJudge(x.in)
+	for _, v := range x.in.Volumes {
+		row, deny := judge.judge(candidate(x.in, c, v, targets, x.claimByUID), v, c)
+		if deny {
+			denied = append(denied, v.Name)
+		}
+		rows = append(rows, row)
+	}
+	return rows, denied
+}
+
+// withTakers names, on each row, the claim the binder's plan gives the volume to, when not to
+// the claim c.
+func withTakers(rows []Candidate, p pool, c types.UID, claimByUID map[types.UID]string) []Candidate {
+	for i := range rows {
+		if uid, ok := p.owner[rows[i].Volume]; ok && uid != c {
+			rows[i].TakenBy = claimByUID[uid]
+		}
+	}
+	return rows
+}
+
+// sortCandidates orders the rows closest first: by the number of checks failed, then those of
+// the claim's class, then by name.
+func sortCandidates(rows []Candidate, class string) []Candidate {
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if fa, fb := len(a.Failed()), len(b.Failed()); fa != fb {
+			return fa < fb
+		}
+		// Between volumes as close, one of the claim's class first: it is in the table the
+		// text shows, and the change it needs does not move the claim to another class.
+		if sa, sb := a.Class == class, b.Class == class; sa != sb {
+			return sa
+		}
+		return a.Volume < b.Volume
+	})
+	return rows
+}
+
+// pairJudge fills the POLICY column from the policy engine (Input.Policy): the pairs that pass
+// every other pair check are judged as the binder judges a pair before binding it
+// (binder.BindDenials). The binder asks policy about no other pair, and a pair failing a check
+// before POLICY would mostly be denied for that same reason (most pair checks are rules too), so
+// the other pairs are not judged: their POLICY column shows only a denial the binder met.
+type pairJudge struct {
+	in   Input
+	view policy.View
+}
+
+func newPairJudge(in Input) *pairJudge {
+	if in.Policy == nil {
+		return nil
+	}
+	return &pairJudge{in: in, view: in.View}
+}
+
+// judgedAfter are the checks a pair must pass to be judged by policy: every pair check before
+// RESERVED, which is the binder's in-flight state, not the pair's.
+var judgedAfter = map[Check]bool{CheckClass: true, CheckAttributesClass: true, CheckAccessModes: true, CheckVolumeMode: true,
+	CheckCapacity: true, CheckSelector: true, CheckNodeAffinity: true, CheckPhase: true, CheckClaimRef: true}
+
+// maxPolicyValue bounds the POLICY cell: a rule's message can be long, and the table is read
+// across.
+const maxPolicyValue = 100
+
+// judge is the row with its POLICY column filled, and whether policy denies the pair.
+func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim) (Candidate, bool) {
+	if j == nil {
+		return row, false
+	}
+	for _, r := range row.Checks {
+		if judgedAfter[r.Check] && !r.Pass {
+			return row, false
+		}
+	}
+	if j.view == nil {
+		// Built on the first pair judged: indexing the whole input costs a tenth of a second
+		// at 100,000 objects, for nothing when no pair gets this far.
+		j.view = (&policy.Snapshot{PVs: j.in.Volumes, PVCs: j.in.Claims, Nodes: j.in.Nodes, Classes: j.in.Classes}).Indexed()
+	}
+	denials, err := binder.BindDenials(j.in.Policy, j.in.Identity, j.view, v, c)
+	var value string
+	switch {
+	case len(denials) > 0:
+		ids := make([]string, 0, len(denials))
+		for _, f := range denials {
+			if !slices.Contains(ids, string(f.Rule)) {
+				ids = append(ids, string(f.Rule))
+			}
+		}
+		// Findings carry no secret values: messages name fields and keys, never their values
+		// (PVG016 names the key of a credential-like attribute only).
+		value = strings.Join(ids, ", ") + ": " + denials[0].Message
+	case err != nil:
+		value = "policy could not judge the pair: " + err.Error()
+	default:
+		return row, false
+	}
+	value = shorten(value, maxPolicyValue)
+	row.Checks = slices.Clone(row.Checks)
+	for i := range row.Checks {
+		r := &row.Checks[i]
+		if r.Check != CheckPolicy {
+			continue
+		}
+		if !r.Pass {
+			value = r.Value + "; " + value // a denial the binder met lately, and the rules' word now
+		}
+		r.Pass, r.Value = false, value
+	}
+	row.Fits = false
+	return row, true
+}
+
+// withDenials is the binder's in-flight state with the claim's pairs that policy denies
+// (pairJudge) denied just now: the binder, which plans without asking policy, would try such a
+// pair, be refused, and keep it out of its plans (binder.InFlight), so the plan that explains the
+// claim leaves them out from the start. The input's state is not changed.
+func withDenials(f binder.InFlight, claim types.UID, volumes []string) binder.InFlight {
+	if len(volumes) == 0 {
+		return f
+	}
+	if f.At.IsZero() {
+		f.At = time.Now()
+	}
+	denied := make(map[types.UID]map[string]time.Time, len(f.Denied)+1)
+	for uid, m := range f.Denied {
+		denied[uid] = m
+	}
+	mine := make(map[string]time.Time, len(f.Denied[claim])+len(volumes))
+	for v, at := range f.Denied[claim] {
+		mine[v] = at
+	}
+	for _, v := range volumes {
+		mine[v] = f.At
+	}
+	denied[claim] = mine
+	f.Denied = denied
+	return f
+}
+
+// shorten cuts s to at most n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// candidate runs every check on one volume for the claim.
+func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, targets []nodeTarget, claims map[types.UID]string) Candidate {
+	row := Candidate{Volume: v.Name, Class: policy.VolumeClass(v)}
+	add := func(check Check, pass bool, value string) {
+		r := Result{Check: check, Pass: pass}
+		if !pass {
+			r.Value = value
+		}
+		row.Checks = append(row.Checks, r)
+	}
+	add(CheckClass, policy.ClassesMatch(v, c), fmt.Sprintf("%s != %s", orNone(policy.VolumeClass(v)), orNone(policy.ClaimClass(c))))
+	add(CheckAttributesClass, policy.AttributesClassesMatch(v, c), fmt.Sprintf("%s != %s", orNone(deref(v.Spec.VolumeAttributesClassName)), orNone(deref(c.Spec.VolumeAttributesClassName))))
+	missing := policy.MissingAccessModes(v, c)
+	add(CheckAccessModes, policy.AccessModesFit(v, c), fmt.Sprintf("%s lacks %s", modes(v.Spec.AccessModes), modes(missing)))
+	add(CheckVolumeMode, policy.ModesMatch(v, c), fmt.Sprintf("%s != %s", volumeMode(v.Spec.VolumeMode), volumeMode(c.Spec.VolumeMode)))
+	capacity, request := v.Spec.Capacity[corev1.ResourceStorage], c.Spec.Resources.Requests[corev1.ResourceStorage]
+	add(CheckCapacity, policy.CapacityFits(v, c), fmt.Sprintf("%s < %s", quantity(capacity), quantity(request)))
+	ok, err := policy.SelectorAdmits(c, v)
+	switch {
+	case err != nil:
+		add(CheckSelector, false, "invalid selector: "+err.Error())
+	default:
+		sel, _ := policy.ParseClaimSelector(c)
+		add(CheckSelector, ok, fmt.Sprintf("labels do not match %s", sel))
+	}
+	add(nodeAffinity(v, targets))
+	avail := binder.VolumeAvailabilityFor(c, v, in.PendingFree)
+	phase := string(v.Status.Phase)
+	if phase == "" {
+		phase = "no phase"
+	}
+	if avail == binder.VolumeBeingDeleted {
+		phase = "being deleted"
+	}
+	// A volume another claim holds fails CLAIMREF; its phase is judged as well, so that a
+	// Released volume still linked to an earlier claim of the same name says it is Released.
+	phaseOK := avail != binder.VolumeBeingDeleted && avail != binder.VolumeNotFree
+	if avail == binder.VolumeClaimedElsewhere {
+		phaseOK = v.Status.Phase == corev1.VolumeAvailable || v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
+	}
+	add(CheckPhase, phaseOK, phase)
+	ref := v.Spec.ClaimRef
+	refValue := ""
+	if ref != nil {
+		refValue = "pre-bound to " + ref.Namespace + "/" + ref.Name
+		if ref.UID != "" {
+			refValue = "bound to " + ref.Namespace + "/" + ref.Name
+			if ref.Namespace == c.Namespace && ref.Name == c.Name {
+				refValue += " (uid " + string(ref.UID) + ", an earlier claim of that name)"
+			}
+		}
+	}
+	add(CheckClaimRef, avail != binder.VolumeClaimedElsewhere, refValue)
+	owner, reserved := in.InFlight.Reserved[v.Name]
+	who := claims[owner]
+	if who == "" {
+		who = "uid " + string(owner)
+	}
+	add(CheckReserved, !reserved || owner == c.UID, "bind to "+who+" in flight")
+	at, denied := in.InFlight.DeniedAt(c.UID, v.Name)
+	add(CheckPolicy, !denied, "denied at "+at.UTC().Format(time.RFC3339))
+	row.Fits = len(row.Failed()) == 0
+	return row
+}
+
+// nodeAffinity judges the volume's node affinity against each node it must reach (nodeTargets),
+// as the planner judges it against the selected node: a node that does not exist is reached only
+// by a volume without node affinity.
+func nodeAffinity(v *corev1.PersistentVolume, targets []nodeTarget) (Check, bool, string) {
+	if len(targets) == 0 {
+		return CheckNodeAffinity, true, ""
+	}
+	aff, err := policy.ParseVolumeAffinity(v)
+	if err != nil {
+		return CheckNodeAffinity, false, "invalid node affinity: " + err.Error()
+	}
+	for _, t := range targets {
+		if aff.Admits(t.node) {
+			continue
+		}
+		switch {
+		case t.node == nil && t.pod != "":
+			return CheckNodeAffinity, false, fmt.Sprintf("node %s of pod %s not found", t.name, t.pod)
+		case t.node == nil:
+			return CheckNodeAffinity, false, fmt.Sprintf("node %s not found", t.name)
+		case t.pod != "":
+			return CheckNodeAffinity, false, fmt.Sprintf("does not reach node %s, where pod %s is", t.name, t.pod)
+		default:
+			return CheckNodeAffinity, false, fmt.Sprintf("does not reach node %s", t.name)
+		}
+	}
+	return CheckNodeAffinity, true, ""
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+func deref[S ~string](p *S) string {
+	if p == nil {
+		return ""
+	}
+	return string(*p)
+}
+
+func modes(m []corev1.PersistentVolumeAccessMode) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	s := make([]string, len(m))
+	for i, x := range m {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func volumeMode(m *corev1.PersistentVolumeMode) string {
+	if m == nil || *m == "" {
+		return string(corev1.PersistentVolumeFilesystem)
+	}
+	return string(*m)
+}
+
+func quantity(q resource.Quantity) string {
+	if q.IsZero() {
+		return "0"
+	}
+	return q.String()
+}

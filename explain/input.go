@@ -1,0 +1,161 @@
+package explain
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/policy"
+)
+
+// This file is what an explanation reads: the Input, the claim it explains, the input indexed
+// (index) and the binder's plan of it (pool).
+
+// Input is what an explanation reads: the cluster's claims, volumes, classes and nodes (all of
+// them: other claims compete for the same volumes), and optionally the binder's in-flight state.
+type Input struct {
+	Claims  []*corev1.PersistentVolumeClaim
+	Volumes []*corev1.PersistentVolume
+	Classes []*storagev1.StorageClass
+	// Nodes need only the nodes that claims' selected-node annotations name; a node missing is
+	// one that does not exist (binder.PlanInput.Nodes).
+	Nodes []*corev1.Node
+	// PendingFree and InFlight are the binder's (binder.PlanInput); zero for a dump or a live
+	// read from outside the binder.
+	PendingFree bool
+	InFlight    binder.InFlight
+	// Pods and Events are optional (a live read has them, a dump of volumes and claims does
+	// not): the pods of the claim's namespace, and the events about them. With them, a claim
+	// waiting for its first consumer whose pod exists says what the scheduler said of the pod.
+	Pods   []*corev1.Pod
+	Events []*corev1.Event
+	// Policy, when set, judges each pair that passes every pair check before POLICY as the
+	// binder judges a pair before binding it (binder.BindDenials): as Identity, the binder's
+	// user, against View, the objects as they are (nil: a view over this input). Without it the
+	// POLICY column shows only the denials the binder met lately (InFlight). explain.Volume
+	// reports the audit findings of this engine (without it, of the default config's).
+	Policy   *policy.Engine
+	Identity policy.UserInfo
+	View     policy.View
+	// Leases are the coordination.k8s.io Leases named for the claim's provisioner
+	// (ProvisionerLeaseName), from any namespace, and LeasesRead says they were read, so that
+	// none means there are none (a live read; a dump has no leases). With them, a claim waiting
+	// for its provisioner says whether the provisioner appears to run.
+	Leases     []*coordinationv1.Lease
+	LeasesRead bool
+	// Now is when the explanation is made, to age leases (zero: the current time).
+	Now time.Time
+}
+
+// ErrUnknownClaim is returned for a claim that is not in the input.
+var ErrUnknownClaim = errors.New("no such PersistentVolumeClaim")
+
+// findClaim is the claim namespace/name among claims.
+func findClaim(claims []*corev1.PersistentVolumeClaim, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	var c *corev1.PersistentVolumeClaim
+	for _, pvc := range claims {
+		if pvc.Namespace == namespace && pvc.Name == name {
+			c = pvc
+		}
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w %s/%s", ErrUnknownClaim, namespace, name)
+	}
+	return c, nil
+}
+
+// index is an Input indexed for explaining its claims: built once, so that explaining many
+// claims over the same input (the binder's NoVolumeFits pass) indexes once.
+type index struct {
+	in      Input
+	classes map[string]*storagev1.StorageClass
+	nodes   map[string]*corev1.Node
+	// claimByUID names (namespace/name) each claim.
+	claimByUID map[types.UID]string
+	// volumes indexes the volumes by name, claiming by the claim (namespace/name) their
+	// claimRef names: built once, not per claim explained (at 100,000 volumes a map per claim
+	// was most of what the binder's NoVolumeFits pass allocated).
+	volumes  map[string]*corev1.PersistentVolume
+	claiming map[string][]*corev1.PersistentVolume
+}
+
+// indexInput indexes in.
+func indexInput(in Input) *index {
+	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}, nodes: map[string]*corev1.Node{},
+		claimByUID: make(map[types.UID]string, len(in.Claims))}
+	for _, sc := range in.Classes {
+		x.classes[sc.Name] = sc
+	}
+	for _, n := range in.Nodes {
+		x.nodes[n.Name] = n
+	}
+	for _, pc := range in.Claims {
+		x.claimByUID[pc.UID] = pc.Namespace + "/" + pc.Name
+	}
+	x.volumes = make(map[string]*corev1.PersistentVolume, len(in.Volumes))
+	x.claiming = map[string][]*corev1.PersistentVolume{}
+	for _, v := range in.Volumes {
+		x.volumes[v.Name] = v
+		if ref := v.Spec.ClaimRef; ref != nil {
+			k := ref.Namespace + "/" + ref.Name
+			x.claiming[k] = append(x.claiming[k], v)
+		}
+	}
+	return x
+}
+
+// pool is the binder's plan of the input and its index: owner maps each volume the plan gives
+// out to its claim, and planned holds the claims the plan considered.
+type pool struct {
+	plan    binder.PoolPlan
+	owner   map[string]types.UID
+	planned map[types.UID]bool
+}
+
+// planPool plans the input's pool as the binder does, with inFlight as the binder's in-flight
+// state.
+func planPool(x *index, inFlight binder.InFlight) pool {
+	return poolOf(binder.Plan(binder.PlanInput{Claims: x.in.Claims, Volumes: x.in.Volumes, Classes: x.in.Classes,
+		Nodes: x.nodes, PendingFree: x.in.PendingFree, InFlight: inFlight}))
+}
+
+// poolOf indexes a plan: it maps each volume the plan gives out to its claim, and says which
+// claims it considered.
+func poolOf(plan binder.PoolPlan) pool {
+	p := pool{plan: plan, owner: make(map[string]types.UID, len(plan.Volumes)), planned: make(map[types.UID]bool, len(plan.Claims))}
+	for uid, v := range plan.Volumes {
+		if v != "" {
+			p.owner[v] = uid
+		}
+	}
+	for _, pc := range plan.Claims {
+		p.planned[pc.UID] = true
+	}
+	return p
+}
+
+// withUIDs gives claims without a uid (manifests written by hand) one of their own, derived
+// from the name, so that the plan, which keys claims by uid, tells them apart. The input is not
+// changed: such claims are copied.
+func withUIDs(claims []*corev1.PersistentVolumeClaim) []*corev1.PersistentVolumeClaim {
+	out, copied := claims, false
+	for i, c := range claims {
+		if c.UID != "" {
+			continue
+		}
+		if !copied {
+			out, copied = slices.Clone(claims), true
+		}
+		cp := c.DeepCopy()
+		cp.UID = types.UID("explain:" + c.Namespace + "/" + c.Name)
+		out[i] = cp
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package explain
+
+import (
+	"context"
+	"fmt"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/cachelist"
+	"github.com/pvguard/pvguard/policy"
+)
+
+// ReadInput reads what an explanation reads: from cluster, every claim, volume and class and the
+// nodes' names and labels (all the binder reads of them); from namespaced, when it is set and
+// namespace is not "", the pods and events of that namespace (which let a claim waiting for its
+// first consumer quote the scheduler). `pvguard explain` passes its live client as both; the
+// server passes its informer cache as cluster and no namespaced reader: it caches no pods or
+// events, and may not read them (docs/explain.md).
+func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace string) (Input, error) {
+	in, err := readCluster(ctx, cluster)
+	if err != nil {
+		return Input{}, err
+	}
+	if namespaced == nil || namespace == "" {
+		return in, nil
+	}
+	var pods corev1.PodList
+	var events corev1.EventList
+	for _, l := range []client.ObjectList{&pods, &events} {
+		if err := namespaced.List(ctx, l, client.InNamespace(namespace)); err != nil {
+			return Input{}, fmt.Errorf("listing %T in namespace %s: %w", l, namespace, err)
+		}
+	}
+	for i := range pods.Items {
+		in.Pods = append(in.Pods, &pods.Items[i])
+	}
+	for i := range events.Items {
+		in.Events = append(in.Events, &events.Items[i])
+	}
+	return in, nil
+}
+
+// readCluster lists every volume, claim and class, and the nodes' names and labels, from c, as
+// the audit reads them (audit.ReadSnapshot): from an informer cache, the cache's own objects
+// (cachelist), neither deep copies nor struct copies (an explanation never modifies its input);
+// from a live client, what it lists.
+func readCluster(ctx context.Context, c client.Reader) (Input, error) {
+	var in Input
+	var err error
+	if in.Volumes, err = cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{}); err != nil {
+		return Input{}, fmt.Errorf("listing volumes: %w", err)
+	}
+	if in.Claims, err = cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err != nil {
+		return Input{}, fmt.Errorf("listing claims: %w", err)
+	}
+	if in.Classes, err = cachelist.List(ctx, c, &storagev1.StorageClass{}, &storagev1.StorageClassList{}); err != nil {
+		return Input{}, fmt.Errorf("listing storage classes: %w", err)
+	}
+	node := &metav1.PartialObjectMetadata{}
+	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	meta, err := cachelist.List(ctx, c, node, nodes)
+	if err != nil {
+		return Input{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	for _, n := range meta {
+		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: n.ObjectMeta})
+	}
+	return in, nil
+}
+
+// ReadProvisionerLeases adds to in the Leases that the provisioner of the claim
+// namespace/name's class holds if it runs with leader election (ProvisionerLeaseName), from
+// every namespace, so that the explanation of a claim waiting for it says whether it appears to
+// run. It reads nothing for a claim or class that is not in the input, or a class with no
+// external provisioner. A reader that may not list Leases is no error: the explanation then
+// says nothing about the provisioner.
+func ReadProvisionerLeases(ctx context.Context, r client.Reader, in *Input, namespace, name string) error {
+	class := ""
+	for _, c := range in.Claims {
+		if c.Namespace == namespace && c.Name == name {
+			class = policy.ClaimClass(c)
+		}
+	}
+	provisioner := ""
+	for _, sc := range in.Classes {
+		if class != "" && sc.Name == class {
+			provisioner = sc.Provisioner
+		}
+	}
+	if provisioner == "" || provisioner == "kubernetes.io/no-provisioner" { // local volumes: no provisioner runs
+		return nil
+	}
+	lease := ProvisionerLeaseName(provisioner)
+	var leases coordinationv1.LeaseList
+	// One request, filtered by the API server: listing every Lease would fetch a node heartbeat
+	// per node as well.
+	err := r.List(ctx, &leases, client.MatchingFields{"metadata.name": lease})
+	switch {
+	case apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("listing Leases named %s (provisioner %s): %w", lease, provisioner, err)
+	}
+	in.Leases, in.LeasesRead = nil, true
+	for i := range leases.Items {
+		in.Leases = append(in.Leases, &leases.Items[i])
+	}
+	return nil
+}
