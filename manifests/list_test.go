@@ -75,7 +75,7 @@ func listDocuments(t testing.TB) []listDocument {
 			want: []string{"pv/a", "pv/b"}, wantErr: "items[1]: items[1]: PersistentVolume c: no apiVersion"},
 		{name: "invalid UTF-8", js: list(`{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"a","labels":{"x":"` + "\xff" + `"}}}`),
 			want: none, wantErr: "document 1: jsontext: invalid UTF-8"},
-		// Read until issue 17; the apiserver refuses both.
+		// A List with a member twice is refused, as the apiserver refuses it.
 		{name: "two items members", js: `{"items":[` + pv("a") + `],"kind":"List","items":[` + pv("b") + `]}`,
 			want: none, wantErr: `document 1: List: duplicate field "items"`},
 		{name: "a duplicate kind", js: `{"kind":"List","kind":"List","items":[` + pv("a") + `]}`,

@@ -1,6 +1,6 @@
 package e2e
 
-// End-to-end cases for the classes of issue 14 (docs/rules.md states each rule's invariant): each
+// End-to-end cases for the deny invariants (docs/rules.md states each rule's invariant): each
 // unsafe write is refused with its rule ID whatever verb or patch type makes it, and each
 // legitimate upstream write is admitted with no warning, made as the identity that makes it in a
 // real cluster.

@@ -18,12 +18,9 @@ import (
 // TestNewVolumesMarkedAvailable: volumes created while no binder ran are Pending, and the binder
 // marks each free one Available at once, as upstream's syncVolume does: kube-scheduler's volume
 // binding considers Available volumes only, so a volume left Pending is invisible to
-// WaitForFirstConsumer claims. This test used to be TestPendingVolumesBoundWithoutAvailableWrite,
-// which asserted the opposite: pvguard held a free Pending volume until a plan had run and marked
-// only the ones the plan left unassigned, saving a status write per binding but hiding new volumes
-// from the scheduler (issue 15). What pvguard keeps of that: its planner counts Pending volumes, so
-// a claim created with its volume is bound without a "no persistent volumes available" event, and
-// a volume whose bind is already in flight is written Bound directly.
+// WaitForFirstConsumer claims. The planner also counts Pending volumes, so a claim created with
+// its volume is bound without a "no persistent volumes available" event, and a volume whose bind
+// is already in flight is written Bound directly.
 func TestNewVolumesMarkedAvailable(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)

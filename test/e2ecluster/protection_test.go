@@ -13,8 +13,8 @@ import (
 	"github.com/pvguard/pvguard/test/cluster"
 )
 
-// TestProtectionAndPreBound is flow e without expansion (added once the external-resizer is
-// merged: TODO(issue 15)): the protection finalizers of the real pvc-protection and
+// TestProtectionAndPreBound is flow e (expansion is covered by flow b, TestDynamicProvisioning):
+// the protection finalizers of the real pvc-protection and
 // pv-protection controllers, which hold a claim a pod uses and a volume a claim is bound to and
 // let them go once unused; and pre-bound claims and volumes in a WaitForFirstConsumer class,
 // which the binder binds without waiting for a pod (upstream's FindMatchingVolume returns a

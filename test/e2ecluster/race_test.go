@@ -16,8 +16,8 @@ import (
 	"github.com/pvguard/pvguard/test/cluster"
 )
 
-// TestRaceForFewerVolumes is flow d without its provisioner fallback (added once the CSI
-// sidecars are merged: TODO(issue 15)): many pods at once, each with its own claim, for fewer
+// TestRaceForFewerVolumes is flow d without its provisioner fallback (that is
+// TestRaceWithProvisionerFallback): many pods at once, each with its own claim, for fewer
 // static local volumes than claims across the nodes. The scheduler chooses and binds a volume
 // for as many pods as there are volumes; the others stay unschedulable with their claims
 // Pending. No volume is claimed twice, each is bound to at most one claim, on its pod's node,

@@ -234,8 +234,8 @@ func (s *scene) run(program string, args ...string) result {
 	return r
 }
 
-// cli runs `pvguard explain pvc NS/NAME -o json` and decodes what it printed, also as a map
-// (fields this branch's Explanation may not have yet).
+// cli runs `pvguard explain pvc NS/NAME -o json` and decodes what it printed, also as a map (to
+// read the JSON fields by name).
 func (s *scene) cli(name string, extra ...string) (*explain.Explanation, map[string]any, result, error) {
 	s.t.Helper()
 	args := append([]string{"explain", "pvc", s.ns + "/" + name, "-o", "json", "--kubeconfig", s.e.kubeconfig}, extra...)

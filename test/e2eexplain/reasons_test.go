@@ -67,7 +67,7 @@ const (
 
 var immediate, wffc = storagev1.VolumeBindingImmediate, storagev1.VolumeBindingWaitForFirstConsumer
 
-// reasons are the reasons a claim can stay Pending (issue 18, item 6), each kept up by exactly
+// reasons are the reasons a claim can stay Pending, each kept up by exactly
 // the objects it names. Volumes are hostPath ones (nothing mounts them) unless said otherwise;
 // the claims ask for 1Gi ReadWriteOnce Filesystem unless said otherwise, as testobj builds them.
 var reasons = []reasonCase{

@@ -96,7 +96,7 @@ func main() {
 			log.Fatal(err)
 		}
 		// Written back before it is read: otherwise the kernel flushes the new files to disk
-		// during the first measurements (a 180 MB file added 0.2 s to each of them).
+		// during the first measurements, and they time the flush too.
 		syscall.Sync()
 		debug.FreeOSMemory()
 		modes := strings.Split(*only, ",")
