@@ -128,7 +128,7 @@ func TestCDIImportAndCrossNamespaceClone(t *testing.T) {
 		var provisioned []string
 		for _, c := range []struct{ name, want, what string }{{"disk", "imported from " + url, "imported"}, {"copy", "golden image", "cloned across namespaces"}} {
 			pvc := harness.GetPVC(t, cl.Client, ns, c.name)
-			pv := boundPair(t, pvc)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}

@@ -133,7 +133,7 @@ func (f *csiFlow) deleteAll(provisioned []string) {
 func provisionedPair(t *testing.T, s *endState, ns, name string) *corev1.PersistentVolume {
 	t.Helper()
 	p, pvc := getPod(t, ns, name), harness.GetPVC(t, cl.Client, ns, name)
-	pv := boundPair(t, pvc)
+	pv := expectBoundPair(t, pvc)
 	if pv == nil {
 		return nil
 	}
@@ -187,7 +187,7 @@ func TestDynamicProvisioning(t *testing.T) {
 		})
 		var provisioned []string
 		pvc := harness.GetPVC(t, cl.Client, ns, "imm")
-		if pv := boundPair(t, pvc); pv != nil {
+		if pv := expectBoundPair(t, pvc); pv != nil {
 			if pv.Annotations[annProvisionedBy] != cl.CSI.Driver() || pv.Name != "pvc-"+string(pvc.UID) {
 				t.Errorf("claim imm bound to %s, want the volume the provisioner made for it", pv.Name)
 			}
@@ -322,7 +322,7 @@ func TestStaticBesideProvisioner(t *testing.T) {
 
 		s := newEndState()
 		pvc := harness.GetPVC(t, cl.Client, ns, "ona")
-		if pv := boundPair(t, pvc); pv != nil {
+		if pv := expectBoundPair(t, pvc); pv != nil {
 			if !strings.HasPrefix(pv.Name, fmt.Sprintf("mixed-%s-a", m)) {
 				t.Errorf("claim ona bound to %s, want one of the static volumes of %s", pv.Name, nodeA)
 			} else {
@@ -418,7 +418,7 @@ func TestRaceWithProvisionerFallback(t *testing.T) {
 		var provisioned []string
 		for _, c := range claims {
 			p, pvc := getPod(t, ns, c.Name), harness.GetPVC(t, cl.Client, ns, c.Name)
-			pv := boundPair(t, pvc)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}

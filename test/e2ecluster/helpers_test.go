@@ -293,9 +293,9 @@ func claimRefWriters(pv *corev1.PersistentVolume) []string {
 	return out
 }
 
-// boundPair checks that a claim and its volume are bound to each other, both ways, and returns
-// the volume.
-func boundPair(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+// expectBoundPair checks that a claim and its volume are bound to each other, both ways, and
+// returns the volume.
+func expectBoundPair(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
 	t.Helper()
 	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
 		t.Errorf("claim %s/%s: phase %q volume %q, want Bound", pvc.Namespace, pvc.Name, pvc.Status.Phase, pvc.Spec.VolumeName)

@@ -104,7 +104,7 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 		for _, pd := range pods {
 			pd = getPod(t, ns, pd.Name)
 			pvc := harness.GetPVC(t, cl.Client, ns, pd.Name)
-			pv := boundPair(t, pvc)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}

@@ -241,7 +241,7 @@ func runOutageFlow(t *testing.T, f *csiFlow, deployer client.Client, wffc, tag s
 		return pvc.Status.Phase == corev1.ClaimBound, nil
 	})
 	out[outageSteps[0]] = time.Since(start)
-	if pv := boundPair(t, harness.GetPVC(t, cl.Client, ns, "static-"+tag)); pv != nil && pv.Name != pvName {
+	if pv := expectBoundPair(t, harness.GetPVC(t, cl.Client, ns, "static-"+tag)); pv != nil && pv.Name != pvName {
 		t.Errorf("%s: static claim bound to %s, want %s", tag, pv.Name, pvName)
 	}
 

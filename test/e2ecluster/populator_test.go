@@ -94,7 +94,7 @@ func TestVolumePopulatorHandOff(t *testing.T) {
 		var provisioned []string
 		for _, c := range targets {
 			pvc := harness.GetPVC(t, cl.Client, ns, c.Name)
-			pv := boundPair(t, pvc)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}

@@ -58,7 +58,7 @@ func TestProtectionAndPreBound(t *testing.T) {
 				return err == nil && pvc.Status.Phase == corev1.ClaimBound, err
 			})
 			pvc := harness.GetPVC(t, cl.Client, ns, claimName)
-			pv := boundPair(t, pvc)
+			pv := expectBoundPair(t, pvc)
 			shape(s, pvc, pv)
 			return pv
 		}

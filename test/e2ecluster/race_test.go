@@ -114,7 +114,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 				s.add("unschedulable pod, claim Pending without a volume", 1)
 				continue
 			}
-			pv := boundPair(t, pvc)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}

@@ -257,7 +257,7 @@ func waitBound(t *testing.T, ns, name string) {
 // created from the content source kind/id, and returns the volume.
 func provisionedFrom(t *testing.T, s *endState, pvc *corev1.PersistentVolumeClaim, kind, id string) *corev1.PersistentVolume {
 	t.Helper()
-	pv := boundPair(t, pvc)
+	pv := expectBoundPair(t, pvc)
 	if pv == nil {
 		return nil
 	}

@@ -47,7 +47,7 @@ func TestSnapshotRestoreAndClone(t *testing.T) {
 		// The source claim, provisioned and bound, used by a pod that writes into it.
 		create(t, claim(ns, "source", class, "10Mi"))
 		waitBound(t, ns, "source")
-		source := boundPair(t, harness.GetPVC(t, cl.Client, ns, "source"))
+		source := expectBoundPair(t, harness.GetPVC(t, cl.Client, ns, "source"))
 		if source == nil {
 			t.FailNow()
 		}

@@ -91,7 +91,7 @@ func TestStaticLocalVolumes(t *testing.T) {
 		for _, p := range pods {
 			p = getPod(t, ns, p.Name)
 			pvc := harness.GetPVC(t, cl.Client, ns, p.Name)
-			pv := boundPair(t, pvc)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}

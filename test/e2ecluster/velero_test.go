@@ -163,7 +163,7 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 	s := newEndState()
 	pvc := harness.GetPVC(t, cl.Client, ns, "data")
 	var provisioned []string
-	if pv := boundPair(t, pvc); pv != nil {
+	if pv := expectBoundPair(t, pvc); pv != nil {
 		provisioned = append(provisioned, pv.Name)
 		if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 			t.Errorf("volume %s: reclaim policy %s, want Delete restored", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy)
