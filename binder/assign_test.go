@@ -378,7 +378,7 @@ func TestAssignRandomMaximum(t *testing.T) {
 				t.Errorf("assigned %d claims, maximum is %d; got %v", len(got), want, got)
 			}
 			if again := Assign(claims, volumes, truth); !maps.Equal(got, again) {
-				t.Errorf("second run gave %v, first %v", again, got)
+				t.Errorf("Assign again gave %v, first %v", again, got)
 			}
 		})
 	}
@@ -444,7 +444,7 @@ func BenchmarkAssignSparse5000(b *testing.B) {
 }
 
 // TestAssignSharedListsAgree: claims that share one adjacency list (assignLists, as the planner
-// passes them) get exactly what the dense relation gives them in the old Assign (oracleAssign),
+// passes them) get exactly what the dense relation gives them in the straightforward Assign (oracleAssign),
 // on random instances where many claims are of a few kinds, some pairs are taken out for single
 // claims (as binds in flight and denied pairs are), and requests tie.
 func TestAssignSharedListsAgree(t *testing.T) {

@@ -340,8 +340,8 @@ func TestLedgerShadow(t *testing.T) {
 
 // BenchmarkLedgerSnapshotAndInstall times what a plan of 10,000 claims holds the ledger's lock
 // for: the snapshot before it and the install after it, with 100 binds in flight (half of them
-// begun while the plan ran) and 100 denied pairs. Before issue 17 the lock was held through the
-// whole plan (BenchmarkPlanAtScale). Results are in docs/benchmarks.md.
+// begun while the plan ran) and 100 denied pairs: the lock is not held while the plan itself
+// runs (BenchmarkPlanAtScale times that). Results are in docs/benchmarks.md.
 func BenchmarkLedgerSnapshotAndInstall(b *testing.B) {
 	const claims, binds = 10_000, 100
 	l := newLedger()

@@ -87,7 +87,7 @@ func TestSyncsNeverChangeTheCachedObjects(t *testing.T) {
 
 // TestSyncOfABoundPairReservesNothing: every sync of a bound claim decides its bind again; with
 // nothing to write, the volume must not be reserved, or plans and explanations see a bind in
-// flight long after it ended (test/e2eexplain found RESERVED saying so 40 s after the bind).
+// flight long after it ended (an explanation would say RESERVED about a volume bound long ago).
 func TestSyncOfABoundPairReservesNothing(t *testing.T) {
 	ctx := context.Background()
 	manual := class("manual", noProvisioner, storagev1.VolumeBindingImmediate)

@@ -16,14 +16,13 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// The planner as it was before issue 16 (binder/plan.go and binder/assign.go at 040a45a), kept
-// as the oracle that the faster planner must agree with: it deep-copies its lists, searches the
-// pre-bound volumes of every claim through every volume of the class, asks fitsUnbound (parsing
-// afresh) about every (claim, free volume) pair and hands Assign the dense relation. Comments
-// are dropped; the code is otherwise as it was, but for reading the binds in flight and the
-// denied pairs from a snapshot of the binder's ledger rather than its fields under its lock.
+// A straightforward planner, kept as the oracle that the planner (runPlan) must agree with: it
+// deep-copies its lists, searches the pre-bound volumes of every claim through every volume of
+// the class, asks fitsUnbound (parsing afresh) about every (claim, free volume) pair and hands
+// Assign the dense relation. It reads the binds in flight and the denied pairs from a snapshot
+// of the binder's ledger.
 
-// oraclePlan returns the plan the old runPlan would have made, without recording it.
+// oraclePlan returns the plan the straightforward planner makes, without recording it.
 func oraclePlan(ctx context.Context, b *Binder) (map[types.UID]string, error) {
 	var pvcs corev1.PersistentVolumeClaimList
 	var pvs corev1.PersistentVolumeList

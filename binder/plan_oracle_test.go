@@ -222,8 +222,8 @@ func oracleState(rng *rand.Rand, b *Binder, objs []client.Object) {
 	}
 }
 
-// TestPlanAgreesWithTheOldPlanner: runPlan makes exactly the plan the planner made before issue
-// 16 (oraclePlan) on generated clusters, in active and shadow mode (which differ in whether
+// TestPlanAgreesWithTheOldPlanner: runPlan makes exactly the plan of the straightforward
+// planner (oraclePlan) on generated clusters, in active and shadow mode (which differ in whether
 // Pending volumes are free).
 func TestPlanAgreesWithTheOldPlanner(t *testing.T) {
 	ctx := context.Background()
@@ -244,7 +244,7 @@ func TestPlanAgreesWithTheOldPlanner(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := installedPlan(b, objs); !maps.Equal(got, want) {
-			t.Fatalf("cluster %d: plan %v, the old planner's %v", i, got, want)
+			t.Fatalf("cluster %d: plan %v, the oracle's %v", i, got, want)
 		}
 		for _, v := range want {
 			pending++
@@ -283,7 +283,7 @@ func TestPlanAgreesWithTheOldPlannerAtScale(t *testing.T) {
 	if got := installedPlan(b, objs); !maps.Equal(got, want) {
 		for uid, v := range want {
 			if got[uid] != v {
-				t.Errorf("claim %s: planned %q, the old planner %q", uid, got[uid], v)
+				t.Errorf("claim %s: planned %q, the oracle %q", uid, got[uid], v)
 			}
 		}
 		t.Fatalf("plans differ (%d and %d claims)", len(got), len(want))

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/pvguard/pvguard/hack/bench/auditgen"
+	"github.com/pvguard/pvguard/test/gen"
 )
 
 // FuzzReaders holds the readers to one another on any input, read as a JSON file and as a YAML
@@ -21,7 +21,7 @@ import (
 //
 //	go test -run '^$' -fuzz FuzzReaders -fuzztime 2m -fuzzminimizetime 100x ./manifests/
 func FuzzReaders(f *testing.F) {
-	small, err := auditgen.WriteJSON(auditgen.Generate(6), f.TempDir(), 100)
+	small, err := gen.WriteJSON(gen.Inventory(6), f.TempDir(), 100)
 	if err != nil {
 		f.Fatal(err)
 	}

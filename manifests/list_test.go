@@ -11,8 +11,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/pvguard/pvguard/hack/bench/auditgen"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/gen"
 )
 
 type listDocument struct {
@@ -29,7 +29,7 @@ type listDocument struct {
 // indented as `kubectl get -o json` writes them, and every kind of odd or broken List.
 func listDocuments(t testing.TB) []listDocument {
 	t.Helper()
-	files, err := auditgen.WriteJSON(auditgen.Generate(600), t.TempDir(), 200)
+	files, err := gen.WriteJSON(gen.Inventory(600), t.TempDir(), 200)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func listDocuments(t testing.TB) []listDocument {
 			want: []string{"pv/a", "pv/b"}, wantErr: "items[1]: items[1]: PersistentVolume c: no apiVersion"},
 		{name: "invalid UTF-8", js: list(`{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"a","labels":{"x":"` + "\xff" + `"}}}`),
 			want: none, wantErr: "document 1: jsontext: invalid UTF-8"},
-		// Read until issue 17; the apiserver refuses both.
+		// A List with a member twice is refused, as the apiserver refuses it.
 		{name: "two items members", js: `{"items":[` + pv("a") + `],"kind":"List","items":[` + pv("b") + `]}`,
 			want: none, wantErr: `document 1: List: duplicate field "items"`},
 		{name: "a duplicate kind", js: `{"kind":"List","kind":"List","items":[` + pv("a") + `]}`,
@@ -184,7 +184,7 @@ func errorTexts(errs []error, file string) string {
 // YAML, with or without a first "---") reads as its items decoded alone, in order, however many
 // goroutines share its items.
 func TestLoadLargeLists(t *testing.T) {
-	files, err := auditgen.WriteJSON(auditgen.Generate(1000), t.TempDir(), 10000)
+	files, err := gen.WriteJSON(gen.Inventory(1000), t.TempDir(), 10000)
 	if err != nil || len(files) != 1 {
 		t.Fatalf("%d files, %v", len(files), err)
 	}
@@ -214,9 +214,9 @@ func TestLoadLargeLists(t *testing.T) {
 // gets, errors included.
 func TestLoadInAnyOrder(t *testing.T) {
 	dir := t.TempDir()
-	snap := auditgen.Generate(600)
+	snap := gen.Inventory(600)
 	for sub, write := range map[string]func(*policy.Snapshot, string, int) ([]string, error){
-		"json": auditgen.WriteJSON, "yaml": auditgen.WriteYAML, "yaml-list": auditgen.WriteYAMLList,
+		"json": gen.WriteJSON, "yaml": gen.WriteYAML, "yaml-list": gen.WriteYAMLList,
 	} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
 			t.Fatal(err)

@@ -78,7 +78,7 @@ func TestLoad(t *testing.T) {
 {"items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"not-a-list"}}],"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`},
 		want: []string{"pv/before"},
 	}, {
-		// Until issue 17 the items of both were read; the apiserver refuses such a List.
+		// The apiserver refuses such a List, and so does the reader.
 		name: "a List that repeats its items, or any other key, is refused whole",
 		files: map[string]string{"a.json": `{"items":[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"before"}}],
  "apiVersion":"v1","kind":"PersistentVolumeList","metadata":{},

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pvguard/pvguard/hack/bench/auditgen"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/gen"
 )
 
 // BenchmarkAudit audits synthetic clusters of 10k, 50k and 100k objects (half volumes, half
@@ -15,19 +15,19 @@ import (
 func BenchmarkAudit(b *testing.B) {
 	engine := policy.NewEngine(nil)
 	for _, n := range []int{10_000, 50_000, 100_000} {
-		snap := auditgen.Generate(n)
+		snap := gen.Inventory(n)
 		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
-			found, err := engine.Audit(snap, auditgen.Now, nil)
+			found, err := engine.Audit(snap, gen.InventoryNow, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if want := auditgen.ExpectedFindings(n); len(found) != want {
+			if want := gen.InventoryFindings(n); len(found) != want {
 				b.Fatalf("%d findings, want %d: %v", len(found), want, found[:min(len(found), 10)])
 			}
 			b.ReportAllocs()
 			start := time.Now()
 			for b.Loop() {
-				if _, err := engine.Audit(snap, auditgen.Now, nil); err != nil {
+				if _, err := engine.Audit(snap, gen.InventoryNow, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

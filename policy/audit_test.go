@@ -11,8 +11,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvguard/pvguard/hack/bench/auditgen"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/gen"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -171,12 +171,12 @@ func testobjClasses(names ...string) []*storagev1.StorageClass {
 func TestAuditInParallel(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	const n = 5000
-	snap := auditgen.Generate(n)
+	snap := gen.Inventory(n)
 	objs := snap.Objects()
 	engine := policy.NewEngine(nil)
 
 	var calls []int
-	found, err := engine.Audit(snap, auditgen.Now, func(done, total int) {
+	found, err := engine.Audit(snap, gen.InventoryNow, func(done, total int) {
 		if total != len(objs) {
 			t.Errorf("progress total %d, want %d", total, len(objs))
 		}
@@ -193,14 +193,14 @@ func TestAuditInParallel(t *testing.T) {
 	if len(calls) != len(objs) {
 		t.Fatalf("%d progress calls, want %d", len(calls), len(objs))
 	}
-	if want := auditgen.ExpectedFindings(n); len(found) != want {
+	if want := gen.InventoryFindings(n); len(found) != want {
 		t.Fatalf("%d findings, want %d", len(found), want)
 	}
 
 	view := snap.Indexed()
 	perObject := make([][]policy.Finding, 0, len(objs))
 	for _, o := range objs {
-		one, err := engine.AuditObject(o, view, auditgen.Now)
+		one, err := engine.AuditObject(o, view, gen.InventoryNow)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,8 +20,8 @@ import (
 	"github.com/pvguard/pvguard/test/sequence"
 )
 
-// The stateful tests of issue 14: random sequences of writes from generated clusters, judged by
-// an oracle of the deny invariants (test/sequence), the regression cases they found
+// The stateful tests of the deny invariants: random sequences of writes from generated clusters,
+// judged by an oracle of the invariants (test/sequence), the regression cases they found
 // (testdata/sequence/*.yaml), and the upstream flows, which must pass without a finding.
 //
 // make test runs a small, fixed exploration. A long one:
@@ -38,7 +37,7 @@ var (
 	seqRuns   = flag.Int("seq.runs", envInt("PVGUARD_SEQ_RUNS", 200), "sequences the explorer runs")
 	seqSeed   = flag.Uint64("seq.seed", uint64(envInt("PVGUARD_SEQ_SEED", 1)), "first seed of the explorer (run i uses seed+i)")
 	seqTime   = flag.Duration("seq.time", envDuration("PVGUARD_SEQ_TIME", 0), "run the explorer this long instead of -seq.runs sequences")
-	seqStrict = flag.Bool("seq.strict", os.Getenv("PVGUARD_SEQ_STRICT") != "", "fail on the violations and flows still open (openIssues, openFlows, Case.Open) too")
+	seqStrict = flag.Bool("seq.strict", os.Getenv("PVGUARD_SEQ_STRICT") != "", "fail on the regression cases still marked open (Case.Open) too")
 	seqSave   = flag.String("seq.save", "", "directory to write a case file for each distinct violation the explorer finds")
 )
 
@@ -54,36 +53,6 @@ func envDuration(key string, def time.Duration) time.Duration {
 		return v
 	}
 	return def
-}
-
-// openIssues are violations whose fix has not reached this branch (the lead fixes the rules in
-// main at the same time): the explorer logs them instead of failing, unless -seq.strict. Each
-// names the invariant and a pattern of the oracle's message that singles the case out.
-var openIssues = []struct {
-	invariant string
-	pattern   *regexp.Regexp
-	why       string
-}{}
-
-// openFlows are upstream flows the rules still refuse or warn about on this branch.
-var openFlows = map[string]string{}
-
-// openReason says why every violation of a trace is still expected, or "" when one is not.
-func openReason(vs []sequence.Violation) string {
-	var why []string
-	for _, v := range vs {
-		found := ""
-		for _, o := range openIssues {
-			if v.Invariant == o.invariant && o.pattern.MatchString(v.Message) {
-				found = o.why
-			}
-		}
-		if found == "" {
-			return ""
-		}
-		why = append(why, found)
-	}
-	return strings.Join(slices.Compact(why), "; ")
 }
 
 // kindOf groups violations for the report: the invariants broken and the verb and kind of the
@@ -132,9 +101,6 @@ func TestSequenceExplorer(t *testing.T) {
 		}
 		inv, steps := tr.Invariants(), tr.Steps()
 		key := kindOf(inv, tr.Outcomes[tr.At].Step)
-		if openReason(tr.Violation) != "" {
-			key += " (open)"
-		}
 		f := byKind[key]
 		if f == nil {
 			f = &found{inv: inv}
@@ -148,9 +114,6 @@ func TestSequenceExplorer(t *testing.T) {
 			if f.trace.Start == nil || len(small) < len(f.steps) {
 				f.seed, f.steps, f.trace = seed, small, sequence.Run(e, startW, small)
 			}
-		}
-		if !*seqStrict && openReason(tr.Violation) != "" {
-			continue
 		}
 		if deadline.IsZero() && *seqRuns <= 1000 {
 			// The default, small run stops at the first failure: one report is enough.
@@ -184,10 +147,6 @@ func TestSequenceExplorer(t *testing.T) {
 		}
 		report := fmt.Sprintf("invariant %s broken in %d sequences (%s); the shortest (seed %d, replay: go test ./policy/ -run TestSequenceExplorer -seq.seed=%d -seq.runs=1 -v):\n%s\ncase file for policy/testdata/sequence/%s.yaml:\n%s",
 			inv, f.count, key, f.seed, f.seed, f.trace.Report(), name, data)
-		if why := openReason(f.trace.Violation); why != "" && !*seqStrict {
-			t.Logf("open (%s): %s", why, report)
-			continue
-		}
 		t.Error(report)
 	}
 }
@@ -258,14 +217,8 @@ func TestUpstreamFlows(t *testing.T) {
 			for _, v := range s.Violations {
 				problems = append(problems, "the oracle objects to an upstream flow (a bug in the oracle or the flow): "+v)
 			}
-			why := openFlows[f.Name]
-			switch {
-			case len(problems) > 0 && why != "" && !*seqStrict:
-				t.Skipf("still open (%s):\n%s\nflow:\n%s", why, strings.Join(problems, "\n"), steps.String())
-			case len(problems) > 0:
+			if len(problems) > 0 {
 				t.Errorf("%s\nflow:\n%s", strings.Join(problems, "\n"), steps.String())
-			case why != "":
-				t.Logf("passes now: drop it from openFlows (%s)", why)
 			}
 		})
 	}
@@ -442,13 +395,6 @@ func TestOracle(t *testing.T) {
 	}
 }
 
-// openUpstream are upstream moves the rules still refuse or warn about on this branch, by a
-// pattern of "<who> <what>: <rules>".
-var openUpstream = []struct {
-	pattern *regexp.Regexp
-	why     string
-}{}
-
 // TestUpstreamExplorer runs random interleavings of the upstream flows' moves from random
 // clusters: every move is admitted with no deny and no warning, and breaks no invariant. It finds
 // the flows TestUpstreamFlows does not list.
@@ -507,16 +453,6 @@ func TestUpstreamExplorer(t *testing.T) {
 		f := byKind[key]
 		report := fmt.Sprintf("%d sequences of upstream moves stop at %q; the shortest (seed %d, replay: go test ./policy/ -run TestUpstreamExplorer -seq.seed=%d -seq.runs=1 -v):\n%s",
 			f.count, key, f.seed, f.seed, f.trace.Report())
-		why := ""
-		for _, o := range openUpstream {
-			if o.pattern.MatchString(key) {
-				why = o.why
-			}
-		}
-		if why != "" && !*seqStrict {
-			t.Logf("open (%s): %s", why, report)
-			continue
-		}
 		t.Error(report)
 	}
 }

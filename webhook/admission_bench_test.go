@@ -12,8 +12,9 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/pvguard/pvguard/hack/bench/admissionbench"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/admissionload"
+	"github.com/pvguard/pvguard/test/gen"
 	"github.com/pvguard/pvguard/webhook"
 )
 
@@ -23,16 +24,16 @@ import (
 
 var benchEnv struct {
 	once sync.Once
-	tls  *admissionbench.TLS
+	tls  *admissionload.TLS
 	log  logr.Logger
 	err  error
 }
 
-func benchSetup(b *testing.B) (*admissionbench.TLS, logr.Logger) {
+func benchSetup(b *testing.B) (*admissionload.TLS, logr.Logger) {
 	b.Helper()
 	benchEnv.once.Do(func() {
-		benchEnv.log = admissionbench.Logger()
-		benchEnv.tls, benchEnv.err = admissionbench.IssueTLS()
+		benchEnv.log = admissionload.Logger()
+		benchEnv.tls, benchEnv.err = admissionload.IssueTLS()
 	})
 	if benchEnv.err != nil {
 		b.Fatal(benchEnv.err)
@@ -43,8 +44,8 @@ func benchSetup(b *testing.B) (*admissionbench.TLS, logr.Logger) {
 // benchTargets are pvguard's router and the no-op baseline, in that order.
 func benchTargets(b *testing.B) ([]string, []http.Handler) {
 	t, log := benchSetup(b)
-	srv := admissionbench.PVGuard(t, admissionbench.View(), log)
-	return []string{"pvguard", "noop"}, []http.Handler{srv.Handler(), admissionbench.Noop()}
+	srv := admissionload.PVGuard(t, gen.AdmissionView(), log)
+	return []string{"pvguard", "noop"}, []http.Handler{srv.Handler(), admissionload.Noop()}
 }
 
 // BenchmarkAdmissionTLS drives each server with b.RunParallel over one HTTP/2 connection
@@ -52,35 +53,35 @@ func benchTargets(b *testing.B) ([]string, []http.Handler) {
 // time spent in the server's handler.
 func BenchmarkAdmissionTLS(b *testing.B) {
 	t, log := benchSetup(b)
-	pvguard := admissionbench.PVGuard(t, admissionbench.View(), log)
+	pvguard := admissionload.PVGuard(t, gen.AdmissionView(), log)
 	cfg := pvguard.TLSConfig()
 	type target struct {
 		name string
 		url  string
-		rec  *atomic.Pointer[admissionbench.Recorder]
+		rec  *atomic.Pointer[admissionload.Recorder]
 		c    *http.Client
 	}
 	var targets []target
 	for _, h := range []struct {
 		name string
 		h    http.Handler
-	}{{"pvguard", pvguard.Handler()}, {"noop", admissionbench.Noop()}} {
-		rec := new(atomic.Pointer[admissionbench.Recorder])
-		addr, stop, err := admissionbench.Serve(admissionbench.Timed(h.h, rec), cfg)
+	}{{"pvguard", pvguard.Handler()}, {"noop", admissionload.Noop()}} {
+		rec := new(atomic.Pointer[admissionload.Recorder])
+		addr, stop, err := admissionload.Serve(admissionload.Timed(h.h, rec), cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(stop)
-		targets = append(targets, target{name: h.name, url: "https://" + addr, rec: rec, c: admissionbench.Client(t.Pool)})
+		targets = append(targets, target{name: h.name, url: "https://" + addr, rec: rec, c: admissionload.Client(t.Pool)})
 	}
-	for _, c := range admissionbench.Cases() {
+	for _, c := range gen.AdmissionCases() {
 		for _, tg := range targets {
 			b.Run(c.Name+"/"+tg.name, func(b *testing.B) {
 				url := tg.url + c.Path
-				if err := admissionbench.Post(tg.c, url, c.Body); err != nil { // also warms the connection
+				if err := admissionload.Post(tg.c, url, c.Body); err != nil { // also warms the connection
 					b.Fatal(err)
 				}
-				server, client := admissionbench.NewRecorder(b.N), admissionbench.NewRecorder(b.N)
+				server, client := admissionload.NewRecorder(b.N), admissionload.NewRecorder(b.N)
 				tg.rec.Store(server)
 				defer tg.rec.Store(nil)
 				b.SetParallelism(8)
@@ -89,7 +90,7 @@ func BenchmarkAdmissionTLS(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						t0 := time.Now()
-						if err := admissionbench.Post(tg.c, url, c.Body); err != nil {
+						if err := admissionload.Post(tg.c, url, c.Body); err != nil {
 							b.Error(err)
 							return
 						}
@@ -107,7 +108,7 @@ func BenchmarkAdmissionTLS(b *testing.B) {
 }
 
 func reportLatency(b *testing.B, prefix string, d []time.Duration) {
-	us := func(q float64) float64 { return float64(admissionbench.Quantile(d, q)) / float64(time.Microsecond) }
+	us := func(q float64) float64 { return float64(admissionload.Quantile(d, q)) / float64(time.Microsecond) }
 	b.ReportMetric(us(0.50), prefix+"p50-us")
 	b.ReportMetric(us(0.99), prefix+"p99-us")
 }
@@ -138,7 +139,7 @@ func (w *discardWriter) reset() {
 // the cost and allocations of one review (run with -benchmem).
 func BenchmarkAdmissionHandler(b *testing.B) {
 	names, handlers := benchTargets(b)
-	for _, c := range admissionbench.Cases() {
+	for _, c := range gen.AdmissionCases() {
 		for i, h := range handlers {
 			b.Run(c.Name+"/"+names[i], func(b *testing.B) {
 				body := &reusableBody{}
@@ -172,8 +173,8 @@ func BenchmarkAdmissionHandler(b *testing.B) {
 // engine, and encoding the response.
 func BenchmarkAdmissionLayers(b *testing.B) {
 	engine := policy.NewEngine(nil)
-	view := admissionbench.View()
-	for _, c := range admissionbench.Cases() {
+	view := gen.AdmissionView()
+	for _, c := range gen.AdmissionCases() {
 		ar, err := webhook.DecodeAdmissionReview(c.Body)
 		if err != nil {
 			b.Fatal(err)

@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
-	"github.com/pvguard/pvguard/hack/bench/admissionbench"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/gen"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -394,7 +394,7 @@ func FuzzReview(f *testing.F) {
 		}
 		f.Add(i, uint8(0), tc.body)
 	}
-	for _, c := range admissionbench.Cases() {
+	for _, c := range gen.AdmissionCases() {
 		for j, p := range webhookPaths {
 			if p == c.Path {
 				f.Add(uint8(j), uint8(1), c.Body)

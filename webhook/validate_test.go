@@ -11,15 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/pvguard/pvguard/hack/bench/admissionbench"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/gen"
 	"github.com/pvguard/pvguard/webhook"
 )
 
 // TestDecodeReviewLeavesManagedFieldsUnread: a reviewed object is decoded whole except for
 // metadata.managedFields, which nothing reads; the skipped value must still be JSON.
 func TestDecodeReviewLeavesManagedFieldsUnread(t *testing.T) {
-	claim := admissionbench.PreboundClaim()
+	claim := gen.PreboundClaim()
 	if len(claim.ManagedFields) == 0 {
 		t.Fatal("the fixture has no managedFields to skip")
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -17,20 +18,20 @@ var block = corev1.PersistentVolumeBlock
 
 func TestUpstreamBindSequenceIsAdmitted(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t, "bind")
+	ns := harness.PrefixedNamespace(t, admin(t), "bind")
 	pv := uniq(t, "pv")
 	createPair(t, admin(t), pv, ns, "data", nil, nil)
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "upstream bind")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "upstream bind")
 }
 
 func TestPVG001VolumeModeMismatchRefused(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "mode")
+	ns := harness.PrefixedNamespace(t, admin(t), "mode")
 	fsPV := uniq(t, "pv-fs")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(fsPV))), "creating Filesystem volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(fsPV))), "creating Filesystem volume")
 
-	err := a.Create(ctx, freshPVC(testobj.PVC(ns, "data", testobj.ClaimVolumeMode(block), testobj.VolumeName(fsPV))))
+	err := a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimVolumeMode(block), testobj.VolumeName(fsPV))))
 	msg := expectDenied(t, err, "PVG001")
 	want := "[PVG001 volume-mode-match] PersistentVolumeClaim " + ns + "/data requests volumeMode Block, but PersistentVolume " + fsPV + " is Filesystem; use a Block volume or drop spec.volumeName"
 	if !strings.Contains(msg, want) {
@@ -42,32 +43,32 @@ func TestPVG001VolumeModeMismatchRefused(t *testing.T) {
 	createPair(t, a, blockPV, ns, "blockdata",
 		[]testobj.PVMod{testobj.VolumeMode(block)},
 		[]testobj.PVCMod{testobj.ClaimVolumeMode(block), testobj.VolumeName(blockPV)})
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), blockPV, ns, "blockdata"), "binding matching modes")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), blockPV, ns, "blockdata"), "binding matching modes")
 
 	// A volume pre-bound by claimRef to a claim of another mode is refused too.
-	err = a.Create(ctx, freshPV(testobj.PV(uniq(t, "pv-pre"), testobj.ClaimRef(ns, "blockdata", ""))))
+	err = a.Create(ctx, harness.FreshPV(testobj.PV(uniq(t, "pv-pre"), testobj.ClaimRef(ns, "blockdata", ""))))
 	expectDenied(t, err, "PVG001")
 }
 
 func TestPVG002ClaimRefUID(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "uid")
-	pvc := freshPVC(testobj.PVC(ns, "data"))
-	mustSucceed(t, a.Create(ctx, pvc), "creating claim")
+	ns := harness.PrefixedNamespace(t, admin(t), "uid")
+	pvc := harness.FreshPVC(testobj.PVC(ns, "data"))
+	harness.Must(t, a.Create(ctx, pvc), "creating claim")
 
 	// A claimRef uid that is not the live claim's: the upstream controller would release (and
 	// with Delete, delete) the volume at once.
-	err := a.Create(ctx, freshPV(testobj.PV(uniq(t, "pv-wrong"), testobj.ClaimRef(ns, "data", "0b5a0c1e-0000-0000-0000-000000000000"))))
+	err := a.Create(ctx, harness.FreshPV(testobj.PV(uniq(t, "pv-wrong"), testobj.ClaimRef(ns, "data", "0b5a0c1e-0000-0000-0000-000000000000"))))
 	expectDenied(t, err, "PVG002")
 
 	// An external provisioner's pre-bound volume carries the live uid and is admitted.
 	good := uniq(t, "pv-good")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(good, testobj.ClaimRef(ns, "data", string(pvc.UID))))), "creating provisioned volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(good, testobj.ClaimRef(ns, "data", string(pvc.UID))))), "creating provisioned volume")
 
 	// Re-pointing a bound volume's claimRef at another claim is refused.
-	other := freshPVC(testobj.PVC(ns, "other"))
-	mustSucceed(t, a.Create(ctx, other), "creating second claim")
+	other := harness.FreshPVC(testobj.PVC(ns, "other"))
+	harness.Must(t, a.Create(ctx, other), "creating second claim")
 	err = patchPV(ctx, a, good, func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef.Name, pv.Spec.ClaimRef.UID = "other", other.UID
 	})
@@ -77,10 +78,10 @@ func TestPVG002ClaimRefUID(t *testing.T) {
 func TestPVG003VolumeNameImmutable(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "immut")
+	ns := harness.PrefixedNamespace(t, admin(t), "immut")
 	pv := uniq(t, "pv")
 	createPair(t, a, pv, ns, "data", nil, nil)
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "binding")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "binding")
 
 	// Removing bind-completed while volumeName is set would let the claim be re-bound.
 	err := patchPVC(ctx, a, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
@@ -92,7 +93,7 @@ func TestPVG003VolumeNameImmutable(t *testing.T) {
 	// validation already forbids it for claims, so either layer may answer; pvguard's rule is
 	// the backstop for API servers or paths that allow it.
 	other := uniq(t, "pv-other")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(other))), "creating another volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(other))), "creating another volume")
 	for name, to := range map[string]string{"change": other, "clear": ""} {
 		err := patchPVC(ctx, a, ns, "data", func(pvc *corev1.PersistentVolumeClaim) { pvc.Spec.VolumeName = to })
 		if err == nil {
@@ -104,7 +105,7 @@ func TestPVG003VolumeNameImmutable(t *testing.T) {
 	}
 
 	// Unrelated edits of the bound claim still pass.
-	mustSucceed(t, patchPVC(ctx, a, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
+	harness.Must(t, patchPVC(ctx, a, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
 		setAnnotation(&pvc.Annotations, "example.com/owner", "team-a")
 	}), "annotating a bound claim")
 }
@@ -112,31 +113,31 @@ func TestPVG003VolumeNameImmutable(t *testing.T) {
 func TestPVG004SecondClaimOnClaimedVolumeRefused(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "double")
+	ns := harness.PrefixedNamespace(t, admin(t), "double")
 	pv := uniq(t, "pv")
 	createPair(t, a, pv, ns, "first", nil, nil)
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), pv, ns, "first"), "binding the first claim")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), pv, ns, "first"), "binding the first claim")
 
-	err := a.Create(ctx, freshPVC(testobj.PVC(ns, "second", testobj.VolumeName(pv))))
+	err := a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "second", testobj.VolumeName(pv))))
 	expectDenied(t, err, "PVG004")
 
 	// A volume may not be pointed at a claim that is already bound to another volume either.
-	err = a.Create(ctx, freshPV(testobj.PV(uniq(t, "pv-2"), testobj.ClaimRef(ns, "first", ""))))
+	err = a.Create(ctx, harness.FreshPV(testobj.PV(uniq(t, "pv-2"), testobj.ClaimRef(ns, "first", ""))))
 	expectDenied(t, err, "PVG004")
 }
 
 func TestPVG005CapacityFits(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "capacity")
+	ns := harness.PrefixedNamespace(t, admin(t), "capacity")
 	small := uniq(t, "pv-small")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(small, testobj.Capacity("1Gi")))), "creating volume")
-	err := a.Create(ctx, freshPVC(testobj.PVC(ns, "big", testobj.Request("5Gi"), testobj.VolumeName(small))))
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(small, testobj.Capacity("1Gi")))), "creating volume")
+	err := a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "big", testobj.Request("5Gi"), testobj.VolumeName(small))))
 	expectDenied(t, err, "PVG005")
 
 	pv := uniq(t, "pv-fits")
 	createPair(t, a, pv, ns, "data", []testobj.PVMod{testobj.Capacity("2Gi")}, []testobj.PVCMod{testobj.Request("2Gi")})
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "binding a fitting claim")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "binding a fitting claim")
 	err = patchPV(ctx, a, pv, func(pv *corev1.PersistentVolume) {
 		pv.Spec.Capacity[corev1.ResourceStorage] = resource.MustParse("1Gi")
 	})
@@ -146,17 +147,17 @@ func TestPVG005CapacityFits(t *testing.T) {
 func TestPVG006AccessModes(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "modes")
+	ns := harness.PrefixedNamespace(t, admin(t), "modes")
 	rwo := uniq(t, "pv-rwo")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(rwo))), "creating RWO volume")
-	err := a.Create(ctx, freshPVC(testobj.PVC(ns, "shared", testobj.ClaimAccessModes(corev1.ReadWriteMany), testobj.VolumeName(rwo))))
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(rwo))), "creating RWO volume")
+	err := a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "shared", testobj.ClaimAccessModes(corev1.ReadWriteMany), testobj.VolumeName(rwo))))
 	expectDenied(t, err, "PVG006")
 
 	both := uniq(t, "pv-both")
 	createPair(t, a, both, ns, "data",
 		[]testobj.PVMod{testobj.AccessModes(corev1.ReadWriteOnce, corev1.ReadOnlyMany)},
 		[]testobj.PVCMod{testobj.ClaimAccessModes(corev1.ReadOnlyMany)})
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), both, ns, "data"), "binding")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), both, ns, "data"), "binding")
 	err = patchPV(ctx, a, both, func(pv *corev1.PersistentVolume) {
 		pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	})
@@ -174,12 +175,12 @@ func TestPVG006AccessModes(t *testing.T) {
 func TestPVG009NodeAffinity(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "affinity")
+	ns := harness.PrefixedNamespace(t, admin(t), "affinity")
 	node := uniq(t, "node")
-	mustSucceed(t, a.Create(ctx, testobj.Node(node, nil)), "creating node")
+	harness.Must(t, a.Create(ctx, testobj.Node(node, nil)), "creating node")
 	class := uniq(t, "wffc")
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
-	mustSucceed(t, a.Create(ctx, testobj.StorageClass(class, "csi.example.com", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
+	harness.Must(t, a.Create(ctx, testobj.StorageClass(class, "csi.example.com", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
 	t.Cleanup(func() { _ = a.Delete(context.Background(), testobj.StorageClass(class, "")) })
 	scheduler := newActor(t, schedulerUser)
 
@@ -192,23 +193,23 @@ func TestPVG009NodeAffinity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := "data-" + tc.name
-			pvc := freshPVC(testobj.PVC(ns, claim, testobj.ClaimClass(class)))
-			mustSucceed(t, a.Create(ctx, pvc), "creating claim")
+			pvc := harness.FreshPVC(testobj.PVC(ns, claim, testobj.ClaimClass(class)))
+			harness.Must(t, a.Create(ctx, pvc), "creating claim")
 			// The scheduler found no static volume on the node and asks for one there.
-			mustSucceed(t, patchPVC(ctx, scheduler, ns, claim, func(pvc *corev1.PersistentVolumeClaim) {
+			harness.Must(t, patchPVC(ctx, scheduler, ns, claim, func(pvc *corev1.PersistentVolumeClaim) {
 				setAnnotation(&pvc.Annotations, "volume.kubernetes.io/selected-node", node)
 			}), "scheduler selecting a node")
 			// The provisioner's volume, pre-bound to the claim with its uid.
 			pv := uniq(t, "pv")
-			err := a.Create(ctx, freshPV(testobj.PV(pv, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", tc.host),
+			err := a.Create(ctx, harness.FreshPV(testobj.PV(pv, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", tc.host),
 				testobj.ClaimRef(ns, claim, string(pvc.UID)), testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
 				testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com")))))
 			if tc.wantRule != "" {
 				expectDenied(t, err, tc.wantRule)
 				return
 			}
-			mustSucceed(t, err, "provisioning a volume on the selected node")
-			mustSucceed(t, bindAsUpstream(ctx, binder(t), pv, ns, claim), "completing the binding")
+			harness.Must(t, err, "provisioning a volume on the selected node")
+			harness.Must(t, bindAsUpstream(ctx, binder(t), pv, ns, claim), "completing the binding")
 		})
 	}
 }
@@ -216,10 +217,10 @@ func TestPVG009NodeAffinity(t *testing.T) {
 func TestPVG011ReclaimDowngrade(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "reclaim")
+	ns := harness.PrefixedNamespace(t, admin(t), "reclaim")
 	pv := uniq(t, "pv")
 	createPair(t, a, pv, ns, "data", []testobj.PVMod{testobj.Reclaim(corev1.PersistentVolumeReclaimRetain)}, nil)
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "binding")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "binding")
 
 	toDelete := func(pv *corev1.PersistentVolume) {
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
@@ -228,7 +229,7 @@ func TestPVG011ReclaimDowngrade(t *testing.T) {
 	if !strings.Contains(msg, "pvguard.io/confirm-reclaim-policy") {
 		t.Errorf("denial does not say how to confirm: %s", msg)
 	}
-	mustSucceed(t, patchPV(ctx, a, pv, func(pv *corev1.PersistentVolume) {
+	harness.Must(t, patchPV(ctx, a, pv, func(pv *corev1.PersistentVolume) {
 		toDelete(pv)
 		setAnnotation(&pv.Annotations, "pvguard.io/confirm-reclaim-policy", "Delete")
 	}), "confirmed reclaim policy change")
@@ -237,13 +238,13 @@ func TestPVG011ReclaimDowngrade(t *testing.T) {
 func TestPVG012ProtectionFinalizer(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "finalizer")
+	ns := harness.PrefixedNamespace(t, admin(t), "finalizer")
 	pv := uniq(t, "pv")
 	createPair(t, a, pv, ns, "data", nil, nil)
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "binding")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), pv, ns, "data"), "binding")
 
 	pvc := &corev1.PersistentVolumeClaim{}
-	mustSucceed(t, a.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc), "reading claim")
+	harness.Must(t, a.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc), "reading claim")
 	if len(pvc.Finalizers) == 0 {
 		t.Fatalf("the apiserver added no protection finalizer to %s/data; is StorageObjectInUseProtection on?", ns)
 	}
@@ -252,26 +253,26 @@ func TestPVG012ProtectionFinalizer(t *testing.T) {
 
 	// The protection controller itself may remove it (it updates; its role has no patch).
 	protector := newActor(t, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
-	mustSucceed(t, protector.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc), "reading claim")
+	harness.Must(t, protector.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc), "reading claim")
 	pvc.Finalizers = nil
-	mustSucceed(t, protector.Update(ctx, pvc), "protection controller removing its finalizer")
+	harness.Must(t, protector.Update(ctx, pvc), "protection controller removing its finalizer")
 }
 
 func TestPVG014ClaimRefShapeAndMutation(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "shape")
-	bad := freshPV(testobj.PV(uniq(t, "pv-pod")))
+	ns := harness.PrefixedNamespace(t, admin(t), "shape")
+	bad := harness.FreshPV(testobj.PV(uniq(t, "pv-pod")))
 	bad.Spec.ClaimRef = &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: "data"}
 	expectDenied(t, a.Create(ctx, bad), "PVG014")
 
 	// The mutating webhook fills in a claimRef's kind and apiVersion.
 	name := uniq(t, "pv-bare")
-	bare := freshPV(testobj.PV(name))
+	bare := harness.FreshPV(testobj.PV(name))
 	bare.Spec.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: "data"}
-	mustSucceed(t, a.Create(ctx, bare), "creating a volume with a bare claimRef")
+	harness.Must(t, a.Create(ctx, bare), "creating a volume with a bare claimRef")
 	got := &corev1.PersistentVolume{}
-	mustSucceed(t, a.Get(ctx, client.ObjectKey{Name: name}, got), "reading it back")
+	harness.Must(t, a.Get(ctx, client.ObjectKey{Name: name}, got), "reading it back")
 	if got.Spec.ClaimRef.Kind != "PersistentVolumeClaim" || got.Spec.ClaimRef.APIVersion != "v1" {
 		t.Fatalf("claimRef not normalised: %+v", got.Spec.ClaimRef)
 	}
@@ -280,28 +281,28 @@ func TestPVG014ClaimRefShapeAndMutation(t *testing.T) {
 func TestWarnRulesReturnWarnings(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "warn")
+	ns := harness.PrefixedNamespace(t, admin(t), "warn")
 
 	// PVG007: a pre-bound claim whose class differs from the volume's.
 	fast := uniq(t, "pv-fast")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(fast, testobj.Class("fast")))), "creating volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(fast, testobj.Class("fast")))), "creating volume")
 	a.warnings.Take()
-	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "slow", testobj.ClaimClass("slow"), testobj.VolumeName(fast)))), "creating claim")
+	harness.Must(t, a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "slow", testobj.ClaimClass("slow"), testobj.VolumeName(fast)))), "creating claim")
 	if ws := a.warnings.Take(); !hasWarning(ws, "PVG007") {
 		t.Errorf("no PVG007 warning; got %q", ws)
 	}
 
 	// PVG010: naming a volume that is neither pre-bound to the claim nor granted to its namespace.
 	free := uniq(t, "pv-free")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(free))), "creating volume")
-	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free)))), "creating claim")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(free))), "creating volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free)))), "creating claim")
 	if ws := a.warnings.Take(); !hasWarning(ws, "PVG010") {
 		t.Errorf("no PVG010 warning; got %q", ws)
 	}
 
 	// PVG016: credentials in CSI attributes are reported by key, never by value.
 	const canary = "canary-s3cr3t-value"
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(uniq(t, "pv-csi"), testobj.CSI("rbd.csi.ceph.com", "vol-1", map[string]string{"userKeyring": canary})))), "creating CSI volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(uniq(t, "pv-csi"), testobj.CSI("rbd.csi.ceph.com", "vol-1", map[string]string{"userKeyring": canary})))), "creating CSI volume")
 	ws := a.warnings.Take()
 	if !hasWarning(ws, "PVG016") {
 		t.Errorf("no PVG016 warning; got %q", ws)
@@ -316,14 +317,14 @@ func TestWarnRulesReturnWarnings(t *testing.T) {
 func TestDryRunIsJudgedAndPersistsNothing(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "dryrun")
+	ns := harness.PrefixedNamespace(t, admin(t), "dryrun")
 	fsPV := uniq(t, "pv")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(fsPV))), "creating volume")
-	bad := freshPVC(testobj.PVC(ns, "data", testobj.ClaimVolumeMode(block), testobj.VolumeName(fsPV)))
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(fsPV))), "creating volume")
+	bad := harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimVolumeMode(block), testobj.VolumeName(fsPV)))
 	expectDenied(t, a.Create(ctx, bad, client.DryRunAll), "PVG001")
 
-	good := freshPVC(testobj.PVC(ns, "fine", testobj.VolumeName(fsPV)))
-	mustSucceed(t, a.Create(ctx, good, client.DryRunAll), "dry-run create")
+	good := harness.FreshPVC(testobj.PVC(ns, "fine", testobj.VolumeName(fsPV)))
+	harness.Must(t, a.Create(ctx, good, client.DryRunAll), "dry-run create")
 	err := a.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fine"}, &corev1.PersistentVolumeClaim{})
 	if err == nil {
 		t.Fatal("dry-run create persisted the claim")
@@ -333,9 +334,9 @@ func TestDryRunIsJudgedAndPersistsNothing(t *testing.T) {
 func TestNamespaceExemption(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "exempt") // matches exemptions.namespaces: [exempt-*]
+	ns := harness.PrefixedNamespace(t, admin(t), "exempt") // matches exemptions.namespaces: [exempt-*]
 	fsPV := uniq(t, "pv")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(fsPV))), "creating volume")
-	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "data", testobj.ClaimVolumeMode(block), testobj.VolumeName(fsPV)))),
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(fsPV))), "creating volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimVolumeMode(block), testobj.VolumeName(fsPV)))),
 		"a mismatched claim in an exempt namespace")
 }

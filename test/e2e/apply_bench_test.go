@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -59,7 +60,7 @@ func benchmarkApplyOverhead(b *testing.B, prebound bool) {
 		// claims in pvguard's own namespace name volumes that do not exist, which the apiserver
 		// does not check.
 		for i := range b.N {
-			pv := freshPV(testobj.PV(volumeName(tenant.Name, i), testobj.ClaimRef(tenant.Name, claimName(i), "")))
+			pv := harness.FreshPV(testobj.PV(volumeName(tenant.Name, i), testobj.ClaimRef(tenant.Name, claimName(i), "")))
 			if err := c.Create(ctx, pv); err != nil {
 				b.Fatalf("creating volume %s: %v", pv.Name, err)
 			}
@@ -72,7 +73,7 @@ func benchmarkApplyOverhead(b *testing.B, prebound bool) {
 		if prebound {
 			mods = append(mods, testobj.VolumeName(volumeName(ns, i)))
 		}
-		pvc := freshPVC(testobj.PVC(ns, claimName(i), mods...))
+		pvc := harness.FreshPVC(testobj.PVC(ns, claimName(i), mods...))
 		start := time.Now()
 		if err := c.Create(ctx, pvc); err != nil {
 			b.Fatalf("creating %s/%s: %v", ns, pvc.Name, err)

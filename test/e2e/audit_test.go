@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -75,23 +76,23 @@ func TestLiveAuditReportsAndClears(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
 	name := uniq(t, "pv-failed")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(name))), "creating volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(name))), "creating volume")
 	setPhase := func(p corev1.PersistentVolumePhase) {
 		t.Helper()
 		pv := &corev1.PersistentVolume{}
-		mustSucceed(t, a.Get(ctx, client.ObjectKey{Name: name}, pv), "reading volume")
+		harness.Must(t, a.Get(ctx, client.ObjectKey{Name: name}, pv), "reading volume")
 		pv.Status.Phase = p
-		mustSucceed(t, a.Status().Update(ctx, pv), "setting phase "+string(p))
+		harness.Must(t, a.Status().Update(ctx, pv), "setting phase "+string(p))
 	}
 	setPhase(corev1.VolumeFailed)
-	eventually(t, "PVG024 in the report", func() error {
+	harness.Eventually(t, time.Minute, "PVG024 in the report", func(context.Context) error {
 		if r := report(t); !hasFinding(r, "PVG024", name) {
 			return fmt.Errorf("not yet reported (%d findings, audited %s)", len(r.Findings), r.Time)
 		}
 		return nil
 	})
 	// The dashboard shows it too.
-	eventually(t, "the failed volume on the dashboard", func() error {
+	harness.Eventually(t, time.Minute, "the failed volume on the dashboard", func(context.Context) error {
 		resp, err := tlsClient().Get(suite.baseURL + "/")
 		if err != nil {
 			return err
@@ -120,20 +121,20 @@ func TestLiveAuditReportsAndClears(t *testing.T) {
 		}
 		return false, nil
 	}
-	eventually(t, "PVG024 in ClusterReport pvguard", func() error {
+	harness.Eventually(t, time.Minute, "PVG024 in ClusterReport pvguard", func(context.Context) error {
 		if ok, err := inClusterReport(); !ok {
 			return fmt.Errorf("not in the ClusterReport yet (%v)", err)
 		}
 		return nil
 	})
 	setPhase(corev1.VolumeAvailable)
-	eventually(t, "PVG024 gone from the report", func() error {
+	harness.Eventually(t, time.Minute, "PVG024 gone from the report", func(context.Context) error {
 		if hasFinding(report(t), "PVG024", name) {
 			return fmt.Errorf("still reported")
 		}
 		return nil
 	})
-	eventually(t, "PVG024 gone from the ClusterReport", func() error {
+	harness.Eventually(t, time.Minute, "PVG024 gone from the ClusterReport", func(context.Context) error {
 		if ok, _ := inClusterReport(); ok {
 			return fmt.Errorf("still in the ClusterReport")
 		}
@@ -146,13 +147,13 @@ func TestLiveAuditReportsAndClears(t *testing.T) {
 func TestNamespaceReportWrittenAndRemoved(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "report")
-	pvc := freshPVC(testobj.PVC(ns, "lost"))
-	mustSucceed(t, a.Create(ctx, pvc), "creating claim")
+	ns := harness.PrefixedNamespace(t, admin(t), "report")
+	pvc := harness.FreshPVC(testobj.PVC(ns, "lost"))
+	harness.Must(t, a.Create(ctx, pvc), "creating claim")
 	pvc.Status.Phase = corev1.ClaimLost
-	mustSucceed(t, a.Status().Update(ctx, pvc), "marking the claim Lost")
+	harness.Must(t, a.Status().Update(ctx, pvc), "marking the claim Lost")
 	rc := reportsClient(t)
-	eventually(t, "Report with PVG021 in the namespace", func() error {
+	harness.Eventually(t, time.Minute, "Report with PVG021 in the namespace", func(context.Context) error {
 		var r openreports.Report
 		if err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pvguard"}, &r); err != nil {
 			return err
@@ -162,9 +163,9 @@ func TestNamespaceReportWrittenAndRemoved(t *testing.T) {
 		}
 		return nil
 	})
-	mustSucceed(t, a.Delete(ctx, pvc), "deleting the claim")
-	mustSucceed(t, patchPVC(ctx, a, ns, "lost", func(c *corev1.PersistentVolumeClaim) { c.Finalizers = nil }), "releasing the finalizer")
-	eventually(t, "stale Report deleted", func() error {
+	harness.Must(t, a.Delete(ctx, pvc), "deleting the claim")
+	harness.Must(t, patchPVC(ctx, a, ns, "lost", func(c *corev1.PersistentVolumeClaim) { c.Finalizers = nil }), "releasing the finalizer")
+	harness.Eventually(t, time.Minute, "stale Report deleted", func(context.Context) error {
 		var r openreports.Report
 		err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pvguard"}, &r)
 		if apierrors.IsNotFound(err) {
@@ -192,11 +193,11 @@ func reportsClient(t *testing.T) client.Client {
 func TestAuditCLIAgainstTheCluster(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "cli")
-	pvc := freshPVC(testobj.PVC(ns, "lost"))
-	mustSucceed(t, a.Create(ctx, pvc), "creating claim")
+	ns := harness.PrefixedNamespace(t, admin(t), "cli")
+	pvc := harness.FreshPVC(testobj.PVC(ns, "lost"))
+	harness.Must(t, a.Create(ctx, pvc), "creating claim")
 	pvc.Status.Phase = corev1.ClaimLost
-	mustSucceed(t, a.Status().Update(ctx, pvc), "marking it Lost")
+	harness.Must(t, a.Status().Update(ctx, pvc), "marking it Lost")
 
 	var out, errOut bytes.Buffer
 	err := app.RunAudit(app.AuditOptions{Kubeconfig: suite.kubeconfig, Output: "json", FailOn: "deny"}, &out, &errOut)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // chromium is Debian's browser, which `make test` installs (hack/install-chromium.sh); test
@@ -177,7 +179,7 @@ func shows(rows []row, e expected) bool {
 // expectFindings waits until the page lists every expected finding, then keeps a screenshot.
 func (p *dashboardPage) expectFindings(t *testing.T, want []expected, shot string) {
 	t.Helper()
-	eventually(t, "the findings on the dashboard", func() error {
+	harness.Eventually(t, time.Minute, "the findings on the dashboard", func(context.Context) error {
 		rows, err := p.load()
 		if err != nil {
 			return err
@@ -199,7 +201,7 @@ func (p *dashboardPage) expectFindings(t *testing.T, want []expected, shot strin
 // expectNoFindings waits until the page lists none of the given findings.
 func (p *dashboardPage) expectNoFindings(t *testing.T, gone []expected, shot string) {
 	t.Helper()
-	eventually(t, "the findings gone from the dashboard", func() error {
+	harness.Eventually(t, time.Minute, "the findings gone from the dashboard", func(context.Context) error {
 		rows, err := p.load()
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,17 +21,17 @@ import (
 func TestClaimMutationOnlyForClaimsThatNameAVolume(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "align")
+	ns := harness.PrefixedNamespace(t, admin(t), "align")
 	setConfig(t, baseConfig+"mutation:\n  alignPreboundClaimClass: true\n")
 
 	def := testobj.StorageClass(uniq(t, "sc-default"), "example.com/csi", testobj.DefaultClass)
-	mustSucceed(t, a.Create(ctx, def), "creating a default class")
+	harness.Must(t, a.Create(ctx, def), "creating a default class")
 	t.Cleanup(func() { _ = a.Delete(context.Background(), def) })
 	slow := uniq(t, "pv-slow")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(slow, testobj.Class("slow"), testobj.ClaimRef(ns, "data", "")))), "creating volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(slow, testobj.Class("slow"), testobj.ClaimRef(ns, "data", "")))), "creating volume")
 
-	eventually(t, "a pre-bound claim given its volume's class", func() error {
-		pvc := freshPVC(testobj.PVC(ns, "data", testobj.ClaimNoClass, testobj.VolumeName(slow)))
+	harness.Eventually(t, time.Minute, "a pre-bound claim given its volume's class", func(context.Context) error {
+		pvc := harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimNoClass, testobj.VolumeName(slow)))
 		if err := a.Create(ctx, pvc, client.DryRunAll); err != nil {
 			return err
 		}
@@ -41,7 +42,7 @@ func TestClaimMutationOnlyForClaimsThatNameAVolume(t *testing.T) {
 	})
 
 	mutated, validated := claimReviews(t, "mutate"), claimReviews(t, "validate")
-	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "dynamic", testobj.ClaimNoClass))), "creating a claim that names no volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "dynamic", testobj.ClaimNoClass))), "creating a claim that names no volume")
 	if got := claimReviews(t, "mutate"); got != mutated {
 		t.Errorf("a claim that names no volume was sent to the mutating webhook (%v reviews, was %v)", got, mutated)
 	}
@@ -49,8 +50,8 @@ func TestClaimMutationOnlyForClaimsThatNameAVolume(t *testing.T) {
 		t.Errorf("validating reviews of claims: %v, want %v", got, validated+1)
 	}
 
-	pvc := freshPVC(testobj.PVC(ns, "data", testobj.ClaimNoClass, testobj.VolumeName(slow)))
-	mustSucceed(t, a.Create(ctx, pvc), "creating the pre-bound claim")
+	pvc := harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimNoClass, testobj.VolumeName(slow)))
+	harness.Must(t, a.Create(ctx, pvc), "creating the pre-bound claim")
 	if got := claimReviews(t, "mutate"); got != mutated+1 {
 		t.Errorf("mutating reviews of claims after a pre-bound claim: %v, want %v", got, mutated+1)
 	}

@@ -23,23 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 )
-
-// childEnv, when set, makes the test binary run the pvguard command with the arguments it holds
-// (newline separated) instead of the tests, as bin/pvguard would: TestDemo reads its stdout and
-// stderr as a user of `make demo` sees them.
-const childEnv = "PVGUARD_E2E_CHILD_ARGS"
-
-func runChild(args []string) int {
-	cmd := app.NewRootCommand()
-	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "pvguard:", err)
-		return 1
-	}
-	return 0
-}
 
 // devSA is the chart's ServiceAccount for the release `pvguard dev` renders.
 const devSA = "system:serviceaccount:pvguard-system:pvguard"
@@ -63,7 +48,7 @@ func TestDemo(t *testing.T) {
 	t.Run("make dev", func(t *testing.T) {
 		dir := t.TempDir()
 		p := startDev(t, dir)
-		p.waitFor(t, "Press Ctrl-C to stop.", 3*time.Minute)
+		p.waitForOutput(t, "Press Ctrl-C to stop.", 3*time.Minute)
 		checkStory(t, p)
 		ctx := context.Background()
 
@@ -114,13 +99,10 @@ type devProcess struct {
 
 func startDev(t *testing.T, dir string, args ...string) *devProcess {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	args = append([]string{"dev", "--listen=127.0.0.1:0", "--dir=" + dir}, args...)
-	p := &devProcess{cmd: exec.Command(self), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\n"))
+	cmd, err := harness.ChildCommand(args...)
+	harness.Must(t, err, "preparing pvguard dev")
+	p := &devProcess{cmd: cmd, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting pvguard %v: %v", args, err)
@@ -150,8 +132,8 @@ func (p *devProcess) wait(t *testing.T, timeout time.Duration) {
 	}
 }
 
-// waitFor waits until stdout contains s.
-func (p *devProcess) waitFor(t *testing.T, s string, timeout time.Duration) {
+// waitForOutput waits until stdout contains s.
+func (p *devProcess) waitForOutput(t *testing.T, s string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.After(timeout)
 	for !strings.Contains(p.stdout.String(), s) {

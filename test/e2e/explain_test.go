@@ -16,6 +16,7 @@ import (
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -27,18 +28,18 @@ import (
 func TestExplainPageFromTheDashboard(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "explain")
+	ns := harness.PrefixedNamespace(t, admin(t), "explain")
 	class := uniq(t, "local")
 	pvName := uniq(t, "pv-fs")
-	mustSucceed(t, a.Create(ctx, testobj.StorageClass(class, "kubernetes.io/no-provisioner")), "creating class "+class)
+	harness.Must(t, a.Create(ctx, testobj.StorageClass(class, "kubernetes.io/no-provisioner")), "creating class "+class)
 	t.Cleanup(func() { _ = a.Delete(ctx, testobj.StorageClass(class, "")) })
-	pv := freshPV(testobj.PV(pvName, testobj.Class(class), testobj.Capacity("10Gi"), testobj.VolumeMode(corev1.PersistentVolumeFilesystem)))
-	mustSucceed(t, a.Create(ctx, pv), "creating volume "+pvName)
+	pv := harness.FreshPV(testobj.PV(pvName, testobj.Class(class), testobj.Capacity("10Gi"), testobj.VolumeMode(corev1.PersistentVolumeFilesystem)))
+	harness.Must(t, a.Create(ctx, pv), "creating volume "+pvName)
 	t.Cleanup(func() { _ = a.Delete(ctx, pv) })
 	pv.Status.Phase = corev1.VolumeAvailable // as a binder leaves a free volume: only the mode is wrong
-	mustSucceed(t, a.Status().Update(ctx, pv), "making the volume Available")
-	claim := freshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class), testobj.Request("5Gi"), testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock)))
-	mustSucceed(t, a.Create(ctx, claim), "creating claim "+ns+"/data")
+	harness.Must(t, a.Status().Update(ctx, pv), "making the volume Available")
+	claim := harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class), testobj.Request("5Gi"), testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock)))
+	harness.Must(t, a.Create(ctx, claim), "creating claim "+ns+"/data")
 
 	wantCell := "Filesystem != Block"
 	wantVerdict := fmt.Sprintf("no volume fits; %s fits if the claim asks for volumeMode Filesystem", pvName)
@@ -46,7 +47,7 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 	// The API, against the CLI on the same cluster (the cache may lag the writes a moment).
 	apiPath := "/api/v1/explain/pvc/" + ns + "/data"
 	var served explain.Explanation
-	eventually(t, "the claim explained by "+apiPath, func() error {
+	harness.Eventually(t, time.Minute, "the claim explained by "+apiPath, func(context.Context) error {
 		code, body := fetch(t, apiPath)
 		if code != http.StatusOK {
 			return fmt.Errorf("HTTP %d: %s", code, body)
@@ -61,9 +62,9 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 		return nil
 	})
 	var cli bytes.Buffer
-	mustSucceed(t, app.RunExplainClaim(app.ExplainOptions{Kubeconfig: suite.kubeconfig, Output: "json"}, ns+"/data", &cli, io.Discard), "pvguard explain pvc -o json")
+	harness.Must(t, app.RunExplainClaim(app.ExplainOptions{Kubeconfig: suite.kubeconfig, Output: "json"}, ns+"/data", &cli, io.Discard), "pvguard explain pvc -o json")
 	var printed explain.Explanation
-	mustSucceed(t, json.Unmarshal(cli.Bytes(), &printed), "decoding pvguard explain -o json")
+	harness.Must(t, json.Unmarshal(cli.Bytes(), &printed), "decoding pvguard explain -o json")
 	if served.State != printed.State || served.WaitingFor != printed.WaitingFor || served.Phase != printed.Phase ||
 		served.Class != printed.Class || fmt.Sprint(served.Verdict) != fmt.Sprint(printed.Verdict) {
 		t.Errorf("the API and the CLI disagree:\n api %s / %s / %+v\n cli %s / %s / %+v",
@@ -88,7 +89,7 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 	// The dashboard lists the claim as pending; its link opens the explanation.
 	page := openDashboard(t)
 	link := fmt.Sprintf(`#pending a[href="explain/pvc/%s/data"]`, ns)
-	eventually(t, "the claim among the dashboard's pending claims", func() error {
+	harness.Eventually(t, time.Minute, "the claim among the dashboard's pending claims", func(context.Context) error {
 		ctx, cancel := context.WithTimeout(page.ctx, 30*time.Second)
 		defer cancel()
 		if err := chromedp.Do(ctx, chromedp.Navigate(page.url), chromedp.WaitVisible(chromedp.CSS("#findings"))); err != nil {
@@ -107,12 +108,12 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 	cctx, cancel := context.WithTimeout(page.ctx, 30*time.Second)
 	defer cancel()
 	cell := fmt.Sprintf(`#candidates tr[data-volume=%q] td[data-check="volumeMode"]`, pvName)
-	mustSucceed(t, chromedp.Do(cctx, chromedp.Click(chromedp.CSS(link)), chromedp.WaitVisible(chromedp.CSS("#verdict"))),
+	harness.Must(t, chromedp.Do(cctx, chromedp.Click(chromedp.CSS(link)), chromedp.WaitVisible(chromedp.CSS("#verdict"))),
 		"following the claim's link")
 	read := func(what string, a chromedp.Action[string]) string {
 		t.Helper()
 		v, err := chromedp.Run(cctx, a)
-		mustSucceed(t, err, "reading "+what)
+		harness.Must(t, err, "reading "+what)
 		return v
 	}
 	url := read("the location", chromedp.Location())

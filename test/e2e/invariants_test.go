@@ -1,6 +1,6 @@
 package e2e
 
-// End-to-end cases for the classes of issue 14 (docs/rules.md states each rule's invariant): each
+// End-to-end cases for the deny invariants (docs/rules.md states each rule's invariant): each
 // unsafe write is refused with its rule ID whatever verb or patch type makes it, and each
 // legitimate upstream write is admitted with no warning, made as the identity that makes it in a
 // real cluster.
@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -148,7 +149,7 @@ func expectQuiet(t *testing.T, a *actor, w write, what string) {
 	t.Helper()
 	settle(w, func(err error) bool { return err == nil })
 	a.warnings.Take()
-	mustSucceed(t, w(false), what)
+	harness.Must(t, w(false), what)
 	if ws := a.warnings.Take(); len(ws) > 0 {
 		t.Errorf("%s: admitted with warnings %q, want none", what, ws)
 	}
@@ -195,15 +196,15 @@ func csiProvisioner(t *testing.T) *actor {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: provisionerNamespace, Name: provisionerSA}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 	}
-	mustSucceed(t, a.Create(ctx, role), "creating the external-provisioner ClusterRole")
-	mustSucceed(t, a.Create(ctx, binding), "binding the external-provisioner ClusterRole")
+	harness.Must(t, a.Create(ctx, role), "creating the external-provisioner ClusterRole")
+	harness.Must(t, a.Create(ctx, binding), "binding the external-provisioner ClusterRole")
 	t.Cleanup(func() {
 		_ = a.Delete(context.Background(), binding)
 		_ = a.Delete(context.Background(), role)
 	})
 	p := newActor(t, "system:serviceaccount:"+provisionerNamespace+":"+provisionerSA,
 		"system:serviceaccounts", "system:serviceaccounts:"+provisionerNamespace, "system:authenticated")
-	eventually(t, "the external-provisioner's RBAC in effect", func() error {
+	harness.Eventually(t, time.Minute, "the external-provisioner's RBAC in effect", func(context.Context) error {
 		return p.List(ctx, &corev1.PersistentVolumeList{}, client.Limit(1))
 	})
 	return p
@@ -213,7 +214,7 @@ func csiProvisioner(t *testing.T) *actor {
 func quietly(t *testing.T, a *actor, what string, f func() error) {
 	t.Helper()
 	a.warnings.Take()
-	mustSucceed(t, f(), what)
+	harness.Must(t, f(), what)
 	if ws := a.warnings.Take(); len(ws) > 0 {
 		t.Errorf("%s: admitted with warnings %q, want none", what, ws)
 	}
@@ -224,58 +225,17 @@ func boundPair(t *testing.T, ns, claim string, pvMods ...testobj.PVMod) (string,
 	t.Helper()
 	pv := uniq(t, "pv-"+claim)
 	createPair(t, admin(t), pv, ns, claim, pvMods, nil)
-	mustSucceed(t, bindAsUpstream(context.Background(), binder(t), pv, ns, claim), "binding "+pv+" to "+ns+"/"+claim)
-	return pv, getPVC(t, ns, claim)
-}
-
-func getPV(t *testing.T, name string) *corev1.PersistentVolume {
-	t.Helper()
-	pv := &corev1.PersistentVolume{}
-	mustSucceed(t, admin(t).Get(context.Background(), client.ObjectKey{Name: name}, pv), "reading volume "+name)
-	return pv
-}
-
-func getPVC(t *testing.T, ns, name string) *corev1.PersistentVolumeClaim {
-	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{}
-	mustSucceed(t, admin(t).Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc), "reading claim "+ns+"/"+name)
-	return pvc
+	harness.Must(t, bindAsUpstream(context.Background(), binder(t), pv, ns, claim), "binding "+pv+" to "+ns+"/"+claim)
+	return pv, harness.GetPVC(t, admin(t), ns, claim)
 }
 
 // expectLinked fails unless the volume's claimRef still names the claim with its uid.
 func expectLinked(t *testing.T, pvName string, pvc *corev1.PersistentVolumeClaim) {
 	t.Helper()
-	ref := getPV(t, pvName).Spec.ClaimRef
+	ref := harness.GetPV(t, admin(t), pvName).Spec.ClaimRef
 	if ref == nil || ref.Namespace != pvc.Namespace || ref.Name != pvc.Name || ref.UID != pvc.UID {
 		t.Fatalf("volume %s no longer linked to %s/%s uid %s: claimRef %+v", pvName, pvc.Namespace, pvc.Name, pvc.UID, ref)
 	}
-}
-
-// deleteClaim deletes a claim no pod uses: the pvc-protection controller then removes its
-// finalizer (with an update; its role has no patch) and the claim is gone.
-func deleteClaim(t *testing.T, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	key := client.ObjectKey{Namespace: ns, Name: name}
-	mustSucceed(t, admin(t).Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}), "deleting claim "+ns+"/"+name)
-	protector := kubeSystemSA(t, "pvc-protection-controller")
-	eventually(t, "claim "+ns+"/"+name+" gone", func() error {
-		pvc := &corev1.PersistentVolumeClaim{}
-		err := protector.Get(ctx, key, pvc)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if kept := without(pvc.Finalizers, finalizerPVCProtect); len(kept) != len(pvc.Finalizers) {
-			pvc.Finalizers = kept
-			if err := protector.Update(ctx, pvc); err != nil {
-				return fmt.Errorf("pvc-protection controller removing its finalizer: %w", err)
-			}
-		}
-		return errors.New("still there")
-	})
 }
 
 func without(list []string, s string) []string {
@@ -326,7 +286,7 @@ func TestInvariantBoundPairClaimRefKept(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A pair of its own: a way wrongly admitted must not change the state the next is judged on.
-			ns := namespace(t, "keep")
+			ns := harness.PrefixedNamespace(t, admin(t), "keep")
 			pv, pvc := boundPair(t, ns, "data")
 			msg := expectRefused(t, tc.w(pv), "PVG002")
 			expectNoRouteAround(t, msg)
@@ -356,10 +316,10 @@ func TestInvariantTwoStepWalksRefused(t *testing.T) {
 	}
 
 	t.Run("clear claimRef then point it at another claim", func(t *testing.T) {
-		ns := namespace(t, "walk-repoint")
+		ns := harness.PrefixedNamespace(t, admin(t), "walk-repoint")
 		pv, pvc := boundPair(t, ns, "data")
-		other := freshPVC(testobj.PVC(ns, "other"))
-		mustSucceed(t, admin(t).Create(ctx, other), "creating a pending claim")
+		other := harness.FreshPVC(testobj.PVC(ns, "other"))
+		harness.Must(t, admin(t).Create(ctx, other), "creating a pending claim")
 
 		expectRefused(t, clearRef(pv), "PVG002")
 		repoint := fmt.Sprintf(`{"spec":{"claimRef":{"namespace":%q,"name":%q,"uid":%q}}}`, ns, other.Name, other.UID)
@@ -368,13 +328,13 @@ func TestInvariantTwoStepWalksRefused(t *testing.T) {
 	})
 
 	t.Run("clear claimRef then flip Retain to Delete unconfirmed", func(t *testing.T) {
-		ns := namespace(t, "walk-reclaim")
+		ns := harness.PrefixedNamespace(t, admin(t), "walk-reclaim")
 		pv, pvc := boundPair(t, ns, "data", testobj.Reclaim(corev1.PersistentVolumeReclaimRetain))
 
 		expectRefused(t, clearRef(pv), "PVG002")
 		expectRefused(t, rawPatchPV(ops, pv, types.MergePatchType, `{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}`), "PVG011")
 		expectLinked(t, pv, pvc)
-		if got := getPV(t, pv).Spec.PersistentVolumeReclaimPolicy; got != corev1.PersistentVolumeReclaimRetain {
+		if got := harness.GetPV(t, admin(t), pv).Spec.PersistentVolumeReclaimPolicy; got != corev1.PersistentVolumeReclaimRetain {
 			t.Fatalf("reclaim policy of %s is %s, want Retain", pv, got)
 		}
 	})
@@ -396,7 +356,7 @@ func TestInvariantReclaimConfirmationInTheSameWrite(t *testing.T) {
 	}
 	expectPolicy := func(t *testing.T, pv string, want corev1.PersistentVolumeReclaimPolicy) {
 		t.Helper()
-		if got := getPV(t, pv).Spec.PersistentVolumeReclaimPolicy; got != want {
+		if got := harness.GetPV(t, admin(t), pv).Spec.PersistentVolumeReclaimPolicy; got != want {
 			t.Fatalf("reclaim policy of %s is %s, want %s", pv, got, want)
 		}
 	}
@@ -413,9 +373,9 @@ func TestInvariantReclaimConfirmationInTheSameWrite(t *testing.T) {
 			fmt.Sprintf(`{"metadata":{"annotations":{%q:"Delete"}}}`, annConfirmReclaim)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := namespace(t, "confirm")
+			ns := harness.PrefixedNamespace(t, admin(t), "confirm")
 			pv, _ := boundPair(t, ns, "data", testobj.Reclaim(tc.initial))
-			mustSucceed(t, rawPatchPV(ops, pv, types.MergePatchType, tc.leave)(false), "leaving a confirmation on "+pv)
+			harness.Must(t, rawPatchPV(ops, pv, types.MergePatchType, tc.leave)(false), "leaving a confirmation on "+pv)
 			expectPolicy(t, pv, corev1.PersistentVolumeReclaimRetain)
 
 			expectRefused(t, flip(pv), "PVG011")
@@ -424,7 +384,7 @@ func TestInvariantReclaimConfirmationInTheSameWrite(t *testing.T) {
 
 			// The same flip confirmed in its own write: the stale annotation goes first, so that
 			// the flip adds it.
-			mustSucceed(t, rawPatchPV(ops, pv, types.MergePatchType, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, annConfirmReclaim))(false),
+			harness.Must(t, rawPatchPV(ops, pv, types.MergePatchType, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, annConfirmReclaim))(false),
 				"removing the stale confirmation")
 			expectQuiet(t, ops, confirmedFlip(pv), "the flip confirmed in the same write")
 			expectPolicy(t, pv, corev1.PersistentVolumeReclaimDelete)
@@ -432,9 +392,9 @@ func TestInvariantReclaimConfirmationInTheSameWrite(t *testing.T) {
 	}
 
 	t.Run("changed to the new policy by the flip", func(t *testing.T) {
-		ns := namespace(t, "confirm")
+		ns := harness.PrefixedNamespace(t, admin(t), "confirm")
 		pv, _ := boundPair(t, ns, "data", testobj.Reclaim(corev1.PersistentVolumeReclaimRetain))
-		mustSucceed(t, rawPatchPV(ops, pv, types.MergePatchType, fmt.Sprintf(`{"metadata":{"annotations":{%q:"Retain"}}}`, annConfirmReclaim))(false),
+		harness.Must(t, rawPatchPV(ops, pv, types.MergePatchType, fmt.Sprintf(`{"metadata":{"annotations":{%q:"Retain"}}}`, annConfirmReclaim))(false),
 			"leaving a confirmation of another policy")
 		expectRefused(t, flip(pv), "PVG011")
 		expectQuiet(t, ops, confirmedFlip(pv), "the flip that changes the confirmation to Delete")
@@ -447,7 +407,7 @@ func csiClass(t *testing.T, mods ...func(*storagev1.StorageClass)) string {
 	t.Helper()
 	a := admin(t)
 	sc := testobj.StorageClass(uniq(t, "sc"), csiDriver, mods...)
-	mustSucceed(t, a.Create(context.Background(), sc), "creating StorageClass "+sc.Name)
+	harness.Must(t, a.Create(context.Background(), sc), "creating StorageClass "+sc.Name)
 	t.Cleanup(func() { _ = a.Delete(context.Background(), sc) })
 	return sc.Name
 }
@@ -462,7 +422,7 @@ func reclaimDelete(sc *storagev1.StorageClass) {
 // annotated provisioned-by, holding the provisioner's finalizer, with the class's Delete policy.
 func provisioned(pvc *corev1.PersistentVolumeClaim, class string) *corev1.PersistentVolume {
 	name := "pvc-" + string(pvc.UID)
-	pv := freshPV(testobj.PV(name,
+	pv := harness.FreshPV(testobj.PV(name,
 		testobj.CSI(csiDriver, "vol-"+string(pvc.UID), map[string]string{"storage.kubernetes.io/csiProvisionerIdentity": "1700000000000-0-" + csiDriver}),
 		testobj.Class(class),
 		testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
@@ -484,39 +444,39 @@ func TestInvariantProvisionerSavesVolumeOfVanishedClaim(t *testing.T) {
 	prov := csiProvisioner(t)
 	class := csiClass(t, reclaimDelete)
 	claimOf := func(ns string) *corev1.PersistentVolumeClaim {
-		pvc := freshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class)))
-		mustSucceed(t, a.Create(ctx, pvc), "creating claim "+ns+"/data")
+		pvc := harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class)))
+		harness.Must(t, a.Create(ctx, pvc), "creating claim "+ns+"/data")
 		return pvc
 	}
 
 	// The ordinary save, the claim still waiting for it, for comparison with the races.
 	t.Run("claim still pending", func(t *testing.T) {
-		ns := namespace(t, "prov-pending")
+		ns := harness.PrefixedNamespace(t, admin(t), "prov-pending")
 		pvc := claimOf(ns)
 		expectQuiet(t, prov, createPV(prov, provisioned(pvc, class)), "saving the volume of a pending claim")
 	})
 
 	t.Run("claim deleted", func(t *testing.T) {
-		ns := namespace(t, "prov-deleted")
+		ns := harness.PrefixedNamespace(t, admin(t), "prov-deleted")
 		pvc := claimOf(ns)
-		deleteClaim(t, ns, pvc.Name)
+		harness.DeleteClaim(t, admin(t), kubeSystemSA(t, "pvc-protection-controller"), ns, pvc.Name)
 		expectQuiet(t, prov, createPV(prov, provisioned(pvc, class)), "saving the volume of a deleted claim")
 	})
 
 	t.Run("claim re-created", func(t *testing.T) {
-		ns := namespace(t, "prov-recreated")
+		ns := harness.PrefixedNamespace(t, admin(t), "prov-recreated")
 		pvc := claimOf(ns)
-		deleteClaim(t, ns, pvc.Name)
+		harness.DeleteClaim(t, admin(t), kubeSystemSA(t, "pvc-protection-controller"), ns, pvc.Name)
 		claimOf(ns)
 		expectQuiet(t, prov, createPV(prov, provisioned(pvc, class)), "saving the volume of a claim re-created since")
 	})
 
 	t.Run("claim bound to another volume", func(t *testing.T) {
-		ns := namespace(t, "prov-elsewhere")
+		ns := harness.PrefixedNamespace(t, admin(t), "prov-elsewhere")
 		pvc := claimOf(ns)
 		other := uniq(t, "pv-other")
-		mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(other, testobj.Class(class)))), "creating another volume")
-		mustSucceed(t, bindAsUpstream(ctx, binder(t), other, ns, pvc.Name), "binding the claim to the other volume")
+		harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(other, testobj.Class(class)))), "creating another volume")
+		harness.Must(t, bindAsUpstream(ctx, binder(t), other, ns, pvc.Name), "binding the claim to the other volume")
 		expectQuiet(t, prov, createPV(prov, provisioned(pvc, class)), "saving the volume of a claim bound elsewhere")
 	})
 }
@@ -528,32 +488,32 @@ func TestInvariantProvisionerSavesVolumeOfVanishedClaim(t *testing.T) {
 func TestInvariantRelinkToOwnerMidExpansion(t *testing.T) {
 	ctx := context.Background()
 	s := seeder(t)
-	ns := namespace(t, "relink")
+	ns := harness.PrefixedNamespace(t, admin(t), "relink")
 	pvName := uniq(t, "pv")
 	expandable := true
 	class := csiClass(t, func(sc *storagev1.StorageClass) { sc.AllowVolumeExpansion = &expandable })
 
 	// The lost link is seeded by the exempt seeder: clearing a bound pair's claimRef is what
 	// pvguard refuses everyone else.
-	pv := freshPV(testobj.PV(pvName, testobj.Class(class), testobj.Capacity("1Gi")))
-	mustSucceed(t, s.Create(ctx, pv), "seeding the volume")
+	pv := harness.FreshPV(testobj.PV(pvName, testobj.Class(class), testobj.Capacity("1Gi")))
+	harness.Must(t, s.Create(ctx, pv), "seeding the volume")
 	pv.Status.Phase = corev1.VolumeAvailable
-	mustSucceed(t, s.Status().Update(ctx, pv), "seeding the volume's phase")
-	pvc := freshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class), testobj.VolumeName(pvName),
+	harness.Must(t, s.Status().Update(ctx, pv), "seeding the volume's phase")
+	pvc := harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class), testobj.VolumeName(pvName),
 		testobj.ClaimMeta(testobj.Annotation(annBindCompleted, "yes"), testobj.Annotation(annBoundByController, "yes"))))
-	mustSucceed(t, s.Create(ctx, pvc), "seeding the bind-completed claim")
+	harness.Must(t, s.Create(ctx, pvc), "seeding the bind-completed claim")
 	pvc.Status = corev1.PersistentVolumeClaimStatus{
 		Phase:       corev1.ClaimBound,
 		Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 	}
-	mustSucceed(t, s.Status().Update(ctx, pvc), "seeding the claim's status")
+	harness.Must(t, s.Status().Update(ctx, pvc), "seeding the claim's status")
 
 	// The tenant asks for more; the resizer has not grown the volume yet. The apiserver's
 	// PersistentVolumeClaimResize plugin reads the class from its own informer, so it may take a
 	// moment to allow the expansion.
 	tenant := storageAdmin(t)
-	eventually(t, "the claim's request raised to 2Gi", func() error {
+	harness.Eventually(t, time.Minute, "the claim's request raised to 2Gi", func(context.Context) error {
 		return patchPVC(ctx, tenant, ns, "data", func(c *corev1.PersistentVolumeClaim) {
 			c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
 		})
@@ -569,7 +529,7 @@ func TestInvariantRelinkToOwnerMidExpansion(t *testing.T) {
 	quietly(t, b, "the PV controller re-linking the volume to its mid-expansion claim", func() error {
 		return bindAsUpstream(ctx, b, pvName, ns, "data")
 	})
-	expectLinked(t, pvName, getPVC(t, ns, "data"))
+	expectLinked(t, pvName, harness.GetPVC(t, admin(t), ns, "data"))
 }
 
 // 5. On a default install (the provisioner listed nowhere), the CSI external-provisioner
@@ -577,22 +537,22 @@ func TestInvariantRelinkToOwnerMidExpansion(t *testing.T) {
 // deleted and its claim is gone, so the removal is admitted with no warning and the volume goes.
 func TestInvariantProvisionerRemovesItsFinalizerFromDeletedVolume(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t, "prov-finalizer")
+	ns := harness.PrefixedNamespace(t, admin(t), "prov-finalizer")
 	prov := csiProvisioner(t)
 	class := csiClass(t, reclaimDelete)
-	pvc := freshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class)))
-	mustSucceed(t, admin(t).Create(ctx, pvc), "creating the claim")
+	pvc := harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class)))
+	harness.Must(t, admin(t).Create(ctx, pvc), "creating the claim")
 	pv := provisioned(pvc, class)
-	mustSucceed(t, prov.Create(ctx, pv), "the provisioner saving the volume it provisioned")
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), pv.Name, ns, pvc.Name), "the PV controller binding it")
+	harness.Must(t, prov.Create(ctx, pv), "the provisioner saving the volume it provisioned")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), pv.Name, ns, pvc.Name), "the PV controller binding it")
 
-	deleteClaim(t, ns, pvc.Name)
+	harness.DeleteClaim(t, admin(t), kubeSystemSA(t, "pvc-protection-controller"), ns, pvc.Name)
 	markReleased(t, pv.Name)
 
 	// The provisioner deletes the backend volume, then the PersistentVolume, which its
 	// finalizer holds; the pv-protection controller lets a volume that is not Bound go.
-	mustSucceed(t, prov.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name}}), "the provisioner deleting the volume")
-	if deleting := getPV(t, pv.Name); deleting.DeletionTimestamp == nil {
+	harness.Must(t, prov.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name}}), "the provisioner deleting the volume")
+	if deleting := harness.GetPV(t, admin(t), pv.Name); deleting.DeletionTimestamp == nil {
 		t.Fatalf("volume %s was not held by its finalizers (%v)", pv.Name, deleting.Finalizers)
 	}
 	pvProtector := kubeSystemSA(t, "pv-protection-controller")
@@ -618,7 +578,7 @@ func TestInvariantProvisionerRemovesItsFinalizerFromDeletedVolume(t *testing.T) 
 		return prov.Patch(ctx, cur, client.RawPatch(types.StrategicMergePatchType, patch), patchOpts(dry)...)
 	}
 	expectQuiet(t, prov, removeFinalizer, "the provisioner removing its finalizer from the deleted volume")
-	eventually(t, "volume "+pv.Name+" gone", func() error {
+	harness.Eventually(t, time.Minute, "volume "+pv.Name+" gone", func(context.Context) error {
 		err := admin(t).Get(ctx, client.ObjectKey{Name: pv.Name}, &corev1.PersistentVolume{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -647,9 +607,9 @@ func twoWayPatch(cur, next *corev1.PersistentVolume) ([]byte, error) {
 func TestInvariantMalformedClaimRefIsAFinding(t *testing.T) {
 	ctx := context.Background()
 	ops := storageAdmin(t)
-	ns := namespace(t, "malformed")
-	live := freshPVC(testobj.PVC(ns, "data"))
-	mustSucceed(t, admin(t).Create(ctx, live), "creating a claim")
+	ns := harness.PrefixedNamespace(t, admin(t), "malformed")
+	live := harness.FreshPVC(testobj.PVC(ns, "data"))
+	harness.Must(t, admin(t).Create(ctx, live), "creating a claim")
 
 	for _, tc := range []struct {
 		name, field string
@@ -660,15 +620,15 @@ func TestInvariantMalformedClaimRefIsAFinding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.ref.Kind, tc.ref.APIVersion = "PersistentVolumeClaim", "v1"
-			pv := freshPV(testobj.PV(uniq(t, "pv")))
+			pv := harness.FreshPV(testobj.PV(uniq(t, "pv")))
 			pv.Spec.ClaimRef = tc.ref.DeepCopy()
 			expectPVG014(t, expectRefusedErr(t, createPV(ops, pv), "PVG014"), tc.field)
 
 			// The same link written onto an existing volume.
 			free := uniq(t, "pv-free")
-			mustSucceed(t, admin(t).Create(ctx, freshPV(testobj.PV(free))), "creating a volume")
+			harness.Must(t, admin(t).Create(ctx, harness.FreshPV(testobj.PV(free))), "creating a volume")
 			ref, err := json.Marshal(tc.ref)
-			mustSucceed(t, err, "encoding the claimRef")
+			harness.Must(t, err, "encoding the claimRef")
 			w := rawPatchPV(ops, free, types.JSONPatchType, `[{"op":"add","path":"/spec/claimRef","value":`+string(ref)+`}]`)
 			expectPVG014(t, expectRefusedErr(t, w, "PVG014"), tc.field)
 		})
@@ -708,7 +668,7 @@ func expectPVG014(t *testing.T, err error, field string) {
 func TestInvariantNodeAffinityAssumesAbsentNode(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "absent-node")
+	ns := harness.PrefixedNamespace(t, admin(t), "absent-node")
 	node := "n-absent-" + strings.TrimPrefix(ns, "absent-node-")
 	if err := a.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("node %s should not exist: %v", node, err)
@@ -717,15 +677,15 @@ func TestInvariantNodeAffinityAssumesAbsentNode(t *testing.T) {
 
 	t.Run("pre-bound claim and a volume for another node", func(t *testing.T) {
 		pv := uniq(t, "pv")
-		mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(pv, testobj.NodeAffinity("kubernetes.io/hostname", "other")))), "creating volume")
-		msg := expectRefused(t, createPVC(a, freshPVC(testobj.PVC(ns, "elsewhere", selected, testobj.VolumeName(pv)))), "PVG009")
+		harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(pv, testobj.NodeAffinity("kubernetes.io/hostname", "other")))), "creating volume")
+		msg := expectRefused(t, createPVC(a, harness.FreshPVC(testobj.PVC(ns, "elsewhere", selected, testobj.VolumeName(pv)))), "PVG009")
 		expectAssumedNode(t, msg, node)
 	})
 	t.Run("pre-bound claim and a volume for that node", func(t *testing.T) {
 		pv := uniq(t, "pv")
-		mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(pv, testobj.NodeAffinity("kubernetes.io/hostname", node)))), "creating volume")
+		harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(pv, testobj.NodeAffinity("kubernetes.io/hostname", node)))), "creating volume")
 		a.warnings.Take()
-		mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "here", selected, testobj.VolumeName(pv)))), "creating the claim")
+		harness.Must(t, a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "here", selected, testobj.VolumeName(pv)))), "creating the claim")
 		if ws := a.warnings.Take(); hasWarning(ws, "PVG009") {
 			t.Errorf("a PVG009 warning for a volume on the selected node: %q", ws)
 		}
@@ -742,10 +702,10 @@ func TestInvariantNodeAffinityAssumesAbsentNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pv, claim := uniq(t, "pv"), tc.claim
 			createPair(t, a, pv, ns, claim, []testobj.PVMod{testobj.NodeAffinity("kubernetes.io/hostname", tc.host)}, nil)
-			mustSucceed(t, patchPVC(ctx, scheduler, ns, claim, func(pvc *corev1.PersistentVolumeClaim) {
+			harness.Must(t, patchPVC(ctx, scheduler, ns, claim, func(pvc *corev1.PersistentVolumeClaim) {
 				setAnnotation(&pvc.Annotations, annSelectedNode, node)
 			}), "the scheduler selecting the node")
-			pvc := getPVC(t, ns, claim)
+			pvc := harness.GetPVC(t, admin(t), ns, claim)
 			b := binder(t)
 			step1 := replacePV(b, pv, func(v *corev1.PersistentVolume) {
 				v.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: claim, UID: pvc.UID}
@@ -776,25 +736,25 @@ func expectAssumedNode(t *testing.T, msg, node string) {
 func TestInvariantVolumeAttributesClassMatch(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "vac")
+	ns := harness.PrefixedNamespace(t, admin(t), "vac")
 	gold, silver := uniq(t, "gold"), uniq(t, "silver")
 	// The apiserver (v1.37) does not require the classes to exist (a claim naming a missing one
 	// waits in Pending), but a cluster using them has them.
 	for name, iops := range map[string]string{gold: "5000", silver: "1000"} {
 		vac := &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: name}, DriverName: csiDriver, Parameters: map[string]string{"iops": iops}}
-		mustSucceed(t, a.Create(ctx, vac), "creating VolumeAttributesClass "+name)
+		harness.Must(t, a.Create(ctx, vac), "creating VolumeAttributesClass "+name)
 		t.Cleanup(func() { _ = a.Delete(context.Background(), vac) })
 	}
 	volume := func(t *testing.T, vac string) string {
 		t.Helper()
 		name := uniq(t, "pv")
-		pv := freshPV(testobj.PV(name, testobj.CSI(csiDriver, "h-"+name, nil)))
+		pv := harness.FreshPV(testobj.PV(name, testobj.CSI(csiDriver, "h-"+name, nil)))
 		pv.Spec.VolumeAttributesClassName = &vac
-		mustSucceed(t, a.Create(ctx, pv), "creating volume "+name+" of "+vac)
+		harness.Must(t, a.Create(ctx, pv), "creating volume "+name+" of "+vac)
 		return name
 	}
 	claim := func(name, vac, pv string) *corev1.PersistentVolumeClaim {
-		pvc := freshPVC(testobj.PVC(ns, name, testobj.VolumeName(pv)))
+		pvc := harness.FreshPVC(testobj.PVC(ns, name, testobj.VolumeName(pv)))
 		pvc.Spec.VolumeAttributesClassName = &vac
 		return pvc
 	}
@@ -806,7 +766,7 @@ func TestInvariantVolumeAttributesClassMatch(t *testing.T) {
 	t.Run("gold claim pre-bound to a gold volume", func(t *testing.T) {
 		pv := volume(t, gold)
 		a.warnings.Take()
-		mustSucceed(t, a.Create(ctx, claim("match", gold, pv)), "creating the claim")
+		harness.Must(t, a.Create(ctx, claim("match", gold, pv)), "creating the claim")
 		if ws := a.warnings.Take(); hasWarning(ws, "PVG018") {
 			t.Errorf("a PVG018 warning for matching classes: %q", ws)
 		}
@@ -827,7 +787,7 @@ func TestInvariantUpstreamUnbindAndReuseQuiet(t *testing.T) {
 		{"PV controller unbind of a volume a user pre-bound drops the uid", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := namespace(t, "unbind")
+			ns := harness.PrefixedNamespace(t, admin(t), "unbind")
 			// The claim ended up bound to another volume while this one was linked to it.
 			_, pvc := boundPair(t, ns, "data")
 			pvName := uniq(t, "pv-stale")
@@ -838,9 +798,9 @@ func TestInvariantUpstreamUnbindAndReuseQuiet(t *testing.T) {
 			pv := testobj.PV(pvName, mods...)
 			status := pv.Status
 			s := seeder(t)
-			mustSucceed(t, s.Create(ctx, freshPV(pv)), "seeding the stale link")
+			harness.Must(t, s.Create(ctx, harness.FreshPV(pv)), "seeding the stale link")
 			pv.Status = status
-			mustSucceed(t, s.Status().Update(ctx, pv), "seeding the stale link's phase")
+			harness.Must(t, s.Status().Update(ctx, pv), "seeding the stale link's phase")
 
 			b := binder(t)
 			expectQuiet(t, b, replacePV(b, pvName, func(v *corev1.PersistentVolume) {
@@ -853,7 +813,7 @@ func TestInvariantUpstreamUnbindAndReuseQuiet(t *testing.T) {
 				}
 			}), "the PV controller unbinding the volume")
 			expectQuiet(t, b, replacePVStatus(b, pvName, corev1.VolumeAvailable), "the PV controller making the volume Available")
-			ref := getPV(t, pvName).Spec.ClaimRef
+			ref := harness.GetPV(t, admin(t), pvName).Spec.ClaimRef
 			if tc.boundByController != (ref == nil) {
 				t.Fatalf("claimRef after the unbind: %+v", ref)
 			}
@@ -873,9 +833,9 @@ func TestInvariantUpstreamUnbindAndReuseQuiet(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := namespace(t, "reuse")
+			ns := harness.PrefixedNamespace(t, admin(t), "reuse")
 			pv, _ := boundPair(t, ns, "data", testobj.Reclaim(corev1.PersistentVolumeReclaimRetain))
-			deleteClaim(t, ns, "data")
+			harness.DeleteClaim(t, admin(t), kubeSystemSA(t, "pvc-protection-controller"), ns, "data")
 			markReleased(t, pv)
 			expectQuiet(t, ops, tc.reuse(pv), "reusing the Released volume")
 			b := binder(t)

@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,9 +45,8 @@ exemptions:
 `
 
 func TestMain(m *testing.M) {
-	if args, ok := os.LookupEnv(childEnv); ok {
-		os.Exit(runChild(strings.Split(args, "\n")))
-	}
+	// TestDemo's `pvguard dev` processes are this binary re-executed.
+	harness.RunChildIfAsked()
 	os.Exit(runSuite(m))
 }
 
@@ -107,16 +103,6 @@ func newActor(t *testing.T, impersonate string, groups ...string) *actor {
 func admin(t *testing.T) *actor { return newActor(t, "") }
 func binder(t *testing.T) *actor {
 	return newActor(t, binderUser, "system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
-}
-
-// namespace creates a fresh namespace for one test.
-func namespace(t *testing.T, prefix string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := admin(t).Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	return ns.Name
 }
 
 // uniq makes cluster-scoped names unique per test.

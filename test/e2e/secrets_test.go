@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -32,12 +34,12 @@ import (
 func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "secrets")
+	ns := harness.PrefixedNamespace(t, admin(t), "secrets")
 	attrCanary, secretCanary := "canary-attr-"+ns, "canary-secret-"+ns
 	canaries := []string{attrCanary, secretCanary}
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "csi-creds"}, StringData: map[string]string{"password": secretCanary}}
-	mustSucceed(t, a.Create(ctx, secret), "creating the CSI Secret")
+	harness.Must(t, a.Create(ctx, secret), "creating the CSI Secret")
 	pvName := uniq(t, "pv-secretive")
 	secretive := func(pv *corev1.PersistentVolume) {
 		testobj.CSI("rbd.csi.ceph.com", "vol-"+ns, map[string]string{"userKeyring": attrCanary, "adminPassword": attrCanary, "pool": "rbd"})(pv)
@@ -47,7 +49,7 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	// The claim's class differs from the volume's (PVG007, warn): a finding in the namespace's
 	// Report as well as the volume's in the ClusterReport.
 	createPair(t, a, pvName, ns, "data", []testobj.PVMod{secretive, testobj.Class("silver")}, []testobj.PVCMod{testobj.ClaimClass("gold")})
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), pvName, ns, "data"), "binding the pair")
+	harness.Must(t, bindAsUpstream(ctx, binder(t), pvName, ns, "data"), "binding the pair")
 
 	check := func(where, content, mustShow string) {
 		t.Helper()
@@ -62,7 +64,7 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 		}
 	}
 
-	eventually(t, "PVG016 and PVG007 in /api/v1/report", func() error {
+	harness.Eventually(t, time.Minute, "PVG016 and PVG007 in /api/v1/report", func(context.Context) error {
 		r := report(t)
 		if !hasFinding(r, "PVG016", pvName) || !hasFinding(r, "PVG007", "data") {
 			return fmt.Errorf("not yet: %d findings", len(r.Findings))
@@ -77,7 +79,7 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	check("GET /metrics", get(t, "/metrics"), "pvguard_")
 
 	rc := reportsClient(t)
-	eventually(t, "the openreports.io objects", func() error {
+	harness.Eventually(t, time.Minute, "the openreports.io objects", func(context.Context) error {
 		var crs openreports.ClusterReportList
 		var rs openreports.ReportList
 		if err := rc.List(ctx, &crs); err != nil {
@@ -94,8 +96,8 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	})
 	var crs openreports.ClusterReportList
 	var rs openreports.ReportList
-	mustSucceed(t, rc.List(ctx, &crs), "listing ClusterReports")
-	mustSucceed(t, rc.List(ctx, &rs), "listing Reports")
+	harness.Must(t, rc.List(ctx, &crs), "listing ClusterReports")
+	harness.Must(t, rc.List(ctx, &rs), "listing Reports")
 	crJSON, _ := json.Marshal(crs)
 	rJSON, _ := json.Marshal(rs)
 	check("the ClusterReports", string(crJSON), pvName)
@@ -104,12 +106,12 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	// The CLI, live and on the manifests (the volume and the Secret as `kubectl get -o yaml`
 	// would give them).
 	pv := &corev1.PersistentVolume{}
-	mustSucceed(t, a.Get(ctx, client.ObjectKey{Name: pvName}, pv), "reading the volume")
+	harness.Must(t, a.Get(ctx, client.ObjectKey{Name: pvName}, pv), "reading the volume")
 	pv.APIVersion, pv.Kind = "v1", "PersistentVolume"
 	manifest, err := yaml.Marshal(pv)
-	mustSucceed(t, err, "encoding the volume")
+	harness.Must(t, err, "encoding the volume")
 	file := filepath.Join(t.TempDir(), "pv.yaml")
-	mustSucceed(t, os.WriteFile(file, manifest, 0o600), "writing the manifest")
+	harness.Must(t, os.WriteFile(file, manifest, 0o600), "writing the manifest")
 	for _, output := range []string{"table", "json", "yaml", "report", "html"} {
 		for _, o := range []app.AuditOptions{{Kubeconfig: suite.kubeconfig}, {Files: []string{file}}} {
 			o.Output = output
@@ -128,7 +130,7 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	}
 
 	var events corev1.EventList
-	mustSucceed(t, a.List(ctx, &events), "listing events")
+	harness.Must(t, a.List(ctx, &events), "listing events")
 	evJSON, _ := json.Marshal(events)
 	check("the events", string(evJSON), "")
 }

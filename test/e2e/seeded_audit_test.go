@@ -18,6 +18,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -67,7 +68,7 @@ func seedViolations(t *testing.T) *seededCluster {
 	t.Helper()
 	ctx := context.Background()
 	s := newActor(t, seederUser, "system:masters", "system:authenticated")
-	ns := namespace(t, "seeded")
+	ns := harness.PrefixedNamespace(t, admin(t), "seeded")
 	sfx := strings.TrimPrefix(ns, "seeded-")
 	sc := &seededCluster{ns: ns, node: "seed-node-" + sfx, canary: "canary-" + sfx}
 	t.Cleanup(func() { sc.cleanup(t) })
@@ -75,12 +76,12 @@ func seedViolations(t *testing.T) *seededCluster {
 
 	claim := func(name string, mods ...testobj.PVCMod) *corev1.PersistentVolumeClaim {
 		t.Helper()
-		pvc := freshPVC(testobj.PVC(ns, name, mods...))
+		pvc := harness.FreshPVC(testobj.PVC(ns, name, mods...))
 		phase := testobj.PVC(ns, name, mods...).Status.Phase
-		mustSucceed(t, s.Create(ctx, pvc), "seeding claim "+name)
+		harness.Must(t, s.Create(ctx, pvc), "seeding claim "+name)
 		if phase != "" {
 			pvc.Status.Phase = phase
-			mustSucceed(t, s.Status().Update(ctx, pvc), "seeding the phase of claim "+name)
+			harness.Must(t, s.Status().Update(ctx, pvc), "seeding the phase of claim "+name)
 		}
 		sc.claims = append(sc.claims, name)
 		return pvc
@@ -89,10 +90,10 @@ func seedViolations(t *testing.T) *seededCluster {
 		t.Helper()
 		pv := testobj.PV(name, mods...)
 		status := pv.Status
-		mustSucceed(t, s.Create(ctx, freshPV(pv)), "seeding volume "+name)
+		harness.Must(t, s.Create(ctx, harness.FreshPV(pv)), "seeding volume "+name)
 		if status.Phase != "" {
 			pv.Status = status
-			mustSucceed(t, s.Status().Update(ctx, pv), "seeding the status of volume "+name)
+			harness.Must(t, s.Status().Update(ctx, pv), "seeding the status of volume "+name)
 		}
 		sc.pvs = append(sc.pvs, name)
 		return pv
@@ -116,7 +117,7 @@ func seedViolations(t *testing.T) *seededCluster {
 		testobj.CSI("csi.example.com", "seed-vac", nil)) // the apiserver wants a CSI source beside a VolumeAttributesClass
 
 	node := testobj.Node(sc.node, map[string]string{"topology.kubernetes.io/zone": "zone-a"})
-	mustSucceed(t, s.Create(ctx, node), "seeding node")
+	harness.Must(t, s.Create(ctx, node), "seeding node")
 	pair("PVG009", []testobj.PVCMod{testobj.ClaimMeta(testobj.Annotation("volume.kubernetes.io/selected-node", sc.node))},
 		testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-b"))
 
@@ -166,7 +167,7 @@ func seedViolations(t *testing.T) *seededCluster {
 	sc.want = append(sc.want, expected{"PVG024", "PersistentVolume", "", sc.failedPV})
 
 	for _, c := range []string{"seed-default-a-" + sfx, "seed-default-b-" + sfx} {
-		mustSucceed(t, s.Create(ctx, testobj.StorageClass(c, "example.com/csi", testobj.DefaultClass)), "seeding default class "+c)
+		harness.Must(t, s.Create(ctx, testobj.StorageClass(c, "example.com/csi", testobj.DefaultClass)), "seeding default class "+c)
 		sc.classes = append(sc.classes, c)
 		sc.want = append(sc.want, expected{"PVG017", "StorageClass", "", c})
 	}
@@ -181,16 +182,16 @@ func (sc *seededCluster) fix(t *testing.T) {
 	s := newActor(t, seederUser, "system:masters", "system:authenticated")
 	// Repaired in place: the failed volume is made Available, the second default class demoted.
 	pv := &corev1.PersistentVolume{}
-	mustSucceed(t, s.Get(ctx, client.ObjectKey{Name: sc.failedPV}, pv), "reading the failed volume")
+	harness.Must(t, s.Get(ctx, client.ObjectKey{Name: sc.failedPV}, pv), "reading the failed volume")
 	pv.Status.Phase = corev1.VolumeAvailable
-	mustSucceed(t, s.Status().Update(ctx, pv), "making the failed volume Available")
+	harness.Must(t, s.Status().Update(ctx, pv), "making the failed volume Available")
 	class := &storagev1.StorageClass{}
-	mustSucceed(t, s.Get(ctx, client.ObjectKey{Name: sc.default2}, class), "reading the second default class")
+	harness.Must(t, s.Get(ctx, client.ObjectKey{Name: sc.default2}, class), "reading the second default class")
 	delete(class.Annotations, "storageclass.kubernetes.io/is-default-class")
-	mustSucceed(t, s.Update(ctx, class), "demoting the second default class")
+	harness.Must(t, s.Update(ctx, class), "demoting the second default class")
 	// The rest is removed.
 	for _, name := range sc.claims {
-		mustSucceed(t, patchPVC(ctx, s, sc.ns, name, func(c *corev1.PersistentVolumeClaim) { c.Finalizers = nil }), "releasing claim "+name)
+		harness.Must(t, patchPVC(ctx, s, sc.ns, name, func(c *corev1.PersistentVolumeClaim) { c.Finalizers = nil }), "releasing claim "+name)
 		if err := s.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: sc.ns, Name: name}}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("deleting claim %s: %v", name, err)
 		}
@@ -199,12 +200,12 @@ func (sc *seededCluster) fix(t *testing.T) {
 		if name == sc.failedPV {
 			continue
 		}
-		mustSucceed(t, patchPV(ctx, s, name, func(v *corev1.PersistentVolume) { v.Finalizers = nil }), "releasing volume "+name)
+		harness.Must(t, patchPV(ctx, s, name, func(v *corev1.PersistentVolume) { v.Finalizers = nil }), "releasing volume "+name)
 		if err := s.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("deleting volume %s: %v", name, err)
 		}
 	}
-	mustSucceed(t, s.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: sc.classes[0]}}), "deleting the first default class")
+	harness.Must(t, s.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: sc.classes[0]}}), "deleting the first default class")
 }
 
 // cleanup removes whatever is left of the seeded objects, also after a failed test, so that
@@ -261,7 +262,7 @@ func reportResults(t *testing.T, ns string) (map[string]openreports.ReportResult
 func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 	sc := seedViolations(t)
 
-	eventually(t, "every seeded violation in /api/v1/report", func() error {
+	harness.Eventually(t, time.Minute, "every seeded violation in /api/v1/report", func(context.Context) error {
 		r := report(t)
 		var missing []string
 		for _, e := range sc.want {
@@ -281,7 +282,7 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 		}
 	}
 
-	eventually(t, "every seeded violation in the OpenReports objects", func() error {
+	harness.Eventually(t, time.Minute, "every seeded violation in the OpenReports objects", func(context.Context) error {
 		got, err := reportResults(t, sc.ns)
 		if err != nil {
 			return err
@@ -312,7 +313,7 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 			t.Fatalf("pvguard audit: %v\n%s", err, errOut.String())
 		}
 		var r audit.Report
-		mustSucceed(t, decodeJSON(out.Bytes(), &r), "decoding pvguard audit -o json")
+		harness.Must(t, decodeJSON(out.Bytes(), &r), "decoding pvguard audit -o json")
 		return r
 	}
 	cr := cli()
@@ -327,7 +328,7 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 	page.expectFilter(t, "PVG024", sc.failedPV)
 
 	sc.fix(t)
-	eventually(t, "the fixed violations gone from /api/v1/report", func() error {
+	harness.Eventually(t, time.Minute, "the fixed violations gone from /api/v1/report", func(context.Context) error {
 		r := report(t)
 		var left []string
 		for _, e := range sc.want {
@@ -340,7 +341,7 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "the fixed violations gone from the OpenReports objects", func() error {
+	harness.Eventually(t, time.Minute, "the fixed violations gone from the OpenReports objects", func(context.Context) error {
 		got, err := reportResults(t, sc.ns)
 		if err != nil {
 			return err

@@ -8,9 +8,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -18,21 +20,21 @@ import (
 func TestConfigReloadChangesEnforcement(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "reload")
+	ns := harness.PrefixedNamespace(t, admin(t), "reload")
 	free := uniq(t, "pv")
-	mustSucceed(t, a.Create(ctx, freshPV(testobj.PV(free))), "creating volume")
+	harness.Must(t, a.Create(ctx, harness.FreshPV(testobj.PV(free))), "creating volume")
 
 	setConfig(t, strings.Replace(baseConfig, "volume-grab: {action: warn}", "volume-grab: {action: deny}", 1))
-	eventually(t, "grab refused after reload", func() error {
-		err := a.Create(ctx, freshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free))), client.DryRunAll)
+	harness.Eventually(t, time.Minute, "grab refused after reload", func(context.Context) error {
+		err := a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free))), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "[PVG010 ") {
 			return errors.New("still admitted: " + errString(err))
 		}
 		return nil
 	})
 	setConfig(t, baseConfig)
-	eventually(t, "grab admitted again after reload", func() error {
-		return a.Create(ctx, freshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free))), client.DryRunAll)
+	harness.Eventually(t, time.Minute, "grab admitted again after reload", func(context.Context) error {
+		return a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "grab", testobj.VolumeName(free))), client.DryRunAll)
 	})
 }
 
@@ -80,25 +82,25 @@ func TestLiveServerSurvivesGarbage(t *testing.T) {
 	}
 	// The apiserver still gets answers.
 	ctx := context.Background()
-	mustSucceed(t, admin(t).Create(ctx, freshPV(testobj.PV(uniq(t, "pv")))), "creating a volume after garbage")
+	harness.Must(t, admin(t).Create(ctx, harness.FreshPV(testobj.PV(uniq(t, "pv")))), "creating a volume after garbage")
 }
 
 func TestMoreWarnings(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)
-	ns := namespace(t, "warn2")
+	ns := harness.PrefixedNamespace(t, admin(t), "warn2")
 
 	// PVG013: a user setting a binder annotation.
 	a.warnings.Take()
-	mustSucceed(t, a.Create(ctx, freshPVC(testobj.PVC(ns, "fake", testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))), "creating claim")
+	harness.Must(t, a.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "fake", testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))), "creating claim")
 	if ws := a.warnings.Take(); !hasWarning(ws, "PVG013") {
 		t.Errorf("no PVG013 warning; got %q", ws)
 	}
 
 	// PVG017: a second default StorageClass.
 	first, second := uniq(t, "sc-a"), uniq(t, "sc-b")
-	mustSucceed(t, a.Create(ctx, testobj.StorageClass(first, "example.com/csi", testobj.DefaultClass)), "creating first default class")
-	eventually(t, "second default class warned", func() error {
+	harness.Must(t, a.Create(ctx, testobj.StorageClass(first, "example.com/csi", testobj.DefaultClass)), "creating first default class")
+	harness.Eventually(t, time.Minute, "second default class warned", func(context.Context) error {
 		sc := testobj.StorageClass(second, "example.com/csi", testobj.DefaultClass)
 		if err := a.Create(ctx, sc, client.DryRunAll); err != nil {
 			return err
@@ -109,6 +111,6 @@ func TestMoreWarnings(t *testing.T) {
 		return nil
 	})
 	for _, n := range []string{first} {
-		mustSucceed(t, a.Delete(ctx, testobj.StorageClass(n, "")), "deleting class")
+		harness.Must(t, a.Delete(ctx, testobj.StorageClass(n, "")), "deleting class")
 	}
 }

@@ -35,18 +35,18 @@ func tenantToken(t *testing.T, namespace string) string {
 	t.Helper()
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(suite.cfg)
-	mustSucceed(t, err, "building a clientset")
+	harness.Must(t, err, "building a clientset")
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "claims"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch"}}}}
 	_, err = cs.RbacV1().Roles(namespace).Create(ctx, role, metav1.CreateOptions{})
-	mustSucceed(t, err, "creating the tenant's Role")
+	harness.Must(t, err, "creating the tenant's Role")
 	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "claims"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: "tenant"}}}
 	_, err = cs.RbacV1().RoleBindings(namespace).Create(ctx, rb, metav1.CreateOptions{})
-	mustSucceed(t, err, "binding the tenant's Role")
+	harness.Must(t, err, "binding the tenant's Role")
 	token, err := harness.ServiceAccountToken(ctx, cs, namespace, "tenant")
-	mustSucceed(t, err, "getting the tenant's token")
+	harness.Must(t, err, "getting the tenant's token")
 	return token
 }
 
@@ -54,10 +54,10 @@ func tenantToken(t *testing.T, namespace string) string {
 func fetchAs(t *testing.T, token, path string) (int, string) {
 	t.Helper()
 	resp, err := tokenClient(token).Get(suite.baseURL + path)
-	mustSucceed(t, err, "GET "+path)
+	harness.Must(t, err, "GET "+path)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	mustSucceed(t, err, "reading "+path)
+	harness.Must(t, err, "reading "+path)
 	return resp.StatusCode, string(body)
 }
 
@@ -79,20 +79,20 @@ func newTenant(t *testing.T, prefix, letter string) *tenantWorld {
 	t.Helper()
 	ctx := context.Background()
 	a := admin(t)
-	w := &tenantWorld{ns: namespace(t, prefix), bound: "claim-of-" + letter, pending: "pending-of-" + letter,
+	w := &tenantWorld{ns: harness.PrefixedNamespace(t, admin(t), prefix), bound: "claim-of-" + letter, pending: "pending-of-" + letter,
 		volume: uniq(t, "vol-"+letter+"1"), prebound: uniq(t, "vol-"+letter+"2")}
 	w.node = "node-of-" + w.ns
 	createPair(t, a, w.volume, w.ns, w.bound, []testobj.PVMod{testobj.Class("silver")}, []testobj.PVCMod{testobj.ClaimClass("gold")})
-	mustSucceed(t, bindAsUpstream(ctx, binder(t), w.volume, w.ns, w.bound), "binding "+w.ns+"/"+w.bound)
-	pvc := freshPVC(testobj.PVC(w.ns, w.pending, testobj.ClaimClass("gold"), testobj.Request("5Gi")))
+	harness.Must(t, bindAsUpstream(ctx, binder(t), w.volume, w.ns, w.bound), "binding "+w.ns+"/"+w.bound)
+	pvc := harness.FreshPVC(testobj.PVC(w.ns, w.pending, testobj.ClaimClass("gold"), testobj.Request("5Gi")))
 	setAnnotation(&pvc.Annotations, "volume.kubernetes.io/selected-node", w.node)
-	mustSucceed(t, a.Create(ctx, pvc), "creating "+w.ns+"/"+w.pending)
-	pre := freshPV(testobj.PV(w.prebound, testobj.Class("gold"), testobj.Capacity("5Gi")))
+	harness.Must(t, a.Create(ctx, pvc), "creating "+w.ns+"/"+w.pending)
+	pre := harness.FreshPV(testobj.PV(w.prebound, testobj.Class("gold"), testobj.Capacity("5Gi")))
 	pre.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: w.ns, Name: w.pending}
-	mustSucceed(t, a.Create(ctx, pre), "creating "+w.prebound)
+	harness.Must(t, a.Create(ctx, pre), "creating "+w.prebound)
 
 	var bound corev1.PersistentVolumeClaim
-	mustSucceed(t, a.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.bound}, &bound), "reading the bound claim")
+	harness.Must(t, a.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.bound}, &bound), "reading the bound claim")
 	w.boundUID, w.pendingUID = string(bound.UID), string(pvc.UID)
 	w.secrets = []string{w.ns, w.bound, w.pending, w.node, w.boundUID, w.pendingUID}
 	w.selfView = []string{w.ns, w.bound, w.pending}
@@ -113,7 +113,7 @@ func TestTenantsSeeOnlyTheirOwn(t *testing.T) {
 	ta, tb := newTenant(t, "tenant-a", "a"), newTenant(t, "tenant-b", "b")
 
 	// The audit has seen both tenants' findings (as the cluster reader sees it).
-	eventually(t, "both tenants' PVG007 findings in the report", func() error {
+	harness.Eventually(t, time.Minute, "both tenants' PVG007 findings in the report", func(context.Context) error {
 		r := report(t)
 		if !hasFinding(r, "PVG007", ta.bound) || !hasFinding(r, "PVG007", tb.bound) {
 			return fmt.Errorf("not yet: %d findings", len(r.Findings))
@@ -140,7 +140,7 @@ func TestTenantsSeeOnlyTheirOwn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			self, other := tc.self, tc.others
 			// The tenant's Role reaches pvguard's cached access reviews within their lifetime.
-			eventually(t, "the tenant's own finding in its report", func() error {
+			harness.Eventually(t, time.Minute, "the tenant's own finding in its report", func(context.Context) error {
 				code, body := fetchAs(t, self.token, "/api/v1/report")
 				if code != http.StatusOK || !strings.Contains(body, self.bound) {
 					return fmt.Errorf("HTTP %d: %.300s", code, body)
@@ -233,9 +233,9 @@ func TestTenantsSeeOnlyTheirOwn(t *testing.T) {
 
 	t.Run("no permissions", func(t *testing.T) {
 		cs, err := kubernetes.NewForConfig(suite.cfg)
-		mustSucceed(t, err, "building a clientset")
+		harness.Must(t, err, "building a clientset")
 		token, err := harness.ServiceAccountToken(context.Background(), cs, ta.ns, "nobody")
-		mustSucceed(t, err, "getting a token")
+		harness.Must(t, err, "getting a token")
 		for _, path := range ta.endpoints {
 			if code, _ := fetchAs(t, token, path); code != http.StatusForbidden {
 				t.Errorf("GET %s as a ServiceAccount that may list nothing: HTTP %d, want 403", path, code)
@@ -256,8 +256,8 @@ func TestExplainAsksTheServerWhenForbidden(t *testing.T) {
 	kc.AuthInfos["tenant"] = &clientcmdapi.AuthInfo{Token: self.token}
 	kc.Contexts["tenant"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "tenant", Namespace: self.ns}
 	kc.CurrentContext = "tenant"
-	mustSucceed(t, clientcmd.WriteToFile(*kc, kubeconfig), "writing the tenant's kubeconfig")
-	mustSucceed(t, os.WriteFile(ca, suite.caPEM, 0o600), "writing pvguard's CA")
+	harness.Must(t, clientcmd.WriteToFile(*kc, kubeconfig), "writing the tenant's kubeconfig")
+	harness.Must(t, os.WriteFile(ca, suite.caPEM, 0o600), "writing pvguard's CA")
 
 	var out, errOut bytes.Buffer
 	err := app.RunExplainClaim(app.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, self.pending, &out, &errOut)
@@ -267,7 +267,7 @@ func TestExplainAsksTheServerWhenForbidden(t *testing.T) {
 
 	o := app.ExplainOptions{Kubeconfig: kubeconfig, Output: "json", Server: suite.baseURL, ServerCA: ca}
 	out.Reset()
-	eventually(t, "the server's explanation of the tenant's claim", func() error {
+	harness.Eventually(t, time.Minute, "the server's explanation of the tenant's claim", func(context.Context) error {
 		out.Reset()
 		return app.RunExplainClaim(o, self.pending, &out, &errOut)
 	})
@@ -275,7 +275,7 @@ func TestExplainAsksTheServerWhenForbidden(t *testing.T) {
 		t.Errorf("explain did not say it asked the server: %q", errOut.String())
 	}
 	var e explain.Explanation
-	mustSucceed(t, json.Unmarshal(out.Bytes(), &e), "decoding the explanation")
+	harness.Must(t, json.Unmarshal(out.Bytes(), &e), "decoding the explanation")
 	if e.Claim != self.ns+"/"+self.pending {
 		t.Errorf("explained %q, want %s/%s", e.Claim, self.ns, self.pending)
 	}
@@ -289,7 +289,7 @@ func TestExplainAsksTheServerWhenForbidden(t *testing.T) {
 	}
 	out.Reset()
 	o.Output = "table"
-	mustSucceed(t, app.RunExplainVolume(o, self.volume, time.Now(), &out, &errOut), "explaining the tenant's volume")
+	harness.Must(t, app.RunExplainVolume(o, self.volume, time.Now(), &out, &errOut), "explaining the tenant's volume")
 	if !strings.Contains(out.String(), self.ns+"/"+self.bound) {
 		t.Errorf("the tenant's volume's explanation lacks its claim:\n%s", out.String())
 	}

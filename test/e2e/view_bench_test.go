@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -49,11 +50,11 @@ func BenchmarkClusterView(b *testing.B) {
 		testobj.Label("app.kubernetes.io/name", "postgres"), testobj.Label("app.kubernetes.io/instance", ns),
 		testobj.Annotation("pv.kubernetes.io/provisioned-by", "rbd.csi.ceph.com"), testobj.Finalizers("kubernetes.io/pv-protection"),
 	}
-	pv := freshPV(testobj.PV(ns, testobj.PVMeta(meta...), testobj.ClaimRef(ns, "data", ""),
+	pv := harness.FreshPV(testobj.PV(ns, testobj.PVMeta(meta...), testobj.ClaimRef(ns, "data", ""),
 		testobj.CSI("rbd.csi.ceph.com", "0001-0009-rook-ceph-"+ns, map[string]string{
 			"clusterID": "rook-ceph", "pool": "replicapool", "imageFeatures": "layering", "imageName": "csi-vol-" + ns,
 		})))
-	pvc := freshPVC(testobj.PVC(ns, "data", testobj.VolumeName(pv.Name), testobj.ClaimMeta(meta...)))
+	pvc := harness.FreshPVC(testobj.PVC(ns, "data", testobj.VolumeName(pv.Name), testobj.ClaimMeta(meta...)))
 	for _, obj := range []client.Object{pv, pvc} {
 		if err := seeder.Create(ctx, obj); err != nil {
 			b.Fatalf("creating %T: %v", obj, err)

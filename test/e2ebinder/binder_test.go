@@ -17,6 +17,7 @@ import (
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/controlplane"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -24,7 +25,7 @@ import (
 // volume gets the test's own class (named after its namespace): a volume left Available by one
 // test is never in another test's pool.
 func fresh(ns string, pv *corev1.PersistentVolume) *corev1.PersistentVolume {
-	pv.Status = corev1.PersistentVolumeStatus{}
+	harness.FreshPV(pv)
 	if pv.Spec.StorageClassName == "" {
 		pv.Spec.StorageClassName = ns
 	}
@@ -33,8 +34,7 @@ func fresh(ns string, pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 
 // freshClaim readies a builder's claim; a claim with the explicit empty class gets the test's class.
 func freshClaim(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
-	pvc.UID = ""
-	pvc.Status = corev1.PersistentVolumeClaimStatus{}
+	harness.FreshPVC(pvc)
 	if pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName == "" {
 		ns := pvc.Namespace
 		pvc.Spec.StorageClassName = &ns
@@ -47,19 +47,19 @@ func freshClaim(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim
 func TestStaticPairsAllBound(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	const n = 200
 	for i := 1; i <= n; i++ {
 		size := fmt.Sprintf("%dMi", i)
-		must(t, c.Create(ctx, fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%d", ns, i), testobj.Capacity(size)))), "creating volume")
-		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%d", i), testobj.Request(size)))), "creating claim")
+		harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%d", ns, i), testobj.Capacity(size)))), "creating volume")
+		harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%d", i), testobj.Request(size)))), "creating claim")
 	}
 	for i := 1; i <= n; i++ {
-		waitFor(t, 2*time.Minute, fmt.Sprintf("claim c-%d bound", i), boundTo(ns, fmt.Sprintf("c-%d", i), fmt.Sprintf("%s-pv-%d", ns, i)))
+		harness.WaitFor(t, 2*time.Minute, fmt.Sprintf("claim c-%d bound", i), harness.BoundTo(admin(t), ns, fmt.Sprintf("c-%d", i), fmt.Sprintf("%s-pv-%d", ns, i)))
 	}
-	pv := getPV(t, fmt.Sprintf("%s-pv-%d", ns, 7))
-	pvc := getPVC(t, ns, "c-7")
+	pv := harness.GetPV(t, admin(t), fmt.Sprintf("%s-pv-%d", ns, 7))
+	pvc := harness.GetPVC(t, admin(t), ns, "c-7")
 	if pv.Annotations["pv.kubernetes.io/bound-by-controller"] != "yes" || pvc.Annotations["pv.kubernetes.io/bound-by-controller"] != "yes" {
 		t.Errorf("bound-by-controller missing: pv %v, pvc %v", pv.Annotations, pvc.Annotations)
 	}
@@ -71,37 +71,37 @@ func TestStaticPairsAllBound(t *testing.T) {
 // TestNoStrandedClaim: a small claim must not take the only volume a selective claim can use.
 func TestNoStrandedClaim(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	fast, big := ns+"-fast", ns+"-big"
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(fast, testobj.Capacity("5Gi"), testobj.PVMeta(testobj.Label("tier", "fast"))))), "creating fast volume")
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(big, testobj.Capacity("10Gi")))), "creating big volume")
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "small", testobj.Request("1Gi")))), "creating small claim")
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "picky", testobj.Request("5Gi"), testobj.Selector(map[string]string{"tier": "fast"})))), "creating picky claim")
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(fast, testobj.Capacity("5Gi"), testobj.PVMeta(testobj.Label("tier", "fast"))))), "creating fast volume")
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(big, testobj.Capacity("10Gi")))), "creating big volume")
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "small", testobj.Request("1Gi")))), "creating small claim")
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "picky", testobj.Request("5Gi"), testobj.Selector(map[string]string{"tier": "fast"})))), "creating picky claim")
 	startBinder(t, "active", nil)
-	waitFor(t, time.Minute, "picky claim on the fast volume", boundTo(ns, "picky", fast))
-	waitFor(t, time.Minute, "small claim on the big volume", boundTo(ns, "small", big))
+	harness.WaitFor(t, time.Minute, "picky claim on the fast volume", harness.BoundTo(admin(t), ns, "picky", fast))
+	harness.WaitFor(t, time.Minute, "small claim on the big volume", harness.BoundTo(admin(t), ns, "small", big))
 }
 
 func TestPreboundClaimAndVolume(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	named, reserved, decoy := ns+"-named", ns+"-reserved", ns+"-decoy"
 	// A claim that names its volume gets it, though a smaller one fits too.
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(decoy, testobj.Capacity("1Gi")))), "creating decoy")
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(named, testobj.Capacity("2Gi"), testobj.PVMeta(testobj.Annotation("pvguard.io/allowed-namespaces", ns))))), "creating named volume")
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "wants-named", testobj.VolumeName(named)))), "creating claim naming a volume")
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(decoy, testobj.Capacity("1Gi")))), "creating decoy")
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(named, testobj.Capacity("2Gi"), testobj.PVMeta(testobj.Annotation("pvguard.io/allowed-namespaces", ns))))), "creating named volume")
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "wants-named", testobj.VolumeName(named)))), "creating claim naming a volume")
 	// A volume pre-bound to a claim goes to that claim only.
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(reserved, testobj.Capacity("3Gi"), testobj.ClaimRef(ns, "owner", "")))), "creating pre-bound volume")
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "owner"))), "creating owner claim")
-	waitFor(t, time.Minute, "named volume bound", boundTo(ns, "wants-named", named))
-	waitFor(t, time.Minute, "reserved volume bound to its owner", boundTo(ns, "owner", reserved))
-	if pv := getPV(t, reserved); pv.Annotations["pv.kubernetes.io/bound-by-controller"] != "" {
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(reserved, testobj.Capacity("3Gi"), testobj.ClaimRef(ns, "owner", "")))), "creating pre-bound volume")
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "owner"))), "creating owner claim")
+	harness.WaitFor(t, time.Minute, "named volume bound", harness.BoundTo(admin(t), ns, "wants-named", named))
+	harness.WaitFor(t, time.Minute, "reserved volume bound to its owner", harness.BoundTo(admin(t), ns, "owner", reserved))
+	if pv := harness.GetPV(t, admin(t), reserved); pv.Annotations["pv.kubernetes.io/bound-by-controller"] != "" {
 		t.Errorf("a volume the user pre-bound must not be marked bound-by-controller")
 	}
-	if pv := getPV(t, decoy); pv.Spec.ClaimRef != nil {
+	if pv := harness.GetPV(t, admin(t), decoy); pv.Spec.ClaimRef != nil {
 		t.Errorf("decoy got claimed by %v", pv.Spec.ClaimRef)
 	}
 }
@@ -120,92 +120,96 @@ func TestWaitForFirstConsumer(t *testing.T) {
 	c := admin(t)
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
 	scheduler, err := devcluster.NewClient(h.Config, nil, "system:kube-scheduler")
-	must(t, err, "scheduler client")
+	harness.Must(t, err, "scheduler client")
 
 	t.Run("the scheduler binds a static volume, pvguard completes", func(t *testing.T) {
-		ns := namespace(t)
+		ns := harness.Namespace(t, admin(t), "")
 		class := ns + "-local"
-		must(t, c.Create(ctx, testobj.StorageClass(class, "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
+		harness.Must(t, c.Create(ctx, testobj.StorageClass(class, "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
 		t.Cleanup(func() { _ = c.Delete(ctx, testobj.StorageClass(class, "")) })
 		n1, n2 := ns+"-n1", ns+"-n2"
 		for _, n := range []string{n1, n2} {
-			must(t, c.Create(ctx, testobj.Node(n, nil)), "creating node")
-			must(t, c.Create(ctx, fresh(ns, testobj.PV(n+"-disk", testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", n)))), "creating local volume")
+			harness.Must(t, c.Create(ctx, testobj.Node(n, nil)), "creating node")
+			harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(n+"-disk", testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", n)))), "creating local volume")
 		}
-		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
-		waitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
+		harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
+		harness.WaitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
 		// The scheduler sees Available volumes only: new volumes must be marked at once.
 		for _, n := range []string{n1, n2} {
-			waitFor(t, time.Minute, n+"-disk Available", func() (bool, error) { return getPV(t, n+"-disk").Status.Phase == corev1.VolumeAvailable, nil })
+			harness.WaitFor(t, time.Minute, n+"-disk Available", func(context.Context) (bool, error) {
+				return harness.GetPV(t, admin(t), n+"-disk").Status.Phase == corev1.VolumeAvailable, nil
+			})
 		}
 		time.Sleep(2 * time.Second) // a few resyncs: pvguard must not pick a volume itself
-		if pvc := getPVC(t, ns, "data"); pvc.Spec.VolumeName != "" {
+		if pvc := harness.GetPVC(t, admin(t), ns, "data"); pvc.Spec.VolumeName != "" {
 			t.Fatalf("pvguard bound the claim to %s before the scheduler chose a node", pvc.Spec.VolumeName)
 		}
 		for _, n := range []string{n1, n2} {
-			if ref := getPV(t, n+"-disk").Spec.ClaimRef; ref != nil {
+			if ref := harness.GetPV(t, admin(t), n+"-disk").Spec.ClaimRef; ref != nil {
 				t.Fatalf("pvguard gave %s-disk to %s/%s; only the scheduler binds free volumes to a WaitForFirstConsumer claim", n, ref.Namespace, ref.Name)
 			}
 		}
 		// The scheduler picks n2 and binds its disk (AssumePodVolumes + bindAPIUpdate).
-		claim := getPVC(t, ns, "data")
+		claim := harness.GetPVC(t, admin(t), ns, "data")
 		pv := &corev1.PersistentVolume{}
-		must(t, scheduler.Get(ctx, client.ObjectKey{Name: n2 + "-disk"}, pv), "scheduler reading the volume")
+		harness.Must(t, scheduler.Get(ctx, client.ObjectKey{Name: n2 + "-disk"}, pv), "scheduler reading the volume")
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: "data",
 			UID: claim.UID, ResourceVersion: claim.ResourceVersion}
 		if pv.Annotations == nil {
 			pv.Annotations = map[string]string{}
 		}
 		pv.Annotations["pv.kubernetes.io/bound-by-controller"] = "yes"
-		must(t, scheduler.Update(ctx, pv), "scheduler binding the volume")
-		waitFor(t, time.Minute, "pvguard completing the binding", boundTo(ns, "data", n2+"-disk"))
-		if a := getPVC(t, ns, "data").Annotations; a["pv.kubernetes.io/bound-by-controller"] != "yes" {
+		harness.Must(t, scheduler.Update(ctx, pv), "scheduler binding the volume")
+		harness.WaitFor(t, time.Minute, "pvguard completing the binding", harness.BoundTo(admin(t), ns, "data", n2+"-disk"))
+		if a := harness.GetPVC(t, admin(t), ns, "data").Annotations; a["pv.kubernetes.io/bound-by-controller"] != "yes" {
 			t.Errorf("claim annotations %v: bound-by-controller missing", a)
 		}
-		if ref := getPV(t, n1+"-disk").Spec.ClaimRef; ref != nil {
+		if ref := harness.GetPV(t, admin(t), n1+"-disk").Spec.ClaimRef; ref != nil {
 			t.Errorf("the other node's disk was claimed by %s/%s", ref.Namespace, ref.Name)
 		}
 	})
 
 	t.Run("selected-node asks for provisioning: a fitting static volume is left alone", func(t *testing.T) {
-		ns := namespace(t)
+		ns := harness.Namespace(t, admin(t), "")
 		class := ns + "-hybrid"
-		must(t, c.Create(ctx, testobj.StorageClass(class, "csi.example.com", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
+		harness.Must(t, c.Create(ctx, testobj.StorageClass(class, "csi.example.com", func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &wffc })), "creating class")
 		t.Cleanup(func() { _ = c.Delete(ctx, testobj.StorageClass(class, "")) })
 		node := ns + "-n1"
-		must(t, c.Create(ctx, testobj.Node(node, nil)), "creating node")
-		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
-		waitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
+		harness.Must(t, c.Create(ctx, testobj.Node(node, nil)), "creating node")
+		harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))), "creating claim")
+		harness.WaitFor(t, time.Minute, "WaitForFirstConsumer event", hasEvent(t, ns, "data", "WaitForFirstConsumer"))
 		// No static volume fits on the node the scheduler picked: it asks for one there.
-		must(t, devcluster.PatchPVC(ctx, scheduler, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
+		harness.Must(t, devcluster.PatchPVC(ctx, scheduler, ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
 			if pvc.Annotations == nil {
 				pvc.Annotations = map[string]string{}
 			}
 			pvc.Annotations["volume.kubernetes.io/selected-node"] = node
 		}), "scheduler selecting a node for provisioning")
-		waitFor(t, time.Minute, "storage-provisioner annotations", func() (bool, error) {
-			a := getPVC(t, ns, "data").Annotations
+		harness.WaitFor(t, time.Minute, "storage-provisioner annotations", func(context.Context) (bool, error) {
+			a := harness.GetPVC(t, admin(t), ns, "data").Annotations
 			return a["volume.kubernetes.io/storage-provisioner"] == "csi.example.com" && a["volume.beta.kubernetes.io/storage-provisioner"] == "csi.example.com", nil
 		})
-		waitFor(t, 30*time.Second, "ExternalProvisioning event", hasEvent(t, ns, "data", "ExternalProvisioning"))
+		harness.WaitFor(t, 30*time.Second, "ExternalProvisioning event", hasEvent(t, ns, "data", "ExternalProvisioning"))
 		// Meanwhile a static volume that fits appears on that node.
 		static := ns + "-static"
-		must(t, c.Create(ctx, fresh(ns, testobj.PV(static, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", node)))), "creating a static volume")
-		waitFor(t, time.Minute, "static volume Available", func() (bool, error) { return getPV(t, static).Status.Phase == corev1.VolumeAvailable, nil })
+		harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(static, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", node)))), "creating a static volume")
+		harness.WaitFor(t, time.Minute, "static volume Available", func(context.Context) (bool, error) {
+			return harness.GetPV(t, admin(t), static).Status.Phase == corev1.VolumeAvailable, nil
+		})
 		time.Sleep(2 * time.Second) // a few resyncs
-		if ref := getPV(t, static).Spec.ClaimRef; ref != nil {
+		if ref := harness.GetPV(t, admin(t), static).Spec.ClaimRef; ref != nil {
 			t.Fatalf("pvguard bound the static volume to %s/%s while its provisioner was creating one", ref.Namespace, ref.Name)
 		}
 		// The provisioner's volume, as the CSI external-provisioner creates it: claimRef with
 		// the claim's uid, provisioned-by, its finalizer, the class's reclaim policy (Delete).
-		claim := getPVC(t, ns, "data")
+		claim := harness.GetPVC(t, admin(t), ns, "data")
 		provisioned := ns + "-provisioned"
-		must(t, c.Create(ctx, fresh(ns, testobj.PV(provisioned, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", node),
+		harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(provisioned, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", node),
 			testobj.ClaimRef(ns, "data", string(claim.UID)), testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
 			testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com"),
 				testobj.Finalizers("external-provisioner.volume.kubernetes.io/finalizer"))))), "provisioning")
-		waitFor(t, time.Minute, "provisioned volume bound", boundTo(ns, "data", provisioned))
-		if ref := getPV(t, static).Spec.ClaimRef; ref != nil {
+		harness.WaitFor(t, time.Minute, "provisioned volume bound", harness.BoundTo(admin(t), ns, "data", provisioned))
+		if ref := harness.GetPV(t, admin(t), static).Spec.ClaimRef; ref != nil {
 			t.Errorf("static volume claimed by %s/%s", ref.Namespace, ref.Name)
 		}
 	})
@@ -214,31 +218,33 @@ func TestWaitForFirstConsumer(t *testing.T) {
 func TestLostClaimRecovers(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	gone := ns + "-gone"
 	// A claim bound (before pvguard) to a volume that does not exist.
 	claim := freshClaim(testobj.PVC(ns, "orphan", testobj.VolumeName(gone), testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))
-	must(t, seed(t).Create(ctx, claim), "seeding a bound claim")
-	waitFor(t, time.Minute, "claim Lost", func() (bool, error) { return getPVC(t, ns, "orphan").Status.Phase == corev1.ClaimLost, nil })
-	waitFor(t, 30*time.Second, "ClaimLost event", hasEvent(t, ns, "orphan", "ClaimLost"))
+	harness.Must(t, seed(t).Create(ctx, claim), "seeding a bound claim")
+	harness.WaitFor(t, time.Minute, "claim Lost", func(context.Context) (bool, error) {
+		return harness.GetPVC(t, admin(t), ns, "orphan").Status.Phase == corev1.ClaimLost, nil
+	})
+	harness.WaitFor(t, 30*time.Second, "ClaimLost event", hasEvent(t, ns, "orphan", "ClaimLost"))
 	// The volume comes back (restored from backup) pointing at the claim: it recovers.
-	must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(gone, testobj.ClaimRef(ns, "orphan", string(claim.UID))))), "restoring the volume")
-	waitFor(t, time.Minute, "claim Bound again", boundTo(ns, "orphan", gone))
+	harness.Must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(gone, testobj.ClaimRef(ns, "orphan", string(claim.UID))))), "restoring the volume")
+	harness.WaitFor(t, time.Minute, "claim Bound again", harness.BoundTo(admin(t), ns, "orphan", gone))
 }
 
 func TestMisboundClaimIsLost(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	pv := ns + "-pv"
 	createBoundPair(t, ns, "first", pv)
 	// A second claim that says it is bound to the same volume (seeded past admission).
-	must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "second", testobj.VolumeName(pv), testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))), "seeding a misbound claim")
-	waitFor(t, time.Minute, "second claim Lost as misbound", hasEvent(t, ns, "second", "ClaimMisbound"))
-	if got := getPVC(t, ns, "second").Status.Phase; got != corev1.ClaimLost {
+	harness.Must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "second", testobj.VolumeName(pv), testobj.ClaimMeta(testobj.Annotation("pv.kubernetes.io/bind-completed", "yes"))))), "seeding a misbound claim")
+	harness.WaitFor(t, time.Minute, "second claim Lost as misbound", hasEvent(t, ns, "second", "ClaimMisbound"))
+	if got := harness.GetPVC(t, admin(t), ns, "second").Status.Phase; got != corev1.ClaimLost {
 		t.Fatalf("misbound claim phase %s, want Lost", got)
 	}
-	waitFor(t, 10*time.Second, "first claim still bound", boundTo(ns, "first", pv))
+	harness.WaitFor(t, 10*time.Second, "first claim still bound", harness.BoundTo(admin(t), ns, "first", pv))
 }
 
 // createBoundPair creates a claim and a volume and waits for the running binder to bind them.
@@ -246,37 +252,15 @@ func createBoundPair(t *testing.T, ns, claim, pv string, pvMods ...testobj.PVMod
 	t.Helper()
 	ctx := context.Background()
 	c := admin(t)
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(pv, append([]testobj.PVMod{testobj.ClaimRef(ns, claim, "")}, pvMods...)...))), "creating volume")
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, claim))), "creating claim")
-	waitFor(t, time.Minute, claim+" bound", boundTo(ns, claim, pv))
-}
-
-// deleteClaim deletes a claim and, as kube-controller-manager's pvc-protection controller would
-// once no pod uses it, removes its protection finalizer.
-func deleteClaim(t *testing.T, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	must(t, admin(t).Delete(ctx, getPVC(t, ns, name)), "deleting claim")
-	protector, err := devcluster.NewClient(h.Config, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
-	must(t, err, "protection controller client")
-	waitFor(t, 30*time.Second, "claim gone", func() (bool, error) {
-		pvc := &corev1.PersistentVolumeClaim{}
-		err := protector.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc)
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		pvc.Finalizers = nil
-		return false, protector.Update(ctx, pvc)
-	})
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(pv, append([]testobj.PVMod{testobj.ClaimRef(ns, claim, "")}, pvMods...)...))), "creating volume")
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, claim))), "creating claim")
+	harness.WaitFor(t, time.Minute, claim+" bound", harness.BoundTo(admin(t), ns, claim, pv))
 }
 
 func TestReleaseAndReclaim(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	for _, tc := range []struct {
 		name       string
 		mods       []testobj.PVMod
@@ -292,12 +276,14 @@ func TestReleaseAndReclaim(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pv := ns + "-" + tc.name
 			createBoundPair(t, ns, tc.name, pv, tc.mods...)
-			deleteClaim(t, ns, tc.name)
-			waitFor(t, time.Minute, "volume "+string(tc.wantPhase), func() (bool, error) { return getPV(t, pv).Status.Phase == tc.wantPhase, nil })
+			harness.DeleteClaim(t, admin(t), h.PVCProtector(t), ns, tc.name)
+			harness.WaitFor(t, time.Minute, "volume "+string(tc.wantPhase), func(context.Context) (bool, error) {
+				return harness.GetPV(t, admin(t), pv).Status.Phase == tc.wantPhase, nil
+			})
 			if tc.wantReason != "" {
-				waitFor(t, 30*time.Second, tc.wantReason+" event", hasEvent(t, "default", pv, tc.wantReason))
+				harness.WaitFor(t, 30*time.Second, tc.wantReason+" event", hasEvent(t, "default", pv, tc.wantReason))
 			}
-			if got := getPV(t, pv).Spec.ClaimRef; tc.available != (got == nil) {
+			if got := harness.GetPV(t, admin(t), pv).Spec.ClaimRef; tc.available != (got == nil) {
 				t.Fatalf("claimRef %v; want cleared=%v", got, tc.available)
 			}
 		})
@@ -308,34 +294,34 @@ func TestReleaseAndReclaim(t *testing.T) {
 func TestExternalProvisionerAndDefaultClass(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	// A claim with no class waits until a default class appears, then gets it retroactively.
 	noClass := freshClaim(testobj.PVC(ns, "later", testobj.ClaimNoClass))
-	must(t, c.Create(ctx, noClass), "creating claim without class")
+	harness.Must(t, c.Create(ctx, noClass), "creating claim without class")
 	class := ns + "-csi"
-	must(t, c.Create(ctx, testobj.StorageClass(class, "csi.example.com", testobj.DefaultClass)), "creating default class")
+	harness.Must(t, c.Create(ctx, testobj.StorageClass(class, "csi.example.com", testobj.DefaultClass)), "creating default class")
 	t.Cleanup(func() { _ = c.Delete(ctx, testobj.StorageClass(class, "")) })
-	waitFor(t, time.Minute, "default class assigned", func() (bool, error) {
-		sc := getPVC(t, ns, "later").Spec.StorageClassName
+	harness.WaitFor(t, time.Minute, "default class assigned", func(context.Context) (bool, error) {
+		sc := harness.GetPVC(t, admin(t), ns, "later").Spec.StorageClassName
 		return sc != nil && *sc == class, nil
 	})
 	// With no volume to bind, the external provisioner is asked through the annotations.
-	waitFor(t, time.Minute, "storage-provisioner annotation", func() (bool, error) {
-		a := getPVC(t, ns, "later").Annotations
+	harness.WaitFor(t, time.Minute, "storage-provisioner annotation", func(context.Context) (bool, error) {
+		a := harness.GetPVC(t, admin(t), ns, "later").Annotations
 		return a["volume.kubernetes.io/storage-provisioner"] == "csi.example.com" && a["volume.beta.kubernetes.io/storage-provisioner"] == "csi.example.com", nil
 	})
-	waitFor(t, 30*time.Second, "ExternalProvisioning event", hasEvent(t, ns, "later", "ExternalProvisioning"))
+	harness.WaitFor(t, 30*time.Second, "ExternalProvisioning event", hasEvent(t, ns, "later", "ExternalProvisioning"))
 	// The provisioner creates a volume pre-bound to the claim, as the CSI external-provisioner
 	// does (claimRef with uid, provisioned-by, its finalizer, the class's reclaim policy: Delete
 	// by default); the binder completes the binding.
-	claim := getPVC(t, ns, "later")
+	claim := harness.GetPVC(t, admin(t), ns, "later")
 	pv := ns + "-provisioned"
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(pv, testobj.Class(class), testobj.ClaimRef(ns, "later", string(claim.UID)),
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(pv, testobj.Class(class), testobj.ClaimRef(ns, "later", string(claim.UID)),
 		testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
 		testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com"),
 			testobj.Finalizers("external-provisioner.volume.kubernetes.io/finalizer"))))), "provisioning")
-	waitFor(t, time.Minute, "provisioned volume bound", boundTo(ns, "later", pv))
+	harness.WaitFor(t, time.Minute, "provisioned volume bound", harness.BoundTo(admin(t), ns, "later", pv))
 }
 
 // TestPVControllerFinalizer: pvguard manages the kubernetes.io/pv-controller finalizer where
@@ -347,38 +333,42 @@ func TestExternalProvisionerAndDefaultClass(t *testing.T) {
 func TestPVControllerFinalizer(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	const finalizer = "kubernetes.io/pv-controller"
-	has := func(name string) func() (bool, error) {
-		return func() (bool, error) { return slices.Contains(getPV(t, name).Finalizers, finalizer), nil }
+	has := func(name string) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) {
+			return slices.Contains(harness.GetPV(t, admin(t), name).Finalizers, finalizer), nil
+		}
 	}
-	hasNot := func(name string) func() (bool, error) {
-		return func() (bool, error) { ok, err := has(name)(); return !ok, err }
+	hasNot := func(name string) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) { ok, err := has(name)(ctx); return !ok, err }
 	}
 	inTree := testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "kubernetes.io/host-path"))
 	deletePolicy := testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)
 
 	free := ns + "-free"
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(free, inTree, deletePolicy))), "creating an in-tree provisioned volume")
-	waitFor(t, time.Minute, "finalizer added", has(free))
-	must(t, devcluster.PatchPV(ctx, c, free, func(pv *corev1.PersistentVolume) {
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(free, inTree, deletePolicy))), "creating an in-tree provisioned volume")
+	harness.WaitFor(t, time.Minute, "finalizer added", has(free))
+	harness.Must(t, devcluster.PatchPV(ctx, c, free, func(pv *corev1.PersistentVolume) {
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
 	}), "switching to Retain")
-	waitFor(t, time.Minute, "finalizer removed under Retain", hasNot(free))
+	harness.WaitFor(t, time.Minute, "finalizer removed under Retain", hasNot(free))
 
 	migrated := ns + "-migrated"
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(migrated, deletePolicy, testobj.PVMeta(
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(migrated, deletePolicy, testobj.PVMeta(
 		testobj.Annotation("pv.kubernetes.io/provisioned-by", "kubernetes.io/gce-pd"), testobj.Finalizers(finalizer))))), "creating a volume of a migrated plugin")
-	waitFor(t, time.Minute, "finalizer removed from a migrated plugin's volume", hasNot(migrated))
+	harness.WaitFor(t, time.Minute, "finalizer removed from a migrated plugin's volume", hasNot(migrated))
 
 	used := ns + "-used"
 	createBoundPair(t, ns, "data", used, inTree, deletePolicy)
-	waitFor(t, time.Minute, "finalizer on the bound volume", has(used))
-	deleteClaim(t, ns, "data")
-	waitFor(t, time.Minute, "reclaim failed", func() (bool, error) { return getPV(t, used).Status.Phase == corev1.VolumeFailed, nil })
-	waitFor(t, 30*time.Second, "VolumeFailedDelete event", hasEvent(t, "default", used, "VolumeFailedDelete"))
-	if ok, _ := has(used)(); !ok {
+	harness.WaitFor(t, time.Minute, "finalizer on the bound volume", has(used))
+	harness.DeleteClaim(t, admin(t), h.PVCProtector(t), ns, "data")
+	harness.WaitFor(t, time.Minute, "reclaim failed", func(context.Context) (bool, error) {
+		return harness.GetPV(t, admin(t), used).Status.Phase == corev1.VolumeFailed, nil
+	})
+	harness.WaitFor(t, 30*time.Second, "VolumeFailedDelete event", hasEvent(t, "default", used, "VolumeFailedDelete"))
+	if ok, _ := has(used)(ctx); !ok {
 		t.Fatalf("finalizer gone although nothing deleted the storage")
 	}
 }
@@ -386,34 +376,34 @@ func TestPVControllerFinalizer(t *testing.T) {
 func TestUnbindsVolumeWhoseClaimWentElsewhere(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	home, stray := ns+"-home", ns+"-stray"
 	createBoundPair(t, ns, "data", home)
-	claim := getPVC(t, ns, "data")
+	claim := harness.GetPVC(t, admin(t), ns, "data")
 	// A volume the controller half-bound to the same claim (seeded: admission refuses it).
-	must(t, seed(t).Create(ctx, fresh(ns, testobj.PV(stray, testobj.ClaimRef(ns, "data", string(claim.UID)),
+	harness.Must(t, seed(t).Create(ctx, fresh(ns, testobj.PV(stray, testobj.ClaimRef(ns, "data", string(claim.UID)),
 		testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/bound-by-controller", "yes"))))), "seeding the stray volume")
-	waitFor(t, time.Minute, "stray volume unbound and Available", func() (bool, error) {
-		pv := getPV(t, stray)
+	harness.WaitFor(t, time.Minute, "stray volume unbound and Available", func(context.Context) (bool, error) {
+		pv := harness.GetPV(t, admin(t), stray)
 		return pv.Spec.ClaimRef == nil && pv.Status.Phase == corev1.VolumeAvailable, nil
 	})
-	waitFor(t, 10*time.Second, "home binding intact", boundTo(ns, "data", home))
+	harness.WaitFor(t, 10*time.Second, "home binding intact", harness.BoundTo(admin(t), ns, "data", home))
 }
 
 // TestNeverBindsWhatPolicyDenies: a claim seeded past admission names a volume that policy
 // (volume-grab set to deny) says it may not take; the binder must not bind it.
 func TestNeverBindsWhatPolicyDenies(t *testing.T) {
-	must(t, h.SetPolicy(policyConfig+"rules:\n  volume-grab: {action: deny}\n"), "tightening policy")
+	harness.Must(t, h.SetPolicy(policyConfig+"rules:\n  volume-grab: {action: deny}\n"), "tightening policy")
 	t.Cleanup(func() { _ = h.SetPolicy(policyConfig) })
 	startBinder(t, "active", nil)
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	pv := ns + "-theirs"
-	must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(pv))), "creating volume")
-	must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "grab", testobj.VolumeName(pv)))), "seeding a grabbing claim")
-	waitFor(t, time.Minute, "PolicyForbidsBinding event", hasEvent(t, ns, "grab", "PolicyForbidsBinding"))
+	harness.Must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(pv))), "creating volume")
+	harness.Must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "grab", testobj.VolumeName(pv)))), "seeding a grabbing claim")
+	harness.WaitFor(t, time.Minute, "PolicyForbidsBinding event", hasEvent(t, ns, "grab", "PolicyForbidsBinding"))
 	time.Sleep(2 * time.Second) // a few resyncs
-	if got := getPV(t, pv).Spec.ClaimRef; got != nil {
+	if got := harness.GetPV(t, admin(t), pv).Spec.ClaimRef; got != nil {
 		t.Fatalf("binder bound a pair policy denies: %v", got)
 	}
 }
@@ -422,13 +412,13 @@ func TestNeverBindsWhatPolicyDenies(t *testing.T) {
 // a fresh binder then completes the binding.
 func TestKilledBetweenWritesCompletes(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	for step, op := range []string{"bind-2-volume-status", "bind-3-claim-spec", "bind-4-claim-status"} {
 		t.Run(op, func(t *testing.T) {
 			claim, pv := fmt.Sprintf("c-%d", step), fmt.Sprintf("%s-pv-%d", ns, step)
 			c := admin(t)
-			must(t, c.Create(ctx, fresh(ns, testobj.PV(pv))), "creating volume")
-			must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, claim))), "creating claim")
+			harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(pv))), "creating volume")
+			harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, claim))), "creating claim")
 			var killed atomic.Bool
 			kill := make(chan struct{})
 			inst := startBinder(t, "active", func(o *app.ServeOptions) {
@@ -448,11 +438,11 @@ func TestKilledBetweenWritesCompletes(t *testing.T) {
 				t.Fatalf("binder never reached %s", op)
 			}
 			_ = inst.Stop()
-			if ok, _ := boundTo(ns, claim, pv)(); ok {
+			if ok, _ := harness.BoundTo(admin(t), ns, claim, pv)(context.Background()); ok {
 				t.Fatalf("binding completed although the binder was killed before %s", op)
 			}
 			startBinder(t, "active", nil)
-			waitFor(t, time.Minute, "binding completed after restart", boundTo(ns, claim, pv))
+			harness.WaitFor(t, time.Minute, "binding completed after restart", harness.BoundTo(admin(t), ns, claim, pv))
 		})
 	}
 }
@@ -460,7 +450,7 @@ func TestKilledBetweenWritesCompletes(t *testing.T) {
 // TestTwoReplicasBindNothingTwice runs two binders electing a leader on one Lease.
 func TestTwoReplicasBindNothingTwice(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	log := &writeLog{}
 	var insts []interface{ Stop() error }
 	for _, name := range []string{"a", "b"} {
@@ -473,11 +463,11 @@ func TestTwoReplicasBindNothingTwice(t *testing.T) {
 	c := admin(t)
 	const n = 30
 	for i := range n {
-		must(t, c.Create(ctx, fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%d", ns, i), testobj.Capacity(fmt.Sprintf("%dMi", i+1))))), "creating volume")
-		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%d", i), testobj.Request(fmt.Sprintf("%dMi", i+1))))), "creating claim")
+		harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%d", ns, i), testobj.Capacity(fmt.Sprintf("%dMi", i+1))))), "creating volume")
+		harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%d", i), testobj.Request(fmt.Sprintf("%dMi", i+1))))), "creating claim")
 	}
 	for i := range n {
-		waitFor(t, 2*time.Minute, "claim bound", boundTo(ns, fmt.Sprintf("c-%d", i), fmt.Sprintf("%s-pv-%d", ns, i)))
+		harness.WaitFor(t, 2*time.Minute, "claim bound", harness.BoundTo(admin(t), ns, fmt.Sprintf("c-%d", i), fmt.Sprintf("%s-pv-%d", ns, i)))
 	}
 	a, b := log.count("instance a"), log.count("instance b")
 	if a > 0 && b > 0 {
@@ -494,9 +484,9 @@ func TestTwoReplicasBindNothingTwice(t *testing.T) {
 		leader = 1
 	}
 	_ = insts[leader].Stop()
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(ns+"-after"))), "creating volume")
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "after"))), "creating claim")
-	waitFor(t, 2*time.Minute, "the other replica binds after failover", boundTo(ns, "after", ns+"-after"))
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(ns+"-after"))), "creating volume")
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "after"))), "creating claim")
+	harness.WaitFor(t, 2*time.Minute, "the other replica binds after failover", harness.BoundTo(admin(t), ns, "after", ns+"-after"))
 }
 
 // lagging hides some claims from the binder's cache, as an informer that has not caught up.
@@ -517,7 +507,7 @@ func (l lagging) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 // yet must not be Released; once the cache catches up it is bound.
 func TestStaleCacheNeverReleases(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	var hidden atomic.Bool
 	hidden.Store(true)
 	var releases atomic.Int32
@@ -531,47 +521,47 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 		}
 	})
 	claim := freshClaim(testobj.PVC(ns, "late"))
-	must(t, admin(t).Create(ctx, claim), "creating claim")
+	harness.Must(t, admin(t).Create(ctx, claim), "creating claim")
 	pv := ns + "-early"
-	must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(pv, testobj.ClaimRef(ns, "late", string(claim.UID))))), "provisioning a volume for it")
+	harness.Must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(pv, testobj.ClaimRef(ns, "late", string(claim.UID))))), "provisioning a volume for it")
 	time.Sleep(4 * time.Second) // several resyncs with the claim invisible to the cache
-	if got := getPV(t, pv).Status.Phase; got == corev1.VolumeReleased || releases.Load() > 0 {
+	if got := harness.GetPV(t, admin(t), pv).Status.Phase; got == corev1.VolumeReleased || releases.Load() > 0 {
 		t.Fatalf("volume released on cache evidence alone (phase %s, %d release writes)", got, releases.Load())
 	}
 	hidden.Store(false)
-	waitFor(t, time.Minute, "bound once the cache catches up", boundTo(ns, "late", pv))
+	harness.WaitFor(t, time.Minute, "bound once the cache catches up", harness.BoundTo(admin(t), ns, "late", pv))
 }
 
 // TestShadowModeWritesNothingAndReportsDisagreement runs the binder in shadow mode while the
 // "cluster's binder" (upstream's writes, as its service account) binds differently.
 func TestShadowModeWritesNothingAndReportsDisagreement(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	var writes atomic.Int32
 	inst := startBinder(t, "shadow", func(o *app.ServeOptions) {
 		o.BinderHooks.BeforeWrite = func(string, client.Object) error { writes.Add(1); return nil }
 	})
 	c := admin(t)
 	small, large := ns+"-small", ns+"-large"
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(small, testobj.Capacity("1Gi")))), "creating small volume")
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(large, testobj.Capacity("5Gi")))), "creating large volume")
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(small, testobj.Capacity("1Gi")))), "creating small volume")
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(large, testobj.Capacity("5Gi")))), "creating large volume")
 	// The cluster's binder marks new volumes Available, as kube-controller-manager does.
 	binder, err := devcluster.NewClient(h.Config, nil, controlplane.BinderUser, controlplane.BinderGroups...)
-	must(t, err, "binder client")
+	harness.Must(t, err, "binder client")
 	for _, name := range []string{small, large} {
-		pv := getPV(t, name)
+		pv := harness.GetPV(t, admin(t), name)
 		pv.Status.Phase = corev1.VolumeAvailable
-		must(t, binder.Status().Update(ctx, pv), "marking "+name+" Available")
+		harness.Must(t, binder.Status().Update(ctx, pv), "marking "+name+" Available")
 	}
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data"))), "creating claim")
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data"))), "creating claim")
 	// The cluster's binder must bind only after pvguard has made its choice, or there is nothing
 	// to disagree with.
-	waitFor(t, time.Minute, "pvguard's shadow choice", func() (bool, error) {
+	harness.WaitFor(t, time.Minute, "pvguard's shadow choice", func(context.Context) (bool, error) {
 		return metricValue(t, inst, "pvguard_binder_shadow_decided_claims") >= 1, nil
 	})
-	if pvc := getPVC(t, ns, "data"); pvc.Spec.VolumeName != "" || writes.Load() > 0 {
+	if pvc := harness.GetPVC(t, admin(t), ns, "data"); pvc.Spec.VolumeName != "" || writes.Load() > 0 {
 		t.Fatalf("shadow mode wrote (%d writes, volumeName %q)", writes.Load(), pvc.Spec.VolumeName)
 	}
-	must(t, controlplane.UpstreamBind(ctx, binder, large, ns, "data"), "cluster's binder binding the large volume")
-	waitFor(t, time.Minute, "BinderDisagreement event", hasEvent(t, ns, "data", "BinderDisagreement"))
+	harness.Must(t, controlplane.UpstreamBind(ctx, binder, large, ns, "data"), "cluster's binder binding the large volume")
+	harness.WaitFor(t, time.Minute, "BinderDisagreement event", hasEvent(t, ns, "data", "BinderDisagreement"))
 }

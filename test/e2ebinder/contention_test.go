@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -30,17 +31,17 @@ import (
 // the binder's bucket that read would queue behind the workers' writes, about 8 s.
 func TestReviewsDoNotWaitForBinderWrites(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	const pairs = 40
 	c := admin(t)
 	for i := range pairs {
 		pv := fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%02d", ns, i)))
-		must(t, c.Create(ctx, pv), "creating volume "+pv.Name)
+		harness.Must(t, c.Create(ctx, pv), "creating volume "+pv.Name)
 		t.Cleanup(func() { _ = c.Delete(context.Background(), pv) })
-		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%02d", i)))), "creating claim")
+		harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%02d", i)))), "creating claim")
 	}
 	inst := startBinder(t, "active", func(o *app.ServeOptions) { o.KubeAPIQPS, o.KubeAPIBurst = 1, 1 })
-	waitFor(t, time.Minute, "the binder's first writes", func() (bool, error) {
+	harness.WaitFor(t, time.Minute, "the binder's first writes", func(context.Context) (bool, error) {
 		return boundCount(t, ns) > 0 || claimRefs(t, ns) > 0, nil
 	})
 
@@ -106,7 +107,7 @@ func review(hc *http.Client, baseURL, ns, name, volume string) (bool, error) {
 func boundCount(t *testing.T, ns string) int {
 	t.Helper()
 	var list corev1.PersistentVolumeClaimList
-	must(t, admin(t).List(context.Background(), &list, client.InNamespace(ns)), "listing claims")
+	harness.Must(t, admin(t).List(context.Background(), &list, client.InNamespace(ns)), "listing claims")
 	n := 0
 	for _, pvc := range list.Items {
 		if pvc.Status.Phase == corev1.ClaimBound {
@@ -120,7 +121,7 @@ func boundCount(t *testing.T, ns string) int {
 func claimRefs(t *testing.T, ns string) int {
 	t.Helper()
 	var list corev1.PersistentVolumeList
-	must(t, admin(t).List(context.Background(), &list), "listing volumes")
+	harness.Must(t, admin(t).List(context.Background(), &list), "listing volumes")
 	n := 0
 	for _, pv := range list.Items {
 		if pv.Spec.StorageClassName == ns && pv.Spec.ClaimRef != nil {

@@ -7,11 +7,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,94 +86,13 @@ func startBinder(t *testing.T, mode string, mutate func(*app.ServeOptions)) *har
 	return inst
 }
 
-func admin(t *testing.T) client.Client {
-	t.Helper()
-	c, err := devcluster.NewClient(h.Config, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func admin(t *testing.T) client.Client { return h.Client(t, "") }
+func seed(t *testing.T) client.Client  { return h.Client(t, seeder) }
 
-func seed(t *testing.T) client.Client {
-	t.Helper()
-	c, err := devcluster.NewClient(h.Config, nil, seeder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// namespace creates a fresh namespace; its name also prefixes the test's cluster-scoped objects.
-func namespace(t *testing.T) string {
-	return harness.Namespace(t, admin(t), 30, "")
-}
-
-func must(t *testing.T, err error, what string) { harness.Must(t, err, what) }
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	harness.WaitFor(t, 100*time.Millisecond, timeout, what, cond)
-}
-
-func getPV(t *testing.T, name string) *corev1.PersistentVolume {
-	t.Helper()
-	pv := &corev1.PersistentVolume{}
-	must(t, admin(t).Get(context.Background(), client.ObjectKey{Name: name}, pv), "reading volume "+name)
-	return pv
-}
-
-func getPVC(t *testing.T, ns, name string) *corev1.PersistentVolumeClaim {
-	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{}
-	must(t, admin(t).Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc), "reading claim "+ns+"/"+name)
-	return pvc
-}
-
-// boundTo reports whether the claim and volume are bound to each other and both Bound.
-func boundTo(ns, claim, volume string) func() (bool, error) {
-	return func() (bool, error) {
-		c, err := devcluster.NewClient(h.Config, nil, "")
-		if err != nil {
-			return false, err
-		}
-		pvc := &corev1.PersistentVolumeClaim{}
-		pv := &corev1.PersistentVolume{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: claim}, pvc); err != nil {
-			return false, err
-		}
-		if err := c.Get(context.Background(), client.ObjectKey{Name: volume}, pv); err != nil {
-			return false, err
-		}
-		ref := pv.Spec.ClaimRef
-		return pvc.Spec.VolumeName == volume && pvc.Status.Phase == corev1.ClaimBound &&
-			ref != nil && ref.UID == pvc.UID && pv.Status.Phase == corev1.VolumeBound &&
-			pvc.Annotations["pv.kubernetes.io/bind-completed"] == "yes", nil
-	}
-}
-
-// eventReasons lists the reasons of events recorded on an object.
-func eventReasons(t *testing.T, ns, name string) []string {
-	t.Helper()
-	var list corev1.EventList
-	must(t, admin(t).List(context.Background(), &list, client.InNamespace(ns)), "listing events")
-	var out []string
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name {
-			out = append(out, e.Reason)
-		}
-	}
-	return out
-}
-
-func hasEvent(t *testing.T, ns, name, reason string) func() (bool, error) {
-	return func() (bool, error) {
-		for _, r := range eventReasons(t, ns, name) {
-			if r == reason {
-				return true, nil
-			}
-		}
-		return false, nil
+// hasEvent is a condition for harness.WaitFor: an event of the reason is recorded on the object.
+func hasEvent(t *testing.T, ns, name, reason string) func(context.Context) (bool, error) {
+	return func(context.Context) (bool, error) {
+		return slices.Contains(harness.EventReasons(t, admin(t), ns, name), reason), nil
 	}
 }
 

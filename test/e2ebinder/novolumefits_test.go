@@ -2,7 +2,6 @@ package e2ebinder
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -29,18 +29,18 @@ func TestNoVolumeFits(t *testing.T) {
 func noVolumeFitsFlow(t *testing.T, mode string) {
 	startBinder(t, mode, func(o *app.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
-	must(t, c.Create(ctx, testobj.StorageClass(ns, "kubernetes.io/no-provisioner")), "creating class "+ns)
+	harness.Must(t, c.Create(ctx, testobj.StorageClass(ns, "kubernetes.io/no-provisioner")), "creating class "+ns)
 	t.Cleanup(func() { _ = c.Delete(ctx, testobj.StorageClass(ns, "")) })
 	addVolume := func(name string, mods ...testobj.PVMod) {
-		must(t, c.Create(ctx, fresh(ns, testobj.PV(name, mods...))), "creating volume "+name)
+		harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(name, mods...))), "creating volume "+name)
 		t.Cleanup(func() { _ = c.Delete(ctx, testobj.PV(name)) })
 		if mode == "shadow" {
 			// No cluster binder runs here; in a cluster it would have marked the volume Available.
-			pv := getPV(t, name)
+			pv := harness.GetPV(t, admin(t), name)
 			pv.Status.Phase = corev1.VolumeAvailable
-			must(t, c.Status().Update(ctx, pv), "marking volume "+name+" Available")
+			harness.Must(t, c.Status().Update(ctx, pv), "marking volume "+name+" Available")
 		}
 	}
 	// The volumes other tests leave behind are of other classes, and those being deleted (the
@@ -49,17 +49,17 @@ func noVolumeFitsFlow(t *testing.T, mode string) {
 	// fail only the class check rare.
 	volume := ns + "-fs"
 	addVolume(volume, testobj.Capacity("7Gi"))
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.Request("7Gi")))), "creating claim data")
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.Request("7Gi")))), "creating claim data")
 
 	// The first event: one Warning, naming the volume and what it lacks.
 	var first corev1.Event
 	var evs []corev1.Event
-	waitFor(t, 30*time.Second, "a NoVolumeFits event on claim data", func() (bool, error) {
+	harness.WaitFor(t, 30*time.Second, "a NoVolumeFits event on claim data", func(context.Context) (bool, error) {
 		evs = noVolumeFitsEvents(t, ns, "data")
 		return len(evs) > 0, nil
 	})
 	if len(evs) != 1 {
-		t.Fatalf("NoVolumeFits events %v, want one", messages(evs))
+		t.Fatalf("NoVolumeFits events %v, want one", harness.DescribeEvents(evs))
 	}
 	first = evs[0]
 	if first.Type != corev1.EventTypeWarning || first.Source.Component != "pvguard-binder" ||
@@ -69,23 +69,23 @@ func noVolumeFitsFlow(t *testing.T, mode string) {
 	t.Logf("NoVolumeFits: %s", first.Message)
 
 	// Further plans refresh it: still one Event, its count growing.
-	waitFor(t, 30*time.Second, "the NoVolumeFits event's count to reach 3", func() (bool, error) {
+	harness.WaitFor(t, 30*time.Second, "the NoVolumeFits event's count to reach 3", func(context.Context) (bool, error) {
 		evs = noVolumeFitsEvents(t, ns, "data")
 		return len(evs) != 1 || evs[0].Name != first.Name || evs[0].Message != first.Message || evs[0].Count >= 3, nil
 	})
 	if len(evs) != 1 || evs[0].Name != first.Name || evs[0].Message != first.Message {
-		t.Fatalf("NoVolumeFits events %v, want only %s, refreshed", messages(evs), first.Name)
+		t.Fatalf("NoVolumeFits events %v, want only %s, refreshed", harness.DescribeEvents(evs), first.Name)
 	}
-	t.Logf("refreshed: %s", messages(evs))
+	t.Logf("refreshed: %s", harness.DescribeEvents(evs))
 
 	// Another reason: the Filesystem volume gives way to a Block one that is too small (a
 	// volume's mode cannot change). The message changes (a new Event); the old one keeps its
 	// count.
-	must(t, c.Delete(ctx, testobj.PV(volume)), "deleting volume "+volume)
+	harness.Must(t, c.Delete(ctx, testobj.PV(volume)), "deleting volume "+volume)
 	small := ns + "-small"
 	addVolume(small, testobj.Capacity("5Gi"), testobj.VolumeMode(corev1.PersistentVolumeBlock))
 	var second corev1.Event
-	waitFor(t, 30*time.Second, "a NoVolumeFits event with the new reason", func() (bool, error) {
+	harness.WaitFor(t, 30*time.Second, "a NoVolumeFits event with the new reason", func(context.Context) (bool, error) {
 		for _, e := range noVolumeFitsEvents(t, ns, "data") {
 			if e.Name != first.Name {
 				second = e
@@ -105,7 +105,7 @@ func noVolumeFitsFlow(t *testing.T, mode string) {
 	// A volume that fits: the claim binds and the series ends.
 	fits := ns + "-block"
 	addVolume(fits, testobj.Capacity("7Gi"), testobj.VolumeMode(corev1.PersistentVolumeBlock))
-	waitFor(t, 30*time.Second, "claim data bound to "+fits, boundTo(ns, "data", fits))
+	harness.WaitFor(t, 30*time.Second, "claim data bound to "+fits, harness.BoundTo(admin(t), ns, "data", fits))
 	count := func() int32 {
 		var n int32
 		for _, e := range noVolumeFitsEvents(t, ns, "data") {
@@ -124,20 +124,12 @@ func noVolumeFitsFlow(t *testing.T, mode string) {
 func noVolumeFitsEvents(t *testing.T, ns, name string) []corev1.Event {
 	t.Helper()
 	var list corev1.EventList
-	must(t, admin(t).List(context.Background(), &list, client.InNamespace(ns)), "listing events")
+	harness.Must(t, admin(t).List(context.Background(), &list, client.InNamespace(ns)), "listing events")
 	var out []corev1.Event
 	for _, e := range list.Items {
 		if e.InvolvedObject.Kind == "PersistentVolumeClaim" && e.InvolvedObject.Name == name && e.Reason == "NoVolumeFits" {
 			out = append(out, e)
 		}
-	}
-	return out
-}
-
-func messages(evs []corev1.Event) []string {
-	out := make([]string, len(evs))
-	for i, e := range evs {
-		out[i] = fmt.Sprintf("%s (x%d): %s", e.Name, e.Count, e.Message)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -21,18 +22,18 @@ import (
 // (VolumeMismatch on the volume, an event in "default", and on the claim). No event in any namespace may contain
 // either value.
 func TestBinderEventsCarryNoSecretValues(t *testing.T) {
-	must(t, h.SetPolicy(policyConfig+"rules:\n  volume-grab: {action: deny}\n"), "tightening policy")
+	harness.Must(t, h.SetPolicy(policyConfig+"rules:\n  volume-grab: {action: deny}\n"), "tightening policy")
 	t.Cleanup(func() { _ = h.SetPolicy(policyConfig) })
 	startBinder(t, "active", func(o *app.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	attrCanary, secretCanary := "canary-attr-"+ns, "canary-secret-"+ns
 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "csi-creds"},
 		StringData: map[string]string{"password": secretCanary},
 	}
-	must(t, admin(t).Create(ctx, secret), "creating the CSI Secret")
+	harness.Must(t, admin(t).Create(ctx, secret), "creating the CSI Secret")
 	secretive := func(handle string) testobj.PVMod {
 		return func(pv *corev1.PersistentVolume) {
 			testobj.CSI("csi.example.com", handle, map[string]string{"password": attrCanary, "userKeyring": attrCanary, "pool": "fast"})(pv)
@@ -44,28 +45,28 @@ func TestBinderEventsCarryNoSecretValues(t *testing.T) {
 	grabbed, wrongMode, prebound := ns+"-grabbed", ns+"-wrong-mode", ns+"-prebound"
 
 	// Policy (volume-grab: deny) forbids the pair the binder would make.
-	must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(grabbed, secretive("h-grabbed")))), "creating volume "+grabbed)
-	must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "grab", testobj.VolumeName(grabbed)))), "seeding claim grab")
+	harness.Must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(grabbed, secretive("h-grabbed")))), "creating volume "+grabbed)
+	harness.Must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "grab", testobj.VolumeName(grabbed)))), "seeding claim grab")
 	// A Block claim names a Filesystem volume.
-	must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(wrongMode, secretive("h-wrong-mode")))), "creating volume "+wrongMode)
-	must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "block", testobj.ClaimVolumeMode(block), testobj.VolumeName(wrongMode)))), "seeding claim block")
+	harness.Must(t, admin(t).Create(ctx, fresh(ns, testobj.PV(wrongMode, secretive("h-wrong-mode")))), "creating volume "+wrongMode)
+	harness.Must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "block", testobj.ClaimVolumeMode(block), testobj.VolumeName(wrongMode)))), "seeding claim block")
 	// A Filesystem volume points at a Block claim (its uid too) that does not name it.
 	blockPre := freshClaim(testobj.PVC(ns, "block-pre", testobj.ClaimVolumeMode(block)))
-	must(t, seed(t).Create(ctx, blockPre), "seeding claim block-pre")
-	must(t, seed(t).Create(ctx, fresh(ns, testobj.PV(prebound, secretive("h-prebound"), testobj.ClaimRef(ns, "block-pre", string(blockPre.UID))))), "seeding volume "+prebound)
+	harness.Must(t, seed(t).Create(ctx, blockPre), "seeding claim block-pre")
+	harness.Must(t, seed(t).Create(ctx, fresh(ns, testobj.PV(prebound, secretive("h-prebound"), testobj.ClaimRef(ns, "block-pre", string(blockPre.UID))))), "seeding volume "+prebound)
 
-	waitFor(t, time.Minute, "PolicyForbidsBinding on claim grab", hasEvent(t, ns, "grab", "PolicyForbidsBinding"))
-	waitFor(t, time.Minute, "VolumeMismatch on claim block", hasEvent(t, ns, "block", "VolumeMismatch"))
-	waitFor(t, time.Minute, "NoVolumeFits on claim block", hasEvent(t, ns, "block", "NoVolumeFits"))
-	waitFor(t, time.Minute, "VolumeMismatch on volume "+prebound, hasEvent(t, "default", prebound, "VolumeMismatch"))
+	harness.WaitFor(t, time.Minute, "PolicyForbidsBinding on claim grab", hasEvent(t, ns, "grab", "PolicyForbidsBinding"))
+	harness.WaitFor(t, time.Minute, "VolumeMismatch on claim block", hasEvent(t, ns, "block", "VolumeMismatch"))
+	harness.WaitFor(t, time.Minute, "NoVolumeFits on claim block", hasEvent(t, ns, "block", "NoVolumeFits"))
+	harness.WaitFor(t, time.Minute, "VolumeMismatch on volume "+prebound, hasEvent(t, "default", prebound, "VolumeMismatch"))
 	time.Sleep(2 * time.Second) // a few resyncs: repeated and aggregated events too
 
 	var events corev1.EventList
-	must(t, admin(t).List(ctx, &events), "listing events in every namespace")
+	harness.Must(t, admin(t).List(ctx, &events), "listing events in every namespace")
 	about := 0
 	for _, e := range events.Items {
 		data, err := json.Marshal(e)
-		must(t, err, "encoding an event")
+		harness.Must(t, err, "encoding an event")
 		if strings.Contains(string(data), attrCanary) || strings.Contains(string(data), secretCanary) {
 			t.Errorf("event %s/%s (%s on %s %s) carries a secret value: %s", e.Namespace, e.Name, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 		}

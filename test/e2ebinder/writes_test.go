@@ -12,45 +12,43 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 // TestNewVolumesMarkedAvailable: volumes created while no binder ran are Pending, and the binder
 // marks each free one Available at once, as upstream's syncVolume does: kube-scheduler's volume
 // binding considers Available volumes only, so a volume left Pending is invisible to
-// WaitForFirstConsumer claims. This test used to be TestPendingVolumesBoundWithoutAvailableWrite,
-// which asserted the opposite: pvguard held a free Pending volume until a plan had run and marked
-// only the ones the plan left unassigned, saving a status write per binding but hiding new volumes
-// from the scheduler (issue 15). What pvguard keeps of that: its planner counts Pending volumes, so
-// a claim created with its volume is bound without a "no persistent volumes available" event, and
-// a volume whose bind is already in flight is written Bound directly.
+// WaitForFirstConsumer claims. The planner also counts Pending volumes, so a claim created with
+// its volume is bound without a "no persistent volumes available" event, and a volume whose bind
+// is already in flight is written Bound directly.
 func TestNewVolumesMarkedAvailable(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	const pairs = 5
 	for i := range pairs {
 		size := fmt.Sprintf("%dMi", i+1)
-		must(t, c.Create(ctx, fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%d", ns, i), testobj.Capacity(size)))), "creating volume")
-		must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%d", i), testobj.Request(size)))), "creating claim")
+		harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(fmt.Sprintf("%s-pv-%d", ns, i), testobj.Capacity(size)))), "creating volume")
+		harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%d", i), testobj.Request(size)))), "creating claim")
 	}
 	// The spare is in another class: no claim can take it.
 	spare := ns + "-spare"
 	sparePV := fresh(ns, testobj.PV(spare))
 	sparePV.Spec.StorageClassName = ns + "-other"
-	must(t, c.Create(ctx, sparePV), "creating the spare volume")
+	harness.Must(t, c.Create(ctx, sparePV), "creating the spare volume")
 	// The blocked volume is given to a claim whose binding cannot be written (its first write is
 	// refused): it must be Available all the same. pvguard used to hold it Pending for as long
 	// as a plan gave it to a claim.
 	blocked := ns + "-blocked"
 	blockedPV := fresh(ns, testobj.PV(blocked))
 	blockedPV.Spec.StorageClassName = ns + "-blocked"
-	must(t, c.Create(ctx, blockedPV), "creating the blocked volume")
+	harness.Must(t, c.Create(ctx, blockedPV), "creating the blocked volume")
 	blockedClaim := freshClaim(testobj.PVC(ns, "blocked"))
 	class := ns + "-blocked"
 	blockedClaim.Spec.StorageClassName = &class
-	must(t, c.Create(ctx, blockedClaim), "creating the blocked claim")
-	if pv := getPV(t, spare); !isPendingPhase(pv.Status.Phase) {
+	harness.Must(t, c.Create(ctx, blockedClaim), "creating the blocked claim")
+	if pv := harness.GetPV(t, admin(t), spare); !isPendingPhase(pv.Status.Phase) {
 		t.Fatalf("a new volume is %q before any binder ran; the test needs Pending", pv.Status.Phase)
 	}
 
@@ -69,11 +67,11 @@ func TestNewVolumesMarkedAvailable(t *testing.T) {
 	})
 	for i := range pairs {
 		pv := fmt.Sprintf("%s-pv-%d", ns, i)
-		waitFor(t, time.Minute, "claim bound", boundTo(ns, fmt.Sprintf("c-%d", i), pv))
+		harness.WaitFor(t, time.Minute, "claim bound", harness.BoundTo(admin(t), ns, fmt.Sprintf("c-%d", i), pv))
 	}
 	for _, name := range []string{spare, blocked} {
-		waitFor(t, time.Minute, name+" Available", func() (bool, error) {
-			return getPV(t, name).Status.Phase == corev1.VolumeAvailable, nil
+		harness.WaitFor(t, time.Minute, name+" Available", func(context.Context) (bool, error) {
+			return harness.GetPV(t, admin(t), name).Status.Phase == corev1.VolumeAvailable, nil
 		})
 	}
 	if log.count("bind-1-volume-spec /"+blocked) == 0 {
@@ -89,7 +87,7 @@ func TestNewVolumesMarkedAvailable(t *testing.T) {
 		if n := log.count("volume-status " + pv); n > 1 {
 			t.Errorf("volume %s was marked Available %d times", pv, n)
 		}
-		if reasons := eventReasons(t, ns, fmt.Sprintf("c-%d", i)); slices.Contains(reasons, "FailedBinding") {
+		if reasons := harness.EventReasons(t, admin(t), ns, fmt.Sprintf("c-%d", i)); slices.Contains(reasons, "FailedBinding") {
 			t.Errorf("claim c-%d got FailedBinding events although a volume was waiting for it: %v", i, reasons)
 		}
 	}
@@ -113,7 +111,7 @@ func isPendingPhase(p corev1.PersistentVolumePhase) bool {
 // runs in between.
 func TestPreboundClaimBindNotRacedByVolumeSync(t *testing.T) {
 	ctx := context.Background()
-	ns := namespace(t)
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	name := ns + "-named"
 	var log writeLog
@@ -129,13 +127,13 @@ func TestPreboundClaimBindNotRacedByVolumeSync(t *testing.T) {
 			return nil
 		}
 	})
-	must(t, c.Create(ctx, fresh(ns, testobj.PV(name, testobj.PVMeta(testobj.Annotation("pvguard.io/allowed-namespaces", ns))))), "creating volume")
-	waitFor(t, time.Minute, name+" Available", func() (bool, error) {
-		return getPV(t, name).Status.Phase == corev1.VolumeAvailable, nil
+	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(name, testobj.PVMeta(testobj.Annotation("pvguard.io/allowed-namespaces", ns))))), "creating volume")
+	harness.WaitFor(t, time.Minute, name+" Available", func(context.Context) (bool, error) {
+		return harness.GetPV(t, admin(t), name).Status.Phase == corev1.VolumeAvailable, nil
 	})
 	errorsBefore := metricValue(t, inst, "pvguard_binder_errors_total")
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "wants-named", testobj.VolumeName(name)))), "creating claim naming the volume")
-	waitFor(t, time.Minute, "named volume bound", boundTo(ns, "wants-named", name))
+	harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "wants-named", testobj.VolumeName(name)))), "creating claim naming the volume")
+	harness.WaitFor(t, time.Minute, "named volume bound", harness.BoundTo(admin(t), ns, "wants-named", name))
 	if n := log.count("volume-status /" + name); n != 1 {
 		t.Errorf("volume %s: %d status writes outside the bind, want 1 (Available)", name, n)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
@@ -45,7 +46,7 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 
 	// A bound pair, as the PV controller leaves it (no controller runs here: the test writes it).
 	ns := "team-a"
-	must(t, "namespace", create(ctx, admin.CoreV1().Namespaces(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	harness.Must(t, create(ctx, admin.CoreV1().Namespaces(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}), "namespace")
 	claim, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -53,7 +54,7 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}, metav1.CreateOptions{})
-	must(t, "claim", err)
+	harness.Must(t, err, "claim")
 	pv, err := admin.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pv-1", Annotations: map[string]string{policy.AnnBoundByController: "yes"}},
 		Spec: corev1.PersistentVolumeSpec{
@@ -64,17 +65,17 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: "data", UID: claim.UID},
 		},
 	}, metav1.CreateOptions{})
-	must(t, "volume", err)
+	harness.Must(t, err, "volume")
 	pv.Status.Phase = corev1.VolumeBound
 	pv, err = admin.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{})
-	must(t, "volume status", err)
+	harness.Must(t, err, "volume status")
 	claim.Spec.VolumeName = "pv-1"
 	claim.Annotations = map[string]string{policy.AnnBindCompleted: "yes", policy.AnnBoundByController: "yes"}
 	claim, err = admin.CoreV1().PersistentVolumeClaims(ns).Update(ctx, claim, metav1.UpdateOptions{})
-	must(t, "claim bind", err)
+	harness.Must(t, err, "claim bind")
 	claim.Status.Phase = corev1.ClaimBound
 	claim, err = admin.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
-	must(t, "claim status", err)
+	harness.Must(t, err, "claim status")
 
 	pvs, pvcs := admin.CoreV1().PersistentVolumes(), admin.CoreV1().PersistentVolumeClaims(ns)
 	refused := []struct {
@@ -140,7 +141,7 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
 	binder := kubernetes.NewForConfigOrDie(cfg)
 	latest, err := pvs.Get(ctx, "pv-1", metav1.GetOptions{})
-	must(t, "reading the volume", err)
+	harness.Must(t, err, "reading the volume")
 	latest.Spec.ClaimRef = nil
 	if _, err := binder.CoreV1().PersistentVolumes().Update(ctx, latest, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("the PV controller's unbind: %v", err)
@@ -160,11 +161,4 @@ func create[T any](ctx context.Context, c interface {
 }, obj T) error {
 	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
 	return err
-}
-
-func must(t *testing.T, what string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
 }

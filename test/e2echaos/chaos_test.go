@@ -70,8 +70,8 @@ func TestBinderChaos(t *testing.T) {
 	trickled := make(chan struct{})
 	go func() {
 		defer close(trickled)
-		// Spread wave 1 over a little less than the kills take (some 1.6 s each), so that a
-		// binder is running whenever an object arrives.
+		// Spread wave 1 over a little less time than the kills take, so that a binder is
+		// running whenever an object arrives.
 		w.trickle(ctx, t, 1, newRand(cfg.Seed, 5), time.Duration(cfg.Kills)*1200*time.Millisecond)
 	}()
 	f.chaos(cfg.Kills)

@@ -279,8 +279,6 @@ type processOptions struct {
 func startProcess(t *testing.T, o processOptions) *process {
 	t.Helper()
 	h := cluster(t)
-	self, err := os.Executable()
-	must(t, err, "finding the test binary")
 	kubeconfig := o.kubeconfig
 	if kubeconfig == "" {
 		kubeconfig = h.Kubeconfig
@@ -296,17 +294,17 @@ func startProcess(t *testing.T, o processOptions) *process {
 	if o.workers > 0 {
 		args = append(args, fmt.Sprintf("--binder-workers=%d", o.workers))
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\n"))
+	cmd, err := harness.ChildCommand(args...)
+	harness.Must(t, err, "preparing pvguard's process")
 	stderr, err := cmd.StderrPipe()
-	must(t, err, "stderr pipe")
+	harness.Must(t, err, "stderr pipe")
 	cmd.Stdout = io.Discard
 	p := &process{name: o.name, cmd: cmd, started: make(chan struct{}), exited: make(chan struct{}), waiters: map[int64]chan struct{}{}}
 	if dir := os.Getenv("CHAOS_LOG_DIR"); dir != "" && o.name != "" {
 		p.log, err = os.Create(filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+o.name+".log"))
-		must(t, err, "creating the process log")
+		harness.Must(t, err, "creating the process log")
 	}
-	must(t, cmd.Start(), "starting pvguard")
+	harness.Must(t, cmd.Start(), "starting pvguard")
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.exited })
 	go func() {
 		var once sync.Once

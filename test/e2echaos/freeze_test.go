@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +20,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -61,32 +60,19 @@ func loadFreezeConfig(t *testing.T) freezeConfig {
 	t.Helper()
 	c := freezeConfig{Seed: uint64(time.Now().UnixNano()), Claims: 300, Spare: 60, Batch: 20, Every: 1500 * time.Millisecond, Before: 40, For: 10 * time.Second,
 		After: 60, Workers: 4, QPS: 100, Settle: time.Minute}
-	for _, v := range []struct {
-		env string
-		set func(string) error
-	}{
-		{"FREEZE_SEED", func(s string) (err error) { c.Seed, err = strconv.ParseUint(s, 10, 64); return }},
-		{"FREEZE_CLAIMS", func(s string) (err error) { c.Claims, err = strconv.Atoi(s); return }},
-		{"FREEZE_SPARE", func(s string) (err error) { c.Spare, err = strconv.Atoi(s); return }},
-		{"FREEZE_BATCH", func(s string) (err error) { c.Batch, err = strconv.Atoi(s); return }},
-		{"FREEZE_EVERY", func(s string) (err error) { c.Every, err = time.ParseDuration(s); return }},
-		{"FREEZE_BEFORE", func(s string) (err error) { c.Before, err = strconv.Atoi(s); return }},
-		{"FREEZE_FOR", func(s string) (err error) { c.For, err = time.ParseDuration(s); return }},
-		{"FREEZE_AFTER", func(s string) (err error) { c.After, err = strconv.Atoi(s); return }},
-		{"FREEZE_WORKERS", func(s string) (err error) { c.Workers, err = strconv.Atoi(s); return }},
-		{"FREEZE_SETTLE", func(s string) (err error) { c.Settle, err = time.ParseDuration(s); return }},
-		{"FREEZE_QPS", func(s string) error {
-			f, err := strconv.ParseFloat(s, 32)
-			c.QPS = float32(f)
-			return err
-		}},
-	} {
-		if s := os.Getenv(v.env); s != "" {
-			if err := v.set(s); err != nil {
-				t.Fatalf("%s=%q: %v", v.env, s, err)
-			}
-		}
-	}
+	harness.ReadKnobs(t,
+		harness.EnvKnob("FREEZE_SEED", &c.Seed),
+		harness.EnvKnob("FREEZE_CLAIMS", &c.Claims),
+		harness.EnvKnob("FREEZE_SPARE", &c.Spare),
+		harness.EnvKnob("FREEZE_BATCH", &c.Batch),
+		harness.EnvKnob("FREEZE_EVERY", &c.Every),
+		harness.EnvKnob("FREEZE_BEFORE", &c.Before),
+		harness.EnvKnob("FREEZE_FOR", &c.For),
+		harness.EnvKnob("FREEZE_AFTER", &c.After),
+		harness.EnvKnob("FREEZE_WORKERS", &c.Workers),
+		harness.EnvKnob("FREEZE_SETTLE", &c.Settle),
+		harness.EnvKnob("FREEZE_QPS", &c.QPS),
+	)
 	if c.For <= freezeLeaseDuration {
 		t.Fatalf("FREEZE_FOR=%v must exceed the Lease (%v)", c.For, freezeLeaseDuration)
 	}
@@ -173,7 +159,7 @@ func runLeaderFault(t *testing.T, f fault) {
 		return nil
 	}
 	var leader *freezeReplica
-	waitFor(t, time.Minute, "a replica holding the Lease", func() (bool, error) {
+	harness.WaitFor(t, time.Minute, "a replica holding the Lease", func(context.Context) (bool, error) {
 		for _, r := range replicas {
 			select {
 			case <-r.proc.exited:
@@ -230,7 +216,7 @@ func runLeaderFault(t *testing.T, f fault) {
 
 	var takeover leaseChange
 	var boundAtTakeover int64 = -1
-	waitFor(t, time.Minute, fmt.Sprintf("replica %s taking the Lease and making %d bindings", other.name, cfg.After), func() (bool, error) {
+	harness.WaitFor(t, time.Minute, fmt.Sprintf("replica %s taking the Lease and making %d bindings", other.name, cfg.After), func(context.Context) (bool, error) {
 		if boundAtTakeover < 0 {
 			c, ok := lease.TakeoverFrom(oldID)
 			if !ok {
@@ -363,14 +349,14 @@ type pool struct {
 
 func newPool(t *testing.T, seed uint64, n, spare int) *pool {
 	t.Helper()
-	ns := namespace(t, "")
+	ns := harness.Namespace(t, admin(t), "")
 	p := &pool{ns: ns, class: ns + "-pool", prefix: ns + "-pv-", intent: Intent{
 		PreboundVolumes: map[string]ClaimKey{}, NamedVolumes: map[ClaimKey]string{},
 		Volumes: map[string]bool{}, Claims: map[ClaimKey]bool{}, Finalizers: map[string][]string{},
 		GrabDenied: true, GrantAnnotation: grantAnnotation,
 	}}
 	c := admin(t)
-	must(t, c.Create(context.Background(), testobj.StorageClass(p.class, "kubernetes.io/no-provisioner")), "creating the class")
+	harness.Must(t, c.Create(context.Background(), testobj.StorageClass(p.class, "kubernetes.io/no-provisioner")), "creating the class")
 	t.Cleanup(func() { _ = c.Delete(context.Background(), testobj.StorageClass(p.class, "")) })
 	r := rand.New(rand.NewPCG(seed, 6))
 	sizes := make([]string, n+spare)
@@ -378,7 +364,7 @@ func newPool(t *testing.T, seed uint64, n, spare int) *pool {
 		sizes[i] = []string{"1Gi", "2Gi", "4Gi"}[r.IntN(3)]
 	}
 	for i := range n {
-		p.pvcs = append(p.pvcs, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%03d", i), testobj.ClaimClass(p.class), testobj.Request(sizes[i]))))
+		p.pvcs = append(p.pvcs, harness.FreshPVC(testobj.PVC(ns, fmt.Sprintf("c-%03d", i), testobj.ClaimClass(p.class), testobj.Request(sizes[i]))))
 	}
 	// Volume names do not follow the claims': a volume's batch is the claim's (or a spare's),
 	// its name a random number.
@@ -488,7 +474,7 @@ func cloneSet[K comparable](m map[K]bool) map[K]bool {
 func startLinkWatch(t *testing.T, inScope func(ns, name string) bool) *LinkWatch {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cluster(t).Config)
-	must(t, err, "clientset")
+	harness.Must(t, err, "clientset")
 	w := &LinkWatch{InScope: inScope}
 	f := informers.NewSharedInformerFactory(cs, 0)
 	deleted := func(o any) any {
@@ -506,7 +492,7 @@ func startLinkWatch(t *testing.T, inScope func(ns, name string) bool) *LinkWatch
 			}
 		},
 	})
-	must(t, err, "volume handler")
+	harness.Must(t, err, "volume handler")
 	_, err = f.Core().V1().PersistentVolumeClaims().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { w.Claim(o.(*corev1.PersistentVolumeClaim), false) },
 		UpdateFunc: func(_, n any) { w.Claim(n.(*corev1.PersistentVolumeClaim), false) },
@@ -516,7 +502,7 @@ func startLinkWatch(t *testing.T, inScope func(ns, name string) bool) *LinkWatch
 			}
 		},
 	})
-	must(t, err, "claim handler")
+	harness.Must(t, err, "claim handler")
 	stop := make(chan struct{})
 	f.Start(stop)
 	t.Cleanup(func() { close(stop); f.Shutdown() })
@@ -544,7 +530,7 @@ type leaseWatch struct {
 func watchLease(t *testing.T, name string) *leaseWatch {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cluster(t).Config)
-	must(t, err, "clientset")
+	harness.Must(t, err, "clientset")
 	l := &leaseWatch{}
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("kube-system"),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -569,7 +555,7 @@ func watchLease(t *testing.T, name string) *leaseWatch {
 		AddFunc:    record,
 		UpdateFunc: func(_, n any) { record(n) },
 	})
-	must(t, err, "lease handler")
+	harness.Must(t, err, "lease handler")
 	stop := make(chan struct{})
 	f.Start(stop)
 	t.Cleanup(func() { close(stop); f.Shutdown() })

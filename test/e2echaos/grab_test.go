@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -22,21 +23,21 @@ import (
 func TestVolumeGrabDenyStillBindsPoolClaims(t *testing.T) {
 	h := cluster(t)
 	ctx := context.Background()
-	ns := namespace(t, "")
+	ns := harness.Namespace(t, admin(t), "")
 	inst, err := h.Serve(func(o *app.ServeOptions) {
 		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
 	})
-	must(t, err, "starting binder")
+	harness.Must(t, err, "starting binder")
 	t.Cleanup(func() { _ = inst.Stop() })
 	c := admin(t)
 	class := ns
 	pool, theirs := ns+"-pool", ns+"-theirs"
-	must(t, c.Create(ctx, testobj.PV(pool, testobj.Class(class))), "creating a free volume")
-	must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, "wants-any", testobj.ClaimClass(class)))), "creating a claim")
-	must(t, c.Create(ctx, testobj.PV(theirs, testobj.Class(class+"-other"))), "creating a volume nobody granted")
-	must(t, seed(t).Create(ctx, freshClaim(testobj.PVC(ns, "grabs", testobj.ClaimClass(class+"-other"), testobj.VolumeName(theirs)))), "seeding a grabbing claim")
+	harness.Must(t, c.Create(ctx, testobj.PV(pool, testobj.Class(class))), "creating a free volume")
+	harness.Must(t, c.Create(ctx, harness.FreshPVC(testobj.PVC(ns, "wants-any", testobj.ClaimClass(class)))), "creating a claim")
+	harness.Must(t, c.Create(ctx, testobj.PV(theirs, testobj.Class(class+"-other"))), "creating a volume nobody granted")
+	harness.Must(t, seed(t).Create(ctx, harness.FreshPVC(testobj.PVC(ns, "grabs", testobj.ClaimClass(class+"-other"), testobj.VolumeName(theirs)))), "seeding a grabbing claim")
 
-	waitFor(t, time.Minute, "the unbound claim bound to the free volume", func() (bool, error) {
+	harness.WaitFor(t, time.Minute, "the unbound claim bound to the free volume", func(context.Context) (bool, error) {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "wants-any"}, pvc); err != nil {
 			return false, err
@@ -49,27 +50,21 @@ func TestVolumeGrabDenyStillBindsPoolClaims(t *testing.T) {
 		}
 		return false, nil
 	})
-	waitFor(t, time.Minute, "the grab refused", func() (bool, error) {
+	harness.WaitFor(t, time.Minute, "the grab refused", func(context.Context) (bool, error) {
 		return len(eventMessages(t, ns, "grabs", "PolicyForbidsBinding")) > 0, nil
 	})
 	pv := &corev1.PersistentVolume{}
-	must(t, c.Get(ctx, client.ObjectKey{Name: theirs}, pv), "reading the grabbed volume")
+	harness.Must(t, c.Get(ctx, client.ObjectKey{Name: theirs}, pv), "reading the grabbed volume")
 	if pv.Spec.ClaimRef != nil {
 		t.Fatalf("the binder bound a claim to a volume it may not take: %v", pv.Spec.ClaimRef)
 	}
-}
-
-// freshClaim readies a builder's claim for creation.
-func freshClaim(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
-	pvc.UID, pvc.Status = "", corev1.PersistentVolumeClaimStatus{}
-	return pvc
 }
 
 // eventMessages lists the messages of the events of one reason recorded on an object.
 func eventMessages(t *testing.T, ns, name, reason string) []string {
 	t.Helper()
 	var list corev1.EventList
-	must(t, admin(t).List(context.Background(), &list, client.InNamespace(ns)), "listing events")
+	harness.Must(t, admin(t).List(context.Background(), &list, client.InNamespace(ns)), "listing events")
 	var out []string
 	for _, e := range list.Items {
 		if e.InvolvedObject.Name == name && e.Reason == reason {

@@ -3,10 +3,8 @@ package e2echaos
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,27 +40,12 @@ rules:
   volume-grab: {action: deny}
 `
 
-// childEnv, when set, makes the test binary run `pvguard serve` with the arguments it holds
-// (newline separated) instead of the tests: a real process the chaos test can SIGKILL.
-const childEnv = "PVGUARD_CHAOS_CHILD_ARGS"
-
 func TestMain(m *testing.M) {
-	if args, ok := os.LookupEnv(childEnv); ok {
-		os.Exit(runChild(strings.Split(args, "\n")))
-	}
+	// The real `pvguard serve` processes the chaos tests SIGKILL are this binary re-executed.
+	harness.RunChildIfAsked()
 	code := m.Run()
 	stopCluster()
 	os.Exit(code)
-}
-
-func runChild(args []string) int {
-	cmd := app.NewRootCommand()
-	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "pvguard:", err)
-		return 1
-	}
-	return 0
 }
 
 // The control plane starts on the first test that needs it, so the checker's unit tests run
@@ -135,31 +118,18 @@ func loadConfig(t *testing.T) config {
 		ConflictRate: 0.05, PokeInterval: 20 * time.Millisecond,
 		Lag: 5 * time.Second, Settle: 2 * time.Minute, QPS: 100,
 	}
-	for _, v := range []struct {
-		env string
-		set func(string) error
-	}{
-		{"CHAOS_SEED", func(s string) (err error) { c.Seed, err = strconv.ParseUint(s, 10, 64); return }},
-		{"CHAOS_CLAIMS", func(s string) (err error) { c.Claims, err = strconv.Atoi(s); return }},
-		{"CHAOS_VOLUMES", func(s string) (err error) { c.Volumes, err = strconv.Atoi(s); return }},
-		{"CHAOS_KILLS", func(s string) (err error) { c.Kills, err = strconv.Atoi(s); return }},
-		{"CHAOS_SIGKILLS", func(s string) (err error) { c.SIGKILLs, err = strconv.Atoi(s); return }},
-		{"CHAOS_CONFLICT_RATE", func(s string) (err error) { c.ConflictRate, err = strconv.ParseFloat(s, 64); return }},
-		{"CHAOS_POKE_INTERVAL", func(s string) (err error) { c.PokeInterval, err = time.ParseDuration(s); return }},
-		{"CHAOS_LAG", func(s string) (err error) { c.Lag, err = time.ParseDuration(s); return }},
-		{"CHAOS_SETTLE", func(s string) (err error) { c.Settle, err = time.ParseDuration(s); return }},
-		{"CHAOS_QPS", func(s string) error {
-			f, err := strconv.ParseFloat(s, 32)
-			c.QPS = float32(f)
-			return err
-		}},
-	} {
-		if s := os.Getenv(v.env); s != "" {
-			if err := v.set(s); err != nil {
-				t.Fatalf("%s=%q: %v", v.env, s, err)
-			}
-		}
-	}
+	harness.ReadKnobs(t,
+		harness.EnvKnob("CHAOS_SEED", &c.Seed),
+		harness.EnvKnob("CHAOS_CLAIMS", &c.Claims),
+		harness.EnvKnob("CHAOS_VOLUMES", &c.Volumes),
+		harness.EnvKnob("CHAOS_KILLS", &c.Kills),
+		harness.EnvKnob("CHAOS_SIGKILLS", &c.SIGKILLs),
+		harness.EnvKnob("CHAOS_CONFLICT_RATE", &c.ConflictRate),
+		harness.EnvKnob("CHAOS_POKE_INTERVAL", &c.PokeInterval),
+		harness.EnvKnob("CHAOS_LAG", &c.Lag),
+		harness.EnvKnob("CHAOS_SETTLE", &c.Settle),
+		harness.EnvKnob("CHAOS_QPS", &c.QPS),
+	)
 	if c.Claims < 50 || c.Volumes < 30 {
 		t.Fatalf("CHAOS_CLAIMS must be at least 50 and CHAOS_VOLUMES at least 30 (the planted pairs need room)")
 	}
@@ -203,34 +173,11 @@ func (l *lockedRand) Perm(n int) []int {
 	return l.r.Perm(n)
 }
 
-func clientAs(t *testing.T, user string, groups ...string) client.Client {
-	t.Helper()
-	c, err := devcluster.NewClient(cluster(t).Config, nil, user, groups...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func admin(t *testing.T) client.Client { return clientAs(t, "") }
-func seed(t *testing.T) client.Client  { return clientAs(t, seeder) }
+func admin(t *testing.T) client.Client { return cluster(t).Client(t, "") }
+func seed(t *testing.T) client.Client  { return cluster(t).Client(t, seeder) }
 
 // protector acts as kube-controller-manager's pvc-protection controller.
-func protector(t *testing.T) client.Client {
-	return clientAs(t, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
-}
-
-// namespace creates a fresh namespace named after the test.
-func namespace(t *testing.T, suffix string) string {
-	return harness.Namespace(t, admin(t), 20, suffix)
-}
-
-func must(t *testing.T, err error, what string) { harness.Must(t, err, what) }
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	harness.WaitFor(t, 200*time.Millisecond, timeout, what, cond)
-}
+func protector(t *testing.T) client.Client { return cluster(t).PVCProtector(t) }
 
 // liveClaim reads a claim from the apiserver; nil when it does not exist.
 func liveClaim(c client.Reader) func(ns, name string) (*corev1.PersistentVolumeClaim, error) {
@@ -249,7 +196,7 @@ func liveClaim(c client.Reader) func(ns, name string) (*corev1.PersistentVolumeC
 func startMonitor(t *testing.T, inScope func(ns, name string) bool) *Monitor {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cluster(t).Config)
-	must(t, err, "clientset")
+	harness.Must(t, err, "clientset")
 	m := &Monitor{Lookup: liveClaim(admin(t)), InScope: inScope}
 	f := informers.NewSharedInformerFactory(cs, 0)
 	pvInf, pvcInf := f.Core().V1().PersistentVolumes().Informer(), f.Core().V1().PersistentVolumeClaims().Informer()
@@ -265,12 +212,12 @@ func startMonitor(t *testing.T, inScope func(ns, name string) bool) *Monitor {
 			}
 		},
 	})
-	must(t, err, "volume handler")
+	harness.Must(t, err, "volume handler")
 	_, err = pvcInf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.ClaimChanged(nil, o.(*corev1.PersistentVolumeClaim)) },
 		UpdateFunc: func(o, n any) { m.ClaimChanged(o.(*corev1.PersistentVolumeClaim), n.(*corev1.PersistentVolumeClaim)) },
 	})
-	must(t, err, "claim handler")
+	harness.Must(t, err, "claim handler")
 	stop := make(chan struct{})
 	f.Start(stop)
 	t.Cleanup(func() { close(stop); f.Shutdown() })

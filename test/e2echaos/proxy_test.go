@@ -21,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // recordingProxy stands between one replica and the apiserver, as its network does: the replica's
@@ -87,13 +89,13 @@ func newRecordingProxy(t *testing.T, name string) *recordingProxy {
 	t.Helper()
 	cfg := cluster(t).Config
 	target, err := url.Parse(cfg.Host)
-	must(t, err, "parsing the apiserver's address")
+	harness.Must(t, err, "parsing the apiserver's address")
 	if target.Scheme == "" {
 		target, err = url.Parse("https://" + cfg.Host)
-		must(t, err, "parsing the apiserver's address")
+		harness.Must(t, err, "parsing the apiserver's address")
 	}
 	transport, err := rest.TransportFor(cfg)
-	must(t, err, "the apiserver's transport")
+	harness.Must(t, err, "the apiserver's transport")
 	p := &recordingProxy{name: name}
 	rp := &httputil.ReverseProxy{
 		Rewrite:        func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
@@ -132,7 +134,7 @@ contexts:
     user: proxy
 current-context: proxy
 `, p.srv.URL)
-	must(t, os.WriteFile(p.kubeconfig, []byte(kc), 0o600), "writing the proxy's kubeconfig")
+	harness.Must(t, os.WriteFile(p.kubeconfig, []byte(kc), 0o600), "writing the proxy's kubeconfig")
 	return p
 }
 

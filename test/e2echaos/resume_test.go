@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -15,22 +16,22 @@ import (
 func TestCrashedBindResumesOnItsVolume(t *testing.T) {
 	h := cluster(t)
 	ctx := context.Background()
-	ns := namespace(t, "")
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	class := ns
-	claim := freshClaim(testobj.PVC(ns, "data", testobj.ClaimClass(class)))
-	must(t, c.Create(ctx, claim), "creating claim")
+	claim := harness.FreshPVC(testobj.PVC(ns, "data", testobj.ClaimClass(class)))
+	harness.Must(t, c.Create(ctx, claim), "creating claim")
 	held, smaller := ns+"-held", ns+"-smaller"
-	must(t, c.Create(ctx, testobj.PV(smaller, testobj.Class(class), testobj.Capacity("1Gi"))), "creating volume")
+	harness.Must(t, c.Create(ctx, testobj.PV(smaller, testobj.Class(class), testobj.Capacity("1Gi"))), "creating volume")
 	v := testobj.PV(held, testobj.Class(class), testobj.Capacity("2Gi"), testobj.ClaimRef(ns, "data", string(claim.UID)),
 		testobj.PVMeta(testobj.Annotation(annBoundByController, "yes")))
-	must(t, seed(t).Create(ctx, v), "creating the half-bound volume")
+	harness.Must(t, seed(t).Create(ctx, v), "creating the half-bound volume")
 	v.Status.Phase = "Available"
-	must(t, seed(t).Status().Update(ctx, v), "marking it Available")
+	harness.Must(t, seed(t).Status().Update(ctx, v), "marking it Available")
 	inst, err := h.Serve(func(o *app.ServeOptions) {
 		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
 	})
-	must(t, err, "starting binder")
+	harness.Must(t, err, "starting binder")
 	t.Cleanup(func() { _ = inst.Stop() })
-	waitFor(t, time.Minute, "the claim bound to the volume that holds it", boundTo(t, ns, "data", held))
+	harness.WaitFor(t, time.Minute, "the claim bound to the volume that holds it", harness.BoundTo(admin(t), ns, "data", held))
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -153,7 +154,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	cfg := loadConfig(t)
 	cluster(t)
 	ctx := context.Background()
-	ns := namespace(t, "")
+	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)
 	class := func(s string) string { return ns + "-" + s }
 	pv := func(s string) string { return ns + "-" + s }
@@ -195,7 +196,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 			return nil
 		}
 	})
-	must(t, err, "starting the binder")
+	harness.Must(t, err, "starting the binder")
 	t.Cleanup(func() { _ = inst.Stop() })
 
 	in := Intent{
@@ -206,7 +207,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	createPV := func(v *corev1.PersistentVolume) *corev1.PersistentVolume {
 		t.Helper()
 		v.Status = corev1.PersistentVolumeStatus{}
-		must(t, c.Create(ctx, v), "creating volume "+v.Name)
+		harness.Must(t, c.Create(ctx, v), "creating volume "+v.Name)
 		in.Volumes[v.Name] = true
 		if ref := v.Spec.ClaimRef; ref != nil {
 			in.PreboundVolumes[v.Name] = ClaimKey{ref.Namespace, ref.Name}
@@ -215,8 +216,8 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	}
 	createPVC := func(name, cls string, mods ...testobj.PVCMod) *corev1.PersistentVolumeClaim {
 		t.Helper()
-		pvc := freshClaim(testobj.PVC(ns, name, append([]testobj.PVCMod{testobj.ClaimClass(cls)}, mods...)...))
-		must(t, c.Create(ctx, pvc), "creating claim "+name)
+		pvc := harness.FreshPVC(testobj.PVC(ns, name, append([]testobj.PVCMod{testobj.ClaimClass(cls)}, mods...)...))
+		harness.Must(t, c.Create(ctx, pvc), "creating claim "+name)
 		in.Claims[keyOf(pvc)] = true
 		return pvc
 	}
@@ -243,7 +244,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	claims["s9"] = createPVC("c-s9", class("s9"))
 	createPVC("decoy-s4", class("s4")) // nothing fits it while c-s4 holds the only volume
 	for _, s := range []string{"s0", "s1", "s2", "s3", "s4", "s8", "s9"} {
-		waitFor(t, time.Minute, s+" bound", boundTo(t, ns, "c-"+s, pv(s)))
+		harness.WaitFor(t, time.Minute, s+" bound", harness.BoundTo(admin(t), ns, "c-"+s, pv(s)))
 	}
 
 	// From here on, no binder write may release a volume of s1-s9 or lose a claim.
@@ -259,7 +260,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	for _, s := range []string{"s5", "s6"} {
 		old := createPVC("c-"+s, class(s))
 		stale.freeze(old)
-		deleteClaim(t, ns, old.Name)
+		harness.DeleteClaim(t, admin(t), protector(t), ns, old.Name)
 		claims[s] = createPVC("c-"+s, class(s))
 		mods := []testobj.PVMod{testobj.Class(class(s)), testobj.ClaimRef(ns, "c-"+s, string(claims[s].UID))}
 		if s == "s6" {
@@ -284,9 +285,9 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	stale.freeze(snapshot)
 	createPVC("decoy-s9", class("s9")) // fits s9's volume, which the cache shows free
 	lagStart := time.Now()
-	deleteClaim(t, ns, "c-s0")
+	harness.DeleteClaim(t, admin(t), protector(t), ns, "c-s0")
 	delete(in.Claims, ClaimKey{ns, "c-s0"})
-	waitFor(t, cfg.Lag+30*time.Second, "the control volume Released after its claim was deleted", func() (bool, error) {
+	harness.WaitFor(t, cfg.Lag+30*time.Second, "the control volume Released after its claim was deleted", func(context.Context) (bool, error) {
 		return slices.Contains(mon.Released(), pv("s0")), nil
 	})
 	time.Sleep(cfg.Lag - time.Since(lagStart))
@@ -306,7 +307,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	// The cache catches up: everything binds as it should.
 	stale.catchUp()
 	for _, s := range []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9"} {
-		waitFor(t, time.Minute, s+" bound after the cache caught up", boundTo(t, ns, "c-"+s, pv(s)))
+		harness.WaitFor(t, time.Minute, s+" bound after the cache caught up", harness.BoundTo(admin(t), ns, "c-"+s, pv(s)))
 	}
 	time.Sleep(2 * time.Second) // a couple of resyncs more
 	_, violations := settle(t, 30*time.Second, []string{ns}, ns+"-", func() Intent { return in })
@@ -319,7 +320,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	mu.Unlock()
 	for _, s := range []string{"s5", "s6"} {
 		decoy := &corev1.PersistentVolume{}
-		must(t, c.Get(ctx, client.ObjectKey{Name: pv(s) + "-decoy"}, decoy), "reading decoy")
+		harness.Must(t, c.Get(ctx, client.ObjectKey{Name: pv(s) + "-decoy"}, decoy), "reading decoy")
 		if decoy.Spec.ClaimRef != nil {
 			t.Errorf("%s: the stale claim took the decoy volume: %v", s, decoy.Spec.ClaimRef)
 		}
@@ -337,44 +338,4 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 		}
 	}
 	t.Logf("control volume Released as expected; %d monitor releases in all: %v", len(mon.Released()), mon.Released())
-}
-
-// boundTo reports whether a claim and a volume are bound to each other and both Bound.
-func boundTo(t *testing.T, ns, claim, volume string) func() (bool, error) {
-	c := admin(t)
-	return func() (bool, error) {
-		pvc, pv := &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: claim}, pvc); err != nil {
-			return false, err
-		}
-		if err := c.Get(context.Background(), client.ObjectKey{Name: volume}, pv); err != nil {
-			return false, err
-		}
-		ref := pv.Spec.ClaimRef
-		return pvc.Spec.VolumeName == volume && pvc.Status.Phase == corev1.ClaimBound &&
-			ref != nil && ref.UID == pvc.UID && pv.Status.Phase == corev1.VolumeBound, nil
-	}
-}
-
-// deleteClaim deletes a claim and, as kube-controller-manager's pvc-protection controller would
-// once no pod uses it, removes its protection finalizer.
-func deleteClaim(t *testing.T, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	pvc := &corev1.PersistentVolumeClaim{}
-	must(t, admin(t).Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc), "reading claim "+name)
-	must(t, admin(t).Delete(ctx, pvc), "deleting claim "+name)
-	p := protector(t)
-	waitFor(t, 30*time.Second, name+" gone", func() (bool, error) {
-		pvc := &corev1.PersistentVolumeClaim{}
-		err := p.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc)
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		pvc.Finalizers = nil
-		return false, p.Update(ctx, pvc)
-	})
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -74,17 +75,17 @@ func newWorld(t *testing.T, cfg config) *world {
 			GrabDenied: true, GrantAnnotation: grantAnnotation,
 		},
 	}
-	w.nsA, w.nsB = namespace(t, "-a"), namespace(t, "-b")
+	w.nsA, w.nsB = harness.Namespace(t, admin(t), "-a"), harness.Namespace(t, admin(t), "-b")
 	w.classes = []string{w.nsA + "-gold", w.nsA + "-silver"}
 	w.nodes = []string{w.nsA + "-n1", w.nsA + "-n2"}
 	ctx := context.Background()
 	c := admin(t)
 	for _, name := range w.classes {
-		must(t, c.Create(ctx, testobj.StorageClass(name, "kubernetes.io/no-provisioner")), "creating class")
+		harness.Must(t, c.Create(ctx, testobj.StorageClass(name, "kubernetes.io/no-provisioner")), "creating class")
 		t.Cleanup(func() { _ = c.Delete(ctx, testobj.StorageClass(name, "")) })
 	}
 	for _, n := range w.nodes {
-		must(t, c.Create(ctx, testobj.Node(n, nil)), "creating node")
+		harness.Must(t, c.Create(ctx, testobj.Node(n, nil)), "creating node")
 	}
 	for i := range cfg.Volumes {
 		w.pvs = append(w.pvs, &plannedPV{pv: w.randomVolume(i)})

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/populators"
 )
 
@@ -50,7 +51,7 @@ func TestCDIImportAndCrossNamespaceClone(t *testing.T) {
 		// The clone's source: a claim of the source namespace holding data.
 		golden := claim(srcNS, "golden", imm, "10Mi")
 		create(t, golden)
-		waitFor(t, time.Minute, "source claim golden Bound", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "source claim golden Bound", func(ctx context.Context) (bool, error) {
 			return allBoundAndScheduled(ctx, srcNS)
 		})
 		if err := writeData(context.Background(), srcNS, "golden", file, "golden image"); err != nil {
@@ -96,7 +97,7 @@ func TestCDIImportAndCrossNamespaceClone(t *testing.T) {
 		createClaims(t, disk, cp)
 		create(t, pod(ns, "vm", "disk"))
 
-		waitFor(t, 2*time.Minute, "both targets Bound, the pod scheduled, CDI's claims and pods gone", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "both targets Bound, the pod scheduled, CDI's claims and pods gone", func(ctx context.Context) (bool, error) {
 			binderRefused(t, ns, srcNS)
 			refusedStandIn(t, "CDI", cdi.Conn)
 			if ok, err := allBoundAndScheduled(ctx, ns); !ok {
@@ -126,8 +127,8 @@ func TestCDIImportAndCrossNamespaceClone(t *testing.T) {
 		s := newEndState()
 		var provisioned []string
 		for _, c := range []struct{ name, want, what string }{{"disk", "imported from " + url, "imported"}, {"copy", "golden image", "cloned across namespaces"}} {
-			pvc := getPVC(t, ns, c.name)
-			pv := boundPair(t, pvc)
+			pvc := harness.GetPVC(t, cl.Client, ns, c.name)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}
@@ -141,15 +142,15 @@ func TestCDIImportAndCrossNamespaceClone(t *testing.T) {
 			shape(s, pvc, pv)
 		}
 		f.volumes = append(f.volumes, provisioned...)
-		p, pvc := getPod(t, ns, "vm"), getPVC(t, ns, "disk")
-		if pv := getPV(t, pvc.Spec.VolumeName); volumeNode(pv) != p.Spec.NodeName {
+		p, pvc := getPod(t, ns, "vm"), harness.GetPVC(t, cl.Client, ns, "disk")
+		if pv := harness.GetPV(t, cl.Client, pvc.Spec.VolumeName); volumeNode(pv) != p.Spec.NodeName {
 			t.Errorf("imported volume on %q, its pod on %q", volumeNode(pv), p.Spec.NodeName)
 		}
 		settleUnused(t, s, ns)
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 
 		// The source namespace's claim and volume go too.
-		goldenPV := getPVC(t, srcNS, "golden").Spec.VolumeName
+		goldenPV := harness.GetPVC(t, cl.Client, srcNS, "golden").Spec.VolumeName
 		f.volumes = append(f.volumes, goldenPV)
 		if err := cl.Client.Delete(context.Background(), golden); err != nil {
 			t.Fatal(err)

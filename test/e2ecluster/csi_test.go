@@ -19,6 +19,7 @@ import (
 
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // What the external-provisioner and the scheduler write.
@@ -119,9 +120,9 @@ func (f *csiFlow) deleteAll(provisioned []string) {
 		}
 	}
 	for _, name := range provisioned {
-		waitFor(t, 2*time.Minute, "provisioned volume "+name+" deleted by the provisioner", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "provisioned volume "+name+" deleted by the provisioner", func(ctx context.Context) (bool, error) {
 			err := cl.Client.Get(ctx, client.ObjectKey{Name: name}, &corev1.PersistentVolume{})
-			return apierrors.IsNotFound(err), ignoreNotFound(err)
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
 	}
 	f.noLeak()
@@ -131,8 +132,8 @@ func (f *csiFlow) deleteAll(provisioned []string) {
 // as the scheduler asked (selected-node), and returns the volume.
 func provisionedPair(t *testing.T, s *endState, ns, name string) *corev1.PersistentVolume {
 	t.Helper()
-	p, pvc := getPod(t, ns, name), getPVC(t, ns, name)
-	pv := boundPair(t, pvc)
+	p, pvc := getPod(t, ns, name), harness.GetPVC(t, cl.Client, ns, name)
+	pv := expectBoundPair(t, pvc)
 	if pv == nil {
 		return nil
 	}
@@ -181,12 +182,12 @@ func TestDynamicProvisioning(t *testing.T) {
 			name := fmt.Sprintf("app-%d", i)
 			create(t, pod(ns, name, name))
 		}
-		waitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
 			return allBoundAndScheduled(ctx, ns)
 		})
 		var provisioned []string
-		pvc := getPVC(t, ns, "imm")
-		if pv := boundPair(t, pvc); pv != nil {
+		pvc := harness.GetPVC(t, cl.Client, ns, "imm")
+		if pv := expectBoundPair(t, pvc); pv != nil {
 			if pv.Annotations[annProvisionedBy] != cl.CSI.Driver() || pv.Name != "pvc-"+string(pvc.UID) {
 				t.Errorf("claim imm bound to %s, want the volume the provisioner made for it", pv.Name)
 			}
@@ -215,7 +216,7 @@ func TestDynamicProvisioning(t *testing.T) {
 			t.Fatalf("raising claim imm's request: %v", err)
 		}
 		want := resource.MustParse("20Mi")
-		waitFor(t, 2*time.Minute, "claim imm and its volume grown to 20Mi", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "claim imm and its volume grown to 20Mi", func(ctx context.Context) (bool, error) {
 			pvc := &corev1.PersistentVolumeClaim{}
 			if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "imm"}, pvc); err != nil {
 				return false, err
@@ -226,7 +227,7 @@ func TestDynamicProvisioning(t *testing.T) {
 			}
 			return pv.Spec.Capacity.Storage().Cmp(want) == 0 && pvc.Status.Capacity.Storage().Cmp(want) == 0, nil
 		})
-		pvc = getPVC(t, ns, "imm")
+		pvc = harness.GetPVC(t, cl.Client, ns, "imm")
 		var conds []string
 		for _, c := range pvc.Status.Conditions {
 			conds = append(conds, string(c.Type)+"="+string(c.Status))
@@ -237,12 +238,12 @@ func TestDynamicProvisioning(t *testing.T) {
 			t.Errorf("ControllerExpandVolume called %d times", got)
 		}
 
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 		f.deleteAll(provisioned)
 		if got := f.newCalls("DeleteVolume"); got < len(provisioned) {
 			t.Errorf("DeleteVolume called %d times for %d volumes", got, len(provisioned))
 		}
-		for k := range eventReasons(t, ns, f.volumes) {
+		for k := range kindReasons(t, ns, f.volumes) {
 			if k == "PersistentVolume/VolumeFailedDelete" {
 				t.Errorf("a binder tried to delete a volume its provisioner deletes (VolumeFailedDelete)")
 			}
@@ -308,20 +309,20 @@ func TestStaticBesideProvisioner(t *testing.T) {
 		late := csiPV(fmt.Sprintf("mixed-%s-b-late", m), class, nodeB, "10Mi")
 		f.createPVs(late)
 		time.Sleep(3 * time.Second)
-		if pv := getPV(t, late.Name); pv.Spec.ClaimRef != nil || pv.Status.Phase != corev1.VolumeAvailable {
+		if pv := harness.GetPV(t, cl.Client, late.Name); pv.Spec.ClaimRef != nil || pv.Status.Phase != corev1.VolumeAvailable {
 			t.Errorf("the static volume that appeared while claim onb was being provisioned for: claimRef %+v phase %s, want left alone and Available", pv.Spec.ClaimRef, pv.Status.Phase)
 		}
-		if pvc := getPVC(t, ns, "onb"); pvc.Spec.VolumeName != "" {
+		if pvc := harness.GetPVC(t, cl.Client, ns, "onb"); pvc.Spec.VolumeName != "" {
 			t.Errorf("claim onb bound to %s while its provisioning was in flight", pvc.Spec.VolumeName)
 		}
 		once.Do(func() { close(release) })
-		waitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
 			return allBoundAndScheduled(ctx, ns)
 		})
 
 		s := newEndState()
-		pvc := getPVC(t, ns, "ona")
-		if pv := boundPair(t, pvc); pv != nil {
+		pvc := harness.GetPVC(t, cl.Client, ns, "ona")
+		if pv := expectBoundPair(t, pvc); pv != nil {
 			if !strings.HasPrefix(pv.Name, fmt.Sprintf("mixed-%s-a", m)) {
 				t.Errorf("claim ona bound to %s, want one of the static volumes of %s", pv.Name, nodeA)
 			} else {
@@ -339,7 +340,7 @@ func TestStaticBesideProvisioner(t *testing.T) {
 			}
 		}
 		f.volumes = append(f.volumes, provisioned...)
-		if pv := getPV(t, late.Name); pv.Spec.ClaimRef != nil || pv.Status.Phase != corev1.VolumeAvailable {
+		if pv := harness.GetPV(t, cl.Client, late.Name); pv.Spec.ClaimRef != nil || pv.Status.Phase != corev1.VolumeAvailable {
 			t.Errorf("late static volume %s: claimRef %+v phase %s at the end, want Available", pv.Name, pv.Spec.ClaimRef, pv.Status.Phase)
 		} else {
 			s.add("static volume that appeared during provisioning: left Available", 1)
@@ -365,7 +366,7 @@ func TestStaticBesideProvisioner(t *testing.T) {
 		}
 		f.noLeak()
 		settleUnused(t, s, ns)
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 		f.deleteAll(provisioned)
 		checkAdmission(t, before, readCounters(t))
 		return s
@@ -407,7 +408,7 @@ func TestRaceWithProvisionerFallback(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		waitFor(t, 3*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 3*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
 			return allBoundAndScheduled(ctx, ns)
 		})
 		time.Sleep(2 * time.Second)
@@ -416,8 +417,8 @@ func TestRaceWithProvisionerFallback(t *testing.T) {
 		owner := map[string]string{}
 		var provisioned []string
 		for _, c := range claims {
-			p, pvc := getPod(t, ns, c.Name), getPVC(t, ns, c.Name)
-			pv := boundPair(t, pvc)
+			p, pvc := getPod(t, ns, c.Name), harness.GetPVC(t, cl.Client, ns, c.Name)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}
@@ -437,7 +438,7 @@ func TestRaceWithProvisionerFallback(t *testing.T) {
 		f.volumes = append(f.volumes, provisioned...)
 		staticBound := 0
 		for _, pv := range statics {
-			if getPV(t, pv.Name).Spec.ClaimRef != nil {
+			if harness.GetPV(t, cl.Client, pv.Name).Spec.ClaimRef != nil {
 				staticBound++
 			}
 		}
@@ -453,7 +454,7 @@ func TestRaceWithProvisionerFallback(t *testing.T) {
 		}
 		t.Logf("%s: %d static and %d provisioned volumes bound; CreateVolume called %d times", m, staticBound, len(provisioned), f.newCalls("CreateVolume"))
 		f.noLeak()
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 		after := readCounters(t)
 		checkAdmission(t, before, after)
 		if conflicts, _ := after.since(before); m == cluster.ModePVGuard && conflicts > 0 {

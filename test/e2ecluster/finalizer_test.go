@@ -17,6 +17,7 @@ import (
 
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 const pvControllerFinalizer = "kubernetes.io/pv-controller"
@@ -65,7 +66,7 @@ func TestInTreeProvisionedFinalizer(t *testing.T) {
 			},
 		}
 		f.createPVs(pv)
-		waitFor(t, time.Minute, "the pv-controller finalizer on "+pv.Name, func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "the pv-controller finalizer on "+pv.Name, func(ctx context.Context) (bool, error) {
 			got := &corev1.PersistentVolume{}
 			err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
 			return err == nil && slices.Contains(got.Finalizers, pvControllerFinalizer), err
@@ -73,7 +74,7 @@ func TestInTreeProvisionedFinalizer(t *testing.T) {
 		pvc := claim(ns, "data", class, "1Gi")
 		pvc.Spec.VolumeName = pv.Name
 		create(t, pvc)
-		waitFor(t, time.Minute, "claim data Bound", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "claim data Bound", func(ctx context.Context) (bool, error) {
 			got := &corev1.PersistentVolumeClaim{}
 			err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pvc), got)
 			return err == nil && got.Status.Phase == corev1.ClaimBound, err
@@ -84,20 +85,20 @@ func TestInTreeProvisionedFinalizer(t *testing.T) {
 
 		switch m {
 		case cluster.ModeUpstream:
-			waitFor(t, time.Minute, "volume "+pv.Name+" deleted by kube-controller-manager's host-path deleter", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "volume "+pv.Name+" deleted by kube-controller-manager's host-path deleter", func(ctx context.Context) (bool, error) {
 				err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{})
-				return apierrors.IsNotFound(err), ignoreNotFound(err)
+				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 			})
 			if _, err := os.Stat(dir); !os.IsNotExist(err) {
 				t.Errorf("the volume is gone but its directory %s is not (%v)", dir, err)
 			}
 		case cluster.ModePVGuard:
 			waitPhase(t, pv.Name, corev1.VolumeFailed)
-			got := getPV(t, pv.Name)
+			got := harness.GetPV(t, cl.Client, pv.Name)
 			if !slices.Contains(got.Finalizers, pvControllerFinalizer) {
 				t.Errorf("a Failed in-tree volume whose storage nobody deleted lost its finalizer: %v", got.Finalizers)
 			}
-			if reasons := eventReasons(t, ns, []string{pv.Name}); !reasons["PersistentVolume/VolumeFailedDelete"] {
+			if reasons := kindReasons(t, ns, []string{pv.Name}); !reasons["PersistentVolume/VolumeFailedDelete"] {
 				t.Errorf("no VolumeFailedDelete event: %v", reasons)
 			}
 			if _, err := os.Stat(data); err != nil {
@@ -112,7 +113,7 @@ func TestInTreeProvisionedFinalizer(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("setting the reclaim policy to Retain: %v", err)
 			}
-			waitFor(t, time.Minute, "pvguard to remove the pv-controller finalizer of a Retain volume", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "pvguard to remove the pv-controller finalizer of a Retain volume", func(ctx context.Context) (bool, error) {
 				got := &corev1.PersistentVolume{}
 				err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
 				return err == nil && !slices.Contains(got.Finalizers, pvControllerFinalizer), err

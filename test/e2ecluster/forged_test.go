@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // TestForgedHandOffRefused checks that what the populators, CDI and Velero do is not a way in:
@@ -62,7 +63,7 @@ func TestForgedHandOffRefused(t *testing.T) {
 			pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: c.Namespace, Name: c.Name}
 			pvs[key] = pv
 			f.createPVs(pv)
-			waitFor(t, time.Minute, "volume "+pv.Name+" Available", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "volume "+pv.Name+" Available", func(ctx context.Context) (bool, error) {
 				got := &corev1.PersistentVolume{}
 				err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
 				return err == nil && got.Status.Phase == corev1.VolumeAvailable, err
@@ -74,7 +75,7 @@ func TestForgedHandOffRefused(t *testing.T) {
 		prime := claim(tenantNS, "prime-"+string(boundTarget.UID), class, "10Mi")
 		preBound(prime, "prime")
 		create(t, prime)
-		waitFor(t, time.Minute, "the pre-bound claims Bound", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "the pre-bound claims Bound", func(ctx context.Context) (bool, error) {
 			for _, c := range []*corev1.PersistentVolumeClaim{victim, boundTarget, prime} {
 				got := &corev1.PersistentVolumeClaim{}
 				if err := cl.Client.Get(ctx, client.ObjectKeyFromObject(c), got); err != nil || got.Status.Phase != corev1.ClaimBound {
@@ -87,7 +88,7 @@ func TestForgedHandOffRefused(t *testing.T) {
 		s := newEndState()
 		attempt := func(what, volume string, to *corev1.PersistentVolumeClaim) {
 			t.Helper()
-			to = getPVC(t, to.Namespace, to.Name)
+			to = harness.GetPVC(t, cl.Client, to.Namespace, to.Name)
 			pv, err := tenant.CoreV1().PersistentVolumes().Get(ctx, volume, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -106,7 +107,7 @@ func TestForgedHandOffRefused(t *testing.T) {
 				t.Logf("%s: refused: %v", what, err)
 				s.add("refused by PVG002: "+what, 1)
 			}
-			if after := getPV(t, volume); after.Spec.ClaimRef == nil || after.Spec.ClaimRef.UID != was.UID {
+			if after := harness.GetPV(t, cl.Client, volume); after.Spec.ClaimRef == nil || after.Spec.ClaimRef.UID != was.UID {
 				t.Errorf("%s: volume %s now names %+v, want it left bound to %s/%s", what, volume, after.Spec.ClaimRef, was.Namespace, was.Name)
 			}
 		}
@@ -114,7 +115,7 @@ func TestForgedHandOffRefused(t *testing.T) {
 		attempt("a forged hand-off from a claim not named after the target", pvs["victim"].Name, forgedTarget)
 		attempt("a hand-off to a target already bound", pvs["prime"].Name, boundTarget)
 
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 		return s
 	})
 }
@@ -144,7 +145,7 @@ func tenantClient(t *testing.T, ns string) kubernetes.Interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the tenant's RBAC in effect", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "the tenant's RBAC in effect", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, err
 	})

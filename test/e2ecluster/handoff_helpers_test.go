@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/populators"
 )
 
@@ -179,10 +180,7 @@ func checkStandIn(t *testing.T, name string, c *populators.Conn) {
 // ends.
 func extraNamespace(t *testing.T, name string) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-"}}
-	if err := cl.Client.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: harness.PrefixedNamespace(t, cl.Client, name)}}
 	t.Cleanup(func() {
 		if t.Failed() && os.Getenv("PVGUARD_CLUSTER_KEEP_OBJECTS") != "" {
 			return
@@ -191,9 +189,9 @@ func extraNamespace(t *testing.T, name string) string {
 			t.Errorf("deleting namespace %s: %v", ns.Name, err)
 			return
 		}
-		waitFor(t, time.Minute, "namespace "+ns.Name+" deleted", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "namespace "+ns.Name+" deleted", func(ctx context.Context) (bool, error) {
 			err := cl.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns)
-			return apierrors.IsNotFound(err), ignoreNotFound(err)
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
 	})
 	return ns.Name

@@ -17,12 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/test/cluster"
 	"github.com/pvguard/pvguard/test/csisidecars"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // --- modes ---
@@ -118,10 +118,7 @@ type flow struct {
 
 func newFlow(t *testing.T, name string, m cluster.Mode) *flow {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-" + string(m) + "-"}}
-	if err := cl.Client.Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: harness.PrefixedNamespace(t, cl.Client, name+"-"+string(m))}}
 	f := &flow{t: t, ns: ns.Name}
 	t.Cleanup(func() {
 		if t.Failed() && os.Getenv("PVGUARD_CLUSTER_KEEP_OBJECTS") != "" {
@@ -133,9 +130,9 @@ func newFlow(t *testing.T, name string, m cluster.Mode) *flow {
 			t.Errorf("deleting namespace %s: %v", ns.Name, err)
 			return
 		}
-		waitFor(t, time.Minute, "namespace "+ns.Name+" and everything in it deleted", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "namespace "+ns.Name+" and everything in it deleted", func(ctx context.Context) (bool, error) {
 			err := cl.Client.Get(ctx, client.ObjectKeyFromObject(ns), ns)
-			return apierrors.IsNotFound(err), ignoreNotFound(err)
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		})
 		for _, name := range f.volumes {
 			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -144,9 +141,9 @@ func newFlow(t *testing.T, name string, m cluster.Mode) *flow {
 			}
 		}
 		for _, name := range f.volumes {
-			waitFor(t, time.Minute, "volume "+name+" deleted (pv-protection finalizer removed)", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "volume "+name+" deleted (pv-protection finalizer removed)", func(ctx context.Context) (bool, error) {
 				err := cl.Client.Get(ctx, client.ObjectKey{Name: name}, &corev1.PersistentVolume{})
-				return apierrors.IsNotFound(err), ignoreNotFound(err)
+				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 			})
 		}
 	})
@@ -199,7 +196,7 @@ func (f *flow) createPVs(pvs ...*corev1.PersistentVolume) {
 		if pv.Spec.ClaimRef != nil {
 			continue
 		}
-		waitFor(t, time.Minute, "volume "+pv.Name+" Available", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "volume "+pv.Name+" Available", func(ctx context.Context) (bool, error) {
 			got := &corev1.PersistentVolume{}
 			err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
 			return err == nil && got.Status.Phase == corev1.VolumeAvailable, err
@@ -255,46 +252,7 @@ func deletePods(t *testing.T, pods ...*corev1.Pod) {
 	}
 }
 
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// waitFor polls cond; a failure names what was awaited, the last error and the logs.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last error: %v); %s", what, err, last, cl.Logs())
-	}
-}
-
 // --- reading the cluster ---
-
-func getPV(t *testing.T, name string) *corev1.PersistentVolume {
-	t.Helper()
-	pv := &corev1.PersistentVolume{}
-	if err := cl.Client.Get(context.Background(), client.ObjectKey{Name: name}, pv); err != nil {
-		t.Fatalf("reading volume %s: %v", name, err)
-	}
-	return pv
-}
-
-func getPVC(t *testing.T, ns, name string) *corev1.PersistentVolumeClaim {
-	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := cl.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc); err != nil {
-		t.Fatalf("reading claim %s/%s: %v", ns, name, err)
-	}
-	return pvc
-}
 
 func getPod(t *testing.T, ns, name string) *corev1.Pod {
 	t.Helper()
@@ -335,9 +293,9 @@ func claimRefWriters(pv *corev1.PersistentVolume) []string {
 	return out
 }
 
-// boundPair checks that a claim and its volume are bound to each other, both ways, and returns
-// the volume.
-func boundPair(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
+// expectBoundPair checks that a claim and its volume are bound to each other, both ways, and
+// returns the volume.
+func expectBoundPair(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
 	t.Helper()
 	if pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "" {
 		t.Errorf("claim %s/%s: phase %q volume %q, want Bound", pvc.Namespace, pvc.Name, pvc.Status.Phase, pvc.Spec.VolumeName)
@@ -346,7 +304,7 @@ func boundPair(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.Persiste
 	if pvc.Annotations["pv.kubernetes.io/bind-completed"] != "yes" {
 		t.Errorf("claim %s/%s is Bound without bind-completed", pvc.Namespace, pvc.Name)
 	}
-	pv := getPV(t, pvc.Spec.VolumeName)
+	pv := harness.GetPV(t, cl.Client, pvc.Spec.VolumeName)
 	ref := pv.Spec.ClaimRef
 	if ref == nil || ref.Namespace != pvc.Namespace || ref.Name != pvc.Name || ref.UID != pvc.UID || pv.Status.Phase != corev1.VolumeBound {
 		t.Errorf("volume %s of claim %s/%s: claimRef %+v phase %q, want the claim with its uid and Bound", pv.Name, pvc.Namespace, pvc.Name, ref, pv.Status.Phase)
@@ -354,9 +312,9 @@ func boundPair(t *testing.T, pvc *corev1.PersistentVolumeClaim) *corev1.Persiste
 	return pv
 }
 
-// eventReasons are the reasons of the events recorded on the namespace's objects and on the
+// kindReasons are the reasons of the events recorded on the namespace's objects and on the
 // named volumes (whose events go to the default namespace), as "Kind/Reason".
-func eventReasons(t *testing.T, ns string, volumes []string) map[string]bool {
+func kindReasons(t *testing.T, ns string, volumes []string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	ctx := context.Background()
@@ -537,7 +495,7 @@ func shape(s *endState, pvc *corev1.PersistentVolumeClaim, pv *corev1.Persistent
 func settleUnused(t *testing.T, s *endState, ns string) {
 	t.Helper()
 	var claims corev1.PersistentVolumeClaimList
-	waitFor(t, time.Minute, "every claim's Unused condition to settle", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "every claim's Unused condition to settle", func(ctx context.Context) (bool, error) {
 		var pl corev1.PodList
 		if err := cl.Client.List(ctx, &pl, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -592,7 +550,7 @@ func createClaims(t *testing.T, claims ...*corev1.PersistentVolumeClaim) {
 		create(t, c)
 	}
 	for _, c := range claims {
-		waitFor(t, time.Minute, "the binder's event on claim "+c.Name, func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "the binder's event on claim "+c.Name, func(ctx context.Context) (bool, error) {
 			var list corev1.EventList
 			if err := cl.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
 				return false, err

@@ -17,6 +17,7 @@ import (
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // timeoutSeconds is the chart's webhook.timeoutSeconds: how long the apiserver waits for a
@@ -48,7 +49,7 @@ func TestHungPVGuard(t *testing.T) {
 	pv := csiPV(ns+"-data", ns+"-static", cl.Nodes[0], "10Mi")
 	f.createPVs(pv)
 	create(t, claim(ns, "data", ns+"-static", "10Mi"))
-	waitFor(t, time.Minute, "claim data Bound", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "claim data Bound", func(ctx context.Context) (bool, error) {
 		pvc := &corev1.PersistentVolumeClaim{}
 		err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc)
 		return err == nil && pvc.Status.Phase == corev1.ClaimBound, err
@@ -92,11 +93,11 @@ func TestHungPVGuard(t *testing.T) {
 	}
 	// Until the apiserver calls the hung listener, a person's write fails at once (nothing
 	// listens where pvguard was).
-	waitFor(t, time.Minute, "the apiserver to call the hung listener", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "the apiserver to call the hung listener", func(ctx context.Context) (bool, error) {
 		err := devcluster.PatchPVC(ctx, client.NewDryRunClient(pat), ns, "data", func(pvc *corev1.PersistentVolumeClaim) {
 			pvc.Labels = map[string]string{"hung.pvguard.io/probe": "yes"}
 		})
-		return calls.Load() > 0 && webhookUnreachable(err), nil
+		return calls.Load() > 0 && harness.WebhookUnreachable(err), nil
 	})
 
 	timed := func(write func(context.Context) error) (time.Duration, error) {
@@ -135,7 +136,7 @@ func TestHungPVGuard(t *testing.T) {
 		switch {
 		case err == nil:
 			t.Errorf("hung: a person's %s update was admitted, want it refused (failurePolicy Fail)", what)
-		case !webhookUnreachable(err):
+		case !harness.WebhookUnreachable(err):
 			t.Errorf("hung: a person's %s update: %v, want it refused for want of pvguard's answer", what, err)
 		case d < timeoutSeconds-200*time.Millisecond || d > timeoutSeconds+margin:
 			t.Errorf("hung: a person's %s update refused after %v, want about %v", what, d, timeoutSeconds)
@@ -178,7 +179,7 @@ func TestHungPVGuard(t *testing.T) {
 			t.Logf("hung: a %s's %s refused by the admission policy after %v", w.who, w.what, d.Round(time.Millisecond))
 		}
 	}
-	if got := getPV(t, pv.Name); got.Spec.ClaimRef == nil || got.Spec.ClaimRef.Name != "data" || got.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+	if got := harness.GetPV(t, cl.Client, pv.Name); got.Spec.ClaimRef == nil || got.Spec.ClaimRef.Name != "data" || got.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
 		t.Errorf("volume %s changed: claimRef %+v, reclaim %s", pv.Name, got.Spec.ClaimRef, got.Spec.PersistentVolumeReclaimPolicy)
 	}
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // TestBindLatency measures, for docs/benchmarks.md, how long a pod's claim takes to be Bound on
@@ -99,7 +100,7 @@ func TestBindLatency(t *testing.T) {
 			time.Sleep(pace)
 		}
 		wg.Wait()
-		waitFor(t, 2*time.Minute, "every claim Bound", func(context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "every claim Bound", func(context.Context) (bool, error) {
 			for name := range created {
 				if _, ok := bw.at(name); !ok {
 					return false, fmt.Errorf("claim %s not Bound yet", name)
@@ -125,7 +126,7 @@ func TestBindLatency(t *testing.T) {
 		if cf != nil {
 			var made []string
 			for name := range created {
-				made = append(made, getPVC(t, ns, name).Spec.VolumeName)
+				made = append(made, harness.GetPVC(t, cl.Client, ns, name).Spec.VolumeName)
 			}
 			cf.deleteAll(made)
 			return nil

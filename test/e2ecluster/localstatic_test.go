@@ -22,6 +22,7 @@ import (
 
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/localstatic"
 )
 
@@ -87,7 +88,7 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 			create(t, pd)
 			pods = append(pods, pd)
 		}
-		waitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
 			for _, pd := range pods {
 				got, scheduled := &corev1.PersistentVolumeClaim{}, &corev1.Pod{}
 				if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pd.Name}, got); err != nil || got.Status.Phase != corev1.ClaimBound {
@@ -102,8 +103,8 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 		uids := map[string]types.UID{}
 		for _, pd := range pods {
 			pd = getPod(t, ns, pd.Name)
-			pvc := getPVC(t, ns, pd.Name)
-			pv := boundPair(t, pvc)
+			pvc := harness.GetPVC(t, cl.Client, ns, pd.Name)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}
@@ -132,7 +133,7 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 				t.Fatalf("deleting claim %s: %v", c.Name, err)
 			}
 		}
-		waitFor(t, 2*time.Minute, "every volume deleted and discovered again, Available", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "every volume deleted and discovered again, Available", func(ctx context.Context) (bool, error) {
 			for name, uid := range uids {
 				pv := &corev1.PersistentVolume{}
 				err := cl.Client.Get(ctx, client.ObjectKey{Name: name}, pv)
@@ -166,7 +167,7 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 		if errs := passErrors.Take(); len(errs) > 0 {
 			t.Errorf("the provisioner's passes failed:\n%s", strings.Join(errs, "\n"))
 		}
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 		checkAdmission(t, before, readCounters(t))
 		return s
 	})
@@ -176,7 +177,7 @@ func TestLocalStaticProvisionerCycle(t *testing.T) {
 func waitDiscovered(t *testing.T, class string, n int) []corev1.PersistentVolume {
 	t.Helper()
 	var out []corev1.PersistentVolume
-	waitFor(t, time.Minute, fmt.Sprintf("%d volumes of class %s discovered and Available", n, class), func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, fmt.Sprintf("%d volumes of class %s discovered and Available", n, class), func(ctx context.Context) (bool, error) {
 		var list corev1.PersistentVolumeList
 		if err := cl.Client.List(ctx, &list); err != nil {
 			return false, err

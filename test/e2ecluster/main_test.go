@@ -10,6 +10,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // cl is the suite's one cluster; each test switches it between modes with cl.Use.
@@ -35,6 +36,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2ecluster:", err)
 		return 1
 	}
+	harness.FailureNote = cl.Logs
 	code := m.Run()
 	if err := cl.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2ecluster: stopping the cluster:", err)

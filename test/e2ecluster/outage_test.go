@@ -2,9 +2,7 @@ package e2ecluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // person is the user the outage tests act as for a person's writes (kubectl under one's own
@@ -106,7 +105,7 @@ func TestComponentsProceedWithPVGuardDown(t *testing.T) {
 	}
 
 	// The guards that hold without pvguard, for a person.
-	staticPV := getPVC(t, ns, "static-down").Spec.VolumeName
+	staticPV := harness.GetPVC(t, cl.Client, ns, "static-down").Spec.VolumeName
 	refusedByPolicy := func(what, rule string, write func(context.Context) error) {
 		t.Helper()
 		start := time.Now()
@@ -147,7 +146,7 @@ func TestComponentsProceedWithPVGuardDown(t *testing.T) {
 	switch {
 	case err == nil:
 		t.Errorf("with pvguard down, a person's claim naming the Bound volume %s was admitted", staticPV)
-	case !webhookUnreachable(err):
+	case !harness.WebhookUnreachable(err):
 		t.Errorf("with pvguard down, a person's claim naming the Bound volume: %v, want it refused for want of pvguard's webhook", err)
 	default:
 		t.Logf("down: a person's claim naming the Bound volume refused in %v: %v", time.Since(start).Round(time.Millisecond), err)
@@ -157,8 +156,8 @@ func TestComponentsProceedWithPVGuardDown(t *testing.T) {
 		t.Fatalf("with pvguard down, a component's claim naming the Bound volume: %v, want it admitted (componentsFailurePolicy Ignore)", err)
 	}
 	checkNoComponentRefused(t, logs)
-	for _, s := range []struct{ pv, claim string }{{getPVC(t, ns, "static-up").Spec.VolumeName, "static-up"}, {staticPV, "static-down"}} {
-		if pv := getPV(t, s.pv); pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Name != s.claim || pv.Status.Phase != corev1.VolumeBound ||
+	for _, s := range []struct{ pv, claim string }{{harness.GetPVC(t, cl.Client, ns, "static-up").Spec.VolumeName, "static-up"}, {staticPV, "static-down"}} {
+		if pv := harness.GetPV(t, cl.Client, s.pv); pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Name != s.claim || pv.Status.Phase != corev1.VolumeBound ||
 			pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
 			t.Errorf("volume %s changed during the outage: claimRef %+v, phase %s, reclaim %s", s.pv, pv.Spec.ClaimRef, pv.Status.Phase, pv.Spec.PersistentVolumeReclaimPolicy)
 		}
@@ -171,8 +170,8 @@ func TestComponentsProceedWithPVGuardDown(t *testing.T) {
 	t.Logf("pvguard started again after an outage of %v; answering %v after its start", restart.Sub(down).Round(time.Millisecond), time.Since(restart).Round(time.Millisecond))
 	var found []audit.Finding
 	var objects int
-	waitFor(t, time.Minute, "pvguard's audit to report the claim admitted during the outage under PVG004", func(ctx context.Context) (bool, error) {
-		r, err := fetchReport(ctx)
+	harness.WaitFor(t, time.Minute, "pvguard's audit to report the claim admitted during the outage under PVG004", func(ctx context.Context) (bool, error) {
+		r, err := harness.FetchReport(ctx, cl.PVGuard().HTTPClient(), cl.PVGuard().BaseURL)
 		if err != nil {
 			return false, err
 		}
@@ -225,7 +224,7 @@ func runOutageFlow(t *testing.T, f *csiFlow, deployer client.Client, wffc, tag s
 	if err := deployer.Create(ctx, csiPV(pvName, ns+"-static", cl.Nodes[0], "10Mi")); err != nil {
 		t.Fatalf("%s: creating static volume %s: %v", tag, pvName, err)
 	}
-	waitFor(t, limit, tag+": volume "+pvName+" Available", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, limit, tag+": volume "+pvName+" Available", func(ctx context.Context) (bool, error) {
 		pv := &corev1.PersistentVolume{}
 		err := cl.Client.Get(ctx, client.ObjectKey{Name: pvName}, pv)
 		return err == nil && pv.Status.Phase == corev1.VolumeAvailable, err
@@ -234,7 +233,7 @@ func runOutageFlow(t *testing.T, f *csiFlow, deployer client.Client, wffc, tag s
 	if err := deployer.Create(ctx, claim(ns, "static-"+tag, ns+"-static", "10Mi")); err != nil {
 		t.Fatalf("%s: creating static claim: %v", tag, err)
 	}
-	waitFor(t, limit, tag+": claim static-"+tag+" Bound to "+pvName, func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, limit, tag+": claim static-"+tag+" Bound to "+pvName, func(ctx context.Context) (bool, error) {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "static-" + tag}, pvc); err != nil {
 			return false, err
@@ -242,7 +241,7 @@ func runOutageFlow(t *testing.T, f *csiFlow, deployer client.Client, wffc, tag s
 		return pvc.Status.Phase == corev1.ClaimBound, nil
 	})
 	out[outageSteps[0]] = time.Since(start)
-	if pv := boundPair(t, getPVC(t, ns, "static-"+tag)); pv != nil && pv.Name != pvName {
+	if pv := expectBoundPair(t, harness.GetPVC(t, cl.Client, ns, "static-"+tag)); pv != nil && pv.Name != pvName {
 		t.Errorf("%s: static claim bound to %s, want %s", tag, pv.Name, pvName)
 	}
 
@@ -252,7 +251,7 @@ func runOutageFlow(t *testing.T, f *csiFlow, deployer client.Client, wffc, tag s
 	if err := deployer.Create(ctx, claim(ns, name, wffc, "10Mi")); err != nil {
 		t.Fatalf("%s: creating claim %s: %v", tag, name, err)
 	}
-	waitFor(t, limit, tag+": the binder's event on claim "+name, func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, limit, tag+": the binder's event on claim "+name, func(ctx context.Context) (bool, error) {
 		var list corev1.EventList
 		if err := cl.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -269,7 +268,7 @@ func runOutageFlow(t *testing.T, f *csiFlow, deployer client.Client, wffc, tag s
 	if err := deployer.Create(ctx, pod(ns, name, name)); err != nil {
 		t.Fatalf("%s: creating pod %s: %v", tag, name, err)
 	}
-	waitFor(t, limit, tag+": pod "+name+" scheduled and its claim Bound", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, limit, tag+": pod "+name+" scheduled and its claim Bound", func(ctx context.Context) (bool, error) {
 		p, pvc := &corev1.Pod{}, &corev1.PersistentVolumeClaim{}
 		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
 			return false, err
@@ -293,7 +292,7 @@ func runOutageFlow(t *testing.T, f *csiFlow, deployer client.Client, wffc, tag s
 		t.Fatalf("%s: raising claim %s's request: %v", tag, name, err)
 	}
 	want := resource.MustParse("20Mi")
-	waitFor(t, limit, tag+": claim "+name+" and its volume grown to 20Mi", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, limit, tag+": claim "+name+" and its volume grown to 20Mi", func(ctx context.Context) (bool, error) {
 		pvc, pv := &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}
 		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc); err != nil {
 			return false, err
@@ -312,7 +311,7 @@ func runOutageFlow(t *testing.T, f *csiFlow, deployer client.Client, wffc, tag s
 	if err := deployer.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatalf("%s: deleting claim %s: %v", tag, name, err)
 	}
-	waitFor(t, limit, tag+": claim "+name+" and its provisioned volume "+provisioned.Name+" gone", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, limit, tag+": claim "+name+" and its provisioned volume "+provisioned.Name+" gone", func(ctx context.Context) (bool, error) {
 		errPVC := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.PersistentVolumeClaim{})
 		errPV := cl.Client.Get(ctx, client.ObjectKey{Name: provisioned.Name}, &corev1.PersistentVolume{})
 		if !apierrors.IsNotFound(errPVC) || !apierrors.IsNotFound(errPV) {
@@ -378,31 +377,6 @@ func checkNoComponentRefused(t *testing.T, from map[string]int64) {
 	}
 }
 
-// webhookUnreachable reports whether err is the apiserver refusing a write because it could not
-// call one of pvguard's webhooks.
-func webhookUnreachable(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "failed calling webhook") && strings.Contains(err.Error(), ".pvguard.io\"")
-}
-
-// fetchReport reads pvguard's live audit report.
-func fetchReport(ctx context.Context) (*audit.Report, error) {
-	p := cl.PVGuard()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.BaseURL+"/api/v1/report", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := p.HTTPClient().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /api/v1/report: HTTP %d", resp.StatusCode)
-	}
-	r := &audit.Report{}
-	return r, json.NewDecoder(resp.Body).Decode(r)
-}
-
 // deployerClient is a ServiceAccount of ns that creates, updates and deletes volumes, claims
 // and pods: a component (a GitOps controller, an operator, a static provisioner), for which
 // pvguard's components' webhooks (webhook.componentsFailurePolicy, Ignore) judge every write.
@@ -421,7 +395,7 @@ func deployerClient(t *testing.T, ns string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the deployer's RBAC in effect", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "the deployer's RBAC in effect", func(ctx context.Context) (bool, error) {
 		err := c.List(ctx, &corev1.PersistentVolumeList{}, client.Limit(1))
 		return err == nil, err
 	})
@@ -439,7 +413,7 @@ func personClient(t *testing.T) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the person's RBAC in effect", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "the person's RBAC in effect", func(ctx context.Context) (bool, error) {
 		err := c.List(ctx, &corev1.PersistentVolumeList{}, client.Limit(1))
 		return err == nil, err
 	})

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/populators"
 )
 
@@ -63,7 +64,7 @@ func TestVolumePopulatorHandOff(t *testing.T) {
 		}
 		createClaims(t, targets...)
 		create(t, pod(ns, "app", "wffc"))
-		waitFor(t, 2*time.Minute, "every target Bound, the pod scheduled, the populator done", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "every target Bound, the pod scheduled, the populator done", func(ctx context.Context) (bool, error) {
 			binderRefused(t, ns)
 			refusedStandIn(t, "the volume populator", vp.Conn)
 			if ok, err := allBoundAndScheduled(ctx, ns); !ok {
@@ -92,8 +93,8 @@ func TestVolumePopulatorHandOff(t *testing.T) {
 		s := newEndState()
 		var provisioned []string
 		for _, c := range targets {
-			pvc := getPVC(t, ns, c.Name)
-			pv := boundPair(t, pvc)
+			pvc := harness.GetPVC(t, cl.Client, ns, c.Name)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}
@@ -110,8 +111,8 @@ func TestVolumePopulatorHandOff(t *testing.T) {
 			shape(s, pvc, pv)
 		}
 		f.volumes = append(f.volumes, provisioned...)
-		p, pvc := getPod(t, ns, "app"), getPVC(t, ns, "wffc")
-		if pv := getPV(t, pvc.Spec.VolumeName); volumeNode(pv) != p.Spec.NodeName || pvc.Annotations[annSelectedNode] != p.Spec.NodeName {
+		p, pvc := getPod(t, ns, "app"), harness.GetPVC(t, cl.Client, ns, "wffc")
+		if pv := harness.GetPV(t, cl.Client, pvc.Spec.VolumeName); volumeNode(pv) != p.Spec.NodeName || pvc.Annotations[annSelectedNode] != p.Spec.NodeName {
 			t.Errorf("WaitForFirstConsumer target: volume on %q, selected-node %q, pod on %q", volumeNode(pv), pvc.Annotations[annSelectedNode], p.Spec.NodeName)
 		} else {
 			s.add("WaitForFirstConsumer target populated on its pod's node", 1)
@@ -120,7 +121,7 @@ func TestVolumePopulatorHandOff(t *testing.T) {
 			t.Errorf("CreateVolume called %d times for %d targets: one volume per prime claim, none for a target", got, len(targets))
 		}
 		settleUnused(t, s, ns)
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 		f.deleteAll(provisioned)
 		checkStandIn(t, "the volume populator", vp.Conn)
 		checkAdmission(t, before, readCounters(t))

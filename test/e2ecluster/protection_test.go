@@ -11,10 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
-// TestProtectionAndPreBound is flow e without expansion (added once the external-resizer is
-// merged: TODO(issue 15)): the protection finalizers of the real pvc-protection and
+// TestProtectionAndPreBound is flow e (expansion is covered by flow b, TestDynamicProvisioning):
+// the protection finalizers of the real pvc-protection and
 // pv-protection controllers, which hold a claim a pod uses and a volume a claim is bound to and
 // let them go once unused; and pre-bound claims and volumes in a WaitForFirstConsumer class,
 // which the binder binds without waiting for a pod (upstream's FindMatchingVolume returns a
@@ -42,7 +43,7 @@ func TestProtectionAndPreBound(t *testing.T) {
 		}
 		f.createPVs(free["a"], free["b"], free["c"], byVolume, reserved)
 		for _, pv := range []*corev1.PersistentVolume{byVolume, reserved} {
-			waitFor(t, time.Minute, "pre-bound volume "+pv.Name+" Available", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "pre-bound volume "+pv.Name+" Available", func(ctx context.Context) (bool, error) {
 				got := &corev1.PersistentVolume{}
 				err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
 				return err == nil && got.Status.Phase == corev1.VolumeAvailable, err
@@ -51,19 +52,19 @@ func TestProtectionAndPreBound(t *testing.T) {
 		s := newEndState()
 		waitBound := func(claimName string) *corev1.PersistentVolume {
 			t.Helper()
-			waitFor(t, time.Minute, "claim "+claimName+" Bound", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "claim "+claimName+" Bound", func(ctx context.Context) (bool, error) {
 				pvc := &corev1.PersistentVolumeClaim{}
 				err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claimName}, pvc)
 				return err == nil && pvc.Status.Phase == corev1.ClaimBound, err
 			})
-			pvc := getPVC(t, ns, claimName)
-			pv := boundPair(t, pvc)
+			pvc := harness.GetPVC(t, cl.Client, ns, claimName)
+			pv := expectBoundPair(t, pvc)
 			shape(s, pvc, pv)
 			return pv
 		}
 		waitScheduled := func(podName, node string) {
 			t.Helper()
-			waitFor(t, time.Minute, "pod "+podName+" scheduled on "+node, func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "pod "+podName+" scheduled on "+node, func(ctx context.Context) (bool, error) {
 				p := &corev1.Pod{}
 				err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName}, p)
 				if err == nil && p.Spec.NodeName != "" && p.Spec.NodeName != node {
@@ -110,12 +111,12 @@ func TestProtectionAndPreBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second) // several syncs of the protection controller and the binder
-		if pvc := getPVC(t, ns, "inuse"); pvc.DeletionTimestamp == nil || pvc.Status.Phase != corev1.ClaimBound {
+		if pvc := harness.GetPVC(t, cl.Client, ns, "inuse"); pvc.DeletionTimestamp == nil || pvc.Status.Phase != corev1.ClaimBound {
 			t.Errorf("claim inuse, deleted while its pod exists: deletionTimestamp %v phase %s, want Terminating and still Bound", pvc.DeletionTimestamp, pvc.Status.Phase)
 		} else {
 			s.add("claim deleted while in use: Terminating, still Bound", 1)
 		}
-		if pv := getPV(t, free["a"].Name); pv.Status.Phase != corev1.VolumeBound {
+		if pv := harness.GetPV(t, cl.Client, free["a"].Name); pv.Status.Phase != corev1.VolumeBound {
 			t.Errorf("volume %s of a Terminating claim in use: %s, want Bound", pv.Name, pv.Status.Phase)
 		}
 		deletePods(t, inuse)
@@ -134,12 +135,12 @@ func TestProtectionAndPreBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
-		if pv := getPV(t, free["b"].Name); pv.DeletionTimestamp == nil || pv.Status.Phase != corev1.VolumeBound {
+		if pv := harness.GetPV(t, cl.Client, free["b"].Name); pv.DeletionTimestamp == nil || pv.Status.Phase != corev1.VolumeBound {
 			t.Errorf("volume %s, deleted while bound: deletionTimestamp %v phase %s, want Terminating and still Bound", pv.Name, pv.DeletionTimestamp, pv.Status.Phase)
 		} else {
 			s.add("volume deleted while bound: Terminating, still Bound", 1)
 		}
-		if pvc := getPVC(t, ns, "held"); pvc.Status.Phase != corev1.ClaimBound {
+		if pvc := harness.GetPVC(t, cl.Client, ns, "held"); pvc.Status.Phase != corev1.ClaimBound {
 			t.Errorf("claim held of a Terminating volume: %s, want Bound", pvc.Status.Phase)
 		}
 		deletePods(t, held)
@@ -154,16 +155,16 @@ func TestProtectionAndPreBound(t *testing.T) {
 		// appears.
 		other := pinned(pod(ns, "other", "other"), nodeB)
 		create(t, claim(ns, "other", class, "1Gi"), other)
-		waitFor(t, time.Minute, "pod other unschedulable", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "pod other unschedulable", func(ctx context.Context) (bool, error) {
 			p := &corev1.Pod{}
 			err := cl.Client.Get(ctx, client.ObjectKeyFromObject(other), p)
 			return err == nil && unschedulableNow(p), err
 		})
 		time.Sleep(2 * time.Second)
-		if pv := getPV(t, reserved.Name); pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Name != "later" || pv.Spec.ClaimRef.UID != "" {
+		if pv := harness.GetPV(t, cl.Client, reserved.Name); pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Name != "later" || pv.Spec.ClaimRef.UID != "" {
 			t.Errorf("volume %s pre-bound to claim later: claimRef now %+v", pv.Name, pv.Spec.ClaimRef)
 		}
-		if pvc := getPVC(t, ns, "other"); pvc.Spec.VolumeName != "" {
+		if pvc := harness.GetPVC(t, cl.Client, ns, "other"); pvc.Spec.VolumeName != "" {
 			t.Errorf("claim other was given %s", pvc.Spec.VolumeName)
 		} else {
 			s.add("volume pre-bound to a missing claim: not given to another", 1)
@@ -178,7 +179,7 @@ func TestProtectionAndPreBound(t *testing.T) {
 
 		settleUnused(t, s, ns)
 		deletePods(t, podsIn(t, ns)...)
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 		checkAdmission(t, before, readCounters(t))
 		return s
 	})
@@ -186,15 +187,15 @@ func TestProtectionAndPreBound(t *testing.T) {
 
 func waitGone(t *testing.T, obj client.Object, key client.ObjectKey) {
 	t.Helper()
-	waitFor(t, time.Minute, fmt.Sprintf("%T %s deleted", obj, key), func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, fmt.Sprintf("%T %s deleted", obj, key), func(ctx context.Context) (bool, error) {
 		err := cl.Client.Get(ctx, key, obj)
-		return apierrors.IsNotFound(err), ignoreNotFound(err)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 	})
 }
 
 func waitPhase(t *testing.T, volume string, phase corev1.PersistentVolumePhase) {
 	t.Helper()
-	waitFor(t, time.Minute, "volume "+volume+" "+string(phase), func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "volume "+volume+" "+string(phase), func(ctx context.Context) (bool, error) {
 		pv := &corev1.PersistentVolume{}
 		err := cl.Client.Get(ctx, client.ObjectKey{Name: volume}, pv)
 		return err == nil && pv.Status.Phase == phase, err

@@ -14,10 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
-// TestRaceForFewerVolumes is flow d without its provisioner fallback (added once the CSI
-// sidecars are merged: TODO(issue 15)): many pods at once, each with its own claim, for fewer
+// TestRaceForFewerVolumes is flow d without its provisioner fallback (that is
+// TestRaceWithProvisionerFallback): many pods at once, each with its own claim, for fewer
 // static local volumes than claims across the nodes. The scheduler chooses and binds a volume
 // for as many pods as there are volumes; the others stay unschedulable with their claims
 // Pending. No volume is claimed twice, each is bound to at most one claim, on its pod's node,
@@ -72,7 +73,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 			t.Fatal(err)
 		}
 		vols := len(pvs)
-		waitFor(t, 3*time.Minute, fmt.Sprintf("%d claims Bound and %d pods unschedulable", vols, pods-vols), func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 3*time.Minute, fmt.Sprintf("%d claims Bound and %d pods unschedulable", vols, pods-vols), func(ctx context.Context) (bool, error) {
 			var claims corev1.PersistentVolumeClaimList
 			var pl corev1.PodList
 			if err := cl.Client.List(ctx, &claims, client.InNamespace(ns)); err != nil {
@@ -105,7 +106,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 		owner := map[string]string{} // volume -> claim
 		for i := range pods {
 			name := fmt.Sprintf("app-%03d", i)
-			p, pvc := getPod(t, ns, name), getPVC(t, ns, name)
+			p, pvc := getPod(t, ns, name), harness.GetPVC(t, cl.Client, ns, name)
 			if p.Spec.NodeName == "" {
 				if pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending {
 					t.Errorf("claim %s of unschedulable pod %s: volume %q phase %s, want none and Pending", pvc.Name, p.Name, pvc.Spec.VolumeName, pvc.Status.Phase)
@@ -113,7 +114,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 				s.add("unschedulable pod, claim Pending without a volume", 1)
 				continue
 			}
-			pv := boundPair(t, pvc)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}
@@ -129,7 +130,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 			shape(s, pvc, pv)
 		}
 		for _, pv := range pvs {
-			live := getPV(t, pv.Name)
+			live := harness.GetPV(t, cl.Client, pv.Name)
 			if w := claimRefWriters(live); !slices.Equal(w, []string{"kube-scheduler"}) {
 				t.Errorf("volume %s: spec.claimRef written by %v, want kube-scheduler alone: a binder bound a volume the scheduler did not choose", pv.Name, w)
 			}
@@ -138,7 +139,7 @@ func TestRaceForFewerVolumes(t *testing.T) {
 			}
 		}
 		settleUnused(t, s, ns)
-		s.reasons = eventReasons(t, ns, names)
+		s.reasons = kindReasons(t, ns, names)
 
 		after := readCounters(t)
 		checkAdmission(t, before, after)

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // What the snapshot components and the provisioner write on the claims a snapshot or a clone
@@ -73,7 +75,7 @@ func getSnapshotObject(ctx context.Context, kind, ns, name string) (*unstructure
 	u := newSnapshotObject(kind, ns, name)
 	err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
 	if err != nil {
-		return nil, false, ignoreNotFound(err)
+		return nil, false, client.IgnoreNotFound(err)
 	}
 	return u, true, nil
 }
@@ -82,7 +84,7 @@ func getSnapshotObject(ctx context.Context, kind, ns, name string) (*unstructure
 // returns its content.
 func snapshotReady(t *testing.T, ns, name string) (snap, content *unstructured.Unstructured) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, "VolumeSnapshot "+name+" bound to its content and ready to use", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, "VolumeSnapshot "+name+" bound to its content and ready to use", func(ctx context.Context) (bool, error) {
 		s, ok, err := getSnapshotObject(ctx, "VolumeSnapshot", ns, name)
 		if !ok || err != nil {
 			return false, err
@@ -106,7 +108,7 @@ func snapshotReady(t *testing.T, ns, name string) (snap, content *unstructured.U
 // all removed, nothing is left Terminating.
 func snapshotObjectGone(t *testing.T, kind, ns, name string) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, kind+" "+name+" deleted", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, kind+" "+name+" deleted", func(ctx context.Context) (bool, error) {
 		u, ok, err := getSnapshotObject(ctx, kind, ns, name)
 		if ok {
 			return false, fmt.Errorf("still there: deletionTimestamp %v finalizers %v", u.GetDeletionTimestamp(), u.GetFinalizers())
@@ -212,7 +214,7 @@ func (fw *finalizerWatch) History(claim string) string {
 // finalizerGone waits until a claim no longer carries finalizer.
 func finalizerGone(t *testing.T, ns, claim, finalizer string) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, finalizer+" removed from claim "+claim, func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, finalizer+" removed from claim "+claim, func(ctx context.Context) (bool, error) {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, pvc); err != nil {
 			return false, err
@@ -242,7 +244,7 @@ func annotationKeys(m map[string]string) string {
 // waitBound waits until a claim is Bound.
 func waitBound(t *testing.T, ns, name string) {
 	t.Helper()
-	waitFor(t, 2*time.Minute, "claim "+name+" Bound", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, "claim "+name+" Bound", func(ctx context.Context) (bool, error) {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pvc); err != nil {
 			return false, err
@@ -255,7 +257,7 @@ func waitBound(t *testing.T, ns, name string) {
 // created from the content source kind/id, and returns the volume.
 func provisionedFrom(t *testing.T, s *endState, pvc *corev1.PersistentVolumeClaim, kind, id string) *corev1.PersistentVolume {
 	t.Helper()
-	pv := boundPair(t, pvc)
+	pv := expectBoundPair(t, pvc)
 	if pv == nil {
 		return nil
 	}

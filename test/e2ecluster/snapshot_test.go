@@ -14,6 +14,7 @@ import (
 
 	"github.com/pvguard/pvguard/test/cluster"
 	"github.com/pvguard/pvguard/test/csiplugin"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // TestSnapshotRestoreAndClone is the snapshot flow: a claim provisioned by the real
@@ -46,12 +47,12 @@ func TestSnapshotRestoreAndClone(t *testing.T) {
 		// The source claim, provisioned and bound, used by a pod that writes into it.
 		create(t, claim(ns, "source", class, "10Mi"))
 		waitBound(t, ns, "source")
-		source := boundPair(t, getPVC(t, ns, "source"))
+		source := expectBoundPair(t, harness.GetPVC(t, cl.Client, ns, "source"))
 		if source == nil {
 			t.FailNow()
 		}
 		create(t, pod(ns, "app", "source"))
-		waitFor(t, time.Minute, "pod app scheduled", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, time.Minute, "pod app scheduled", func(ctx context.Context) (bool, error) {
 			return allBoundAndScheduled(ctx, ns)
 		})
 		const file = "data.txt"
@@ -84,7 +85,7 @@ func TestSnapshotRestoreAndClone(t *testing.T) {
 		waitBound(t, ns, "clone")
 		// The provisioner's guard stays on a cloned claim until the claim is deleted, and
 		// holds the deletion only while a clone of it is still Pending.
-		if !slices.Contains(getPVC(t, ns, "source").Finalizers, finalizerCloneSource) {
+		if !slices.Contains(harness.GetPVC(t, cl.Client, ns, "source").Finalizers, finalizerCloneSource) {
 			t.Errorf("claim source lacks %s once cloned; finalizers seen: %s", finalizerCloneSource, fw.History("source"))
 		} else {
 			s.add("cloned claim guarded by the provisioner's cloning-protection finalizer", 1)
@@ -94,7 +95,7 @@ func TestSnapshotRestoreAndClone(t *testing.T) {
 			{"restored", taken, "snapshot", handle},
 			{"clone", later, "volume", source.Spec.CSI.VolumeHandle},
 		} {
-			pvc := getPVC(t, ns, c.name)
+			pvc := harness.GetPVC(t, cl.Client, ns, c.name)
 			pv := provisionedFrom(t, s, pvc, c.kind, c.from)
 			if pv == nil {
 				continue
@@ -106,7 +107,7 @@ func TestSnapshotRestoreAndClone(t *testing.T) {
 				s.add(fmt.Sprintf("claim provisioned from a %s holds its data", c.kind), 1)
 			}
 		}
-		shape(s, getPVC(t, ns, "source"), source)
+		shape(s, harness.GetPVC(t, cl.Client, ns, "source"), source)
 		// The snapshot and its content as they stand once restored from: read now, after the
 		// controllers' updates that follow readiness have settled.
 		snap, content = snapshotReady(t, ns, "snap")
@@ -118,7 +119,7 @@ func TestSnapshotRestoreAndClone(t *testing.T) {
 			}
 		}
 		settleUnused(t, s, ns)
-		s.reasons = eventReasons(t, ns, f.volumes)
+		s.reasons = kindReasons(t, ns, f.volumes)
 
 		// Deletion: the snapshot, then (its content deleted by the snapshot-controller and the
 		// snapshot in the backend by the csi-snapshotter) the pods and claims.

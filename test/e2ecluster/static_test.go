@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // TestStaticLocalVolumes is flow a's core with volumes an administrator creates directly (the
@@ -69,7 +70,7 @@ func TestStaticLocalVolumes(t *testing.T) {
 			create(t, p)
 			pods = append(pods, p)
 		}
-		waitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
+		harness.WaitFor(t, 2*time.Minute, "every claim Bound and every pod scheduled", func(ctx context.Context) (bool, error) {
 			for _, p := range pods {
 				pvc, got := &corev1.PersistentVolumeClaim{}, &corev1.Pod{}
 				if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Name}, pvc); err != nil {
@@ -89,8 +90,8 @@ func TestStaticLocalVolumes(t *testing.T) {
 		var lat []time.Duration
 		for _, p := range pods {
 			p = getPod(t, ns, p.Name)
-			pvc := getPVC(t, ns, p.Name)
-			pv := boundPair(t, pvc)
+			pvc := harness.GetPVC(t, cl.Client, ns, p.Name)
+			pv := expectBoundPair(t, pvc)
 			if pv == nil {
 				continue
 			}
@@ -120,9 +121,9 @@ func TestStaticLocalVolumes(t *testing.T) {
 			}
 		}
 		for _, p := range pods {
-			waitFor(t, time.Minute, "claim "+p.Name+" deleted", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "claim "+p.Name+" deleted", func(ctx context.Context) (bool, error) {
 				err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.Name}, &corev1.PersistentVolumeClaim{})
-				return apierrors.IsNotFound(err), ignoreNotFound(err)
+				return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 			})
 		}
 		// Retain: Released. Delete of a volume no provisioner made: Failed (no plugin can delete
@@ -138,7 +139,7 @@ func TestStaticLocalVolumes(t *testing.T) {
 			}
 		}
 		for _, pv := range pvs {
-			waitFor(t, time.Minute, fmt.Sprintf("volume %s (%s) %s", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy, want(pv)), func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, fmt.Sprintf("volume %s (%s) %s", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy, want(pv)), func(ctx context.Context) (bool, error) {
 				got := &corev1.PersistentVolume{}
 				err := cl.Client.Get(ctx, client.ObjectKeyFromObject(pv), got)
 				return err == nil && got.Status.Phase == want(pv), err
@@ -146,7 +147,7 @@ func TestStaticLocalVolumes(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second) // a Released volume must stay so: nothing else may be done to it
 		for _, pv := range pvs {
-			got := getPV(t, pv.Name)
+			got := harness.GetPV(t, cl.Client, pv.Name)
 			if got.Status.Phase != want(pv) {
 				t.Errorf("volume %s went on to %s, want it left %s", pv.Name, got.Status.Phase, want(pv))
 			}
@@ -154,7 +155,7 @@ func TestStaticLocalVolumes(t *testing.T) {
 			s.add(fmt.Sprintf("%s volume (provisioned-by set %v) after its claim's deletion: %s, claimRef kept %v, finalizers %v",
 				got.Spec.PersistentVolumeReclaimPolicy, byProvisioner, got.Status.Phase, got.Spec.ClaimRef != nil, got.Finalizers), 1)
 		}
-		s.reasons = eventReasons(t, ns, names)
+		s.reasons = kindReasons(t, ns, names)
 		checkAdmission(t, before, readCounters(t))
 		return s
 	})

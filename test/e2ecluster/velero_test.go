@@ -15,6 +15,7 @@ import (
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/populators"
 )
 
@@ -106,7 +107,7 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 	if err := v.Expose(ctx, owner, ns, target.Name, time.Minute); err != nil {
 		t.Fatalf("Velero exposing the restore: %v", err)
 	}
-	waitFor(t, 2*time.Minute, "the restore claim Bound and the restore pod scheduled", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, "the restore claim Bound and the restore pod scheduled", func(ctx context.Context) (bool, error) {
 		pvc, p := &corev1.PersistentVolumeClaim{}, &corev1.Pod{}
 		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: owner.Namespace, Name: owner.Name}, pvc); err != nil || pvc.Status.Phase != corev1.ClaimBound {
 			return false, err
@@ -114,7 +115,7 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 		err := cl.Client.Get(ctx, client.ObjectKey{Namespace: owner.Namespace, Name: owner.Name}, p)
 		return err == nil && p.Spec.NodeName != "", err
 	})
-	if pvc := getPVC(t, ns, "data"); pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending {
+	if pvc := harness.GetPVC(t, cl.Client, ns, "data"); pvc.Spec.VolumeName != "" || pvc.Status.Phase != corev1.ClaimPending {
 		t.Errorf("the restored claim got volume %q (%s) before the restore: its selector must keep it unbound", pvc.Spec.VolumeName, pvc.Status.Phase)
 	}
 	// The data path: the node-agent writes the backup's data on the restore volume.
@@ -133,7 +134,7 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 	case !exempt:
 		t.Logf("on a default install, Velero's last write: %v", rebindErr)
 		// The administrator confirms the change, as PVG011's message asks.
-		pvc := getPVC(t, ns, "data")
+		pvc := harness.GetPVC(t, cl.Client, ns, "data")
 		if err := devcluster.PatchPV(context.Background(), cl.Client, pvc.Spec.VolumeName, func(pv *corev1.PersistentVolume) {
 			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 			if pv.Annotations == nil {
@@ -148,7 +149,7 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 	// The external-provisioner took its finalizer off the volume while it was Retain; it puts it
 	// back once the volume is Delete again (its guard against deleting the volume object before
 	// the disk).
-	waitFor(t, time.Minute, "the provisioner's finalizer back on the restored volume", func(ctx context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "the provisioner's finalizer back on the restored volume", func(ctx context.Context) (bool, error) {
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, pvc); err != nil || pvc.Spec.VolumeName == "" {
 			return false, err
@@ -160,9 +161,9 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 		return slices.Contains(pv.Finalizers, provisionerFinalizer), nil
 	})
 	s := newEndState()
-	pvc := getPVC(t, ns, "data")
+	pvc := harness.GetPVC(t, cl.Client, ns, "data")
 	var provisioned []string
-	if pv := boundPair(t, pvc); pv != nil {
+	if pv := expectBoundPair(t, pvc); pv != nil {
 		provisioned = append(provisioned, pv.Name)
 		if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 			t.Errorf("volume %s: reclaim policy %s, want Delete restored", pv.Name, pv.Spec.PersistentVolumeReclaimPolicy)
@@ -182,7 +183,7 @@ func veleroRestore(t *testing.T, m cluster.Mode, exempt bool) *endState {
 		t.Errorf("the restore claim: %v", err)
 	}
 	settleUnused(t, s, ns)
-	s.reasons = eventReasons(t, ns, f.volumes)
+	s.reasons = kindReasons(t, ns, f.volumes)
 	f.deleteAll(provisioned)
 	if exempt {
 		checkStandIn(t, "Velero", v.Conn)

@@ -59,12 +59,12 @@ func TestImmediateProvisionExpandDelete(t *testing.T) {
 	// 4: expansion by the external-resizer, finished in the controller.
 	f.expand(pvc, "20Mi")
 	want := resource.MustParse("20Mi")
-	harness.WaitFor(t, 200*time.Millisecond, 2*time.Minute, "the volume and the claim grown to 20Mi", func() (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, "the volume and the claim grown to 20Mi", func(context.Context) (bool, error) {
 		gotPV, gotPVC, err := f.pair(pvc.Namespace, pvc.Name, pv.Name)
 		return err == nil && gotPV.Spec.Capacity.Storage().Cmp(want) == 0 && gotPVC.Status.Capacity.Storage().Cmp(want) == 0, err
 	})
 	f.checkExpanded(vol, want)
-	pvc = getPVC(t, f.user, pvc.Namespace, pvc.Name)
+	pvc = harness.GetPVC(t, f.user, pvc.Namespace, pvc.Name)
 	for _, c := range pvc.Status.Conditions {
 		if c.Type == corev1.PersistentVolumeClaimResizing || c.Type == corev1.PersistentVolumeClaimFileSystemResizePending {
 			t.Errorf("claim condition %s left after an expansion that needs no node step", c.Type)
@@ -93,13 +93,13 @@ func TestExpansionWaitingForTheNode(t *testing.T) {
 
 	f.expand(pvc, "20Mi")
 	want, old := resource.MustParse("20Mi"), resource.MustParse("10Mi")
-	harness.WaitFor(t, 200*time.Millisecond, 2*time.Minute, "the volume grown to 20Mi and the claim waiting for the node", func() (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, "the volume grown to 20Mi and the claim waiting for the node", func(context.Context) (bool, error) {
 		gotPV, gotPVC, err := f.pair(pvc.Namespace, pvc.Name, pv.Name)
 		return err == nil && gotPV.Spec.Capacity.Storage().Cmp(want) == 0 &&
 			gotPVC.Status.AllocatedResourceStatuses[corev1.ResourceStorage] == corev1.PersistentVolumeClaimNodeResizePending, err
 	})
 	f.checkExpanded(vol, want)
-	pvc = getPVC(t, f.user, pvc.Namespace, pvc.Name)
+	pvc = harness.GetPVC(t, f.user, pvc.Namespace, pvc.Name)
 	if got := pvc.Status.Capacity.Storage(); got.Cmp(old) != 0 {
 		t.Errorf("claim status capacity %s: only the kubelet's node step may raise it from %s", got, &old)
 	}
@@ -130,7 +130,7 @@ func newFlow(t *testing.T) *flow {
 	var err error
 	f.user, err = devcluster.NewClient(w.h.Config, f.warnings, "")
 	harness.Must(t, err, "user client")
-	f.ns = harness.Namespace(t, f.user, 30, "")
+	f.ns = harness.Namespace(t, f.user, "")
 	f.findings = findings(t)
 	f.calls = w.plugin.AllCalls()
 	return f
@@ -174,10 +174,10 @@ func (f *flow) provision(class *storagev1.StorageClass, size string) (*corev1.Pe
 	harness.Must(t, f.user.Create(f.ctx, claim), "creating the claim")
 	f.noWarnings("creating the claim")
 	pvName := "pvc-" + string(claim.UID)
-	harness.WaitFor(t, 200*time.Millisecond, 2*time.Minute, "the claim provisioned and bound to "+pvName, func() (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, "the claim provisioned and bound to "+pvName, func(context.Context) (bool, error) {
 		return bound(f.ctx, f.user, f.ns, claim.Name, pvName)
 	})
-	pvc, pv := getPVC(t, f.user, f.ns, claim.Name), getPV(t, f.user, pvName)
+	pvc, pv := harness.GetPVC(t, f.user, f.ns, claim.Name), harness.GetPV(t, f.user, pvName)
 	if pvc.Annotations[annStorageProvisioner] != w.plugin.Name() {
 		t.Errorf("claim annotations %v: pvguard's binder did not hand it to %s", pvc.Annotations, w.plugin.Name())
 	}
@@ -224,7 +224,7 @@ func (f *flow) delete(pvc *corev1.PersistentVolumeClaim, pvName string, vol csip
 	phases := watchPhases(t, pvName)
 	harness.Must(t, f.user.Delete(f.ctx, pvc), "deleting the claim")
 	f.noWarnings("deleting the claim")
-	harness.WaitFor(t, 100*time.Millisecond, 2*time.Minute, "the claim and the volume gone", func() (bool, error) {
+	harness.WaitFor(t, 2*time.Minute, "the claim and the volume gone", func(context.Context) (bool, error) {
 		pvErr := f.user.Get(f.ctx, client.ObjectKey{Name: pvName}, &corev1.PersistentVolume{})
 		claimErr := f.user.Get(f.ctx, client.ObjectKeyFromObject(pvc), &corev1.PersistentVolumeClaim{})
 		return apierrors.IsNotFound(pvErr) && apierrors.IsNotFound(claimErr), nil
@@ -239,7 +239,7 @@ func (f *flow) delete(pvc *corev1.PersistentVolumeClaim, pvName string, vol csip
 	if _, err := os.Stat(w.plugin.Dir(vol.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("volume directory %s still there (%v)", w.plugin.Dir(vol.ID), err)
 	}
-	if reasons := eventReasons(t, f.user, "default", pvName); slices.Contains(reasons, "VolumeFailedDelete") {
+	if reasons := harness.EventReasons(t, f.user, "default", pvName); slices.Contains(reasons, "VolumeFailedDelete") {
 		t.Errorf("volume events %v: a binder tried to delete a volume its provisioner deletes", reasons)
 	}
 }
@@ -381,39 +381,12 @@ func watchPhases(t *testing.T, name string) func() []corev1.PersistentVolumePhas
 	}
 }
 
-func getPV(t *testing.T, c client.Client, name string) *corev1.PersistentVolume {
-	t.Helper()
-	pv := &corev1.PersistentVolume{}
-	harness.Must(t, c.Get(context.Background(), client.ObjectKey{Name: name}, pv), "reading volume "+name)
-	return pv
-}
-
-func getPVC(t *testing.T, c client.Client, ns, name string) *corev1.PersistentVolumeClaim {
-	t.Helper()
-	pvc := &corev1.PersistentVolumeClaim{}
-	harness.Must(t, c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pvc), "reading claim "+ns+"/"+name)
-	return pvc
-}
-
-func eventReasons(t *testing.T, c client.Client, ns, name string) []string {
-	t.Helper()
-	var list corev1.EventList
-	harness.Must(t, c.List(context.Background(), &list, client.InNamespace(ns)), "listing events")
-	var out []string
-	for _, e := range list.Items {
-		if e.InvolvedObject.Name == name {
-			out = append(out, e.Reason)
-		}
-	}
-	return out
-}
-
 // hasEvents waits briefly for each reason among the object's events (events are written
 // asynchronously by their recorders).
 func hasEvents(t *testing.T, c client.Client, ns, name string, reasons ...string) {
 	t.Helper()
-	harness.WaitFor(t, 200*time.Millisecond, 30*time.Second, fmt.Sprintf("events %v on %s/%s", reasons, ns, name), func() (bool, error) {
-		got := eventReasons(t, c, ns, name)
+	harness.WaitFor(t, 30*time.Second, fmt.Sprintf("events %v on %s/%s", reasons, ns, name), func(context.Context) (bool, error) {
+		got := harness.EventReasons(t, c, ns, name)
 		for _, r := range reasons {
 			if !slices.Contains(got, r) {
 				return false, fmt.Errorf("events so far: %v", got)

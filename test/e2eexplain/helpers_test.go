@@ -18,10 +18,10 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -89,33 +89,9 @@ func (s *scene) getVolume(name string) (*corev1.PersistentVolume, error) {
 	return pv, s.client().Get(s.ctx, client.ObjectKey{Name: name}, pv)
 }
 
-// waitFor polls cond every 200 ms for up to timeout; on timeout the test fails, naming what it
-// waited for and cond's last error.
-func (s *scene) waitFor(timeout time.Duration, what string, cond func() (bool, error)) {
-	s.t.Helper()
-	if err := poll(timeout, cond); err != nil {
-		s.t.Fatalf("waiting %v for %s: %v (%s)", timeout, what, err, s.e.cl.Logs())
-	}
-}
-
-// poll is waitFor without the test: nil once cond holds, else the last error cond gave (or the
-// timeout).
-func poll(timeout time.Duration, cond func() (bool, error)) error {
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, err := cond()
-		last = err
-		return ok && err == nil, nil
-	})
-	if err != nil && last != nil {
-		return last
-	}
-	return err
-}
-
 func (s *scene) waitVolumePhase(name string, phase corev1.PersistentVolumePhase) {
 	s.t.Helper()
-	s.waitFor(30*time.Second, "volume "+name+" "+string(phase), func() (bool, error) {
+	harness.WaitFor(s.t, 30*time.Second, "volume "+name+" "+string(phase), func(context.Context) (bool, error) {
 		pv, err := s.getVolume(name)
 		if err != nil {
 			return false, err
@@ -129,7 +105,7 @@ func (s *scene) waitVolumePhase(name string, phase corev1.PersistentVolumePhase)
 
 func (s *scene) waitClaimBound(name string) {
 	s.t.Helper()
-	s.waitFor(30*time.Second, "claim "+s.ns+"/"+name+" Bound", func() (bool, error) {
+	harness.WaitFor(s.t, 30*time.Second, "claim "+s.ns+"/"+name+" Bound", func(context.Context) (bool, error) {
 		pvc, err := s.getClaim(name)
 		if err != nil {
 			return false, err
@@ -159,7 +135,7 @@ func (s *scene) events(kind, name, reason string) ([]corev1.Event, error) {
 func (s *scene) waitEvent(kind, name, reason string) []corev1.Event {
 	s.t.Helper()
 	var evs []corev1.Event
-	s.waitFor(30*time.Second, fmt.Sprintf("a %s event on %s %s/%s", reason, kind, s.ns, name), func() (bool, error) {
+	harness.WaitFor(s.t, 30*time.Second, fmt.Sprintf("a %s event on %s %s/%s", reason, kind, s.ns, name), func(context.Context) (bool, error) {
 		var err error
 		evs, err = s.events(kind, name, reason)
 		return len(evs) > 0, err
@@ -186,7 +162,7 @@ func (s *scene) cleanup() {
 		_ = c.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	}
 	_ = c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ns}})
-	err := poll(time.Minute, func() (bool, error) {
+	err := harness.Poll(s.ctx, harness.PollInterval, time.Minute, func(context.Context) (bool, error) {
 		for _, name := range s.volumes {
 			if _, err := s.getVolume(name); !apierrors.IsNotFound(err) {
 				return false, fmt.Errorf("volume %s still there (%v)", name, err)
@@ -234,8 +210,8 @@ func (s *scene) run(program string, args ...string) result {
 	return r
 }
 
-// cli runs `pvguard explain pvc NS/NAME -o json` and decodes what it printed, also as a map
-// (fields this branch's Explanation may not have yet).
+// cli runs `pvguard explain pvc NS/NAME -o json` and decodes what it printed, also as a map (to
+// read the JSON fields by name).
 func (s *scene) cli(name string, extra ...string) (*explain.Explanation, map[string]any, result, error) {
 	s.t.Helper()
 	args := append([]string{"explain", "pvc", s.ns + "/" + name, "-o", "json", "--kubeconfig", s.e.kubeconfig}, extra...)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // Timings of the suite's pvguard (chart values): a claim gets NoVolumeFits after noVolumeFitsAfter,
@@ -124,5 +125,6 @@ func start() (*env, error) {
 		return nil, err
 	}
 	e.kubeconfig = e.cl.AdminKubeconfig()
+	harness.FailureNote = e.cl.Logs
 	return e, nil
 }

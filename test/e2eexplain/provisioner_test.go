@@ -88,8 +88,8 @@ func TestExplainSaysWhetherTheProvisionerRuns(t *testing.T) {
 	// explained is a condition: the claim is explained as waiting for the plugin's provisioner,
 	// which runs as running says, with a state that says each of state. Its error says what the
 	// explanation said otherwise.
-	explained := func(running string, state ...string) func() (bool, error) {
-		return func() (bool, error) {
+	explained := func(running string, state ...string) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) {
 			var out, errOut bytes.Buffer
 			if err := app.RunExplainClaim(app.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, "team-a/data", &out, &errOut); err != nil {
 				return false, fmt.Errorf("%w (%s)", err, errOut.String())
@@ -110,17 +110,17 @@ func TestExplainSaysWhetherTheProvisionerRuns(t *testing.T) {
 		}
 	}
 
-	harness.WaitFor(t, 500*time.Millisecond, time.Minute, "the provisioner explained as running",
+	harness.WaitFor(t, time.Minute, "the provisioner explained as running",
 		explained(explain.ProvisionerRunningYes, "provisioner "+plugin.Name()+" runs: Lease "+namespace+"/"+lease+" held by ", "ago"))
 
 	// Stopped without releasing the Lease (upstream's ReleaseLeaderElectionOnExit is off by
 	// default): it expires leaseDuration after the last renewal.
 	harness.Must(t, provisioner.Stop(), "stopping the provisioner")
-	harness.WaitFor(t, 500*time.Millisecond, 4*leaseDuration+30*time.Second, "the stopped provisioner explained as not running",
+	harness.WaitFor(t, 4*leaseDuration+30*time.Second, "the stopped provisioner explained as not running",
 		explained(explain.ProvisionerRunningNo, "appears not to run", "was not renewed in the last "+leaseDuration.String()))
 
 	// No Lease: a provisioner without leader election holds none, so nothing says whether it runs.
 	harness.Must(t, admin.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: lease}}), "deleting the Lease")
-	harness.WaitFor(t, 500*time.Millisecond, 30*time.Second, "the provisioner explained as unknown without a Lease",
+	harness.WaitFor(t, 30*time.Second, "the provisioner explained as unknown without a Lease",
 		explained(explain.ProvisionerRunningUnknown, "is unknown: no Lease "+lease))
 }

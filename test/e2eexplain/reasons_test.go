@@ -1,6 +1,7 @@
 package e2eexplain
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -67,7 +69,7 @@ const (
 
 var immediate, wffc = storagev1.VolumeBindingImmediate, storagev1.VolumeBindingWaitForFirstConsumer
 
-// reasons are the reasons a claim can stay Pending (issue 18, item 6), each kept up by exactly
+// reasons are the reasons a claim can stay Pending, each kept up by exactly
 // the objects it names. Volumes are hostPath ones (nothing mounts them) unless said otherwise;
 // the claims ask for 1Gi ReadWriteOnce Filesystem unless said otherwise, as testobj builds them.
 var reasons = []reasonCase{
@@ -144,7 +146,7 @@ var reasons = []reasonCase{
 		s.waitVolumePhase(pv, corev1.VolumeAvailable)
 		s.claim("data", testobj.ClaimClass(class))
 		s.pod("web", "data", "node-a")
-		s.waitFor(time.Minute, "the scheduler to select node-a for claim data", func() (bool, error) {
+		harness.WaitFor(s.t, time.Minute, "the scheduler to select node-a for claim data", func(context.Context) (bool, error) {
 			pvc, err := s.getClaim("data")
 			if err != nil {
 				return false, err
@@ -184,7 +186,7 @@ var reasons = []reasonCase{
 			s.t.Fatalf("deleting claim data: %v", err)
 		}
 		s.waitVolumePhase(pv, corev1.VolumeReleased)
-		s.waitFor(30*time.Second, "claim data gone", func() (bool, error) {
+		harness.WaitFor(s.t, 30*time.Second, "claim data gone", func(context.Context) (bool, error) {
 			_, err := s.getClaim("data")
 			if apierrors.IsNotFound(err) {
 				return true, nil
@@ -313,7 +315,8 @@ func (s *scene) checkAll(w want) {
 	// (1) The CLI: the explanation settles within seconds of what the components did.
 	var cli *explain.Explanation
 	var last []string
-	err := poll(15*time.Second, func() (bool, error) {
+	// Each try runs the CLI, a process of its own: tried less often than a read.
+	err := harness.Poll(s.ctx, 200*time.Millisecond, 15*time.Second, func(context.Context) (bool, error) {
 		e, raw, _, err := s.cli(w.claim, w.args...)
 		if err != nil {
 			return false, err
@@ -363,7 +366,7 @@ func (s *scene) checkAll(w want) {
 	case !w.noVolumeFits && len(evs) > 0:
 		t.Errorf("NoVolumeFits on %s/%s, which waits for %s: %s", s.ns, w.claim, w.waitingFor, evs[0].Message)
 	case w.noVolumeFits && len(evs) != 1:
-		t.Errorf("%d NoVolumeFits events on %s/%s, want one: %v", len(evs), s.ns, w.claim, messages(evs))
+		t.Errorf("%d NoVolumeFits events on %s/%s, want one: %v", len(evs), s.ns, w.claim, harness.DescribeEvents(evs))
 	case w.noVolumeFits:
 		for _, p := range checkNoVolumeFits(evs[0], cli, w) {
 			t.Errorf("NoVolumeFits on %s/%s: %s", s.ns, w.claim, p)
@@ -375,7 +378,7 @@ func (s *scene) checkAll(w want) {
 			t.Fatal(err)
 		}
 		if !slices.ContainsFunc(evs, func(e corev1.Event) bool { return containsAll(e.Message, w.event[1:]) }) {
-			t.Errorf("no %s event on %s/%s saying %q: %v", w.event[0], s.ns, w.claim, w.event[1:], messages(evs))
+			t.Errorf("no %s event on %s/%s saying %q: %v", w.event[0], s.ns, w.claim, w.event[1:], harness.DescribeEvents(evs))
 		}
 	}
 	if !s.t.Failed() {
@@ -495,7 +498,7 @@ func (s *scene) checkServed(w want) []string {
 	api := "/api/v1/explain/pvc/" + s.ns + "/" + w.claim
 	htmlPath := "/explain/pvc/" + s.ns + "/" + w.claim
 	var problems []string
-	_ = poll(15*time.Second, func() (bool, error) {
+	_ = harness.Poll(s.ctx, harness.PollInterval, 15*time.Second, func(context.Context) (bool, error) {
 		problems = nil
 		code, body, err := s.get(api)
 		if err != nil || code != 200 {
@@ -606,14 +609,6 @@ func containsAll(s string, subs []string) bool {
 		}
 	}
 	return true
-}
-
-func messages(evs []corev1.Event) []string {
-	out := make([]string, len(evs))
-	for i, e := range evs {
-		out[i] = fmt.Sprintf("%s (x%d): %s", e.Name, e.Count, e.Message)
-	}
-	return out
 }
 
 // pod creates a pod that uses the claim, kept to a node by its nodeSelector, for the real

@@ -2,8 +2,6 @@ package e2eha
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/controlplane"
@@ -35,37 +32,26 @@ type outage struct {
 func setUpTenants(t *testing.T) *outage {
 	t.Helper()
 	ctx := context.Background()
-	o := &outage{user: asStorageUser(t), tenantA: newNamespace(t, "ha-down-a"), tenantB: newNamespace(t, "ha-down-b")}
+	admin := h.Client(t, "")
+	o := &outage{user: asStorageUser(t), tenantA: harness.PrefixedNamespace(t, admin, "ha-down-a"), tenantB: harness.PrefixedNamespace(t, admin, "ha-down-b")}
 	o.theirs = o.tenantB + "-data"
 	pv := testobj.PV(o.theirs)
-	mustDo(t, "creating tenant B's volume", o.user.Create(ctx, pv))
-	o.claimB = fresh(testobj.PVC(o.tenantB, "data"))
-	mustDo(t, "creating tenant B's claim", o.user.Create(ctx, o.claimB))
+	harness.Must(t, o.user.Create(ctx, pv), "creating tenant B's volume")
+	o.claimB = harness.FreshPVC(testobj.PVC(o.tenantB, "data"))
+	harness.Must(t, o.user.Create(ctx, o.claimB), "creating tenant B's claim")
 	binder, err := devcluster.NewClient(h.Config, nil, controlplane.BinderUser, controlplane.BinderGroups...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustDo(t, "binding tenant B's claim as the upstream binder", controlplane.UpstreamBind(ctx, binder, o.theirs, o.tenantB, "data"))
-	mustDo(t, "creating tenant A's claim", o.user.Create(ctx, fresh(testobj.PVC(o.tenantA, "mine"))))
+	harness.Must(t, controlplane.UpstreamBind(ctx, binder, o.theirs, o.tenantB, "data"), "binding tenant B's claim as the upstream binder")
+	harness.Must(t, o.user.Create(ctx, harness.FreshPVC(testobj.PVC(o.tenantA, "mine"))), "creating tenant A's claim")
 	return o
-}
-
-func fresh(pvc *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
-	pvc.UID, pvc.Status = "", corev1.PersistentVolumeClaimStatus{}
-	return pvc
-}
-
-func mustDo(t *testing.T, what string, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
 }
 
 // grab is tenant A's claim naming tenant B's volume in spec.volumeName: a misbinding that
 // no-double-binding (PVG004, deny by default) refuses.
 func (o *outage) grab(name string) *corev1.PersistentVolumeClaim {
-	return fresh(testobj.PVC(o.tenantA, name, testobj.VolumeName(o.theirs)))
+	return harness.FreshPVC(testobj.PVC(o.tenantA, name, testobj.VolumeName(o.theirs)))
 }
 
 // repoint points tenant B's volume at tenant A's claim, the volume side of the same misbinding.
@@ -80,19 +66,19 @@ func (o *outage) repoint(ctx context.Context) error {
 func (o *outage) checkNothingMisbound(t *testing.T, grabName string) (grabStored bool) {
 	t.Helper()
 	ctx := context.Background()
-	c := adminClient(t)
+	c := h.Client(t, "")
 	pv := &corev1.PersistentVolume{}
-	mustDo(t, "reading tenant B's volume", c.Get(ctx, client.ObjectKey{Name: o.theirs}, pv))
+	harness.Must(t, c.Get(ctx, client.ObjectKey{Name: o.theirs}, pv), "reading tenant B's volume")
 	if ref := pv.Spec.ClaimRef; ref == nil || ref.Namespace != o.tenantB || ref.Name != "data" || ref.UID != o.claimB.UID || pv.Status.Phase != corev1.VolumeBound {
 		t.Errorf("tenant B's volume changed hands: claimRef %+v, phase %s", pv.Spec.ClaimRef, pv.Status.Phase)
 	}
 	claimB := &corev1.PersistentVolumeClaim{}
-	mustDo(t, "reading tenant B's claim", c.Get(ctx, client.ObjectKey{Namespace: o.tenantB, Name: "data"}, claimB))
+	harness.Must(t, c.Get(ctx, client.ObjectKey{Namespace: o.tenantB, Name: "data"}, claimB), "reading tenant B's claim")
 	if claimB.Spec.VolumeName != o.theirs || claimB.Status.Phase != corev1.ClaimBound {
 		t.Errorf("tenant B's claim lost its volume: volumeName %q, phase %s", claimB.Spec.VolumeName, claimB.Status.Phase)
 	}
 	mine := &corev1.PersistentVolumeClaim{}
-	mustDo(t, "reading tenant A's claim", c.Get(ctx, client.ObjectKey{Namespace: o.tenantA, Name: "mine"}, mine))
+	harness.Must(t, c.Get(ctx, client.ObjectKey{Namespace: o.tenantA, Name: "mine"}, mine), "reading tenant A's claim")
 	if mine.Spec.VolumeName != "" || mine.Status.Phase == corev1.ClaimBound {
 		t.Errorf("tenant A's claim got bound: volumeName %q, phase %s", mine.Spec.VolumeName, mine.Status.Phase)
 	}
@@ -101,16 +87,6 @@ func (o *outage) checkNothingMisbound(t *testing.T, grabName string) (grabStored
 		t.Fatalf("reading claim %s: %v", grabName, err)
 	}
 	return err == nil
-}
-
-// webhookUnreachable reports whether err is the apiserver refusing a write because it could not
-// call one of pvguard's webhooks.
-func webhookUnreachable(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "failed calling webhook") && strings.Contains(err.Error(), ".pvguard.io\"")
-}
-
-func deniedBy(err error, rule string) bool {
-	return err != nil && strings.Contains(err.Error(), "denied the request") && strings.Contains(err.Error(), "["+rule+" ")
 }
 
 // TestBothReplicasDownRefusesStorageWrites stops both replicas with the chart's default
@@ -125,14 +101,16 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 	o := setUpTenants(t)
 
 	for _, inst := range insts {
-		mustDo(t, "stopping "+inst.BaseURL, inst.Stop())
+		harness.Must(t, inst.Stop(), "stopping "+inst.BaseURL)
 	}
 	down := time.Now()
 	for _, w := range []struct {
 		what string
 		do   func(context.Context) error
 	}{
-		{"create a claim", func(ctx context.Context) error { return o.user.Create(ctx, fresh(testobj.PVC(o.tenantA, "new"))) }},
+		{"create a claim", func(ctx context.Context) error {
+			return o.user.Create(ctx, harness.FreshPVC(testobj.PVC(o.tenantA, "new")))
+		}},
 		{"create a claim naming tenant B's volume", func(ctx context.Context) error { return o.user.Create(ctx, o.grab("grab")) }},
 		{"update a claim", func(ctx context.Context) error {
 			return devcluster.PatchPVC(ctx, o.user, o.tenantA, "mine", func(pvc *corev1.PersistentVolumeClaim) {
@@ -147,7 +125,7 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 				return err
 			}
 			mine.Status.Phase = corev1.ClaimBound
-			return adminClient(t).Status().Update(ctx, mine)
+			return h.Client(t, "").Status().Update(ctx, mine)
 		}},
 	} {
 		start := time.Now()
@@ -155,7 +133,7 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 		switch {
 		case err == nil:
 			t.Errorf("with both replicas down, %s was admitted", w.what)
-		case !webhookUnreachable(err):
+		case !harness.WebhookUnreachable(err):
 			t.Errorf("with both replicas down, %s failed without naming pvguard's webhook: %v", w.what, err)
 		default:
 			t.Logf("down: %s refused after %v: %v", w.what, time.Since(start).Round(time.Millisecond), err)
@@ -166,7 +144,7 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 	for time.Since(down) < 3*time.Second {
 		for _, err := range []error{o.user.Create(ctx, o.grab("grab")), o.repoint(ctx)} {
 			attempts++
-			if !webhookUnreachable(err) {
+			if !harness.WebhookUnreachable(err) {
 				t.Fatalf("with both replicas down, attempt %d at the misbinding: got %v, want the webhook unreachable", attempts, err)
 			}
 		}
@@ -177,31 +155,31 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 	}
 	// The way back in: claims in pvguard's own namespace are never sent to it, and writes of
 	// other kinds do not involve it.
-	repair := fresh(testobj.PVC(namespace, "repair"))
-	if err := adminClient(t).Create(ctx, repair, client.DryRunAll); err != nil {
+	repair := harness.FreshPVC(testobj.PVC(namespace, "repair"))
+	if err := h.Client(t, "").Create(ctx, repair, client.DryRunAll); err != nil {
 		t.Errorf("with both replicas down, a claim in pvguard's own namespace was refused: %v", err)
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: o.tenantA, Name: "unrelated"}}
-	if err := adminClient(t).Create(ctx, cm, client.DryRunAll); err != nil {
+	if err := h.Client(t, "").Create(ctx, cm, client.DryRunAll); err != nil {
 		t.Errorf("with both replicas down, a write pvguard does not review failed: %v", err)
 	}
 
 	restart := time.Now()
 	back := startReplica(t, lb, secret, nil)
 	waitRouted(t, lb, back)
-	mustDo(t, "waiting for the webhook", devcluster.WaitForWebhook(ctx, adminClient(t)))
+	harness.Must(t, devcluster.WaitForWebhook(ctx, h.Client(t, "")), "waiting for the webhook")
 	t.Logf("back: a new replica answered the apiserver %v after it was started (outage %v in all)",
 		time.Since(restart).Round(time.Millisecond), time.Since(down).Round(time.Millisecond))
 
-	mustDo(t, "creating a claim with a replica back", o.user.Create(ctx, fresh(testobj.PVC(o.tenantA, "new"))))
-	mustDo(t, "updating a claim with a replica back", devcluster.PatchPVC(ctx, o.user, o.tenantA, "mine", func(pvc *corev1.PersistentVolumeClaim) {
+	harness.Must(t, o.user.Create(ctx, harness.FreshPVC(testobj.PVC(o.tenantA, "new"))), "creating a claim with a replica back")
+	harness.Must(t, devcluster.PatchPVC(ctx, o.user, o.tenantA, "mine", func(pvc *corev1.PersistentVolumeClaim) {
 		pvc.Labels = map[string]string{"e2eha.pvguard.io/touched": "yes"}
-	}))
-	mustDo(t, "creating a volume with a replica back", o.user.Create(ctx, testobj.PV(o.tenantA+"-new")))
-	if err := o.user.Create(ctx, o.grab("grab")); !deniedBy(err, "PVG004") {
+	}), "updating a claim with a replica back")
+	harness.Must(t, o.user.Create(ctx, testobj.PV(o.tenantA+"-new")), "creating a volume with a replica back")
+	if err := o.user.Create(ctx, o.grab("grab")); !harness.DeniedBy(err, "PVG004") {
 		t.Errorf("with a replica back, the claim naming tenant B's volume: got %v, want a PVG004 denial", err)
 	}
-	if err := o.repoint(ctx); !deniedBy(err, "PVG002") {
+	if err := o.repoint(ctx); !harness.DeniedBy(err, "PVG002") {
 		t.Errorf("with a replica back, pointing tenant B's volume at tenant A's claim: got %v, want a PVG002 denial", err)
 	}
 	if o.checkNothingMisbound(t, "grab") {
@@ -218,16 +196,16 @@ func TestBothReplicasDownIgnoreAdmitsThenAuditReports(t *testing.T) {
 	lb, insts := replicas(t, 2, secret, withAudit)
 	ctx := context.Background()
 	ignore := devcluster.WebhookOptions{BaseURL: "https://" + lb.Addr(), FailurePolicy: admissionregistrationv1.Ignore}
-	mustDo(t, "installing the webhooks with failurePolicy Ignore", devcluster.InstallWebhooks(ctx, h.Config, ignore))
+	harness.Must(t, devcluster.InstallWebhooks(ctx, h.Config, ignore), "installing the webhooks with failurePolicy Ignore")
 	o := setUpTenants(t)
-	if err := o.user.Create(ctx, o.grab("grab-up")); !deniedBy(err, "PVG004") {
+	if err := o.user.Create(ctx, o.grab("grab-up")); !harness.DeniedBy(err, "PVG004") {
 		t.Fatalf("with pvguard up, the claim naming tenant B's volume: got %v, want a PVG004 denial", err)
 	}
 
 	for _, inst := range insts {
-		mustDo(t, "stopping "+inst.BaseURL, inst.Stop())
+		harness.Must(t, inst.Stop(), "stopping "+inst.BaseURL)
 	}
-	mustDo(t, "with both replicas down and failurePolicy Ignore, creating the claim naming tenant B's volume", o.user.Create(ctx, o.grab("grab")))
+	harness.Must(t, o.user.Create(ctx, o.grab("grab")), "with both replicas down and failurePolicy Ignore, creating the claim naming tenant B's volume")
 	if !o.checkNothingMisbound(t, "grab") {
 		t.Fatal("the admitted claim is not stored")
 	}
@@ -237,7 +215,7 @@ func TestBothReplicasDownIgnoreAdmitsThenAuditReports(t *testing.T) {
 	hc := replicaHTTP(t, secret)
 	var found []string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, err := fetchReport(ctx, hc, back)
+		r, err := harness.FetchReport(ctx, hc, back.BaseURL)
 		if err != nil {
 			return false, nil
 		}
@@ -253,21 +231,7 @@ func TestBothReplicasDownIgnoreAdmitsThenAuditReports(t *testing.T) {
 		t.Fatalf("the audit of the replica back never reported the admitted misbinding under PVG004 (findings on it: %v)", found)
 	}
 	t.Logf("audit after the outage reports claim %s/grab under %v", o.tenantA, found)
-	if err := o.user.Create(ctx, o.grab("grab-after")); !deniedBy(err, "PVG004") {
+	if err := o.user.Create(ctx, o.grab("grab-after")); !harness.DeniedBy(err, "PVG004") {
 		t.Errorf("with a replica back, a new claim naming tenant B's volume: got %v, want a PVG004 denial", err)
 	}
-}
-
-func fetchReport(ctx context.Context, hc *http.Client, inst *harness.Instance) (*audit.Report, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, inst.BaseURL+"/api/v1/report", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	r := &audit.Report{}
-	return r, json.NewDecoder(resp.Body).Decode(r)
 }

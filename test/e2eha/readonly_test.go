@@ -43,21 +43,21 @@ func TestReadEndpointsRefuseWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = inst.Stop() })
-	mustDo(t, "installing the webhooks", h.InstallWebhooks(inst))
+	harness.Must(t, h.InstallWebhooks(inst), "installing the webhooks")
 
 	// Something for the report to show: a volume with a credential-like attribute (PVG016
 	// warns, so it is admitted and then audited).
 	pv := testobj.PV("readonly-csi", testobj.CSI("csi.example.com", "h-1", map[string]string{"password": "x"}))
-	mustDo(t, "creating a volume", adminClient(t).Create(ctx, pv))
+	harness.Must(t, h.Client(t, "").Create(ctx, pv), "creating a volume")
 	hc := readerClient(t, caClient(h.CAPEM))
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		r, err := fetchReport(ctx, hc, inst)
+		r, err := harness.FetchReport(ctx, hc, inst.BaseURL)
 		if err != nil {
 			return false, nil
 		}
 		return slices.ContainsFunc(r.Findings, func(f audit.Finding) bool { return f.Rule == "PVG016" && f.Object == pv.Name }), nil
 	})
-	mustDo(t, "waiting for the report to show the volume", err)
+	harness.Must(t, err, "waiting for the report to show the volume")
 
 	before := snapshot(t, hc, inst)
 	plain := &http.Client{Timeout: 5 * time.Second}
@@ -115,19 +115,19 @@ func snapshot(t *testing.T, hc *http.Client, inst *harness.Instance) map[string]
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]string{}
-	r, err := fetchReport(ctx, hc, inst)
-	mustDo(t, "reading the report", err)
+	r, err := harness.FetchReport(ctx, hc, inst.BaseURL)
+	harness.Must(t, err, "reading the report")
 	findings, _ := json.Marshal(r.Findings)
 	out["the report's findings"] = string(findings)
 
-	c := adminClient(t)
+	c := h.Client(t, "")
 	versions := map[string]string{}
 	var pvs corev1.PersistentVolumeList
 	var pvcs corev1.PersistentVolumeClaimList
 	var scs storagev1.StorageClassList
-	mustDo(t, "listing volumes", c.List(ctx, &pvs))
-	mustDo(t, "listing claims", c.List(ctx, &pvcs))
-	mustDo(t, "listing classes", c.List(ctx, &scs))
+	harness.Must(t, c.List(ctx, &pvs), "listing volumes")
+	harness.Must(t, c.List(ctx, &pvcs), "listing claims")
+	harness.Must(t, c.List(ctx, &scs), "listing classes")
 	for _, o := range pvs.Items {
 		versions["pv/"+o.Name] = o.ResourceVersion
 	}

@@ -21,7 +21,7 @@ func TestRollingRestartsLoseNoWrite(t *testing.T) {
 	)
 	lb, insts := replicas(t, 2, secret, nil)
 	hc := replicaHTTP(t, secret)
-	ns := newNamespace(t, "ha-restart")
+	ns := harness.PrefixedNamespace(t, h.Client(t, ""), "ha-restart")
 	l := startWriteLoad(t, asStorageUser(t), ns, 8)
 
 	current := [2]*harness.Instance{insts[0], insts[1]}

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/certs"
-	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -39,7 +38,7 @@ func asStorageUser(t *testing.T) client.Client {
 	t.Helper()
 	storageRBAC.Do(func() {
 		ctx := context.Background()
-		c := adminClient(t)
+		c := h.Client(t, "")
 		role := &rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: storageUser},
 			Rules: []rbacv1.PolicyRule{{
@@ -67,26 +66,6 @@ func asStorageUser(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-func adminClient(t *testing.T) client.Client {
-	t.Helper()
-	c, err := devcluster.NewClient(h.Config, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// newNamespace creates a namespace for one test (claims in pvguard's own namespace are never
-// sent to its webhooks, so tests write elsewhere).
-func newNamespace(t *testing.T, prefix string) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
-	if err := adminClient(t).Create(context.Background(), ns); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
-	return ns.Name
 }
 
 // writeLoad sends real writes through the apiserver as storageUser until stopped. Each worker
@@ -220,7 +199,7 @@ func (l *writeLoad) finish(t *testing.T) {
 
 	// What was admitted is stored, and nothing refused is.
 	ctx := context.Background()
-	c := adminClient(t)
+	c := h.Client(t, "")
 	var claims corev1.PersistentVolumeClaimList
 	var volumes corev1.PersistentVolumeList
 	if err := c.List(ctx, &claims, client.InNamespace(l.ns)); err != nil {
@@ -246,7 +225,7 @@ func (l *writeLoad) finish(t *testing.T) {
 func replicaHTTP(t *testing.T, secret string) *http.Client {
 	t.Helper()
 	s := &corev1.Secret{}
-	if err := adminClient(t).Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: secret}, s); err != nil {
+	if err := h.Client(t, "").Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: secret}, s); err != nil {
 		t.Fatalf("reading the certificate Secret: %v", err)
 	}
 	pool := x509.NewCertPool()

@@ -26,7 +26,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -196,19 +195,6 @@ func serveAsChart(t *testing.T, ns, sa string, args []string, policyYAML string,
 	})
 }
 
-func eventually(t *testing.T, what string, f func(context.Context) (bool, error)) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		ok, err := f(ctx)
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", what, last)
-	}
-}
-
 // TestChartRBACPerBinderMode installs the chart in each binder mode and runs pvguard as its
 // ServiceAccount: leader election, the self-managed certificate and caBundle, the audit reports
 // and (active) a binding all work; writes the mode does not need are refused by the apiserver.
@@ -254,12 +240,12 @@ func TestChartRBACPerBinderMode(t *testing.T) {
 
 			serveAsChart(t, ns, sa, args, policyYAML, sink.logger())
 
-			eventually(t, "the Lease held", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "the Lease held", func(ctx context.Context) (bool, error) {
 				l := &coordinationv1.Lease{}
 				err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: release + "-leader"}, l)
 				return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", err
 			})
-			eventually(t, "the self-managed Secret and the caBundle", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "the self-managed Secret and the caBundle", func(ctx context.Context) (bool, error) {
 				s := &corev1.Secret{}
 				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: release + "-tls"}, s); err != nil {
 					return false, err
@@ -275,13 +261,13 @@ func TestChartRBACPerBinderMode(t *testing.T) {
 				}
 				return true, nil
 			})
-			eventually(t, "a ClusterReport written", func(ctx context.Context) (bool, error) {
+			harness.WaitFor(t, time.Minute, "a ClusterReport written", func(ctx context.Context) (bool, error) {
 				var l openreports.ClusterReportList
 				err := c.List(ctx, &l)
 				return err == nil && len(l.Items) > 0, err
 			})
 			if mode == "active" {
-				eventually(t, "the claim bound by pvguard", func(ctx context.Context) (bool, error) {
+				harness.WaitFor(t, time.Minute, "the claim bound by pvguard", func(ctx context.Context) (bool, error) {
 					got := &corev1.PersistentVolumeClaim{}
 					err := c.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "data"}, got)
 					return err == nil && got.Status.Phase == corev1.ClaimBound, err

@@ -1,6 +1,9 @@
 // Package harness runs pvguard end to end for tests: a real control plane, a policy config file,
 // serving certificates, and `pvguard serve` instances (the same code as the binary) with the
-// webhook configurations installed.
+// webhook configurations installed. It also holds the helpers the end-to-end suites share, each
+// declared once: waiting (Poll, WaitFor, Eventually), reading and readying objects (GetPV,
+// GetPVC, FreshPV, FreshPVC, BoundTo, DeleteClaim, EventReasons), namespaces, judging errors
+// (DeniedBy, WebhookUnreachable), the audit report, env knobs and child processes.
 package harness
 
 import (

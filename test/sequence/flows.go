@@ -190,7 +190,8 @@ func (s *Script) provisionerSaves(namespace, name string, c *corev1.PersistentVo
 	s.Do(PVCreate(Provisioner, Provisioned(c), "provisioner saves the volume it provisioned"), true)
 }
 
-// Flows are the upstream flows of issue 14 and invariants.md.
+// Flows are the upstream storage flows, each a named sequence of writes by the identities that
+// make them in a real cluster; every write must be admitted with no finding.
 func Flows() []Flow {
 	return []Flow{
 		{Name: "bind/unbound-claim-to-free-volume", Start: func() *World {

@@ -12,9 +12,10 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// The oracle: the deny invariants of issue 14 (/work/notes/invariants.md, I1-I10) written as
-// predicates over the world before and after one admitted write. It is written from the
-// invariants' text, not from the rules: it must not share the rules' mistakes.
+// The oracle: the deny invariants (I1 to I11, each stated where Check tests it; docs/rules.md
+// states each rule's invariant) written as predicates over the world before and after one
+// admitted write. It is written from the invariants' text, not from the rules: it must not share
+// the rules' mistakes.
 
 // Violation is one invariant an admitted write broke.
 type Violation struct {
@@ -216,8 +217,8 @@ func checkVolume(before, after *World, s Step, add func(inv, format string, args
 		}
 	}
 
-	// I7: a pair newly linked by the write fits. The one exception is PVG018's, which
-	// invariants.md does not state: a provisioner's save may carry the VolumeAttributesClass the
+	// I7: a pair newly linked by the write fits. The one exception is PVG018's: a provisioner's
+	// save may carry the VolumeAttributesClass the
 	// claim had when provisioning began (the claim's class is mutable while it is unbound), as
 	// long as the claim does not name the volume (then nothing pairs them until the classes agree).
 	if newLink {
@@ -247,8 +248,8 @@ func checkVolume(before, after *World, s Step, add func(inv, format string, args
 
 	// I9: protection finalizers stay on a volume in use unless a known controller removes them,
 	// or the volume is being deleted and not linked with uid to a live claim. Two more exceptions
-	// came with the upstream flows the explorer found refused (PVG012 since 4388d9a; not yet in
-	// invariants.md): a live claim that went to another volume holds nothing on the one being
+	// keep upstream flows admitted (PVG012 allows them too): a live claim that went to another
+	// volume holds nothing on the one being
 	// deleted (the provisioner's race, claim bound elsewhere), and the external provisioner's
 	// finalizer guards nothing on a volume whose reclaim policy is not Delete (the provisioner
 	// drops it itself then).

@@ -29,7 +29,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pvguard/pvguard/hack/bench/admissionbench"
+	"github.com/pvguard/pvguard/test/admissionload"
+	"github.com/pvguard/pvguard/test/gen"
 )
 
 type server struct {
@@ -74,15 +75,15 @@ func main() {
 		defer stop()
 		servers = append(servers, s)
 	}
-	var cases []admissionbench.Case
-	for _, c := range admissionbench.Cases() {
+	var cases []gen.AdmissionCase
+	for _, c := range gen.AdmissionCases() {
 		if slices.Contains(strings.Split(*only, ","), c.Name) {
 			cases = append(cases, c)
 		}
 	}
 	for _, c := range cases {
 		for _, s := range servers {
-			if err := admissionbench.Post(s.c, s.url+c.Path, c.Body); err != nil {
+			if err := admissionload.Post(s.c, s.url+c.Path, c.Body); err != nil {
 				log.Fatal(err)
 			}
 		}
@@ -126,7 +127,7 @@ func main() {
 				log.Fatal(err)
 			}
 			q := func(d []time.Duration, x float64) string {
-				return fmt.Sprintf("%.0f", float64(admissionbench.Quantile(d, x))/float64(time.Microsecond))
+				return fmt.Sprintf("%.0f", float64(admissionload.Quantile(d, x))/float64(time.Microsecond))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Name, s.name, res.sentPerSec, res.errors,
 				q(res.client, 0.5), q(res.client, 0.9), q(res.client, 0.99), q(res.client, 0.999), q(res.client, 1),
@@ -146,7 +147,7 @@ func loadavg() string {
 }
 
 // closedLoop posts the case's review from n workers for d and returns reviews/s.
-func closedLoop(s server, c admissionbench.Case, n int, d time.Duration) float64 {
+func closedLoop(s server, c gen.AdmissionCase, n int, d time.Duration) float64 {
 	var done atomic.Int64
 	deadline := time.Now().Add(d)
 	start := time.Now()
@@ -154,7 +155,7 @@ func closedLoop(s server, c admissionbench.Case, n int, d time.Duration) float64
 	for range n {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				if err := admissionbench.Post(s.c, s.url+c.Path, c.Body); err != nil {
+				if err := admissionload.Post(s.c, s.url+c.Path, c.Body); err != nil {
 					log.Fatal(err)
 				}
 				done.Add(1)
@@ -173,10 +174,10 @@ type openResult struct {
 
 // openLoop sends the case's review at a fixed rate for d, each request on its own goroutine, and
 // records client-observed latency (from the moment the request is sent) and server-side time.
-func openLoop(s server, c admissionbench.Case, rate int, d time.Duration) (openResult, error) {
+func openLoop(s server, c gen.AdmissionCase, rate int, d time.Duration) (openResult, error) {
 	total := int(d.Seconds() * float64(rate))
 	interval := time.Second / time.Duration(rate)
-	client := admissionbench.NewRecorder(total)
+	client := admissionload.NewRecorder(total)
 	if err := s.record(total); err != nil {
 		return openResult{}, err
 	}
@@ -189,7 +190,7 @@ func openLoop(s server, c admissionbench.Case, rate int, d time.Duration) (openR
 		}
 		wg.Go(func() {
 			t0 := time.Now()
-			if err := admissionbench.Post(s.c, s.url+c.Path, c.Body); err != nil {
+			if err := admissionload.Post(s.c, s.url+c.Path, c.Body); err != nil {
 				errs.Add(1)
 				return
 			}

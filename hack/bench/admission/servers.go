@@ -15,7 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pvguard/pvguard/hack/bench/admissionbench"
+	"github.com/pvguard/pvguard/test/admissionload"
+	"github.com/pvguard/pvguard/test/gen"
 )
 
 // recorderPath is where a child server starts (POST ?n=) and returns (GET) its recording of
@@ -23,15 +24,15 @@ import (
 const recorderPath = "/bench/recorder"
 
 // handlerFor builds the named server's handler and the TLS material it is served with.
-func handlerFor(name string) (http.Handler, *admissionbench.TLS, *tls.Config, error) {
-	t, err := admissionbench.IssueTLS()
+func handlerFor(name string) (http.Handler, *admissionload.TLS, *tls.Config, error) {
+	t, err := admissionload.IssueTLS()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	pvguard := admissionbench.PVGuard(t, admissionbench.View(), admissionbench.Logger())
+	pvguard := admissionload.PVGuard(t, gen.AdmissionView(), admissionload.Logger())
 	h := pvguard.Handler()
 	if name == "noop" {
-		h = admissionbench.Noop()
+		h = admissionload.Noop()
 	} else if name != "pvguard" {
 		return nil, nil, nil, fmt.Errorf("unknown server %q: want pvguard or noop", name)
 	}
@@ -43,13 +44,13 @@ func startInProcess(name string) (server, func(), error) {
 	if err != nil {
 		return server{}, nil, err
 	}
-	rec := new(atomic.Pointer[admissionbench.Recorder])
-	addr, stop, err := admissionbench.Serve(admissionbench.Timed(h, rec), cfg)
+	rec := new(atomic.Pointer[admissionload.Recorder])
+	addr, stop, err := admissionload.Serve(admissionload.Timed(h, rec), cfg)
 	if err != nil {
 		return server{}, nil, err
 	}
-	s := server{name: name, url: "https://" + addr, c: admissionbench.Client(t.Pool),
-		record: func(n int) error { rec.Store(admissionbench.NewRecorder(n)); return nil },
+	s := server{name: name, url: "https://" + addr, c: admissionload.Client(t.Pool),
+		record: func(n int) error { rec.Store(admissionload.NewRecorder(n)); return nil },
 		recorded: func() ([]time.Duration, error) {
 			r := rec.Swap(nil)
 			if r == nil {
@@ -72,9 +73,9 @@ func serveChild(name string) error {
 	if err != nil {
 		return err
 	}
-	rec := new(atomic.Pointer[admissionbench.Recorder])
+	rec := new(atomic.Pointer[admissionload.Recorder])
 	mux := http.NewServeMux()
-	mux.Handle("/", admissionbench.Timed(h, rec))
+	mux.Handle("/", admissionload.Timed(h, rec))
 	mux.HandleFunc(recorderPath, func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodPost:
@@ -83,7 +84,7 @@ func serveChild(name string) error {
 				http.Error(w, "want ?n=<observations>", http.StatusBadRequest)
 				return
 			}
-			rec.Store(admissionbench.NewRecorder(n))
+			rec.Store(admissionload.NewRecorder(n))
 		case http.MethodGet:
 			got := rec.Swap(nil)
 			if got == nil {
@@ -93,7 +94,7 @@ func serveChild(name string) error {
 			_ = json.NewEncoder(w).Encode(got.Durations())
 		}
 	})
-	addr, stop, err := admissionbench.Serve(mux, cfg)
+	addr, stop, err := admissionload.Serve(mux, cfg)
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,7 @@ func startChild(name string) (server, func(), error) {
 		return server{}, nil, errors.New("the child's CA does not parse")
 	}
 	url := "https://" + hello.Addr
-	c := admissionbench.Client(pool)
+	c := admissionload.Client(pool)
 	s := server{name: name, url: url, c: c,
 		record: func(n int) error {
 			resp, err := c.Post(fmt.Sprintf("%s%s?n=%d", url, recorderPath, n), "text/plain", nil)

@@ -1,4 +1,4 @@
-// Command audit measures pvguard's audit at scale on synthetic clusters (hack/bench/auditgen):
+// Command audit measures pvguard's audit at scale on synthetic clusters (test/gen.Inventory):
 // for each size it times (a) Engine.Audit over the in-memory snapshot, (b) the offline path,
 // `pvguard audit -f DIR -o json` (app.RunAudit) over the same objects written as multi-document
 // YAML files, and (c) of that, manifests.Load alone. Each measurement runs in a child process
@@ -27,9 +27,9 @@ import (
 	"time"
 
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
-	"github.com/pvguard/pvguard/hack/bench/auditgen"
 	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/gen"
 )
 
 // result is what a child reports.
@@ -52,7 +52,7 @@ func main() {
 	only := flag.String("modes", "engine,offline,load", "measurements to make: engine, offline, load")
 	child := flag.String("child", "", "internal: run one measurement (engine, offline or load)")
 	size := flag.Int("size", 0, "internal: objects for -child engine")
-	unique := flag.Bool("unique", false, "make every label, annotation, finalizer, size and node affinity unique to its object (auditgen.Unique): the audit where nothing repeats")
+	unique := flag.Bool("unique", false, "make every label, annotation, finalizer, size and node affinity unique to its object (gen.Unique): the audit where nothing repeats")
 	flag.Parse()
 
 	if *child != "" {
@@ -85,18 +85,18 @@ func main() {
 				log.Fatal(err)
 			}
 		}
-		write := auditgen.WriteYAML
+		write := gen.WriteYAML
 		switch *format {
 		case "json":
-			write = auditgen.WriteJSON
+			write = gen.WriteJSON
 		case "yaml-list":
-			write = auditgen.WriteYAMLList
+			write = gen.WriteYAMLList
 		}
 		if _, err := write(generate(n, *unique), dir, *perFile); err != nil {
 			log.Fatal(err)
 		}
 		// Written back before it is read: otherwise the kernel flushes the new files to disk
-		// during the first measurements (a 180 MB file added 0.2 s to each of them).
+		// during the first measurements, and they time the flush too.
 		syscall.Sync()
 		debug.FreeOSMemory()
 		modes := strings.Split(*only, ",")
@@ -160,9 +160,9 @@ func runChild(mode string, n int, dir, profile string, unique bool) (result, err
 
 // generate is the benchmark's inventory of n objects.
 func generate(n int, unique bool) *policy.Snapshot {
-	s := auditgen.Generate(n)
+	s := gen.Inventory(n)
 	if unique {
-		auditgen.Unique(s)
+		gen.Unique(s)
 	}
 	return s
 }
@@ -175,13 +175,13 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 		snap := generate(n, unique)
 		engine := policy.NewEngine(nil)
 		run = func() (int, error) {
-			found, err := engine.Audit(snap, auditgen.Now, nil)
+			found, err := engine.Audit(snap, gen.InventoryNow, nil)
 			return len(found), err
 		}
 	case "offline":
 		run = func() (int, error) {
-			err := app.RunAudit(app.AuditOptions{Files: []string{dir}, Output: "json", Now: func() time.Time { return auditgen.Now }}, io.Discard, io.Discard)
-			return auditgen.ExpectedFindings(n), err
+			err := app.RunAudit(app.AuditOptions{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
+			return gen.InventoryFindings(n), err
 		}
 	case "load":
 		run = func() (int, error) {

@@ -1,7 +1,7 @@
 // Command binder measures how long pvguard's binder (`pvguard serve --binder=active`, run in
 // this process) and kube-controller-manager's persistentvolume-binder controller (bin/, exec'd)
 // take to bind N pre-created exact PV/PVC pairs on one test control plane, at the same client
-// QPS and burst, alternating which goes first (issue 6 item 4). Results and their reading are in
+// QPS and burst, alternating which goes first. Results and their reading are in
 // docs/benchmarks.md, "Binder vs upstream persistentvolume-binder".
 //
 //	go run ./hack/bench/binder -pairs 1000 -runs 2 -qps 20:30,200:400

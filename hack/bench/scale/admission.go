@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/pvguard/pvguard/hack/bench/admissionbench"
+	"github.com/pvguard/pvguard/test/admissionload"
 	"github.com/pvguard/pvguard/webhook"
 )
 
@@ -192,7 +192,7 @@ func measureReviews(ctx context.Context, hc *http.Client, base string, cases []r
 	for _, c := range cases {
 		url := base + c.path
 		for range warmup {
-			if err := admissionbench.Post(hc, url, c.body); err != nil {
+			if err := admissionload.Post(hc, url, c.body); err != nil {
 				return nil, fmt.Errorf("review %s: %w", c.Name, err)
 			}
 		}
@@ -202,7 +202,7 @@ func measureReviews(ctx context.Context, hc *http.Client, base string, cases []r
 				return nil, err
 			}
 			start := time.Now()
-			if err := admissionbench.Post(hc, url, c.body); err != nil {
+			if err := admissionload.Post(hc, url, c.body); err != nil {
 				return nil, fmt.Errorf("review %s: %w", c.Name, err)
 			}
 			d = append(d, time.Since(start))
@@ -213,7 +213,7 @@ func measureReviews(ctx context.Context, hc *http.Client, base string, cases []r
 			total += x
 		}
 		ms := func(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 }
-		l := latency{Case: c.Name, Requests: n, P50ms: ms(admissionbench.Quantile(d, 0.50)), P99ms: ms(admissionbench.Quantile(d, 0.99))}
+		l := latency{Case: c.Name, Requests: n, P50ms: ms(admissionload.Quantile(d, 0.50)), P99ms: ms(admissionload.Quantile(d, 0.99))}
 		if n > 0 {
 			l.MeanMs, l.MaxMs = ms(total/time.Duration(n)), ms(d[n-1])
 		}

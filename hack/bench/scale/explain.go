@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/pvguard/pvguard/hack/bench/admissionbench"
+	"github.com/pvguard/pvguard/test/admissionload"
 )
 
 // explainNamespace holds the explaining callers' ServiceAccounts; explainRole is the
@@ -206,7 +206,7 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hc := admissionbench.Client(pool)
+			hc := admissionload.Client(pool)
 			hc.Timeout = 10 * time.Minute // an explanation over a large cluster, on a busy machine, is slow
 			explainCaller(cctx, hc, base, token, paths, i*len(paths)/len(tokens), &counts)
 		}()
@@ -228,7 +228,7 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		return nil, ctx.Err()
 	case <-time.After(warm):
 	}
-	load.Admission, err = measureReviews(ctx, admissionbench.Client(pool), base, c.cases, c.warmup, c.reviews)
+	load.Admission, err = measureReviews(ctx, admissionload.Client(pool), base, c.cases, c.warmup, c.reviews)
 	stop()
 	if err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 	load.FirstOther = counts.firstOther
 	if len(counts.okTimes) > 0 {
 		slices.Sort(counts.okTimes)
-		load.OKp50ms = float64(admissionbench.Quantile(counts.okTimes, 0.50).Microseconds()) / 1000
+		load.OKp50ms = float64(admissionload.Quantile(counts.okTimes, 0.50).Microseconds()) / 1000
 	}
 	if load.OK == 0 && load.Other > 0 {
 		return load, fmt.Errorf("%d explaining callers got no explanation (%d limited, %d other; first: %s)", load.Callers, load.Limited, load.Other, load.FirstOther)

@@ -1,5 +1,5 @@
 // Command scale measures a real `pvguard serve` process against a real kube-apiserver holding N
-// volume/claim pairs of realistic shape (issue 16): time to ready, the first full audit, an
+// volume/claim pairs of realistic shape: time to ready, the first full audit, an
 // incremental audit after one change, admission latency with that cache, the binder's plan over
 // a batch of pending claims, and memory (RSS and Go heap, peak and steady). Per size it starts
 // etcd and kube-apiserver (test/controlplane), fills them through the apiserver as kubectl, the

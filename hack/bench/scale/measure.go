@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pvguard/pvguard/hack/bench/admissionbench"
+	"github.com/pvguard/pvguard/test/admissionload"
 )
 
 // modeResult is everything measured of one `pvguard serve` in one binder mode over one cluster.
@@ -182,7 +182,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	if err != nil {
 		return r, err
 	}
-	if r.Admission, err = measureReviews(ctx, admissionbench.Client(pool), srv.base, c.cases, c.warmup, c.reviews); err != nil {
+	if r.Admission, err = measureReviews(ctx, admissionload.Client(pool), srv.base, c.cases, c.warmup, c.reviews); err != nil {
 		return r, err
 	}
 	for _, l := range r.Admission {

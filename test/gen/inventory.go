@@ -1,9 +1,4 @@
-// Package auditgen generates large synthetic clusters for the audit benchmarks: half volumes,
-// half claims, mostly bound pairs with realistic specs (local disks with node affinity, Ceph RBD
-// volumes with CSI attributes, labels, annotations, finalizers), and a sprinkling of the
-// violations an audit finds. policy/audit_bench_test.go and hack/bench/audit use the same
-// objects.
-package auditgen
+package gen
 
 import (
 	"bytes"
@@ -24,8 +19,14 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// Now is the time the audits are dated, so PVG023's released-aging findings are stable.
-var Now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+// Inventory: large synthetic clusters for the audit tests and benchmarks (policy, manifests,
+// hack/bench/audit): half volumes, half claims, mostly bound pairs with realistic specs (local
+// disks with node affinity, Ceph RBD volumes with CSI attributes, labels, annotations,
+// finalizers), and a sprinkling of the violations an audit finds.
+
+// InventoryNow is the time the audits of an Inventory are dated, so PVG023's released-aging
+// findings are stable.
+var InventoryNow = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 // Violations every this many pairs, one kind each, in the order of violationKinds; the other
 // pairs are healthy bound pairs.
@@ -41,15 +42,15 @@ const (
 	violationKinds
 )
 
-// ExpectedFindings is how many findings Generate(n)'s snapshot yields: one per violation.
-func ExpectedFindings(n int) int {
+// InventoryFindings is how many findings Inventory(n) yields: one per violation.
+func InventoryFindings(n int) int {
 	pairs := n / 2
 	return (pairs/violationEvery)*violationKinds + min(pairs%violationEvery, violationKinds)
 }
 
-// Generate returns a snapshot of n objects (n/2 volumes and n/2 claims) plus three storage
+// Inventory returns a snapshot of n objects (n/2 volumes and n/2 claims) plus three storage
 // classes and 32 nodes. It is deterministic.
-func Generate(n int) *policy.Snapshot {
+func Inventory(n int) *policy.Snapshot {
 	pairs := n / 2
 	s := &policy.Snapshot{
 		PVs:  make([]*corev1.PersistentVolume, 0, pairs),
@@ -71,10 +72,10 @@ func Generate(n int) *policy.Snapshot {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 				"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)}}})
 	}
-	created := metav1.NewTime(Now.Add(-90 * 24 * time.Hour))
+	created := metav1.NewTime(InventoryNow.Add(-90 * 24 * time.Hour))
 	for i := range pairs {
 		ns := fmt.Sprintf("team-%03d", i%100)
-		pvc := claim(ns, fmt.Sprintf("data-%07d", i), created)
+		pvc := inventoryClaim(ns, fmt.Sprintf("data-%07d", i), created)
 		var pv *corev1.PersistentVolume
 		if i%3 == 0 {
 			pv = localVolume(fmt.Sprintf("local-pv-%07d", i), fmt.Sprintf("node-%02d", i%32), created)
@@ -83,7 +84,7 @@ func Generate(n int) *policy.Snapshot {
 		} else {
 			pv = rbdVolume(fmt.Sprintf("pvc-%08x-%04x-4d3c-9e1f-%012d", i, i%65536, i), created)
 		}
-		bind(pv, pvc)
+		bindPair(pv, pvc)
 		if i%violationEvery < violationKinds {
 			switch i % violationEvery {
 			case modeMismatch:
@@ -102,7 +103,7 @@ func Generate(n int) *policy.Snapshot {
 			case releasedAged:
 				pv.Status.Phase = corev1.VolumeReleased
 				pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
-				at := metav1.NewTime(Now.Add(-30 * 24 * time.Hour))
+				at := metav1.NewTime(InventoryNow.Add(-30 * 24 * time.Hour))
 				pv.Status.LastPhaseTransitionTime = &at
 				unbindClaim(pvc)
 				pvc.Name += "-new"
@@ -114,9 +115,7 @@ func Generate(n int) *policy.Snapshot {
 	return s
 }
 
-func ptr[T any](v T) *T { return &v }
-
-func claim(ns, name string, created metav1.Time) *corev1.PersistentVolumeClaim {
+func inventoryClaim(ns, name string, created metav1.Time) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{Kind: "PersistentVolumeClaim", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(fmt.Sprintf("6c1f%04x-%s-%s", len(name), ns, name)),
@@ -135,7 +134,7 @@ func claim(ns, name string, created metav1.Time) *corev1.PersistentVolumeClaim {
 	}
 }
 
-func volume(name string, created metav1.Time) *corev1.PersistentVolume {
+func inventoryVolume(name string, created metav1.Time) *corev1.PersistentVolume {
 	return &corev1.PersistentVolume{
 		TypeMeta: metav1.TypeMeta{Kind: "PersistentVolume", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("9a7e-" + name), ResourceVersion: "654321", CreationTimestamp: created,
@@ -149,7 +148,7 @@ func volume(name string, created metav1.Time) *corev1.PersistentVolume {
 }
 
 func localVolume(name, node string, created metav1.Time) *corev1.PersistentVolume {
-	pv := volume(name, created)
+	pv := inventoryVolume(name, created)
 	pv.Labels = map[string]string{"storage.example.com/disk": "nvme"}
 	pv.Spec.StorageClassName = "local-ssd"
 	pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
@@ -162,7 +161,7 @@ func localVolume(name, node string, created metav1.Time) *corev1.PersistentVolum
 }
 
 func rbdVolume(name string, created metav1.Time) *corev1.PersistentVolume {
-	pv := volume(name, created)
+	pv := inventoryVolume(name, created)
 	pv.Annotations = map[string]string{policy.AnnProvisionedBy: "rbd.csi.ceph.com"}
 	pv.Spec.StorageClassName = "ceph-rbd"
 	pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}
@@ -177,8 +176,8 @@ func rbdVolume(name string, created metav1.Time) *corev1.PersistentVolume {
 	return pv
 }
 
-// bind makes the pair Bound as the PV controller leaves it.
-func bind(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) {
+// bindPair makes the pair Bound as the PV controller leaves it.
+func bindPair(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) {
 	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace, Name: pvc.Name,
 		UID: pvc.UID, ResourceVersion: "123400"}
 	pv.Status.Phase = corev1.VolumeBound
@@ -205,13 +204,13 @@ func unbindClaim(pvc *corev1.PersistentVolumeClaim) {
 // WriteYAML writes the snapshot as multi-document YAML files of perFile objects each into dir
 // (classes and nodes first), as a GitOps repository holds them, and returns the files.
 func WriteYAML(s *policy.Snapshot, dir string, perFile int) ([]string, error) {
-	return write(s, dir, perFile, false)
+	return writeFiles(s, dir, perFile, false)
 }
 
 // WriteJSON writes the snapshot as JSON files of perFile objects each, every file a v1 List as
 // `kubectl get pv,pvc -A -o json` prints one, and returns the files.
 func WriteJSON(s *policy.Snapshot, dir string, perFile int) ([]string, error) {
-	return write(s, dir, perFile, true)
+	return writeFiles(s, dir, perFile, true)
 }
 
 // WriteYAMLList writes the snapshot as YAML files of perFile objects each, every file a v1 List
@@ -241,7 +240,7 @@ func WriteYAMLList(s *policy.Snapshot, dir string, perFile int) ([]string, error
 	return files, nil
 }
 
-func write(s *policy.Snapshot, dir string, perFile int, asJSON bool) ([]string, error) {
+func writeFiles(s *policy.Snapshot, dir string, perFile int, asJSON bool) ([]string, error) {
 	var objs []any
 	for _, o := range s.Classes {
 		objs = append(objs, o)

@@ -1,4 +1,9 @@
-package admissionbench
+// Package admissionload holds what the admission benchmarks share besides their objects (those
+// are in test/gen): a no-op controller-runtime webhook as the baseline, pvguard's server over a
+// fixed view, a TLS server and an HTTP/2 client, and latency recording. The Go benchmarks in
+// webhook/admission_bench_test.go and the load generators in hack/bench/admission and
+// hack/bench/scale use the same pieces, so their numbers describe the same work.
+package admissionload
 
 import (
 	"bytes"

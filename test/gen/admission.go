@@ -1,9 +1,4 @@
-// Package admissionbench holds what the admission benchmarks share: a realistic cluster state,
-// the AdmissionReview bodies an apiserver would send for it, a no-op controller-runtime webhook
-// as the baseline, a TLS server and an HTTP/2 client, and latency recording. The Go benchmarks in
-// webhook/admission_bench_test.go and the open-loop load generator in hack/bench/admission use
-// the same pieces, so their numbers describe the same work.
-package admissionbench
+package gen
 
 import (
 	"encoding/json"
@@ -24,8 +19,12 @@ import (
 	"github.com/pvguard/pvguard/webhook"
 )
 
-// Case is one kind of review the benchmarks send.
-type Case struct {
+// Admission: a realistic cluster state and the AdmissionReview bodies an apiserver would send
+// for it, shared by the webhook's tests and benchmarks and hack/bench/admission, so that their
+// numbers describe the same work.
+
+// AdmissionCase is one kind of review the admission benchmarks send.
+type AdmissionCase struct {
 	// Name is the sub-benchmark name: pv-create, pvc-create, pvc-update.
 	Name string
 	// Path is the webhook endpoint.
@@ -34,9 +33,9 @@ type Case struct {
 	Body []byte
 }
 
-// Pairs is the number of bound volume/claim pairs in the cluster state besides the objects the
-// reviews are about.
-const Pairs = 200
+// AdmissionPairs is the number of bound volume/claim pairs in AdmissionObjects besides the
+// objects the reviews are about.
+const AdmissionPairs = 200
 
 var (
 	nodeNames = func() []string {
@@ -103,7 +102,7 @@ func csiPV(name string, mods ...testobj.PVMod) *corev1.PersistentVolume {
 	return pv
 }
 
-func claim(ns, name string, mods ...testobj.PVCMod) *corev1.PersistentVolumeClaim {
+func admissionClaim(ns, name string, mods ...testobj.PVCMod) *corev1.PersistentVolumeClaim {
 	pvc := testobj.PVC(ns, name, mods...)
 	pvc.Finalizers = []string{"kubernetes.io/pvc-protection"}
 	meta(&pvc.ObjectMeta, "kubectl")
@@ -111,10 +110,10 @@ func claim(ns, name string, mods ...testobj.PVCMod) *corev1.PersistentVolumeClai
 	return pvc
 }
 
-// Objects is the cluster state the reviews are judged against: two classes, eight nodes,
-// Pairs bound volume/claim pairs (local disks with node affinity and Ceph RBD volumes), and the
+// AdmissionObjects is the cluster state the reviews are judged against: two classes, eight nodes,
+// AdmissionPairs bound volume/claim pairs (local disks with node affinity and Ceph RBD volumes), and the
 // objects the three reviews refer to.
-func Objects() []runtime.Object {
+func AdmissionObjects() []runtime.Object {
 	var out []runtime.Object
 	out = append(out,
 		testobj.StorageClass("local-ssd", "kubernetes.io/no-provisioner", func(sc *storagev1.StorageClass) {
@@ -126,10 +125,10 @@ func Objects() []runtime.Object {
 	for i, n := range nodeNames {
 		out = append(out, testobj.Node(n, map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)}))
 	}
-	for i := range Pairs {
+	for i := range AdmissionPairs {
 		ns := fmt.Sprintf("team-%c", 'a'+i%6)
 		var pv *corev1.PersistentVolume
-		pvc := claim(ns, fmt.Sprintf("data-%04d", i), testobj.ClaimClass("ceph-rbd"), testobj.Request("50Gi"))
+		pvc := admissionClaim(ns, fmt.Sprintf("data-%04d", i), testobj.ClaimClass("ceph-rbd"), testobj.Request("50Gi"))
 		if i%2 == 0 {
 			pvc.Spec.StorageClassName = ptr("local-ssd")
 			pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("100Gi")
@@ -142,7 +141,7 @@ func Objects() []runtime.Object {
 		out = append(out, pv, pvc)
 	}
 	// The claim the volume import (pv-create) is pre-bound to: Pending, naming no volume.
-	out = append(out, claim("team-a", "import-1", testobj.ClaimClass("ceph-rbd"), testobj.Request("50Gi"),
+	out = append(out, admissionClaim("team-a", "import-1", testobj.ClaimClass("ceph-rbd"), testobj.Request("50Gi"),
 		testobj.ClaimPhase(corev1.ClaimPending)))
 	// The volume the pre-bound claim (pvc-create) names: Available, pre-bound to it by name.
 	out = append(out, localPV("pv-restore", "node-3", testobj.ClaimRef("team-a", "db-restore", ""),
@@ -150,10 +149,10 @@ func Objects() []runtime.Object {
 	return out
 }
 
-// View is the in-memory view of Objects, indexed (each lookup a map read, as with the informer
+// AdmissionView is the in-memory view of AdmissionObjects, indexed (each lookup a map read, as with the informer
 // cache's indexes) and copying each object it returns as the cluster view's cache reads do.
-func View() policy.View {
-	return CacheView{testobj.NewView(Objects()...).Indexed()}
+func AdmissionView() policy.View {
+	return CacheView{testobj.NewView(AdmissionObjects()...).Indexed()}
 }
 
 // ImportedPV is the volume the pv-create review creates: a Ceph RBD volume pre-bound by name to
@@ -165,7 +164,7 @@ func ImportedPV() *corev1.PersistentVolume {
 // PreboundClaim is the claim the pvc-create review creates: it names pv-restore and selects it
 // by label, so every at-bind rule has a pair to judge.
 func PreboundClaim() *corev1.PersistentVolumeClaim {
-	pvc := claim("team-a", "db-restore", testobj.ClaimClass("local-ssd"), testobj.Request("80Gi"),
+	pvc := admissionClaim("team-a", "db-restore", testobj.ClaimClass("local-ssd"), testobj.Request("80Gi"),
 		testobj.VolumeName("pv-restore"), testobj.Selector(map[string]string{"restore": "db"}),
 		testobj.ClaimPhase(corev1.ClaimPending))
 	pvc.ResourceVersion, pvc.ManagedFields[0].Operation = "", metav1.ManagedFieldsOperationUpdate
@@ -174,7 +173,7 @@ func PreboundClaim() *corev1.PersistentVolumeClaim {
 
 // ResizedClaim is the pvc-update review's pair: a bound claim (data-0001) whose request grows.
 func ResizedClaim() (cur, old *corev1.PersistentVolumeClaim) {
-	for _, o := range Objects() {
+	for _, o := range AdmissionObjects() {
 		if pvc, ok := o.(*corev1.PersistentVolumeClaim); ok && pvc.Name == "data-0001" {
 			old = pvc
 		}
@@ -184,11 +183,11 @@ func ResizedClaim() (cur, old *corev1.PersistentVolumeClaim) {
 	return cur, old
 }
 
-// Cases are the three reviews: a volume import pre-bound to a pending claim, a claim pre-bound
+// AdmissionCases are the three reviews: a volume import pre-bound to a pending claim, a claim pre-bound
 // to an available volume (the path that runs every at-bind rule), and a bound claim's resize.
-func Cases() []Case {
+func AdmissionCases() []AdmissionCase {
 	pvcCur, pvcOld := ResizedClaim()
-	return []Case{
+	return []AdmissionCase{
 		{Name: "pv-create", Path: webhook.PathValidatePV, Body: reviewBody("PersistentVolume", "persistentvolumes", admissionv1.Create, ImportedPV(), nil)},
 		{Name: "pvc-create", Path: webhook.PathValidatePVC, Body: reviewBody("PersistentVolumeClaim", "persistentvolumeclaims", admissionv1.Create, PreboundClaim(), nil)},
 		{Name: "pvc-update", Path: webhook.PathValidatePVC, Body: reviewBody("PersistentVolumeClaim", "persistentvolumeclaims", admissionv1.Update, pvcCur, pvcOld)},

@@ -1,4 +1,4 @@
-package admissionbench
+package gen
 
 import (
 	corev1 "k8s.io/api/core/v1"
