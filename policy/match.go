@@ -110,16 +110,6 @@ func (s ClaimSelector) String() string {
 	return s.sel.String()
 }
 
-// NodeAdmits reports whether the volume's node affinity admits the node (PVG009); a volume
-// without affinity is reachable from every node, and no node admits a volume that has one.
-func NodeAdmits(pv *corev1.PersistentVolume, node *corev1.Node) (bool, error) {
-	aff, err := ParseVolumeAffinity(pv)
-	if err != nil {
-		return false, err
-	}
-	return aff.Admits(node), nil
-}
-
 // VolumeAffinity is a volume's required node affinity parsed once, to be matched against many
 // nodes or claims. The zero value, a volume without one, admits every node.
 type VolumeAffinity struct {
