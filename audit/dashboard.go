@@ -12,6 +12,7 @@ import (
 
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Binding is one row of the dashboard's PV <-> PVC table.
@@ -23,7 +24,7 @@ type Binding struct {
 // bindingOf is a volume's row: the claim it points at and that claim's phase ("missing" when the
 // claim is gone or was re-created).
 func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
-	b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: policy.VolumeClass(pv),
+	b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: storage.VolumeClass(pv),
 		ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy)}
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 		b.Capacity = q.String()
@@ -31,7 +32,7 @@ func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		b.Claim = ref.Namespace + "/" + ref.Name
 		b.ClaimPhase = "missing"
-		if !policy.NamesAClaim(ref) {
+		if !storage.NamesAClaim(ref) {
 			return b, nil
 		}
 		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
@@ -53,10 +54,10 @@ type PendingClaim struct {
 // pendingOf is the claim's pending row, unless it is bound: Bound and bind-completed, as the
 // binders leave a claim whose binding they finished.
 func pendingOf(c *corev1.PersistentVolumeClaim) (PendingClaim, bool) {
-	if _, done := c.Annotations[policy.AnnBindCompleted]; done && c.Status.Phase == corev1.ClaimBound {
+	if _, done := c.Annotations[storage.AnnBindCompleted]; done && c.Status.Phase == corev1.ClaimBound {
 		return PendingClaim{}, false
 	}
-	p := PendingClaim{Namespace: c.Namespace, Name: c.Name, Phase: string(c.Status.Phase), Class: policy.ClaimClass(c)}
+	p := PendingClaim{Namespace: c.Namespace, Name: c.Name, Phase: string(c.Status.Phase), Class: storage.ClaimClass(c)}
 	if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
 		p.Request = q.String()
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // ReadExplainInput reads what an explanation reads: from cluster, every claim, volume and class
@@ -66,7 +67,7 @@ func ReadProvisionerLeases(ctx context.Context, r client.Reader, in *explain.Inp
 	class := ""
 	for _, c := range in.Claims {
 		if c.Namespace == namespace && c.Name == name {
-			class = policy.ClaimClass(c)
+			class = storage.ClaimClass(c)
 		}
 	}
 	provisioner := ""

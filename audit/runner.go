@@ -18,6 +18,7 @@ import (
 
 	"github.com/pvguard/pvguard/cachelist"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Options configure a Runner.
@@ -129,7 +130,7 @@ func (r *Runner) Changed(objs ...any) {
 		switch o := obj.(type) {
 		case *corev1.PersistentVolume:
 			r.dirty[objectKey{kind: policy.KindPersistentVolume, name: o.Name}] = struct{}{}
-			if ref := o.Spec.ClaimRef; policy.NamesAClaim(ref) {
+			if ref := o.Spec.ClaimRef; storage.NamesAClaim(ref) {
 				r.dirty[objectKey{kind: policy.KindPersistentVolumeClaim, namespace: ref.Namespace, name: ref.Name}] = struct{}{}
 			}
 		case *corev1.PersistentVolumeClaim:
@@ -379,7 +380,7 @@ func lookup(v policy.View, k objectKey) (any, []objectKey, error) {
 			return nil, out, nil
 		}
 		// A claimRef without a name or namespace has no claim to look up (and the read would fail).
-		if ref := pv.Spec.ClaimRef; policy.NamesAClaim(ref) {
+		if ref := pv.Spec.ClaimRef; storage.NamesAClaim(ref) {
 			out = append(out, objectKey{kind: policy.KindPersistentVolumeClaim, namespace: ref.Namespace, name: ref.Name})
 		}
 		return pv, out, nil

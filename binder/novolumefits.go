@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/cachelist"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // ReasonNoVolumeFits is pvguard's: a claim Pending for longer than Options.NoVolumeFitsAfter
@@ -65,7 +66,7 @@ func (n *noVolumeFits) due(claims []*corev1.PersistentVolumeClaim, now time.Time
 	kept := map[types.UID]time.Time{}
 	var due []*corev1.PersistentVolumeClaim
 	for _, c := range claims {
-		_, bound := c.Annotations[annBindCompleted]
+		_, bound := c.Annotations[storage.AnnBindCompleted]
 		if bound || c.DeletionTimestamp != nil || (c.Status.Phase != "" && c.Status.Phase != corev1.ClaimPending) {
 			continue
 		}

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cachelist"
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // runPlan plans the pending claims (Plan) and enqueues them to carry the plan out. The plan runs
@@ -96,7 +96,7 @@ func (b *Binder) planInput(ctx context.Context) (PlanInput, error) {
 func (b *Binder) scheduledNodes(ctx context.Context, claims []*corev1.PersistentVolumeClaim) (map[string]*corev1.Node, error) {
 	nodes := map[string]*corev1.Node{}
 	for _, c := range claims {
-		name, ok := c.Annotations[annSelectedNode]
+		name, ok := c.Annotations[storage.AnnSelectedNode]
 		if !ok {
 			continue
 		}
@@ -159,7 +159,7 @@ func Plan(in PlanInput) PoolPlan {
 		// provisioner with the claim's uid, or by a bind interrupted after its first write) is
 		// that claim's first choice.
 		if v.DeletionTimestamp == nil {
-			volumesByClass[policy.VolumeClass(v)] = append(volumesByClass[policy.VolumeClass(v)], v)
+			volumesByClass[storage.VolumeClass(v)] = append(volumesByClass[storage.VolumeClass(v)], v)
 		}
 	}
 	pl := &poolPlanner{inFlight: in.InFlight, pendingFree: in.PendingFree, fits: newFitCache()}
@@ -184,10 +184,10 @@ func pendingByClass(in PlanInput) map[string][]pending {
 			continue
 		}
 		p := pending{claim: c}
-		if name, ok := c.Annotations[annSelectedNode]; ok {
+		if name, ok := c.Annotations[storage.AnnSelectedNode]; ok {
 			p.scheduled, p.node = true, in.Nodes[name]
 		}
-		byClass[policy.ClaimClass(c)] = append(byClass[policy.ClaimClass(c)], p)
+		byClass[storage.ClaimClass(c)] = append(byClass[storage.ClaimClass(c)], p)
 	}
 	for _, claims := range byClass {
 		sort.Slice(claims, func(i, j int) bool {
@@ -210,10 +210,10 @@ func classIndex(classes []*storagev1.StorageClass) map[string]*storagev1.Storage
 // being deleted, and its class (if it exists) binds at once rather than waiting for the first
 // consumer.
 func plannable(c *corev1.PersistentVolumeClaim, classes map[string]*storagev1.StorageClass) bool {
-	if _, done := c.Annotations[annBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
+	if _, done := c.Annotations[storage.AnnBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
 		return false
 	}
-	return !isDelayBinding(c, classes[policy.ClaimClass(c)])
+	return !isDelayBinding(c, classes[storage.ClaimClass(c)])
 }
 
 // poolPlanner is one plan's state, shared by its classes.
@@ -260,7 +260,7 @@ func (pl *poolPlanner) planPreBound(claims []pending, volumes []*corev1.Persiste
 func (pl *poolPlanner) preBoundChoice(c pending, candidates []*corev1.PersistentVolume, used map[string]bool) *corev1.PersistentVolume {
 	for _, withUID := range []bool{true, false} {
 		for _, v := range candidates {
-			if !used[v.Name] && preBoundTo(v, c.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
+			if !used[v.Name] && storage.ClaimRefNames(v, c.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
 				pl.inFlight.usable(c.claim.UID, v.Name) && pl.fits.fitsUnbound(c.claim, v, c.node, c.scheduled, pl.pendingFree) {
 				return v
 			}

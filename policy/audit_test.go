@@ -13,6 +13,7 @@ import (
 
 	"github.com/pvguard/pvguard/hack/bench/auditgen"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -38,7 +39,7 @@ func TestAudit(t *testing.T) {
 	// (as `kubectl get pv,pvc,sc -A -o yaml` writes one).
 	scheduledTo := func(name, volume string) *corev1.PersistentVolumeClaim {
 		return testobj.PVC("team-a", name, testobj.ClaimBoundTo(volume), testobj.ClaimPhase(corev1.ClaimBound),
-			testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")))
+			testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
 	}
 	onNode2, onNode1 := scheduledTo("on-node-2", "pv-node-2"), scheduledTo("on-node-1", "pv-node-1")
 	expanding := testobj.PVC("team-a", "grow", testobj.Request("20Gi"), testobj.ClaimBoundTo("pv-x"),
@@ -130,7 +131,7 @@ func TestAudit(t *testing.T) {
 			}, PVs: []*corev1.PersistentVolume{failed}},
 			config: "exemptions:\n  namespaces: [sandbox]\nrules:\n  failed-volume: {action: off}\n"},
 		{name: "transition rules are not judged on state (binder annotations set by anyone)",
-			snap: &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "c", testobj.ClaimMeta(testobj.Annotation(policy.AnnBoundByController, "yes")))}}},
+			snap: &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "c", testobj.ClaimMeta(testobj.Annotation(storage.AnnBoundByController, "yes")))}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := mustConfig(t, tc.config)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -161,7 +162,7 @@ func admitSeeds() []admitSeed {
 	pair := fuzzWorld{PVs: []*corev1.PersistentVolume{b.PVStatus}, PVCs: []*corev1.PersistentVolumeClaim{b.PVCStatus}}
 
 	node := testobj.Node("node-1", map[string]string{"topology.kubernetes.io/zone": "zone-a"})
-	selected := testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1"))
+	selected := testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1"))
 	otherZone := testobj.PV("pv-z", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-b"))
 	badSelector := testobj.PV("pv-bad", testobj.NodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "k", Operator: "Sideways", Values: []string{"v"}}},
@@ -216,7 +217,7 @@ func admitSeeds() []admitSeed {
 			old: bound, cur: testobj.PVWith(bound, testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)), world: boundWorld},
 		// PVG012 and PVG013: a user removing protection and binder annotations.
 		{kind: policy.KindPersistentVolumeClaim, flags: update, user: tenantUser,
-			old: boundClaim, cur: testobj.PVCWith(boundClaim, testobj.ClaimMeta(testobj.Finalizers(), testobj.NoAnnotation(policy.AnnBindCompleted))),
+			old: boundClaim, cur: testobj.PVCWith(boundClaim, testobj.ClaimMeta(testobj.Finalizers(), testobj.NoAnnotation(storage.AnnBindCompleted))),
 			world: boundWorld},
 		// PVG014 and PVG015: a claimRef without namespace or kind, and Bound without a uid.
 		{kind: policy.KindPersistentVolume, flags: create, user: tenantUser,
@@ -230,7 +231,7 @@ func admitSeeds() []admitSeed {
 		{kind: policy.KindStorageClass, flags: create, user: tenantUser,
 			cur: testobj.SCWith(slow, testobj.DefaultClass), world: fuzzWorld{Classes: []*storagev1.StorageClass{fast}}},
 		{kind: policy.KindStorageClass, flags: update, user: tenantUser,
-			old: slow, cur: testobj.SCWith(slow, testobj.SCMeta(testobj.Annotation(policy.AnnBetaDefaultClass, "true"))),
+			old: slow, cur: testobj.SCWith(slow, testobj.SCMeta(testobj.Annotation(storage.AnnBetaDefaultClass, "true"))),
 			world: fuzzWorld{Classes: []*storagev1.StorageClass{fast, slow}}},
 		// PVG018: a claim naming a volume of another VolumeAttributesClass.
 		{kind: policy.KindPersistentVolumeClaim, flags: create, user: tenantUser,
@@ -631,7 +632,7 @@ func FuzzMutations(f *testing.F) {
 		{bare, testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local"))},
 		{testobj.PV("pv-1", testobj.ClaimRef("ns", "c", "")), testobj.PVC("ns", "c", testobj.ClaimClass("gold"), testobj.VolumeName("pv-local"))},
 		{testobj.PV("pv-2"), testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local"),
-			testobj.ClaimMeta(testobj.Annotation(policy.AnnBetaStorageClass, "fast")))},
+			testobj.ClaimMeta(testobj.Annotation(storage.AnnBetaStorageClass, "fast")))},
 		{testobj.PV("pv-3"), testobj.PVC("ns", "c", testobj.ClaimNoClass, testobj.VolumeName("pv-missing"))},
 	} {
 		f.Add(mustJSON(s.pv), mustJSON(s.pvc), world)
@@ -691,7 +692,7 @@ func checkAlignClass(t *testing.T, pvc *corev1.PersistentVolumeClaim, w fuzzWorl
 	}
 	if changed {
 		pv, _ := snap.PersistentVolume(pvc.Spec.VolumeName)
-		if pv == nil || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != policy.VolumeClass(pv) {
+		if pv == nil || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != storage.VolumeClass(pv) {
 			t.Fatalf("claim class set to %v, not the class of volume %q", pvc.Spec.StorageClassName, pvc.Spec.VolumeName)
 		}
 		undone := pvc.DeepCopy()

@@ -26,6 +26,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/docs"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -45,7 +46,7 @@ func classExists() policy.Rule {
 		ConfirmLive: []string{"spec.storageClassName"},
 		Summary:     "a volume names a StorageClass that exists",
 		Check: func(r *policy.Review, v policy.View, _ *policy.Config) ([]policy.Finding, error) {
-			name := policy.VolumeClass(r.PV)
+			name := storage.VolumeClass(r.PV)
 			if name == "" {
 				return nil, nil
 			}

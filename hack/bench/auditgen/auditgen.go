@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Now is the time the audits are dated, so PVG023's released-aging findings are stable.
@@ -60,7 +61,7 @@ func Generate(n int) *policy.Snapshot {
 		{TypeMeta: metav1.TypeMeta{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "local-ssd"},
 			Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wffc},
 		{TypeMeta: metav1.TypeMeta{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "ceph-rbd",
-			Annotations: map[string]string{policy.AnnDefaultClass: "true"}}, Provisioner: "rbd.csi.ceph.com",
+			Annotations: map[string]string{storage.AnnDefaultClass: "true"}}, Provisioner: "rbd.csi.ceph.com",
 			Parameters: map[string]string{"clusterID": "rook-ceph", "pool": "replicapool", "imageFeatures": "layering"}},
 		{TypeMeta: metav1.TypeMeta{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "nfs"},
 			Provisioner: "nfs.csi.k8s.io"},
@@ -163,7 +164,7 @@ func localVolume(name, node string, created metav1.Time) *corev1.PersistentVolum
 
 func rbdVolume(name string, created metav1.Time) *corev1.PersistentVolume {
 	pv := volume(name, created)
-	pv.Annotations = map[string]string{policy.AnnProvisionedBy: "rbd.csi.ceph.com"}
+	pv.Annotations = map[string]string{storage.AnnProvisionedBy: "rbd.csi.ceph.com"}
 	pv.Spec.StorageClassName = "ceph-rbd"
 	pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}
 	pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{
@@ -186,8 +187,8 @@ func bind(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) {
 	if pvc.Annotations == nil {
 		pvc.Annotations = map[string]string{}
 	}
-	pvc.Annotations[policy.AnnBindCompleted] = "yes"
-	pvc.Annotations[policy.AnnBoundByController] = "yes"
+	pvc.Annotations[storage.AnnBindCompleted] = "yes"
+	pvc.Annotations[storage.AnnBoundByController] = "yes"
 	pvc.Status.Phase = corev1.ClaimBound
 	pvc.Status.AccessModes = pv.Spec.AccessModes
 	pvc.Status.Capacity = pv.Spec.Capacity.DeepCopy()
@@ -196,8 +197,8 @@ func bind(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) {
 // unbindClaim leaves a claim Pending, naming no volume.
 func unbindClaim(pvc *corev1.PersistentVolumeClaim) {
 	pvc.Spec.VolumeName = ""
-	delete(pvc.Annotations, policy.AnnBindCompleted)
-	delete(pvc.Annotations, policy.AnnBoundByController)
+	delete(pvc.Annotations, storage.AnnBindCompleted)
+	delete(pvc.Annotations, storage.AnnBoundByController)
 	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}
 	pvc.UID = types.UID(string(pvc.UID) + "-new")
 }
