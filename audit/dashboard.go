@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
@@ -64,10 +65,10 @@ func pendingOf(c *corev1.PersistentVolumeClaim) (PendingClaim, bool) {
 	return p, true
 }
 
-// PendingOf lists the claims of a snapshot that are not bound, by namespace and name.
-func PendingOf(s *policy.Snapshot) []PendingClaim {
+// PendingOf lists the claims of a state that are not bound, by namespace and name.
+func PendingOf(s *clusterstate.State) []PendingClaim {
 	var out []PendingClaim
-	for _, c := range s.PVCs {
+	for _, c := range s.Claims() {
 		if p, ok := pendingOf(c); ok {
 			out = append(out, p)
 		}
@@ -81,12 +82,11 @@ func PendingOf(s *policy.Snapshot) []PendingClaim {
 	return out
 }
 
-// BindingsOf lists every volume of a snapshot with the claim it points at, by volume name.
-func BindingsOf(s *policy.Snapshot) []Binding {
-	v := s.Indexed()
-	out := make([]Binding, 0, len(s.PVs))
-	for _, pv := range s.PVs {
-		b, _ := bindingOf(pv, v) // a snapshot's lookups cannot fail
+// BindingsOf lists every volume of a state with the claim it points at, by volume name.
+func BindingsOf(s *clusterstate.State) []Binding {
+	out := make([]Binding, 0, len(s.Volumes()))
+	for _, pv := range s.Volumes() {
+		b, _ := bindingOf(pv, s) // a state's lookups cannot fail
 		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Volume < out[j].Volume })

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
@@ -37,7 +38,7 @@ func ReadExplainInput(ctx context.Context, cluster, namespaced client.Reader, na
 	if err != nil {
 		return explain.Input{}, err
 	}
-	in := explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}
+	in := explain.Input{Claims: snap.Claims(), Volumes: snap.Volumes(), Classes: snap.Classes(), Nodes: snap.Nodes()}
 	if namespaced == nil || namespace == "" {
 		return in, nil
 	}
@@ -198,7 +199,7 @@ func (x *explainer) claim(ctx context.Context, namespace, name string) (*explain
 
 // visibilityOfInput is the caller's visibility over what an explanation read.
 func visibilityOfInput(rd *access.Reader, in explain.Input) *visibility {
-	return visibilityOfSnapshot(rd, &policy.Snapshot{PVCs: in.Claims, PVs: in.Volumes, Classes: in.Classes})
+	return visibilityOfSnapshot(rd, clusterstate.New(in.Claims, in.Volumes, in.Classes, nil))
 }
 
 func (x *explainer) volume(ctx context.Context, name string) (*explain.VolumeExplanation, error) {

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -105,7 +106,7 @@ func Volume(in Input, name string, now time.Time) (*VolumeExplanation, error) {
 		k.Name = f
 		e.Finalizers = append(e.Finalizers, k)
 	}
-	snap := &policy.Snapshot{PVs: in.Volumes, PVCs: in.Claims, Nodes: in.Nodes, Classes: in.Classes}
+	snap := clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes)
 	engine := in.Policy
 	if engine == nil {
 		engine = policy.NewEngine(policy.DefaultConfig())

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -38,10 +39,10 @@ type fuzzWorld struct {
 	Nodes   []*corev1.Node                  `json:"nodes,omitempty"`
 }
 
-// snapshot turns decoded world JSON into a Snapshot. JSON nulls in the lists are dropped: a
+// snapshot turns decoded world JSON into a State. JSON nulls in the lists are dropped: a
 // cache or a manifest directory never yields a nil object.
-func (w fuzzWorld) snapshot() *policy.Snapshot {
-	return &policy.Snapshot{PVs: nonNil(w.PVs), PVCs: nonNil(w.PVCs), Classes: nonNil(w.Classes), Nodes: nonNil(w.Nodes)}
+func (w fuzzWorld) snapshot() *clusterstate.State {
+	return clusterstate.New(nonNil(w.PVCs), nonNil(w.PVs), nonNil(w.Classes), nonNil(w.Nodes))
 }
 
 func nonNil[T any](in []*T) []*T {
@@ -369,7 +370,7 @@ func checkAdmit(t *testing.T, engine *policy.Engine, r *policy.Review, w fuzzWor
 	// No rule reads an object by an empty name or namespace (a claimRef without them names no
 	// claim): the webhook's live reads refuse those, and the error would stand in for PVG014's
 	// finding and stop nothing else.
-	strict := &testobj.View{Snapshot: *w.snapshot(), StrictNames: true}
+	strict := &testobj.View{State: w.snapshot(), StrictNames: true}
 	if other, err := engine.Admit(copyReview(r), strict); err != nil || !reflect.DeepEqual(other, d) {
 		t.Fatalf("a view that refuses empty names changed the decision:\n%+v\n%+v (%v)", d, other, err)
 	}
@@ -488,7 +489,7 @@ func FuzzAudit(f *testing.F) {
 // deterministic and leave the snapshot alone.
 func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time) {
 	t.Helper()
-	snap, before := w.snapshot(), w.deepCopy().snapshot()
+	snap, before := w.snapshot(), w.deepCopy()
 	var calls []string
 	found, err := engine.Audit(snap, now, func(done, total int) { calls = append(calls, fmt.Sprintf("%d/%d", done, total)) })
 	if err != nil {
@@ -518,17 +519,15 @@ func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time)
 		}
 	}
 	perObject := make([][]policy.Finding, 0, len(objs))
-	view := snap.Indexed()
 	for _, o := range objs {
-		one, err := engine.AuditObject(o, view, now)
+		one, err := engine.AuditObject(o, snap, now)
 		if err != nil {
 			t.Fatalf("AuditObject(%T) failed: %v", o, err)
 		}
 		perObject = append(perObject, one)
 	}
-	// As for Admit, no rule reads by an empty name. (Compared with the plain snapshot: with two
-	// objects of one name it finds the first, the index the last.)
-	strict := &testobj.View{Snapshot: *snap, StrictNames: true}
+	// As for Admit, no rule reads by an empty name.
+	strict := &testobj.View{State: snap, StrictNames: true}
 	for _, o := range objs {
 		want, _ := engine.AuditObject(o, snap, now)
 		if one, err := engine.AuditObject(o, strict, now); err != nil || !sameFindings(one, want) {
@@ -542,8 +541,8 @@ func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time)
 	if err != nil || !sameFindings(again, found) {
 		t.Fatalf("Audit is not deterministic:\n %v\n %v (%v)", found, again, err)
 	}
-	if !reflect.DeepEqual(snap, before) {
-		t.Fatalf("Audit modified the snapshot")
+	if !reflect.DeepEqual(w, before) {
+		t.Fatalf("Audit modified the objects it judged")
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/docs"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
@@ -129,8 +130,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 		}
 
 		// The offline audit (`pvguard audit -f`) has no live reads: the manifests are the whole truth.
-		offline, err := engine.Audit(&policy.Snapshot{PVs: []*corev1.PersistentVolume{silverPV, latePV, goldPV},
-			Classes: []*storagev1.StorageClass{gold}}, now, nil)
+		offline, err := engine.Audit(clusterstate.New(nil, []*corev1.PersistentVolume{silverPV, latePV, goldPV}, []*storagev1.StorageClass{gold}, nil), now, nil)
 		if err != nil || objectsOf(offline) != "pv-late pv-silver" {
 			t.Errorf("offline audit: PVG099 on %q (%v), want pv-late and pv-silver", objectsOf(offline), err)
 		}

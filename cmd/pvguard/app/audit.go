@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
 )
@@ -101,8 +102,8 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	}
 	var (
 		findings []policy.Finding
-		page     audit.Page       // the dashboard's bindings and pending claims, read live
-		snap     *policy.Snapshot // the manifests read, for the dashboard's bindings and pending claims
+		page     audit.Page          // the dashboard's bindings and pending claims, read live
+		snap     *clusterstate.State // the manifests read, for the dashboard's bindings and pending claims
 		objects  int
 		readErrs []error
 		// ruleErrs are the rules that could not judge an object; the other rules' findings on

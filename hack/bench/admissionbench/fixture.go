@@ -153,7 +153,7 @@ func Objects() []runtime.Object {
 // View is the in-memory view of Objects, indexed (each lookup a map read, as with the informer
 // cache's indexes) and copying each object it returns as the cluster view's cache reads do.
 func View() policy.View {
-	return CacheView{testobj.NewView(Objects()...).Indexed()}
+	return CacheView{testobj.NewView(Objects()...).State}
 }
 
 // ImportedPV is the volume the pv-create review creates: a Ceph RBD volume pre-bound by name to
