@@ -29,7 +29,7 @@ type fakeExplainer struct {
 	// asked lists the claims explained, per pass; claims and nodes are what the last pass got.
 	asked  [][]string
 	claims []string
-	nodes  map[string]*corev1.Node
+	nodes  []*corev1.Node
 }
 
 func (f *fakeExplainer) explain(in PlanInput, _ PoolPlan) func(*corev1.PersistentVolumeClaim) (string, bool) {
@@ -37,10 +37,10 @@ func (f *fakeExplainer) explain(in PlanInput, _ PoolPlan) func(*corev1.Persisten
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, nil)
 	f.claims = nil
-	for _, c := range in.Claims {
+	for _, c := range in.State.Claims() {
 		f.claims = append(f.claims, c.Namespace+"/"+c.Name)
 	}
-	f.nodes = in.Nodes
+	f.nodes = in.State.Nodes()
 	pass := len(f.asked) - 1
 	return func(c *corev1.PersistentVolumeClaim) (string, bool) {
 		time.Sleep(f.delay)
@@ -146,7 +146,7 @@ func TestNoVolumeFitsAfterTheDelay(t *testing.T) {
 	if len(f.claims) != 7 {
 		t.Errorf("the explainer got claims %v, want all 7 (the plan's input holds only the plannable ones)", f.claims)
 	}
-	if f.nodes["n1"] == nil {
+	if !slices.ContainsFunc(f.nodes, func(n *corev1.Node) bool { return n.Name == "n1" }) {
 		t.Errorf("the explainer got nodes %v, want n1, which claim scheduled was scheduled to", f.nodes)
 	}
 	want := "Warning NoVolumeFits no volume fits: closest volume pv-1: volumeMode Filesystem != Block"

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -95,7 +96,7 @@ func TestPlan(t *testing.T) {
 		name        string
 		claims      []*corev1.PersistentVolumeClaim
 		volumes     []*corev1.PersistentVolume
-		nodes       map[string]*corev1.Node
+		nodes       []*corev1.Node
 		pendingFree bool
 		inFlight    InFlight
 		want        map[string]string // claim name -> volume, for the claims the plan considers
@@ -117,7 +118,7 @@ func TestPlan(t *testing.T) {
 		{name: "a claim on a node takes a volume reachable from it",
 			claims:  []*corev1.PersistentVolumeClaim{claim("s", onNode("n1"))},
 			volumes: []*corev1.PersistentVolume{volume("pv-n2", "1Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n2")), volume("pv-n1", "2Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n1"))},
-			nodes:   map[string]*corev1.Node{"n1": testobj.Node("n1", nil)},
+			nodes:   []*corev1.Node{testobj.Node("n1", nil)},
 			want:    map[string]string{"s": "pv-n1"}},
 		{name: "a claim on a node that does not exist takes no volume with a node affinity",
 			claims:  []*corev1.PersistentVolumeClaim{claim("s", onNode("gone"))},
@@ -153,7 +154,7 @@ func TestPlan(t *testing.T) {
 			want:    map[string]string{"a": ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Plan(PlanInput{Claims: tc.claims, Volumes: tc.volumes, Classes: classes, Nodes: tc.nodes,
+			got := Plan(PlanInput{State: clusterstate.New(tc.claims, tc.volumes, classes, tc.nodes),
 				PendingFree: tc.pendingFree, InFlight: tc.inFlight})
 			byName := map[string]string{}
 			for _, c := range got.Claims {
@@ -180,7 +181,7 @@ func TestPlanListsClaimsByClassThenName(t *testing.T) {
 		claims = append(claims, testobj.PVC(c.namespace, c.name, testobj.ClaimClass(c.class)))
 	}
 	var got []string
-	for _, c := range Plan(PlanInput{Claims: claims}).Claims {
+	for _, c := range Plan(PlanInput{State: clusterstate.New(claims, nil, nil, nil)}).Claims {
 		got = append(got, c.Namespace+"/"+c.Name)
 	}
 	if want := []string{"ns1/c", "ns2/a", "ns1/a", "ns1/b"}; !slices.Equal(got, want) {

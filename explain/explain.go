@@ -195,8 +195,8 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 		return nil, fmt.Errorf("%w %s/%s", ErrUnknownClaim, namespace, name)
 	}
 	x := newExplainer(in)
-	x.plan = binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes,
-		Nodes: x.nodes, PendingFree: in.PendingFree, InFlight: in.InFlight})
+	x.plan = binder.Plan(binder.PlanInput{State: clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes),
+		PendingFree: in.PendingFree, InFlight: in.InFlight})
 	x.indexPlan()
 	e := x.claim(c, false)
 	e.Refused = refusals(in.Events, c)
@@ -298,8 +298,8 @@ func (x *explainer) claim(c *corev1.PersistentVolumeClaim, onlyIfStuck bool) *Ex
 		// The binder leaves a pair policy refuses out of its next plan (ledger.deny): plan
 		// again without the pairs the engine denies, so that the verdict never names a volume
 		// the binder would be refused.
-		plan = binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes,
-			Nodes: x.nodes, PendingFree: in.PendingFree, InFlight: withDenials(in.InFlight, c.UID, denied)})
+		plan = binder.Plan(binder.PlanInput{State: clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes),
+			PendingFree: in.PendingFree, InFlight: withDenials(in.InFlight, c.UID, denied)})
 		owner, planned = indexPlan(plan)
 		e.state(c, x, class, plan.Volumes[c.UID])
 	}
