@@ -135,8 +135,8 @@ type PoolPlan struct {
 	Claims []*corev1.PersistentVolumeClaim
 }
 
-// Plan assigns volumes to all pending claims of Immediate classes at once (see Assign), class by
-// class. Volumes pre-bound to a claim go to that claim first, as upstream does. Claims of a
+// Plan assigns volumes to all pending claims of Immediate classes at once (see assignLists), class
+// by class. Volumes pre-bound to a claim go to that claim first, as upstream does. Claims of a
 // WaitForFirstConsumer class are left out: the scheduler binds free volumes to them, and the
 // binder only completes what it began (DecideClaim). A claim that carries
 // volume.kubernetes.io/selected-node all the same (the scheduler sets it only on
@@ -220,7 +220,7 @@ type poolPlanner struct {
 }
 
 // planClass plans one class's pending claims, sorted by name, over the class's volumes: the
-// volumes pre-bound to them first, then the free ones (Assign).
+// volumes pre-bound to them first, then the free ones (planPool).
 func (pl *poolPlanner) planClass(claims []pending, volumes []*corev1.PersistentVolume, plan map[types.UID]string) {
 	used, rest := pl.planPreBound(claims, volumes, plan)
 	var free []*corev1.PersistentVolume
@@ -265,7 +265,7 @@ func (pl *poolPlanner) preBoundChoice(c pending, candidates []*corev1.Persistent
 	return nil
 }
 
-// planPool assigns the free volumes to the claims all at once (Assign, over poolLists).
+// planPool assigns the free volumes to the claims all at once (assignLists, over poolLists).
 func (pl *poolPlanner) planPool(claims []pending, volumes []*corev1.PersistentVolume, plan map[types.UID]string) {
 	objs := make([]*corev1.PersistentVolumeClaim, len(claims))
 	for i, c := range claims {

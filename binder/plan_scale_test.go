@@ -157,7 +157,7 @@ func scalePlanner(tb testing.TB, objs ...client.Object) *Binder {
 	return b
 }
 
-// BenchmarkPlanAtScale times one plan (runPlan: list, pre-bound pass, Assign) of 10,000 pending
+// BenchmarkPlanAtScale times one plan (runPlan: list, pre-bound pass, matching) of 10,000 pending
 // claims over 10,000 to 100,000 volumes (see scaleCluster), read from a cache that copies as the
 // informer cache does. The 2,000-volume case is for development. Results are in
 // docs/benchmarks.md.

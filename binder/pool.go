@@ -11,8 +11,8 @@ import (
 	"github.com/pvguard/pvguard/storage"
 )
 
-// poolLists gives Assign the planner's relation for one class's pool, "claims[c] may take
-// volumes[v]" (usable and fitsUnbound), as adjacency lists in Assign's preference order (order,
+// poolLists gives assignLists the planner's relation for one class's pool, "claims[c] may take
+// volumes[v]" (usable and fitsUnbound), as adjacency lists in its preference order (order,
 // from assignVolumeOrder): claim c's list is lists[listOf[c]]. The volumes are the pool's: no
 // claimRef, not being deleted.
 //
