@@ -34,6 +34,9 @@ const (
 	ModeActive Mode = "active"
 	// ModeShadow decides but writes nothing, and reports where the cluster's binder disagrees.
 	ModeShadow Mode = "shadow"
+	// ModeOff runs no binder: the cluster's own binds (`pvguard serve`'s default). New refuses
+	// it: a caller in this mode builds no Binder.
+	ModeOff Mode = "off"
 )
 
 // Options configure the binder. Zero values get the defaults noted.

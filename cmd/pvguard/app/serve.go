@@ -83,7 +83,7 @@ type ServeOptions struct {
 	// ClientCAFile, when set, makes the webhook paths require a client certificate it signed.
 	ClientCAFile string
 	ConfigFile   string
-	Binder       string
+	Binder       binder.Mode
 	// AuditInterval is how often the whole cache is audited (0 turns the audit off).
 	AuditInterval time.Duration
 	BinderWorkers int
@@ -123,7 +123,7 @@ func DefaultServeOptions() ServeOptions {
 	return ServeOptions{
 		Listen:           ":9443",
 		SelfSignedHosts:  []string{"localhost", "127.0.0.1"},
-		Binder:           "off",
+		Binder:           binder.ModeOff,
 		AuditInterval:    time.Minute,
 		BinderWorkers:    8,
 		BinderResync:     15 * time.Second,
@@ -166,7 +166,7 @@ func (o *ServeOptions) validate() error {
 		errs = append(errs, errors.New("--cert-validity, --ca-overlap and --cert-check-interval must be positive and --ca-validity at least --cert-validity"))
 	}
 	switch o.Binder {
-	case "off", string(binder.ModeActive), string(binder.ModeShadow):
+	case binder.ModeOff, binder.ModeActive, binder.ModeShadow:
 	default:
 		errs = append(errs, fmt.Errorf("--binder=%s: want active, shadow or off", o.Binder))
 	}
@@ -271,7 +271,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		return err
 	}
 	var b *binder.Binder
-	if o.Binder != "off" {
+	if o.Binder != binder.ModeOff {
 		if b, err = addBinder(ctx, mgr, o, lease, engines, views, reg, log); err != nil {
 			return err
 		}
@@ -393,7 +393,7 @@ func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager
 	mgrOpts.GracefulShutdownTimeout = &grace
 	var guard *leaseguard.Guard
 	events := &deferredRecorder{}
-	if (o.Binder != "off" || o.AuditInterval > 0 || o.CertSecret != "") && o.LeaderElect {
+	if (o.Binder != binder.ModeOff || o.AuditInterval > 0 || o.CertSecret != "") && o.LeaderElect {
 		// Only the binder, the report writer and the certificate rotator are elected: every
 		// replica serves webhooks and audits, one binds, writes reports and rotates certificates.
 		mgrOpts.LeaderElection = true
@@ -680,7 +680,7 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, lease *
 		return nil, err
 	}
 	b, err := binder.New(binder.Options{
-		Mode:        binder.Mode(o.Binder),
+		Mode:        o.Binder,
 		Workers:     o.BinderWorkers,
 		Resync:      o.BinderResync,
 		Engine:      engines.Engine,
