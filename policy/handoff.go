@@ -6,12 +6,10 @@ import (
 	"github.com/pvguard/pvguard/storage"
 )
 
-// The hand-off of a populated volume (storage.MadeFor, storage.WaitsForData): a populator moves
-// the volume it filled through a claim of its own to the claim that claim was made for.
-
 // handOff reports whether a volume write that moves the volume's link from the live claim from to
-// the claimRef cur is a populator's hand-off (see above): cur names, with its uid, a live claim
-// from was made for, which waits for its data and to which no other volume is linked.
+// the claimRef cur is a populator's hand-off (storage/handoff.go tells it apart from a steal): cur
+// names, with its uid, a live claim from was made for (storage.MadeFor), which waits for its data
+// (storage.WaitsForData) and to which no other volume is linked.
 func handOff(r *Review, v View, from *corev1.PersistentVolumeClaim, cur *corev1.ObjectReference) (bool, error) {
 	if cur == nil || cur.UID == "" || from.UID == cur.UID || storage.MadeFor(from.Name) != cur.UID {
 		return false, nil
