@@ -46,7 +46,7 @@ e2e: tools browser
 
 ## race: the unit tests and the binder end-to-end suite under the race detector
 race: tools
-	$(GO) test -race -count=1 ./binder/ ./webhook/ ./internal/web/ ./policy/ ./certs/ ./cmd/pvguard/app/ ./manifests/ ./test/e2ebinder/
+	$(GO) test -race -count=1 ./storage/ ./clusterstate/ ./binder/ ./webhook/ ./internal/web/ ./policy/ ./certs/ ./cmd/pvguard/app/ ./manifests/ ./test/e2ebinder/
 
 ## bench: every benchmark of docs/benchmarks.md at a size that finishes in minutes; BENCH_LARGE=1
 ## for the documented sizes (100k-object audit, 1,000-pair binder race, pvguard serve against

@@ -6,7 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // The rows of the dashboard's tables beside the findings: each volume with the claim it points
@@ -22,7 +24,7 @@ type Binding struct {
 // bindingOf is a volume's row: the claim it points at and that claim's phase ("missing" when the
 // claim is gone or was re-created).
 func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
-	b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: policy.VolumeClass(pv),
+	b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: storage.VolumeClass(pv),
 		ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy)}
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 		b.Capacity = q.String()
@@ -30,7 +32,7 @@ func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
 	if ref := pv.Spec.ClaimRef; ref != nil {
 		b.Claim = ref.Namespace + "/" + ref.Name
 		b.ClaimPhase = "missing"
-		if !policy.NamesAClaim(ref) {
+		if !storage.NamesAClaim(ref) {
 			return b, nil
 		}
 		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
@@ -52,10 +54,10 @@ type PendingClaim struct {
 // pendingOf is the claim's pending row, unless it is bound: Bound and bind-completed, as the
 // binders leave a claim whose binding they finished.
 func pendingOf(c *corev1.PersistentVolumeClaim) (PendingClaim, bool) {
-	if _, done := c.Annotations[policy.AnnBindCompleted]; done && c.Status.Phase == corev1.ClaimBound {
+	if _, done := c.Annotations[storage.AnnBindCompleted]; done && c.Status.Phase == corev1.ClaimBound {
 		return PendingClaim{}, false
 	}
-	p := PendingClaim{Namespace: c.Namespace, Name: c.Name, Phase: string(c.Status.Phase), Class: policy.ClaimClass(c)}
+	p := PendingClaim{Namespace: c.Namespace, Name: c.Name, Phase: string(c.Status.Phase), Class: storage.ClaimClass(c)}
 	if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
 		p.Request = q.String()
 	}
@@ -63,9 +65,9 @@ func pendingOf(c *corev1.PersistentVolumeClaim) (PendingClaim, bool) {
 }
 
 // PendingOf lists the claims of a snapshot that are not bound, by namespace and name.
-func PendingOf(s *policy.Snapshot) []PendingClaim {
+func PendingOf(s *clusterstate.State) []PendingClaim {
 	var out []PendingClaim
-	for _, c := range s.PVCs {
+	for _, c := range s.Claims() {
 		if p, ok := pendingOf(c); ok {
 			out = append(out, p)
 		}
@@ -80,11 +82,10 @@ func PendingOf(s *policy.Snapshot) []PendingClaim {
 }
 
 // BindingsOf lists every volume of a snapshot with the claim it points at, by volume name.
-func BindingsOf(s *policy.Snapshot) []Binding {
-	v := s.Indexed()
-	out := make([]Binding, 0, len(s.PVs))
-	for _, pv := range s.PVs {
-		b, _ := bindingOf(pv, v) // a snapshot's lookups cannot fail
+func BindingsOf(s *clusterstate.State) []Binding {
+	out := make([]Binding, 0, len(s.Volumes()))
+	for _, pv := range s.Volumes() {
+		b, _ := bindingOf(pv, s) // a state's lookups cannot fail
 		out = append(out, b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Volume < out[j].Volume })

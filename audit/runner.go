@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cachelist"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Options configure a Runner.
@@ -37,12 +39,6 @@ type Options struct {
 	Now      func() time.Time
 }
 
-// objectKey names one audited object.
-type objectKey struct {
-	kind            policy.Kind
-	namespace, name string
-}
-
 // judged is what the last audit of one object found.
 type judged struct {
 	findings []policy.Finding
@@ -60,13 +56,13 @@ type Runner struct {
 
 	pending sync.Mutex
 	full    bool
-	dirty   map[objectKey]struct{}
+	dirty   map[clusterstate.Key]struct{}
 
 	mu      sync.RWMutex
-	objects map[objectKey]judged
+	objects map[clusterstate.Key]judged
 	// order is objects' keys in report order, re-sorted only when a key comes or goes: an
 	// incremental audit that changes one object's findings must not sort the whole cluster.
-	order      []objectKey
+	order      []clusterstate.Key
 	orderStale bool
 	latest     Report
 	found      []policy.Finding
@@ -91,8 +87,8 @@ func NewRunner(o Options) *Runner {
 		o:       o,
 		wake:    make(chan struct{}, 1),
 		updated: make(chan struct{}, 1),
-		dirty:   map[objectKey]struct{}{},
-		objects: map[objectKey]judged{},
+		dirty:   map[clusterstate.Key]struct{}{},
+		objects: map[clusterstate.Key]judged{},
 		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pvguard_audit_findings",
 			Help: "Findings of the last audit, by rule and action."}, []string{"rule", "action"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pvguard_audit_duration_seconds",
@@ -128,14 +124,14 @@ func (r *Runner) Changed(objs ...any) {
 		}
 		switch o := obj.(type) {
 		case *corev1.PersistentVolume:
-			r.dirty[objectKey{kind: policy.KindPersistentVolume, name: o.Name}] = struct{}{}
-			if ref := o.Spec.ClaimRef; policy.NamesAClaim(ref) {
-				r.dirty[objectKey{kind: policy.KindPersistentVolumeClaim, namespace: ref.Namespace, name: ref.Name}] = struct{}{}
+			r.dirty[clusterstate.VolumeKey(o.Name)] = struct{}{}
+			if ref := o.Spec.ClaimRef; storage.NamesAClaim(ref) {
+				r.dirty[clusterstate.ClaimKey(ref.Namespace, ref.Name)] = struct{}{}
 			}
 		case *corev1.PersistentVolumeClaim:
-			r.dirty[objectKey{kind: policy.KindPersistentVolumeClaim, namespace: o.Namespace, name: o.Name}] = struct{}{}
+			r.dirty[clusterstate.ClaimKey(o.Namespace, o.Name)] = struct{}{}
 			if o.Spec.VolumeName != "" {
-				r.dirty[objectKey{kind: policy.KindPersistentVolume, name: o.Spec.VolumeName}] = struct{}{}
+				r.dirty[clusterstate.VolumeKey(o.Spec.VolumeName)] = struct{}{}
 			}
 		default:
 			r.full = true
@@ -241,7 +237,7 @@ func (r *Runner) Start(ctx context.Context) error {
 func (r *Runner) RunPending(ctx context.Context) error {
 	r.pending.Lock()
 	full, dirty := r.full, r.dirty
-	r.full, r.dirty = false, map[objectKey]struct{}{}
+	r.full, r.dirty = false, map[clusterstate.Key]struct{}{}
 	r.pending.Unlock()
 	if full {
 		err := r.RunOnce(ctx)
@@ -273,18 +269,18 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	v := snap.Indexed() // one index for the audit and the bindings (about 50 MB at 185,000 objects)
-	each, err := r.o.Engine().AuditEach(snap, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.live(ctx), Index: v})
+	// The state's one index serves the audit and the bindings (about 50 MB at 185,000 objects).
+	each, err := r.o.Engine().AuditEach(snap, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.live(ctx)})
 	if err != nil {
 		return err
 	}
-	objects := make(map[objectKey]judged, len(each))
+	objects := make(map[clusterstate.Key]judged, len(each))
 	var failed []error
 	for _, oa := range each {
 		if _, err := policy.SplitRuleErrors(oa.Err); err != nil {
 			return err
 		}
-		k, j, err := record(oa.Object, oa.Findings, v)
+		k, j, err := record(oa.Object, oa.Findings, snap)
 		if err != nil {
 			return err
 		}
@@ -303,16 +299,16 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 // runIncremental re-audits the changed objects and their neighbours two links out: a claim, the
 // volumes it names or that name it, and the other claims of those volumes (whose double-binding
 // and pair findings mention it).
-func (r *Runner) runIncremental(ctx context.Context, dirty map[objectKey]struct{}) error {
+func (r *Runner) runIncremental(ctx context.Context, dirty map[clusterstate.Key]struct{}) error {
 	start := time.Now()
 	v, err := r.view(ctx)
 	if err != nil {
 		return err
 	}
-	todo := make(map[objectKey]any, len(dirty))
+	todo := make(map[clusterstate.Key]any, len(dirty))
 	frontier := dirty
 	for hop := 0; hop <= 2 && len(frontier) > 0; hop++ {
-		next := map[objectKey]struct{}{}
+		next := map[clusterstate.Key]struct{}{}
 		for k := range frontier {
 			if _, done := todo[k]; done {
 				continue
@@ -328,7 +324,7 @@ func (r *Runner) runIncremental(ctx context.Context, dirty map[objectKey]struct{
 		}
 		frontier = next
 	}
-	results := make(map[objectKey]*judged, len(todo))
+	results := make(map[clusterstate.Key]*judged, len(todo))
 	var failed []error
 	for k, obj := range todo {
 		if obj == nil {
@@ -360,91 +356,91 @@ func (r *Runner) runIncremental(ctx context.Context, dirty map[objectKey]struct{
 }
 
 // lookup reads one object through the view (nil when it is gone) and lists its neighbours.
-func lookup(v policy.View, k objectKey) (any, []objectKey, error) {
-	var out []objectKey
-	switch k.kind {
-	case policy.KindPersistentVolume:
-		pv, err := v.PersistentVolume(k.name)
+func lookup(v policy.View, k clusterstate.Key) (any, []clusterstate.Key, error) {
+	var out []clusterstate.Key
+	switch k.Kind {
+	case clusterstate.KindPersistentVolume:
+		pv, err := v.PersistentVolume(k.Name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("re-auditing volume %s: %w", k.name, err)
+			return nil, nil, fmt.Errorf("re-auditing volume %s: %w", k.Name, err)
 		}
-		claims, err := v.ClaimsNamingVolume(k.name)
+		claims, err := v.ClaimsNamingVolume(k.Name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("re-auditing volume %s: %w", k.name, err)
+			return nil, nil, fmt.Errorf("re-auditing volume %s: %w", k.Name, err)
 		}
 		for _, c := range claims {
-			out = append(out, objectKey{kind: policy.KindPersistentVolumeClaim, namespace: c.Namespace, name: c.Name})
+			out = append(out, clusterstate.ClaimKey(c.Namespace, c.Name))
 		}
 		if pv == nil {
 			return nil, out, nil
 		}
 		// A claimRef without a name or namespace has no claim to look up (and the read would fail).
-		if ref := pv.Spec.ClaimRef; policy.NamesAClaim(ref) {
-			out = append(out, objectKey{kind: policy.KindPersistentVolumeClaim, namespace: ref.Namespace, name: ref.Name})
+		if ref := pv.Spec.ClaimRef; storage.NamesAClaim(ref) {
+			out = append(out, clusterstate.ClaimKey(ref.Namespace, ref.Name))
 		}
 		return pv, out, nil
-	case policy.KindPersistentVolumeClaim:
-		pvc, err := v.PersistentVolumeClaim(k.namespace, k.name)
+	case clusterstate.KindPersistentVolumeClaim:
+		pvc, err := v.PersistentVolumeClaim(k.Namespace, k.Name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("re-auditing claim %s/%s: %w", k.namespace, k.name, err)
+			return nil, nil, fmt.Errorf("re-auditing claim %s/%s: %w", k.Namespace, k.Name, err)
 		}
-		vols, err := v.VolumesClaiming(k.namespace, k.name)
+		vols, err := v.VolumesClaiming(k.Namespace, k.Name)
 		if err != nil {
-			return nil, nil, fmt.Errorf("re-auditing claim %s/%s: %w", k.namespace, k.name, err)
+			return nil, nil, fmt.Errorf("re-auditing claim %s/%s: %w", k.Namespace, k.Name, err)
 		}
 		for _, pv := range vols {
-			out = append(out, objectKey{kind: policy.KindPersistentVolume, name: pv.Name})
+			out = append(out, clusterstate.VolumeKey(pv.Name))
 		}
 		if pvc == nil {
 			return nil, out, nil
 		}
 		if pvc.Spec.VolumeName != "" {
-			out = append(out, objectKey{kind: policy.KindPersistentVolume, name: pvc.Spec.VolumeName})
+			out = append(out, clusterstate.VolumeKey(pvc.Spec.VolumeName))
 		}
 		return pvc, out, nil
 	}
-	return nil, nil, fmt.Errorf("re-auditing %s %s: not a volume or claim", k.kind, k.name)
+	return nil, nil, fmt.Errorf("re-auditing %s %s: not a volume or claim", k.Kind, k.Name)
 }
 
 // judge audits one object, confirming absences live, and computes its binding row. When some
 // rules could not judge the object, ruleErr says which and the result holds the findings of the
 // rules that could, so one rule's failure does not hide the object's other findings; the caller
 // keeps them and reports ruleErr. Any other failure is err, with no result.
-func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k objectKey, j judged, ruleErr, err error) {
+func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k clusterstate.Key, j judged, ruleErr, err error) {
 	engine, now := r.o.Engine(), r.o.Now()
 	found, ruleErr := engine.AuditObject(obj, v, now)
 	if _, err := policy.SplitRuleErrors(ruleErr); err != nil {
-		return objectKey{}, judged{}, nil, err
+		return clusterstate.Key{}, judged{}, nil, err
 	}
 	if found, err = engine.Confirm(found, r.live(ctx), now); err != nil {
-		return objectKey{}, judged{}, nil, err
+		return clusterstate.Key{}, judged{}, nil, err
 	}
 	if k, j, err = record(obj, found, v); err != nil {
-		return objectKey{}, judged{}, nil, err
+		return clusterstate.Key{}, judged{}, nil, err
 	}
 	return k, j, ruleErr, nil
 }
 
 // record is an audited object's key and result: its findings and, for a volume, its binding row,
 // for a claim not bound, its pending row.
-func record(obj any, found []policy.Finding, v policy.View) (objectKey, judged, error) {
+func record(obj any, found []policy.Finding, v policy.View) (clusterstate.Key, judged, error) {
 	j := judged{findings: found}
-	var k objectKey
+	var k clusterstate.Key
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
-		k = objectKey{kind: policy.KindPersistentVolume, name: o.Name}
+		k = clusterstate.VolumeKey(o.Name)
 		b, err := bindingOf(o, v)
 		if err != nil {
-			return objectKey{}, judged{}, err
+			return clusterstate.Key{}, judged{}, err
 		}
 		j.binding = &b
 	case *corev1.PersistentVolumeClaim:
-		k = objectKey{kind: policy.KindPersistentVolumeClaim, namespace: o.Namespace, name: o.Name}
+		k = clusterstate.ClaimKey(o.Namespace, o.Name)
 		if p, ok := pendingOf(o); ok {
 			j.pending = &p
 		}
 	case *storagev1.StorageClass:
-		k = objectKey{kind: policy.KindStorageClass, name: o.Name}
+		k = clusterstate.ClassKey(o.Name)
 	}
 	return k, j, nil
 }
@@ -477,20 +473,20 @@ func (r *Runner) publish(start time.Time, scope string) {
 }
 
 // sortedKeys returns the keys in report order: by kind, namespace and name.
-func sortedKeys(objects map[objectKey]judged) []objectKey {
-	keys := make([]objectKey, 0, len(objects))
+func sortedKeys(objects map[clusterstate.Key]judged) []clusterstate.Key {
+	keys := make([]clusterstate.Key, 0, len(objects))
 	for k := range objects {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
-		if oa, ob := policy.AuditOrder(a.kind), policy.AuditOrder(b.kind); oa != ob {
+		if oa, ob := policy.AuditOrder(policy.Kind(a.Kind)), policy.AuditOrder(policy.Kind(b.Kind)); oa != ob {
 			return oa < ob
 		}
-		if a.namespace != b.namespace {
-			return a.namespace < b.namespace
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
 		}
-		return a.name < b.name
+		return a.Name < b.Name
 	})
 	return keys
 }
@@ -503,7 +499,7 @@ func (r *Runner) view(ctx context.Context) (policy.View, error) {
 	if err != nil {
 		return nil, err
 	}
-	return snap.Indexed(), nil
+	return snap, nil
 }
 
 // live is the view findings are confirmed on: reads past the cache, so that an informer that
@@ -511,7 +507,7 @@ func (r *Runner) view(ctx context.Context) (policy.View, error) {
 // it, and what confirms them, each rule declares (policy.Rule.ConfirmLive).
 func (r *Runner) live(ctx context.Context) policy.View { return liveView{ctx: ctx, c: r.o.Live} }
 
-func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, error) {
+func (r *Runner) snapshot(ctx context.Context) (*clusterstate.State, error) {
 	s, err := ReadSnapshot(ctx, r.o.Cache)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
@@ -519,20 +515,22 @@ func (r *Runner) snapshot(ctx context.Context) (*policy.Snapshot, error) {
 	return s, nil
 }
 
-// ReadSnapshot lists every volume, claim and class, and the nodes' names and labels, from c: from
-// an informer cache, the cache's own objects (cachelist), neither deep copies nor struct copies;
-// the policy and the explanations never modify their inputs (policy.FuzzAudit), and a copy of
-// every object per full audit doubled the heap. From a live client, what it lists.
-func ReadSnapshot(ctx context.Context, c client.Reader) (*policy.Snapshot, error) {
-	s := &policy.Snapshot{}
-	var err error
-	if s.PVs, err = cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{}); err != nil {
+// ReadSnapshot reads the state of the cluster from c: every volume, claim and class, and the
+// nodes' names and labels. From an informer cache, the cache's own objects (cachelist), neither
+// deep copies nor struct copies; the policy and the explanations never modify their inputs
+// (policy.FuzzAudit), and a copy of every object per full audit doubled the heap. From a live
+// client, what it lists.
+func ReadSnapshot(ctx context.Context, c client.Reader) (*clusterstate.State, error) {
+	volumes, err := cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{})
+	if err != nil {
 		return nil, fmt.Errorf("listing volumes: %w", err)
 	}
-	if s.PVCs, err = cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err != nil {
+	claims, err := cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{})
+	if err != nil {
 		return nil, fmt.Errorf("listing claims: %w", err)
 	}
-	if s.Classes, err = cachelist.List(ctx, c, &storagev1.StorageClass{}, &storagev1.StorageClassList{}); err != nil {
+	classes, err := cachelist.List(ctx, c, &storagev1.StorageClass{}, &storagev1.StorageClassList{})
+	if err != nil {
 		return nil, fmt.Errorf("listing storage classes: %w", err)
 	}
 	node := &metav1.PartialObjectMetadata{}
@@ -543,8 +541,9 @@ func ReadSnapshot(ctx context.Context, c client.Reader) (*policy.Snapshot, error
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
+	var names []*corev1.Node
 	for _, n := range meta {
-		s.Nodes = append(s.Nodes, &corev1.Node{ObjectMeta: n.ObjectMeta})
+		names = append(names, &corev1.Node{ObjectMeta: n.ObjectMeta})
 	}
-	return s, nil
+	return clusterstate.New(claims, volumes, classes, names), nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -177,7 +178,7 @@ func (nodesDown) Node(string) (*corev1.Node, error) {
 func TestRuleFailureKeepsTheObjectsOtherFindings(t *testing.T) {
 	ctx := context.Background()
 	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.VolumeName("pv-7"),
-		testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")))
+		testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
 	volume := testobj.PV("pv-7", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-a"))
 	c := fake.NewClientBuilder().WithObjects(claim.DeepCopy(), volume.DeepCopy()).Build()
 	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) },

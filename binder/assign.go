@@ -9,54 +9,28 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Assign chooses volumes for pending claims all at once. fits(c, v) reports whether claims[c] may
-// bind volumes[v] (the caller has checked class, VolumeAttributesClass, access modes, volume mode,
-// capacity, selector, node affinity and policy). It returns, for each claim index that gets a volume, the volume index.
+// assignLists chooses volumes for pending claims all at once: claims[c] may take the volumes
+// lists[listOf[c]], most preferred first (assignVolumeOrder; the planner's poolLists builds them,
+// from checks of class, VolumeAttributesClass, access modes, volume mode, capacity, selector, node
+// affinity and policy). It returns, for each claim index that gets a volume, the volume index.
 //
 // Upstream binds one claim at a time to its smallest fitting volume, so a small claim can take the
-// only volume a later claim could use and leave that claim Pending for good. Assign instead returns
-// a maximum matching: every claim that some assignment can satisfy gets a volume. Among maximum
-// matchings it leans towards small volumes without minimising anything (that would take a weighted
-// matching): it starts from an upstream-like greedy choice, each claim taking its most preferred
-// free volume, and rearranges that only along augmenting paths, which keep every matched claim
-// matched. So where the greedy choice strands nobody it is the answer, unchanged. Volumes are
-// preferred with the fewest access modes first, then the smallest capacity (upstream's order:
+// only volume a later claim could use and leave that claim Pending for good. assignLists instead
+// returns a maximum matching: every claim that some assignment can satisfy gets a volume. Among
+// maximum matchings it leans towards small volumes without minimising anything (that would take a
+// weighted matching): it starts from an upstream-like greedy choice, each claim taking its most
+// preferred free volume, and rearranges that only along augmenting paths, which keep every matched
+// claim matched. So where the greedy choice strands nobody it is the answer, unchanged. Volumes
+// are preferred with the fewest access modes first, then the smallest capacity (upstream's order:
 // access-mode groups, then size), then by name, so that big and versatile volumes stay free for
 // the claims that need them.
 //
-// fits is called exactly once for each pair of non-nil claim and volume, before the search: the
-// caller's checks are the expensive part, and the search may look at a pair many times. Nil entries
-// are never assigned. Missing storage requests and capacities count as zero. The result depends
-// only on the inputs, never on map iteration order, and is never nil.
-func Assign(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume, fits func(c, v int) bool) map[int]int {
-	order := assignVolumeOrder(volumes)
-	lists := make([][]int32, len(claims))
-	listOf := make([]int32, len(claims))
-	// Each list is copied out of one scratch row at its final size: growing a single flat slice
-	// by append spent most of a dense instance's time copying.
-	row := make([]int32, 0, len(order))
-	for c, claim := range claims {
-		listOf[c] = int32(c)
-		if claim == nil {
-			continue
-		}
-		row = row[:0]
-		for _, v := range order {
-			if fits(c, int(v)) {
-				row = append(row, v)
-			}
-		}
-		lists[c] = slices.Clone(row)
-	}
-	return assignLists(claims, len(volumes), lists, listOf)
-}
-
-// assignLists is Assign with the fits relation given as adjacency lists: claims[c] fits the
-// volumes lists[listOf[c]], most preferred first (assignVolumeOrder). Claims that fit the same
-// volumes may share a list, which changes nothing in the result: the planner's pools have
-// thousands of claims asking alike, and sharing lets it build each list once, the greedy start
-// and each phase's breadth-first search scan it once, and the relation take the memory of its
-// distinct lists rather than of all its pairs.
+// Claims that fit the same volumes may share a list, which changes nothing in the result: the
+// planner's pools have thousands of claims asking alike, and sharing lets it build each list
+// once, the greedy start and each phase's breadth-first search scan it once, and the relation take
+// the memory of its distinct lists rather than of all its pairs. Missing storage requests and
+// capacities count as zero. The result depends only on the inputs, never on map iteration order,
+// and is never nil.
 func assignLists(claims []*corev1.PersistentVolumeClaim, volumes int, lists [][]int32, listOf []int32) map[int]int {
 	g := &assignGraph{
 		adj:      make([][]int32, len(claims)),
@@ -67,11 +41,9 @@ func assignLists(claims []*corev1.PersistentVolumeClaim, volumes int, lists [][]
 		depth:    make([]int32, len(claims)),
 		next:     make([]int, len(claims)),
 	}
-	for c, claim := range claims {
+	for c := range claims {
 		g.volumeOf[c] = -1
-		if claim != nil {
-			g.adj[c] = lists[listOf[c]]
-		}
+		g.adj[c] = lists[listOf[c]]
 	}
 	for v := range g.claimOf {
 		g.claimOf[v] = -1
@@ -225,7 +197,7 @@ func (g *assignGraph) result() map[int]int {
 	return out
 }
 
-// assignClaimOrder lists the non-nil claims largest request first: when capacity is all that
+// assignClaimOrder lists the claims largest request first: when capacity is all that
 // limits the fit, a larger claim fits fewer volumes, and letting it choose first makes the greedy
 // start already maximum. Namespace, name and index break ties so the result is reproducible.
 func assignClaimOrder(claims []*corev1.PersistentVolumeClaim) []int32 {
@@ -236,9 +208,6 @@ func assignClaimOrder(claims []*corev1.PersistentVolumeClaim) []int32 {
 	}
 	keys := make([]key, 0, len(claims))
 	for c, claim := range claims {
-		if claim == nil {
-			continue
-		}
 		keys = append(keys, key{
 			request:   claim.Spec.Resources.Requests[corev1.ResourceStorage],
 			namespace: claim.Namespace,
@@ -263,7 +232,7 @@ func assignClaimOrder(claims []*corev1.PersistentVolumeClaim) []int32 {
 	return order
 }
 
-// assignVolumeOrder lists the non-nil volumes most preferred first: fewest access modes (upstream
+// assignVolumeOrder lists the volumes most preferred first: fewest access modes (upstream
 // searches its access-mode groups in that order, so a plain RWO volume is used before a
 // multi-mode one), then smallest capacity, then name, then index.
 func assignVolumeOrder(volumes []*corev1.PersistentVolume) []int32 {
@@ -275,9 +244,6 @@ func assignVolumeOrder(volumes []*corev1.PersistentVolume) []int32 {
 	}
 	keys := make([]key, 0, len(volumes))
 	for v, volume := range volumes {
-		if volume == nil {
-			continue
-		}
 		keys = append(keys, key{
 			capacity: volume.Spec.Capacity[corev1.ResourceStorage],
 			modes:    len(volume.Spec.AccessModes),

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // assignPV builds a volume offering size ("" leaves capacity nil) with the given modifiers.
@@ -27,14 +28,14 @@ func assignPV(name, size string, opts ...func(*corev1.PersistentVolume)) *corev1
 	return pv
 }
 
-// assignPVC builds a claim "namespace/name" (or "name" in default) requesting size ("" leaves
-// requests nil).
+// assignPVC builds a claim "namespace/name" (or "name" in default), of uid "namespace/name",
+// requesting size ("" leaves requests nil).
 func assignPVC(nsName, size string, opts ...func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
 	ns, name, found := strings.Cut(nsName, "/")
 	if !found {
 		ns, name = "default", nsName
 	}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
 	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	if size != "" {
 		pvc.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}
@@ -64,8 +65,8 @@ func assignSelector(key, value string) func(*corev1.PersistentVolumeClaim) {
 	}
 }
 
-// assignSizeFits is the caller's check reduced to what the tests need: capacity, selector and
-// access modes.
+// assignSizeFits is what the planner asks of a pair, reduced to what the tests vary: capacity,
+// selector and access modes.
 func assignSizeFits(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume) func(c, v int) bool {
 	return func(c, v int) bool {
 		claim, volume := claims[c], volumes[v]
@@ -93,11 +94,57 @@ func assignSizeFits(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.Pe
 	}
 }
 
+// assignDense runs the matching the planner runs (assignLists) over a dense relation: each claim
+// its own list of the volumes fits says it may take, in preference order (assignVolumeOrder),
+// fits asked once per pair.
+func assignDense(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume, fits func(c, v int) bool) map[int]int {
+	order := assignVolumeOrder(volumes)
+	lists := make([][]int32, len(claims))
+	listOf := make([]int32, len(claims))
+	row := make([]int32, 0, len(order))
+	for c := range claims {
+		listOf[c] = int32(c)
+		row = row[:0]
+		for _, v := range order {
+			if fits(c, int(v)) {
+				row = append(row, v)
+			}
+		}
+		lists[c] = slices.Clone(row)
+	}
+	return assignLists(claims, len(volumes), lists, listOf)
+}
+
+// planPool runs the planner's pass over a pool (poolPlanner.planPool: the lists of poolLists,
+// matched by assignLists) for claims of one class over its free volumes, and returns for each
+// claim index that gets a volume the volume's index. Volumes without a phase count as free (as
+// Pending ones do in active mode).
+func planPool(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume) map[int]int {
+	pl := &poolPlanner{pendingFree: true, fits: newFitCache()}
+	pend := make([]pending, len(claims))
+	for i, c := range claims {
+		pend[i] = pending{claim: c}
+	}
+	plan := map[types.UID]string{}
+	pl.planPool(pend, volumes, plan)
+	index := map[string]int{}
+	for v, vol := range volumes {
+		index[vol.Name] = v
+	}
+	out := map[int]int{}
+	for c, claim := range claims {
+		if name, ok := plan[claim.UID]; ok {
+			out[c] = index[name]
+		}
+	}
+	return out
+}
+
 // assignCheckMatching fails t unless got pairs in-range claims with distinct volumes they fit.
 func assignCheckMatching(t *testing.T, got map[int]int, nClaims, nVolumes int, fits func(c, v int) bool) {
 	t.Helper()
 	if got == nil {
-		t.Fatal("Assign returned a nil map")
+		t.Fatal("the matching is a nil map")
 	}
 	usedBy := map[int]int{}
 	for c, v := range got {
@@ -132,14 +179,16 @@ func assignBruteMax(nClaims, nVolumes int, fits func(c, v int) bool) int {
 	return memo[0]
 }
 
-func TestAssign(t *testing.T) {
+// TestPlanPool: the planner's pass over a pool of free volumes gives every claim that some
+// assignment can satisfy a volume, leaning towards small and plain volumes as upstream does.
+func TestPlanPool(t *testing.T) {
 	rwo, rox, rwx := corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany
 	tests := map[string]struct {
 		claims  []*corev1.PersistentVolumeClaim
 		volumes []*corev1.PersistentVolume
 		want    map[string]string // claim name -> volume name
 	}{
-		"upstream strands the selector claim; Assign does not": {
+		"upstream strands the selector claim; the planner does not": {
 			claims: []*corev1.PersistentVolumeClaim{
 				assignPVC("c1", "1Gi"),
 				assignPVC("c2", "5Gi", assignSelector("tier", "fast")),
@@ -233,11 +282,6 @@ func TestAssign(t *testing.T) {
 			volumes: []*corev1.PersistentVolume{assignPV("a-one", "1Gi"), assignPV("z-none", "")},
 			want:    map[string]string{"c": "z-none"},
 		},
-		"nil entries are skipped": {
-			claims:  []*corev1.PersistentVolumeClaim{nil, assignPVC("c", "1Gi"), nil},
-			volumes: []*corev1.PersistentVolume{nil, assignPV("v", "1Gi")},
-			want:    map[string]string{"c": "v"},
-		},
 		"no claims": {
 			volumes: []*corev1.PersistentVolume{assignPV("v", "1Gi")},
 			want:    map[string]string{},
@@ -250,28 +294,24 @@ func TestAssign(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			// Dereferencing a nil entry in fits panics, so calls for nil entries fail the test.
 			fits := assignSizeFits(tt.claims, tt.volumes)
-			got := Assign(tt.claims, tt.volumes, fits)
+			got := planPool(tt.claims, tt.volumes)
 			assignCheckMatching(t, got, len(tt.claims), len(tt.volumes), fits)
 			named := map[string]string{}
 			for c, v := range got {
 				named[tt.claims[c].Name] = tt.volumes[v].Name
 			}
 			if !maps.Equal(named, tt.want) {
-				t.Errorf("Assign() = %v, want %v", named, tt.want)
+				t.Errorf("plan %v, want %v", named, tt.want)
 			}
-			safeFits := func(c, v int) bool {
-				return tt.claims[c] != nil && tt.volumes[v] != nil && fits(c, v)
-			}
-			if want := assignBruteMax(len(tt.claims), len(tt.volumes), safeFits); len(got) != want {
+			if want := assignBruteMax(len(tt.claims), len(tt.volumes), fits); len(got) != want {
 				t.Errorf("assigned %d claims, maximum is %d", len(got), want)
 			}
 		})
 	}
 }
 
-func TestAssignExactPairs(t *testing.T) {
+func TestPlanPoolExactPairs(t *testing.T) {
 	const n = 200
 	claims := make([]*corev1.PersistentVolumeClaim, n)
 	volumes := make([]*corev1.PersistentVolume, n)
@@ -286,7 +326,7 @@ func TestAssignExactPairs(t *testing.T) {
 	rng.Shuffle(n, func(i, j int) { volumes[i], volumes[j] = volumes[j], volumes[i] })
 
 	fits := assignSizeFits(claims, volumes)
-	got := Assign(claims, volumes, fits)
+	got := planPool(claims, volumes)
 	assignCheckMatching(t, got, n, n, fits)
 	if len(got) != n {
 		t.Fatalf("assigned %d of %d claims", len(got), n)
@@ -313,15 +353,8 @@ func TestAssignLongChain(t *testing.T) {
 		claims[i] = assignPVC(fmt.Sprintf("c%05d", i), fmt.Sprintf("%dMi", (n-i)%n))
 		volumes[i] = assignPV(fmt.Sprintf("v%05d", i), fmt.Sprintf("%dGi", i+1))
 	}
-	calls := 0
-	fits := func(c, v int) bool {
-		calls++
-		return v == c || v == c-1
-	}
-	got := Assign(claims, volumes, fits)
-	if calls != n*n {
-		t.Errorf("fits called %d times, want once per pair (%d)", calls, n*n)
-	}
+	fits := func(c, v int) bool { return v == c || v == c-1 }
+	got := assignDense(claims, volumes, fits)
 	assignCheckMatching(t, got, n, n, fits)
 	for c := range n {
 		if v, ok := got[c]; !ok || v != c {
@@ -330,7 +363,7 @@ func TestAssignLongChain(t *testing.T) {
 	}
 }
 
-// TestAssignRandomMaximum compares Assign with exhaustive search on small random instances.
+// TestAssignRandomMaximum compares the matching with exhaustive search on small random instances.
 func TestAssignRandomMaximum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 300 {
@@ -338,47 +371,29 @@ func TestAssignRandomMaximum(t *testing.T) {
 		claims := make([]*corev1.PersistentVolumeClaim, nc)
 		volumes := make([]*corev1.PersistentVolume, nv)
 		for c := range claims {
-			if rng.IntN(10) > 0 {
-				claims[c] = assignPVC(fmt.Sprintf("ns%d/c%d", rng.IntN(2), rng.IntN(4)), fmt.Sprintf("%dGi", rng.IntN(4)))
-			}
+			claims[c] = assignPVC(fmt.Sprintf("ns%d/c%d", rng.IntN(2), rng.IntN(4)), fmt.Sprintf("%dGi", rng.IntN(4)))
 		}
 		for v := range volumes {
-			if rng.IntN(10) > 0 {
-				volumes[v] = assignPV(fmt.Sprintf("v%d", rng.IntN(4)), fmt.Sprintf("%dGi", rng.IntN(4)))
-			}
+			volumes[v] = assignPV(fmt.Sprintf("v%d", rng.IntN(4)), fmt.Sprintf("%dGi", rng.IntN(4)))
 		}
 		density := rng.Float64()
 		fitsMatrix := make([][]bool, nc)
 		for c := range fitsMatrix {
 			fitsMatrix[c] = make([]bool, nv)
 			for v := range fitsMatrix[c] {
-				fitsMatrix[c][v] = claims[c] != nil && volumes[v] != nil && rng.Float64() < density
+				fitsMatrix[c][v] = rng.Float64() < density
 			}
 		}
 		truth := func(c, v int) bool { return fitsMatrix[c][v] }
 
 		t.Run(fmt.Sprintf("instance %d (%dx%d)", i, nc, nv), func(t *testing.T) {
-			calls := map[[2]int]int{}
-			fits := func(c, v int) bool {
-				if c < 0 || c >= nc || v < 0 || v >= nv {
-					t.Fatalf("fits(%d, %d) out of range", c, v)
-				}
-				if claims[c] == nil || volumes[v] == nil {
-					t.Errorf("fits(%d, %d) called for a nil entry", c, v)
-				}
-				calls[[2]int{c, v}]++
-				if calls[[2]int{c, v}] > 1 {
-					t.Errorf("fits(%d, %d) called more than once", c, v)
-				}
-				return truth(c, v)
-			}
-			got := Assign(claims, volumes, fits)
+			got := assignDense(claims, volumes, truth)
 			assignCheckMatching(t, got, nc, nv, truth)
 			if want := assignBruteMax(nc, nv, truth); len(got) != want {
 				t.Errorf("assigned %d claims, maximum is %d; got %v", len(got), want, got)
 			}
-			if again := Assign(claims, volumes, truth); !maps.Equal(got, again) {
-				t.Errorf("Assign again gave %v, first %v", again, got)
+			if again := assignDense(claims, volumes, truth); !maps.Equal(got, again) {
+				t.Errorf("second run gave %v, first %v", again, got)
 			}
 		})
 	}
@@ -397,7 +412,7 @@ func TestAssignExhaustive4x4(t *testing.T) {
 	}
 	for relation := range 1 << (n * n) {
 		fits := func(c, v int) bool { return relation>>(c*n+v)&1 == 1 }
-		got := Assign(claims, volumes, fits)
+		got := assignDense(claims, volumes, fits)
 		if want := assignBruteMax(n, n, fits); len(got) != want {
 			t.Fatalf("relation %016b: assigned %d claims %v, maximum is %d", relation, len(got), got, want)
 		}
@@ -416,7 +431,7 @@ func BenchmarkAssign1000(b *testing.B) {
 	fits := func(c, v int) bool { return true }
 	b.ReportAllocs()
 	for b.Loop() {
-		if got := Assign(claims, volumes, fits); len(got) != n {
+		if got := assignDense(claims, volumes, fits); len(got) != n {
 			b.Fatalf("assigned %d of %d", len(got), n)
 		}
 	}
@@ -439,12 +454,12 @@ func BenchmarkAssignSparse5000(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		Assign(claims, volumes, fits)
+		assignDense(claims, volumes, fits)
 	}
 }
 
 // TestAssignSharedListsAgree: claims that share one adjacency list (assignLists, as the planner
-// passes them) get exactly what the dense relation gives them in the straightforward Assign (oracleAssign),
+// passes them) get exactly what the dense relation gives them in the old matching (oracleAssign),
 // on random instances where many claims are of a few kinds, some pairs are taken out for single
 // claims (as binds in flight and denied pairs are), and requests tie.
 func TestAssignSharedListsAgree(t *testing.T) {

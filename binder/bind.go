@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // forbidTTL is how long a pair that policy denied is kept out of plans; after it the pair is
@@ -107,7 +108,7 @@ func linkedTo(v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) b
 
 // completedOn reports whether the claim names the volume and says its binding is complete.
 func completedOn(claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) bool {
-	_, completed := claim.Annotations[annBindCompleted]
+	_, completed := claim.Annotations[storage.AnnBindCompleted]
 	return completed && claim.Spec.VolumeName == v.Name
 }
 
@@ -115,8 +116,8 @@ func completedOn(claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume
 // pre-bound the volume to the claim.
 func linkVolume(v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
 	nv := v.DeepCopy()
-	if !preBoundTo(v, claim) {
-		setAnn(&nv.ObjectMeta, annBoundByController, "yes")
+	if !storage.ClaimRefNames(v, claim) {
+		setAnn(&nv.ObjectMeta, storage.AnnBoundByController, "yes")
 	}
 	nv.Spec.ClaimRef = &corev1.ObjectReference{
 		Kind: "PersistentVolumeClaim", APIVersion: "v1",
@@ -137,10 +138,10 @@ func boundVolume(v *corev1.PersistentVolume) *corev1.PersistentVolume {
 func completeClaim(claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) *corev1.PersistentVolumeClaim {
 	nc := claim.DeepCopy()
 	if nc.Spec.VolumeName == "" {
-		setAnn(&nc.ObjectMeta, annBoundByController, "yes")
+		setAnn(&nc.ObjectMeta, storage.AnnBoundByController, "yes")
 	}
 	nc.Spec.VolumeName = v.Name
-	setAnn(&nc.ObjectMeta, annBindCompleted, "yes")
+	setAnn(&nc.ObjectMeta, storage.AnnBindCompleted, "yes")
 	return nc
 }
 
@@ -210,9 +211,9 @@ func BindDenials(engine *policy.Engine, identity policy.UserInfo, view policy.Vi
 	// save), as upstream's binder takes it as it is. The claim half is still judged from nothing.
 	oldC, newC := claim.DeepCopy(), claim.DeepCopy()
 	oldC.Spec.VolumeName = ""
-	delete(oldC.Annotations, annBindCompleted)
+	delete(oldC.Annotations, storage.AnnBindCompleted)
 	newC.Spec.VolumeName = v.Name
-	setAnn(&newC.ObjectMeta, annBindCompleted, "yes")
+	setAnn(&newC.ObjectMeta, storage.AnnBindCompleted, "yes")
 	// A volume the claim did not name is the binder's own choice: the claim half is judged as
 	// the webhook judges the binder's claim write, after the volume write has pointed the volume
 	// at the claim, or volume-grab (PVG010) set to deny would refuse every such binding. A claim

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pvguard/pvguard/cachelist"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Mode is how the binder acts on its decisions.
@@ -33,6 +34,9 @@ const (
 	ModeActive Mode = "active"
 	// ModeShadow decides but writes nothing, and reports where the cluster's binder disagrees.
 	ModeShadow Mode = "shadow"
+	// ModeOff runs no binder: the cluster's own binds (`pvguard serve`'s default). New refuses
+	// it: a caller in this mode builds no Binder.
+	ModeOff Mode = "off"
 )
 
 // Options configure the binder. Zero values get the defaults noted.
@@ -204,7 +208,7 @@ func (b *Binder) onClaim(obj any) {
 	if c.Spec.VolumeName != "" {
 		b.queue.Add(key{kind: 'v', name: c.Spec.VolumeName})
 	}
-	if _, done := c.Annotations[annBindCompleted]; !done && c.Spec.VolumeName == "" {
+	if _, done := c.Annotations[storage.AnnBindCompleted]; !done && c.Spec.VolumeName == "" {
 		b.requestPlan()
 	}
 }
@@ -384,7 +388,7 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 		return s, err
 	}
 	s.DefaultClass = defaultClass(classes)
-	if name := policy.ClaimClass(claim); name != "" {
+	if name := storage.ClaimClass(claim); name != "" {
 		for _, sc := range classes {
 			if sc.Name == name {
 				s.Class = sc
@@ -444,8 +448,8 @@ func (b *Binder) applyClaim(ctx context.Context, claim *corev1.PersistentVolumeC
 	}
 	if a.Provisioner != "" {
 		c := claim.DeepCopy()
-		setAnn(&c.ObjectMeta, annStorageProvisioner, a.Provisioner)
-		setAnn(&c.ObjectMeta, annBetaStorageProvisnr, a.Provisioner)
+		setAnn(&c.ObjectMeta, storage.AnnStorageProvisioner, a.Provisioner)
+		setAnn(&c.ObjectMeta, storage.AnnBetaStorageProvisioner, a.Provisioner)
 		if err := b.write("claim-provisioner", c, func() error { return b.o.Writer.Update(ctx, c) }); err != nil {
 			return err
 		}
@@ -579,9 +583,9 @@ func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a 
 	}
 	if a.Unbind || a.Reuse {
 		nv := v.DeepCopy()
-		if _, byController := nv.Annotations[annBoundByController]; byController || a.Reuse {
+		if _, byController := nv.Annotations[storage.AnnBoundByController]; byController || a.Reuse {
 			nv.Spec.ClaimRef = nil
-			delete(nv.Annotations, annBoundByController)
+			delete(nv.Annotations, storage.AnnBoundByController)
 		} else {
 			nv.Spec.ClaimRef.UID, nv.Spec.ClaimRef.ResourceVersion = "", ""
 		}

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // The binder's decisions are pure functions of what it knows about one object. The loop reads
@@ -29,7 +29,8 @@ const (
 	ReasonClaimMisbound        = "ClaimMisbound"
 	ReasonVolumeFailedDelete   = "VolumeFailedDelete"
 	ReasonVolumeFailedRecycle  = "VolumeFailedRecycle"
-	// ReasonVolumeReused is pvguard's: a Released volume made Available by AnnReuse.
+	// ReasonVolumeReused is pvguard's: a Released volume made Available by
+	// storage.AnnReuseWhenReleased.
 	ReasonVolumeReused = "VolumeReused"
 	// ReasonPolicyForbidsBinding is pvguard's: the pair the binder chose is denied by policy.
 	ReasonPolicyForbidsBinding = "PolicyForbidsBinding"
@@ -87,7 +88,7 @@ func DecideClaim(s ClaimState) ClaimAction {
 	if c.DeletionTimestamp != nil {
 		return ClaimAction{}
 	}
-	if _, done := c.Annotations[annBindCompleted]; done {
+	if _, done := c.Annotations[storage.AnnBindCompleted]; done {
 		return decideBoundClaim(s)
 	}
 	if c.Spec.VolumeName != "" {
@@ -113,17 +114,17 @@ func DecideClaim(s ClaimState) ClaimAction {
 		return ClaimAction{SetClass: s.DefaultClass.Name}
 	}
 	a := ClaimAction{Phase: corev1.ClaimPending}
-	class := policy.ClaimClass(c)
-	_, scheduled := c.Annotations[annSelectedNode]
+	class := storage.ClaimClass(c)
+	_, scheduled := c.Annotations[storage.AnnSelectedNode]
 	switch {
 	case delayed && !scheduled:
 		a.Event = &Event{corev1.EventTypeNormal, ReasonWaitForFirstConsumer, "waiting for first consumer to be created before binding"}
 	case class != "" && s.Class == nil:
 		a.Event = &Event{corev1.EventTypeWarning, ReasonProvisioningFailed, fmt.Sprintf("storageclass.storage.k8s.io %q not found", class)}
-	case class != "" && s.Class.Provisioner == noProvisioner:
+	case class != "" && s.Class.Provisioner == storage.NoProvisioner:
 		a.Event = &Event{corev1.EventTypeNormal, ReasonFailedBinding, fmt.Sprintf("no persistent volumes available for this claim and storage class %q cannot provision one", class)}
 	case class != "":
-		if c.Annotations[annStorageProvisioner] != s.Class.Provisioner || c.Annotations[annBetaStorageProvisnr] != s.Class.Provisioner {
+		if c.Annotations[storage.AnnStorageProvisioner] != s.Class.Provisioner || c.Annotations[storage.AnnBetaStorageProvisioner] != s.Class.Provisioner {
 			a.Provisioner = s.Class.Provisioner
 		}
 		a.Event = &Event{corev1.EventTypeNormal, ReasonExternalProvisioning, fmt.Sprintf(
@@ -155,12 +156,12 @@ func decidePreboundClaim(s ClaimState) ClaimAction {
 	case v == nil || s.Denied[v.Name]:
 		return ClaimAction{Phase: corev1.ClaimPending}
 	case v.Spec.ClaimRef == nil:
-		if err := policy.Satisfies(v, c); err != nil {
+		if err := storage.Satisfies(v, c); err != nil {
 			return ClaimAction{Phase: corev1.ClaimPending, Event: &Event{corev1.EventTypeWarning, ReasonVolumeMismatch,
 				fmt.Sprintf("Cannot bind to requested volume %q: %s", v.Name, err)}}
 		}
 		return ClaimAction{Bind: v}
-	case preBoundTo(v, c):
+	case storage.ClaimRefNames(v, c):
 		return ClaimAction{Bind: v}
 	default:
 		return ClaimAction{Phase: corev1.ClaimPending, Event: &Event{corev1.EventTypeWarning, ReasonFailedBinding,
@@ -259,7 +260,7 @@ func decideVolume(s VolumeState) VolumeAction {
 	}
 	switch claim.Spec.VolumeName {
 	case "":
-		if !policy.ModesMatch(v, claim) {
+		if !storage.ModesMatch(v, claim) {
 			return VolumeAction{
 				Event: &Event{corev1.EventTypeWarning, ReasonVolumeMismatch,
 					fmt.Sprintf("Cannot bind PersistentVolume to requested PersistentVolumeClaim %q due to incompatible volumeMode.", claim.Name)},
@@ -271,7 +272,7 @@ func decideVolume(s VolumeState) VolumeAction {
 	case v.Name:
 		return VolumeAction{Phase: corev1.VolumeBound}
 	default:
-		if _, dynamic := v.Annotations[annProvisionedBy]; dynamic && v.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete {
+		if _, dynamic := v.Annotations[storage.AnnProvisionedBy]; dynamic && v.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete {
 			if v.Status.Phase != corev1.VolumeReleased && v.Status.Phase != corev1.VolumeFailed {
 				return VolumeAction{Phase: corev1.VolumeReleased}
 			}
@@ -295,9 +296,9 @@ func reclaim(v *corev1.PersistentVolume) VolumeAction {
 			// find one. The finalizer stays: it is what keeps the storage from being leaked.
 			return VolumeAction{Phase: corev1.VolumeFailed, Message: "pvguard has no deleter for in-tree volume plugin " + plugin,
 				Event: &Event{corev1.EventTypeWarning, ReasonVolumeFailedDelete, fmt.Sprintf(
-					"pvguard has no deleter for in-tree volume plugin %q: delete the storage by hand, then set the reclaim policy to Retain (pvguard then removes the %s finalizer) and delete the PersistentVolume", plugin, finalizerPVController)}}
+					"pvguard has no deleter for in-tree volume plugin %q: delete the storage by hand, then set the reclaim policy to Retain (pvguard then removes the %s finalizer) and delete the PersistentVolume", plugin, storage.FinalizerPVController)}}
 		}
-		if _, external := v.Annotations[annProvisionedBy]; external {
+		if _, external := v.Annotations[storage.AnnProvisionedBy]; external {
 			// The external provisioner that made it deletes it. For a plugin migrated to CSI
 			// that is its driver's provisioner, which upstream points at the volume with
 			// pv.kubernetes.io/migrated-to; pvguard does not write that annotation.
@@ -306,9 +307,9 @@ func reclaim(v *corev1.PersistentVolume) VolumeAction {
 		return VolumeAction{Phase: corev1.VolumeFailed, Message: "no deleter for a statically provisioned volume",
 			Event: &Event{corev1.EventTypeWarning, ReasonVolumeFailedDelete, "error getting deleter volume plugin for volume: no deletable volume plugin matched; delete the storage and the PersistentVolume by hand"}}
 	default:
-		if v.Annotations[AnnReuse] == "true" {
+		if v.Annotations[storage.AnnReuseWhenReleased] == "true" {
 			return VolumeAction{Reuse: true, Event: &Event{corev1.EventTypeNormal, ReasonVolumeReused,
-				fmt.Sprintf("claim %s/%s is gone; %s makes the volume Available again with its data", v.Spec.ClaimRef.Namespace, v.Spec.ClaimRef.Name, AnnReuse)}}
+				fmt.Sprintf("claim %s/%s is gone; %s makes the volume Available again with its data", v.Spec.ClaimRef.Namespace, v.Spec.ClaimRef.Name, storage.AnnReuseWhenReleased)}}
 		}
 		return VolumeAction{}
 	}

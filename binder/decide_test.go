@@ -8,6 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -17,8 +18,8 @@ func class(name, provisioner string, mode storagev1.VolumeBindingMode) *storagev
 
 func TestDecideClaim(t *testing.T) {
 	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
-	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
-	manual := class("manual", noProvisioner, storagev1.VolumeBindingImmediate)
+	local := class("local", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	manual := class("manual", storage.NoProvisioner, storagev1.VolumeBindingImmediate)
 	def := testobj.StorageClass("standard", "csi.example.com", testobj.DefaultClass)
 	pv := testobj.PV("pv-1", testobj.Phase(corev1.VolumeAvailable))
 	claim := testobj.PVC("ns", "c")
@@ -26,11 +27,11 @@ func TestDecideClaim(t *testing.T) {
 	deleting := testobj.PVC("ns", "c", testobj.ClaimMeta(func(m *metav1.ObjectMeta) { now := metav1.Now(); m.DeletionTimestamp = &now }))
 	wffcCSI := class("wffc-csi", "csi.example.com", storagev1.VolumeBindingWaitForFirstConsumer)
 	wffcClaim := testobj.PVC("ns", "c", testobj.ClaimClass("local"))
-	wffcScheduled := testobj.PVC("ns", "c", testobj.ClaimClass("wffc-csi"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1")))
+	wffcScheduled := testobj.PVC("ns", "c", testobj.ClaimClass("wffc-csi"), testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "n1")))
 	localPV := testobj.PV("pv-local", testobj.Class("local"), testobj.Phase(corev1.VolumeAvailable))
 	csiPV := testobj.PV("pv-static", testobj.Class("wffc-csi"), testobj.Phase(corev1.VolumeAvailable))
-	byController := testobj.PVMeta(testobj.Annotation(annBoundByController, "yes"))
-	provisionedBy := testobj.PVMeta(testobj.Annotation(annProvisionedBy, "csi.example.com"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
+	provisionedBy := testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com"))
 
 	for _, tc := range []struct {
 		name       string
@@ -56,7 +57,7 @@ func TestDecideClaim(t *testing.T) {
 			wantPhase: corev1.ClaimPending, wantReason: ReasonExternalProvisioning, wantProv: "csi.example.com"},
 		{name: "annotation already there is not rewritten",
 			s: ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.ClaimMeta(
-				testobj.Annotation(annStorageProvisioner, "csi.example.com"), testobj.Annotation(annBetaStorageProvisnr, "csi.example.com"))), Planned: true, Class: fast},
+				testobj.Annotation(storage.AnnStorageProvisioner, "csi.example.com"), testobj.Annotation(storage.AnnBetaStorageProvisioner, "csi.example.com"))), Planned: true, Class: fast},
 			wantPhase: corev1.ClaimPending, wantReason: ReasonExternalProvisioning},
 		{name: "wait for first consumer, without asking for a plan",
 			s:         ClaimState{Claim: wffcClaim, Class: local},
@@ -98,7 +99,7 @@ func TestDecideClaim(t *testing.T) {
 				testobj.PV("pvc-new", testobj.Class("wffc-csi"), testobj.ClaimRef("ns", "c", string(wffcScheduled.UID)), provisionedBy)}},
 			wantBind: "pvc-new"},
 		{name: "WFFC claim with selected-node and a no-provisioner class: nothing to bind or ask",
-			s:         ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("local"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1"))), Class: local, Planned: true, Assigned: localPV},
+			s:         ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("local"), testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "n1"))), Class: local, Planned: true, Assigned: localPV},
 			wantPhase: corev1.ClaimPending, wantReason: ReasonFailedBinding},
 		{name: "no-provisioner class", s: ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimClass("manual")), Planned: true, Class: manual},
 			wantPhase: corev1.ClaimPending, wantReason: ReasonFailedBinding},
@@ -134,7 +135,7 @@ func TestDecideClaim(t *testing.T) {
 		{name: "bound claim, volume bound to another claim: Lost (misbound)",
 			s:         ClaimState{Claim: bound, Volume: testobj.PV("pv-1", testobj.ClaimRef("ns", "other", "x"))},
 			wantPhase: corev1.ClaimLost, wantReason: ReasonClaimMisbound},
-		{name: "bound claim lost its volumeName", s: ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimMeta(testobj.Annotation(annBindCompleted, "yes")))},
+		{name: "bound claim lost its volumeName", s: ClaimState{Claim: testobj.PVC("ns", "c", testobj.ClaimMeta(testobj.Annotation(storage.AnnBindCompleted, "yes")))},
 			wantPhase: corev1.ClaimLost, wantReason: ReasonClaimLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,9 +167,9 @@ func TestDecideVolume(t *testing.T) {
 		return testobj.PV("pv-1", append([]testobj.PVMod{testobj.BoundTo(claim)}, mods...)...)
 	}
 	released := testobj.Phase(corev1.VolumeReleased)
-	byController := testobj.PVMeta(testobj.Annotation(annBoundByController, "yes"))
-	provisioned := testobj.PVMeta(testobj.Annotation(annProvisionedBy, "csi.example.com"))
-	inTree := testobj.PVMeta(testobj.Annotation(annProvisionedBy, "kubernetes.io/host-path"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
+	provisioned := testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com"))
+	inTree := testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "kubernetes.io/host-path"))
 	deleteReclaim := testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)
 
 	for _, tc := range []struct {
@@ -186,7 +187,7 @@ func TestDecideVolume(t *testing.T) {
 		{name: "claim confirmed re-created: Released", s: VolumeState{Volume: boundPV(), Claim: recreated, ClaimConfirmed: true}, want: VolumeAction{Phase: corev1.VolumeReleased}},
 		{name: "released Retain volume is kept", s: VolumeState{Volume: boundPV(released)}, want: VolumeAction{}},
 		{name: "released Retain volume with the reuse annotation is reused",
-			s: VolumeState{Volume: boundPV(released, testobj.PVMeta(testobj.Annotation(AnnReuse, "true")))}, want: VolumeAction{Reuse: true}, wantReason: ReasonVolumeReused},
+			s: VolumeState{Volume: boundPV(released, testobj.PVMeta(testobj.Annotation(storage.AnnReuseWhenReleased, "true")))}, want: VolumeAction{Reuse: true}, wantReason: ReasonVolumeReused},
 		{name: "released Delete volume from an external provisioner is left to it",
 			s: VolumeState{Volume: boundPV(released, provisioned, testobj.Reclaim(corev1.PersistentVolumeReclaimDelete))}, want: VolumeAction{}},
 		{name: "released static Delete volume fails: nothing can delete it",
@@ -206,40 +207,40 @@ func TestDecideVolume(t *testing.T) {
 		// The kubernetes.io/pv-controller finalizer, as upstream's modifyDeletionFinalizers.
 		{name: "in-tree provisioned Delete volume gets the pv-controller finalizer",
 			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim)},
-			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{finalizerPVController}}},
+			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{storage.FinalizerPVController}}},
 		{name: "bound in-tree Delete volume gets it beside the protection finalizer",
 			s:    VolumeState{Volume: boundPV(inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers("kubernetes.io/pv-protection"))), Claim: boundClaim},
-			want: VolumeAction{Phase: corev1.VolumeBound, SetFinalizers: true, Finalizers: []string{"kubernetes.io/pv-protection", finalizerPVController}}},
+			want: VolumeAction{Phase: corev1.VolumeBound, SetFinalizers: true, Finalizers: []string{"kubernetes.io/pv-protection", storage.FinalizerPVController}}},
 		{name: "in-tree Delete volume that has it: nothing to write",
-			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(finalizerPVController)))},
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(storage.FinalizerPVController)))},
 			want: VolumeAction{Phase: corev1.VolumeAvailable}},
 		{name: "in-tree Delete volume being deleted: no new finalizer (the apiserver refuses one)",
 			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim, testobj.PVMeta(testobj.Deleting(), testobj.Finalizers("kubernetes.io/pv-protection")))},
 			want: VolumeAction{Phase: corev1.VolumeAvailable}},
 		{name: "in-tree volume turned Retain loses it",
-			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, testobj.PVMeta(testobj.Finalizers("kubernetes.io/pv-protection", finalizerPVController)))},
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, testobj.PVMeta(testobj.Finalizers("kubernetes.io/pv-protection", storage.FinalizerPVController)))},
 			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{"kubernetes.io/pv-protection"}}},
 		{name: "in-tree volume turned Recycle loses it",
-			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, testobj.Reclaim(corev1.PersistentVolumeReclaimRecycle), testobj.PVMeta(testobj.Finalizers(finalizerPVController)))},
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, testobj.Reclaim(corev1.PersistentVolumeReclaimRecycle), testobj.PVMeta(testobj.Finalizers(storage.FinalizerPVController)))},
 			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{}}},
 		{name: "in-tree volume loses the external provisioner's finalizer (migration rolled back)",
-			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(finalizerExternalProvisioner)))},
-			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{finalizerPVController}}},
+			s:    VolumeState{Volume: testobj.PV("pv-1", inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(storage.FinalizerExternalProvisioner)))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{storage.FinalizerPVController}}},
 		{name: "volume of a plugin migrated to CSI loses the in-tree finalizer",
-			s: VolumeState{Volume: testobj.PV("pv-1", deleteReclaim, testobj.PVMeta(testobj.Annotation(annProvisionedBy, "kubernetes.io/gce-pd"),
-				testobj.Finalizers(finalizerPVController, finalizerExternalProvisioner)))},
-			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{finalizerExternalProvisioner}}},
+			s: VolumeState{Volume: testobj.PV("pv-1", deleteReclaim, testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "kubernetes.io/gce-pd"),
+				testobj.Finalizers(storage.FinalizerPVController, storage.FinalizerExternalProvisioner)))},
+			want: VolumeAction{Phase: corev1.VolumeAvailable, SetFinalizers: true, Finalizers: []string{storage.FinalizerExternalProvisioner}}},
 		{name: "CSI provisioned Delete volume: finalizers are its provisioner's business",
-			s:    VolumeState{Volume: testobj.PV("pv-1", provisioned, deleteReclaim, testobj.PVMeta(testobj.Finalizers(finalizerPVController, finalizerExternalProvisioner)))},
+			s:    VolumeState{Volume: testobj.PV("pv-1", provisioned, deleteReclaim, testobj.PVMeta(testobj.Finalizers(storage.FinalizerPVController, storage.FinalizerExternalProvisioner)))},
 			want: VolumeAction{Phase: corev1.VolumeAvailable}},
 		{name: "static Delete volume gets no finalizer",
 			s:    VolumeState{Volume: testobj.PV("pv-1", deleteReclaim)},
 			want: VolumeAction{Phase: corev1.VolumeAvailable}},
 		{name: "released in-tree Delete volume fails: pvguard has no in-tree deleter, the finalizer stays",
-			s:    VolumeState{Volume: boundPV(released, inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(finalizerPVController)))},
+			s:    VolumeState{Volume: boundPV(released, inTree, deleteReclaim, testobj.PVMeta(testobj.Finalizers(storage.FinalizerPVController)))},
 			want: VolumeAction{Phase: corev1.VolumeFailed}, wantReason: ReasonVolumeFailedDelete},
 		{name: "released Delete volume of a migrated plugin is left to the CSI driver",
-			s:    VolumeState{Volume: boundPV(released, deleteReclaim, testobj.PVMeta(testobj.Annotation(annProvisionedBy, "kubernetes.io/aws-ebs")))},
+			s:    VolumeState{Volume: boundPV(released, deleteReclaim, testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "kubernetes.io/aws-ebs")))},
 			want: VolumeAction{}},
 		{name: "claim to confirm first: the finalizer waits for the decision",
 			s:    VolumeState{Volume: boundPV(inTree, deleteReclaim)},

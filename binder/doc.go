@@ -5,9 +5,10 @@
 // own binder chose otherwise (`--binder=shadow`).
 //
 // The decisions are pure functions that table tests call directly: DecideClaim and DecideVolume
-// for one object, Assign for the pool (a maximum matching of pending claims to fitting volumes,
-// where upstream takes the smallest fitting volume one claim at a time), and Plan for all pending
-// claims, given the cluster and a snapshot of the binder's work in flight (InFlight). Around them,
+// for one object, and Plan for all pending claims, given the cluster (a clusterstate.State) and a
+// snapshot of the binder's work in flight (InFlight); each pool's claims are matched to fitting
+// volumes all at once (a maximum matching, where upstream takes the smallest fitting volume one
+// claim at a time). Around them,
 // Binder is the loop that reads the informer cache (and the apiserver where the cache's word is
 // not enough), carries out their actions as idempotent writes in upstream's order, records
 // upstream's events and serves its metrics; what its workers and its planner must know of each

@@ -5,21 +5,18 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
-// Deletion protection finalizers on volumes, as kube-controller-manager's PersistentVolume
-// controller manages them (pv_controller_base.go, modifyDeletionFinalizers).
-const (
-	// finalizerPVController keeps a volume that an in-tree plugin provisioned with reclaim
-	// policy Delete until its storage is deleted: the upstream controller adds it when it
-	// creates the volume (and on every sync), and removes it once its in-tree deleter has
-	// deleted the storage.
-	finalizerPVController = "kubernetes.io/pv-controller"
-	// finalizerExternalProvisioner is the CSI external-provisioner's equivalent.
-	finalizerExternalProvisioner = "external-provisioner.volume.kubernetes.io/finalizer"
+// The binder manages the deletion protection finalizers on volumes (storage.FinalizerPVController
+// and its CSI equivalent, storage.FinalizerExternalProvisioner) as kube-controller-manager's
+// PersistentVolume controller does (pv_controller_base.go, modifyDeletionFinalizers): that
+// controller adds the in-tree one when it creates the volume (and on every sync), and removes it
+// once its in-tree deleter has deleted the storage.
 
-	inTreePluginPrefix = "kubernetes.io/"
-)
+// inTreePluginPrefix begins the names of the in-tree volume plugins.
+const inTreePluginPrefix = "kubernetes.io/"
 
 // migratedPlugins are the in-tree provisioners whose volumes are handled by a CSI driver (CSI
 // migration, GA): upstream reports migration on for exactly these, and drops the in-tree
@@ -39,7 +36,7 @@ var migratedPlugins = map[string]bool{
 // such plugin upstream still has is kubernetes.io/host-path (behind
 // --enable-hostpath-provisioner, for single-node test clusters).
 func provisionedInTree(v *corev1.PersistentVolume) (string, bool) {
-	plugin, ok := v.Annotations[annProvisionedBy]
+	plugin, ok := v.Annotations[storage.AnnProvisionedBy]
 	return plugin, ok && strings.HasPrefix(plugin, inTreePluginPrefix) && !migratedPlugins[plugin]
 }
 
@@ -51,7 +48,7 @@ func provisionedInTree(v *corev1.PersistentVolume) (string, bool) {
 // does not add the finalizer to a volume being deleted: the apiserver refuses new finalizers on
 // such an object, and upstream would retry that write on every sync.
 func deletionFinalizers(v *corev1.PersistentVolume) ([]string, bool) {
-	plugin, ok := v.Annotations[annProvisionedBy]
+	plugin, ok := v.Annotations[storage.AnnProvisionedBy]
 	if !ok {
 		return nil, false
 	}
@@ -59,19 +56,19 @@ func deletionFinalizers(v *corev1.PersistentVolume) ([]string, bool) {
 	drop := func(f string) { out = slices.DeleteFunc(out, func(s string) bool { return s == f }) }
 	switch {
 	case migratedPlugins[plugin]:
-		drop(finalizerPVController)
+		drop(storage.FinalizerPVController)
 	case !strings.HasPrefix(plugin, inTreePluginPrefix):
 		return nil, false
 	default:
 		switch v.Spec.PersistentVolumeReclaimPolicy {
 		case corev1.PersistentVolumeReclaimDelete:
-			if !slices.Contains(out, finalizerPVController) && v.DeletionTimestamp == nil {
-				out = append(out, finalizerPVController)
+			if !slices.Contains(out, storage.FinalizerPVController) && v.DeletionTimestamp == nil {
+				out = append(out, storage.FinalizerPVController)
 			}
 		case corev1.PersistentVolumeReclaimRetain, corev1.PersistentVolumeReclaimRecycle:
-			drop(finalizerPVController)
+			drop(storage.FinalizerPVController)
 		}
-		drop(finalizerExternalProvisioner)
+		drop(storage.FinalizerExternalProvisioner)
 	}
 	if slices.Equal(out, v.Finalizers) {
 		return nil, false

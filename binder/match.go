@@ -4,40 +4,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"github.com/pvguard/pvguard/policy"
-)
-
-// Annotations the binder reads and writes, shared with the upstream controller and external
-// provisioners.
-const (
-	annBindCompleted       = policy.AnnBindCompleted
-	annBoundByController   = policy.AnnBoundByController
-	annProvisionedBy       = policy.AnnProvisionedBy
-	annSelectedNode        = policy.AnnSelectedNode
-	annBetaStorageClass    = policy.AnnBetaStorageClass
-	annStorageProvisioner  = "volume.kubernetes.io/storage-provisioner"
-	annBetaStorageProvisnr = "volume.beta.kubernetes.io/storage-provisioner"
-
-	// AnnReuse on a Released volume with reclaim policy Retain makes it Available again once a
-	// live read confirms its claim is gone. The data stays on the volume: that is the point.
-	// policy owns the key, as PVG023's hint names it.
-	AnnReuse = policy.AnnReuseWhenReleased
-
-	noProvisioner = "kubernetes.io/no-provisioner"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // claimHasClass reports whether the claim names a class at all (even ""), so that the
 // retroactive default class leaves it alone.
 func claimHasClass(c *corev1.PersistentVolumeClaim) bool {
-	_, beta := c.Annotations[annBetaStorageClass]
+	_, beta := c.Annotations[storage.AnnBetaStorageClass]
 	return beta || c.Spec.StorageClassName != nil
-}
-
-// preBoundTo reports whether a volume's claimRef names the claim without being bound to another
-// incarnation of it (uid empty or equal).
-func preBoundTo(v *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim) bool {
-	ref := v.Spec.ClaimRef
-	return ref != nil && ref.Namespace == c.Namespace && ref.Name == c.Name && (ref.UID == "" || ref.UID == c.UID)
 }
 
 // isDelayBinding reports whether the claim's class waits for the first consumer.
@@ -64,12 +38,12 @@ type fitCache struct {
 }
 
 type parsedSelector struct {
-	sel policy.ClaimSelector
+	sel storage.ClaimSelector
 	err error
 }
 
 type parsedAffinity struct {
-	aff policy.VolumeAffinity
+	aff storage.VolumeAffinity
 	err error
 }
 
@@ -83,7 +57,7 @@ func (f *fitCache) fitsUnbound(c *corev1.PersistentVolumeClaim, v *corev1.Persis
 	}
 	// The checks are policy's own (PVG001, PVG005-PVG009, PVG018), so the binder never picks a volume
 	// the webhook would refuse for the claim.
-	if policy.Satisfies(v, c) != nil {
+	if storage.Satisfies(v, c) != nil {
 		return false
 	}
 	if !f.selectorAdmits(c, v) {
@@ -115,7 +89,7 @@ func VolumeAvailabilityFor(c *corev1.PersistentVolumeClaim, v *corev1.Persistent
 	switch {
 	case v.DeletionTimestamp != nil:
 		return VolumeBeingDeleted
-	case v.Spec.ClaimRef != nil && !preBoundTo(v, c):
+	case v.Spec.ClaimRef != nil && !storage.ClaimRefNames(v, c):
 		return VolumeClaimedElsewhere
 	case v.Spec.ClaimRef == nil && !isFree(v, pendingFree):
 		return VolumeNotFree
@@ -133,7 +107,7 @@ func isFree(v *corev1.PersistentVolume, pendingFree bool) bool {
 func (f *fitCache) selector(c *corev1.PersistentVolumeClaim) parsedSelector {
 	sel, ok := f.selectors[c]
 	if !ok {
-		sel.sel, sel.err = policy.ParseClaimSelector(c)
+		sel.sel, sel.err = storage.ParseClaimSelector(c)
 		f.selectors[c] = sel
 	}
 	return sel
@@ -149,11 +123,11 @@ func (f *fitCache) selectorAdmits(c *corev1.PersistentVolumeClaim, v *corev1.Per
 func (f *fitCache) affinityAdmits(v *corev1.PersistentVolume, node *corev1.Node) bool {
 	aff, ok := f.affinities[v]
 	if !ok {
-		aff.aff, aff.err = policy.ParseVolumeAffinity(v)
+		aff.aff, aff.err = storage.ParseVolumeAffinity(v)
 		f.affinities[v] = aff
 	}
 	// A node that cannot be read (gone, or not cached yet) admits only volumes without affinity.
-	// PVG009 judges such a node by policy.AssumedNode, which lets through more (a volume pinned to
+	// PVG009 judges such a node by storage.AssumedNode, which lets through more (a volume pinned to
 	// its host, or to labels that cannot be known), so every pair chosen here is one the webhook
 	// admits; the binder only waits, where guessing could place data where the pod cannot run,
 	// and the scheduler rewrites the annotation for a node that is gone.
@@ -169,7 +143,7 @@ func DefaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
 func defaultClass(classes []*storagev1.StorageClass) *storagev1.StorageClass {
 	var best *storagev1.StorageClass
 	for _, sc := range classes {
-		if !policy.IsDefaultClass(sc) {
+		if !storage.IsDefaultClass(sc) {
 			continue
 		}
 		if best == nil || sc.CreationTimestamp.After(best.CreationTimestamp.Time) ||
@@ -194,7 +168,7 @@ func preBoundVolume(c *corev1.PersistentVolumeClaim, volumes []*corev1.Persisten
 	var best *corev1.PersistentVolume
 	fits := newFitCache()
 	for _, v := range volumes {
-		if !preBoundTo(v, c) || !fits.fitsUnbound(c, v, nil, false, false) {
+		if !storage.ClaimRefNames(v, c) || !fits.fitsUnbound(c, v, nil, false, false) {
 			continue
 		}
 		if best == nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestSyncsNeverChangeTheCachedObjects(t *testing.T) {
 	ctx := context.Background()
 	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
-	manual := class("manual", noProvisioner, storagev1.VolumeBindingImmediate)
+	manual := class("manual", storage.NoProvisioner, storagev1.VolumeBindingImmediate)
 	def := testobj.StorageClass("standard", "csi.example.com", testobj.DefaultClass)
 	// Every object has an annotation, so that its map exists and is shared with what the cache
 	// hands out (a nil map written to becomes the copy's own).
@@ -90,7 +91,7 @@ func TestSyncsNeverChangeTheCachedObjects(t *testing.T) {
 // flight long after it ended (an explanation would say RESERVED about a volume bound long ago).
 func TestSyncOfABoundPairReservesNothing(t *testing.T) {
 	ctx := context.Background()
-	manual := class("manual", noProvisioner, storagev1.VolumeBindingImmediate)
+	manual := class("manual", storage.NoProvisioner, storagev1.VolumeBindingImmediate)
 	claim := testobj.PVC("ns", "c", testobj.ClaimClass("manual"), testobj.Request("1Gi"), testobj.ClaimUID("u-c"), testobj.ClaimBoundTo("pv-1"))
 	pv := testobj.PV("pv-1", testobj.Class("manual"), testobj.Capacity("1Gi"), testobj.BoundTo(claim))
 	testobj.ClaimBoundStatus(pv)(claim)

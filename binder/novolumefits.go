@@ -2,7 +2,6 @@ package binder
 
 import (
 	"context"
-	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/cachelist"
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // ReasonNoVolumeFits is pvguard's: a claim Pending for longer than Options.NoVolumeFitsAfter
@@ -20,8 +21,8 @@ const ReasonNoVolumeFits = "NoVolumeFits"
 
 // Explainer prepares, for the input a plan read and the plan made of it, a function that says
 // why no volume fits a claim: ok is false when the claim should get no NoVolumeFits event. The
-// binder passes in.Claims with every claim (Plan considers the pending ones itself) and in.Nodes
-// with the nodes of the claims it asks about. Package explain provides it (explain.NoVolumeFits),
+// binder passes an in.State with every claim (Plan considers the pending ones itself) and the
+// nodes of the claims it asks about. Package explain provides it (explain.NoVolumeFits),
 // from the functions the binder decides with; binder cannot import explain, which imports it.
 type Explainer func(in PlanInput, plan PoolPlan) func(*corev1.PersistentVolumeClaim) (message string, ok bool)
 
@@ -65,7 +66,7 @@ func (n *noVolumeFits) due(claims []*corev1.PersistentVolumeClaim, now time.Time
 	kept := map[types.UID]time.Time{}
 	var due []*corev1.PersistentVolumeClaim
 	for _, c := range claims {
-		_, bound := c.Annotations[annBindCompleted]
+		_, bound := c.Annotations[storage.AnnBindCompleted]
 		if bound || c.DeletionTimestamp != nil || (c.Status.Phase != "" && c.Status.Phase != corev1.ClaimPending) {
 			continue
 		}
@@ -130,12 +131,19 @@ func (b *Binder) postNoVolumeFits(ctx context.Context, in PlanInput, plan PoolPl
 		b.o.Log.Error(err, "reading nodes for NoVolumeFits")
 		return time.Since(start)
 	}
-	in.Nodes = maps.Clone(in.Nodes)
-	if in.Nodes == nil {
-		in.Nodes = map[string]*corev1.Node{}
+	// The nodes just read stand for their names, a node gone since the plan included.
+	named := map[string]bool{}
+	for _, c := range due {
+		if name, ok := c.Annotations[storage.AnnSelectedNode]; ok {
+			named[name] = true
+		}
 	}
-	maps.Copy(in.Nodes, nodes)
-	in.Claims = all
+	for _, n := range in.State.Nodes() {
+		if !named[n.Name] {
+			nodes = append(nodes, n)
+		}
+	}
+	in.State = clusterstate.New(all, in.State.Volumes(), in.State.Classes(), nodes)
 	explain := b.o.Explain(in, plan)
 	budget = max(budget, minExplainBudget)
 	for i, c := range due {

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -28,7 +29,7 @@ type fakeExplainer struct {
 	// asked lists the claims explained, per pass; claims and nodes are what the last pass got.
 	asked  [][]string
 	claims []string
-	nodes  map[string]*corev1.Node
+	nodes  []*corev1.Node
 }
 
 func (f *fakeExplainer) explain(in PlanInput, _ PoolPlan) func(*corev1.PersistentVolumeClaim) (string, bool) {
@@ -36,10 +37,10 @@ func (f *fakeExplainer) explain(in PlanInput, _ PoolPlan) func(*corev1.Persisten
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, nil)
 	f.claims = nil
-	for _, c := range in.Claims {
+	for _, c := range in.State.Claims() {
 		f.claims = append(f.claims, c.Namespace+"/"+c.Name)
 	}
-	f.nodes = in.Nodes
+	f.nodes = in.State.Nodes()
 	pass := len(f.asked) - 1
 	return func(c *corev1.PersistentVolumeClaim) (string, bool) {
 		time.Sleep(f.delay)
@@ -122,15 +123,15 @@ func plan(t *testing.T, b *Binder) {
 // explainer says no volume fits get one NoVolumeFits warning; claims younger than the delay,
 // bound, Lost or being deleted are not explained.
 func TestNoVolumeFitsAfterTheDelay(t *testing.T) {
-	local := class("local", noProvisioner, storagev1.VolumeBindingImmediate)
-	late := class("late", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	local := class("local", storage.NoProvisioner, storagev1.VolumeBindingImmediate)
+	late := class("late", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
 	old := created(2 * time.Minute)
 	f := &fakeExplainer{why: map[string]string{"ns/old": "no volume fits: closest volume pv-1: volumeMode Filesystem != Block"}}
 	b, rec, _ := noFitsBinder(t, time.Minute, f, local, late, testobj.Node("n1", nil),
 		testobj.PVC("ns", "old", testobj.ClaimClass("local"), old),
 		testobj.PVC("ns", "young", testobj.ClaimClass("local"), created(10*time.Second)),
 		testobj.PVC("ns", "named", testobj.VolumeName("pv-9"), old, testobj.ClaimPhase(corev1.ClaimPending)),
-		testobj.PVC("ns", "scheduled", testobj.ClaimClass("late"), old, testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1"))),
+		testobj.PVC("ns", "scheduled", testobj.ClaimClass("late"), old, testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "n1"))),
 		testobj.PVC("ns", "bound", testobj.ClaimClass("local"), old, testobj.ClaimBoundTo("pv-2"), testobj.ClaimPhase(corev1.ClaimBound)),
 		testobj.PVC("ns", "lost", testobj.ClaimClass("local"), old, testobj.ClaimPhase(corev1.ClaimLost)),
 		testobj.PVC("ns", "deleting", testobj.ClaimClass("local"), old, testobj.ClaimMeta(testobj.Deleting(), testobj.Finalizers("kubernetes.io/pvc-protection"))),
@@ -145,7 +146,7 @@ func TestNoVolumeFitsAfterTheDelay(t *testing.T) {
 	if len(f.claims) != 7 {
 		t.Errorf("the explainer got claims %v, want all 7 (the plan's input holds only the plannable ones)", f.claims)
 	}
-	if f.nodes["n1"] == nil {
+	if !slices.ContainsFunc(f.nodes, func(n *corev1.Node) bool { return n.Name == "n1" }) {
 		t.Errorf("the explainer got nodes %v, want n1, which claim scheduled was scheduled to", f.nodes)
 	}
 	want := "Warning NoVolumeFits no volume fits: closest volume pv-1: volumeMode Filesystem != Block"

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // A straightforward planner, kept as the oracle that the planner (runPlan) must agree with: it
@@ -49,20 +49,20 @@ func oraclePlan(ctx context.Context, b *Binder) (map[types.UID]string, error) {
 	claimsByClass := map[string][]pending{}
 	for i := range pvcs.Items {
 		c := &pvcs.Items[i]
-		if _, done := c.Annotations[annBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
+		if _, done := c.Annotations[storage.AnnBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
 			continue
 		}
-		if i, ok := byName[policy.ClaimClass(c)]; ok && isDelayBinding(c, classes[i]) {
+		if i, ok := byName[storage.ClaimClass(c)]; ok && isDelayBinding(c, classes[i]) {
 			continue
 		}
 		p := pending{claim: c}
-		if nodeName, ok := c.Annotations[annSelectedNode]; ok {
+		if nodeName, ok := c.Annotations[storage.AnnSelectedNode]; ok {
 			p.scheduled = true
 			if p.node, err = b.node(ctx, nodeName); err != nil {
 				return nil, err
 			}
 		}
-		claimsByClass[policy.ClaimClass(c)] = append(claimsByClass[policy.ClaimClass(c)], p)
+		claimsByClass[storage.ClaimClass(c)] = append(claimsByClass[storage.ClaimClass(c)], p)
 	}
 	volumesByClass := map[string][]*corev1.PersistentVolume{}
 	for i := range pvs.Items {
@@ -70,7 +70,7 @@ func oraclePlan(ctx context.Context, b *Binder) (map[types.UID]string, error) {
 		if v.DeletionTimestamp != nil {
 			continue
 		}
-		volumesByClass[policy.VolumeClass(v)] = append(volumesByClass[policy.VolumeClass(v)], v)
+		volumesByClass[storage.VolumeClass(v)] = append(volumesByClass[storage.VolumeClass(v)], v)
 	}
 
 	plan := map[types.UID]string{}
@@ -92,7 +92,7 @@ func oraclePlan(ctx context.Context, b *Binder) (map[types.UID]string, error) {
 			plan[p.claim.UID] = ""
 			for _, withUID := range []bool{true, false} {
 				for _, v := range volumes {
-					if plan[p.claim.UID] == "" && !used[v.Name] && preBoundTo(v, p.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
+					if plan[p.claim.UID] == "" && !used[v.Name] && storage.ClaimRefNames(v, p.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
 						usable(p.claim, v) && fitsUnbound(p.claim, v, p.node, p.scheduled, b.pendingFree()) {
 						plan[p.claim.UID], used[v.Name] = v.Name, true
 					}

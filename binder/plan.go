@@ -15,7 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cachelist"
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // runPlan plans the pending claims (Plan) and enqueues them to carry the plan out. The plan runs
@@ -53,11 +54,11 @@ func (b *Binder) runPlan(ctx context.Context) error {
 
 // planInput reads what a plan reads: claims, volumes and classes from the cache, the nodes the
 // pending claims were scheduled to, and, last, a snapshot of the in-flight state. Of the claims
-// it passes only those the plan considers (plannable).
+// its state holds only those the plan considers (plannable).
 func (b *Binder) planInput(ctx context.Context) (PlanInput, error) {
 	// The cache's own objects, neither deep copies (they were most of a plan's allocations) nor
-	// struct copies (95 MB a plan at 185,000 objects, cachelist): the planner only reads them,
-	// and what it keeps of them is names and uids.
+	// struct copies (95 MB a plan at 185,000 objects, cachelist), in a state that holds the lists
+	// as they are: the planner only reads them, and what it keeps of them is names and uids.
 	pvcs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{})
 	if err != nil {
 		return PlanInput{}, fmt.Errorf("listing claims: %w", err)
@@ -82,48 +83,42 @@ func (b *Binder) planInput(ctx context.Context) (PlanInput, error) {
 		return PlanInput{}, err
 	}
 	return PlanInput{
-		Claims:      claims,
-		Volumes:     volumes,
-		Classes:     classes,
-		Nodes:       nodes,
+		State:       clusterstate.New(claims, volumes, classes, nodes),
 		PendingFree: b.pendingFree(),
 		InFlight:    b.ledger.snapshot(time.Now()),
 	}, nil
 }
 
-// scheduledNodes reads, once each, the nodes that the claims' selected-node annotations name (nil
-// for one that does not exist).
-func (b *Binder) scheduledNodes(ctx context.Context, claims []*corev1.PersistentVolumeClaim) (map[string]*corev1.Node, error) {
-	nodes := map[string]*corev1.Node{}
+// scheduledNodes reads, once each, the nodes that the claims' selected-node annotations name, in
+// the order they are first named; a node that does not exist is left out.
+func (b *Binder) scheduledNodes(ctx context.Context, claims []*corev1.PersistentVolumeClaim) ([]*corev1.Node, error) {
+	read := map[string]bool{}
+	var nodes []*corev1.Node
 	for _, c := range claims {
-		name, ok := c.Annotations[annSelectedNode]
-		if !ok {
+		name, ok := c.Annotations[storage.AnnSelectedNode]
+		if !ok || read[name] {
 			continue
 		}
-		if _, read := nodes[name]; read {
-			continue
-		}
+		read[name] = true
 		n, err := b.node(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		nodes[name] = n
+		if n != nil {
+			nodes = append(nodes, n)
+		}
 	}
 	return nodes, nil
 }
 
 // PlanInput is what a plan reads.
 type PlanInput struct {
-	// Claims are the cluster's claims; the plan considers the pending ones (plannable).
-	Claims []*corev1.PersistentVolumeClaim
-	// Volumes are the cluster's volumes; the plan gives out those that are free or pre-bound to
-	// a pending claim, and not being deleted.
-	Volumes []*corev1.PersistentVolume
-	Classes []*storagev1.StorageClass
-	// Nodes maps the names that claims' selected-node annotations give to those nodes (name and
-	// labels are enough); a node missing or nil does not exist, and no volume with a node
-	// affinity is reachable from it.
-	Nodes map[string]*corev1.Node
+	// State holds the cluster's claims, of which the plan considers the pending ones
+	// (plannable); its volumes, of which the plan gives out those that are free or pre-bound to a
+	// pending claim, and not being deleted; its classes; and the nodes that claims'
+	// selected-node annotations name (name and labels are enough). A node the state does not hold
+	// does not exist, and no volume with a node affinity is reachable from it.
+	State *clusterstate.State
 	// PendingFree makes free volumes still Pending count as free (active mode: see
 	// Binder.pendingFree).
 	PendingFree bool
@@ -140,8 +135,8 @@ type PoolPlan struct {
 	Claims []*corev1.PersistentVolumeClaim
 }
 
-// Plan assigns volumes to all pending claims of Immediate classes at once (see Assign), class by
-// class. Volumes pre-bound to a claim go to that claim first, as upstream does. Claims of a
+// Plan assigns volumes to all pending claims of Immediate classes at once (see assignLists), class
+// by class. Volumes pre-bound to a claim go to that claim first, as upstream does. Claims of a
 // WaitForFirstConsumer class are left out: the scheduler binds free volumes to them, and the
 // binder only completes what it began (DecideClaim). A claim that carries
 // volume.kubernetes.io/selected-node all the same (the scheduler sets it only on
@@ -154,12 +149,12 @@ type PoolPlan struct {
 func Plan(in PlanInput) PoolPlan {
 	claimsByClass := pendingByClass(in)
 	volumesByClass := map[string][]*corev1.PersistentVolume{}
-	for _, v := range in.Volumes {
+	for _, v := range in.State.Volumes() {
 		// Volumes with a claimRef stay in: one pre-bound to a pending claim (by a user, by a
 		// provisioner with the claim's uid, or by a bind interrupted after its first write) is
 		// that claim's first choice.
 		if v.DeletionTimestamp == nil {
-			volumesByClass[policy.VolumeClass(v)] = append(volumesByClass[policy.VolumeClass(v)], v)
+			volumesByClass[storage.VolumeClass(v)] = append(volumesByClass[storage.VolumeClass(v)], v)
 		}
 	}
 	pl := &poolPlanner{inFlight: in.InFlight, pendingFree: in.PendingFree, fits: newFitCache()}
@@ -177,17 +172,18 @@ func Plan(in PlanInput) PoolPlan {
 // pendingByClass groups the claims the plan considers by class, each group sorted by namespace
 // and name, with the nodes they were scheduled to.
 func pendingByClass(in PlanInput) map[string][]pending {
-	classes := classIndex(in.Classes)
+	classes := classIndex(in.State.Classes())
 	byClass := map[string][]pending{}
-	for _, c := range in.Claims {
+	for _, c := range in.State.Claims() {
 		if !plannable(c, classes) {
 			continue
 		}
 		p := pending{claim: c}
-		if name, ok := c.Annotations[annSelectedNode]; ok {
-			p.scheduled, p.node = true, in.Nodes[name]
+		if name, ok := c.Annotations[storage.AnnSelectedNode]; ok {
+			p.scheduled = true
+			p.node, _ = in.State.Node(name) // a state's reads never fail
 		}
-		byClass[policy.ClaimClass(c)] = append(byClass[policy.ClaimClass(c)], p)
+		byClass[storage.ClaimClass(c)] = append(byClass[storage.ClaimClass(c)], p)
 	}
 	for _, claims := range byClass {
 		sort.Slice(claims, func(i, j int) bool {
@@ -210,10 +206,10 @@ func classIndex(classes []*storagev1.StorageClass) map[string]*storagev1.Storage
 // being deleted, and its class (if it exists) binds at once rather than waiting for the first
 // consumer.
 func plannable(c *corev1.PersistentVolumeClaim, classes map[string]*storagev1.StorageClass) bool {
-	if _, done := c.Annotations[annBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
+	if _, done := c.Annotations[storage.AnnBindCompleted]; done || c.Spec.VolumeName != "" || c.DeletionTimestamp != nil {
 		return false
 	}
-	return !isDelayBinding(c, classes[policy.ClaimClass(c)])
+	return !isDelayBinding(c, classes[storage.ClaimClass(c)])
 }
 
 // poolPlanner is one plan's state, shared by its classes.
@@ -224,7 +220,7 @@ type poolPlanner struct {
 }
 
 // planClass plans one class's pending claims, sorted by name, over the class's volumes: the
-// volumes pre-bound to them first, then the free ones (Assign).
+// volumes pre-bound to them first, then the free ones (planPool).
 func (pl *poolPlanner) planClass(claims []pending, volumes []*corev1.PersistentVolume, plan map[types.UID]string) {
 	used, rest := pl.planPreBound(claims, volumes, plan)
 	var free []*corev1.PersistentVolume
@@ -260,7 +256,7 @@ func (pl *poolPlanner) planPreBound(claims []pending, volumes []*corev1.Persiste
 func (pl *poolPlanner) preBoundChoice(c pending, candidates []*corev1.PersistentVolume, used map[string]bool) *corev1.PersistentVolume {
 	for _, withUID := range []bool{true, false} {
 		for _, v := range candidates {
-			if !used[v.Name] && preBoundTo(v, c.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
+			if !used[v.Name] && storage.ClaimRefNames(v, c.claim) && (v.Spec.ClaimRef.UID != "") == withUID &&
 				pl.inFlight.usable(c.claim.UID, v.Name) && pl.fits.fitsUnbound(c.claim, v, c.node, c.scheduled, pl.pendingFree) {
 				return v
 			}
@@ -269,7 +265,7 @@ func (pl *poolPlanner) preBoundChoice(c pending, candidates []*corev1.Persistent
 	return nil
 }
 
-// planPool assigns the free volumes to the claims all at once (Assign, over poolLists).
+// planPool assigns the free volumes to the claims all at once (assignLists, over poolLists).
 func (pl *poolPlanner) planPool(claims []pending, volumes []*corev1.PersistentVolume, plan map[types.UID]string) {
 	objs := make([]*corev1.PersistentVolumeClaim, len(claims))
 	for i, c := range claims {

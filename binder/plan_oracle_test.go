@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -67,8 +68,8 @@ func oracleCluster(rng *rand.Rand) []client.Object {
 
 	objs := []client.Object{
 		class("a", "csi.example.com", storagev1.VolumeBindingImmediate),
-		class("b", noProvisioner, storagev1.VolumeBindingImmediate),
-		class("w", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer),
+		class("b", storage.NoProvisioner, storagev1.VolumeBindingImmediate),
+		class("w", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer),
 	}
 	for i := range 3 {
 		objs = append(objs, testobj.Node(fmt.Sprintf("n%d", i), map[string]string{"zone": fmt.Sprintf("z%d", i%2)}))
@@ -138,7 +139,7 @@ func oracleCluster(rng *rand.Rand) []client.Object {
 		case pick(8) == 0:
 			pvc.Spec.StorageClassName = nil
 		case pick(10) == 0:
-			testobj.ClaimMeta(testobj.Annotation(annBetaStorageClass, c))(pvc)
+			testobj.ClaimMeta(testobj.Annotation(storage.AnnBetaStorageClass, c))(pvc)
 		default:
 			pvc.Spec.StorageClassName = &c
 		}
@@ -169,7 +170,7 @@ func oracleCluster(rng *rand.Rand) []client.Object {
 			testobj.SelectorExpression("zone", metav1.LabelSelectorOpExists)(pvc)
 		}
 		if pick(4) == 0 {
-			testobj.ClaimMeta(testobj.Annotation(annSelectedNode, fmt.Sprintf("n%d", pick(4))))(pvc)
+			testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, fmt.Sprintf("n%d", pick(4))))(pvc)
 		}
 		switch pick(20) {
 		case 0:

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -40,7 +41,7 @@ func scaleCluster(nVolumes, nPending int) []client.Object {
 	bound := max(nVolumes-free-released, 0)
 	standard := class("standard", "csi.example.com", storagev1.VolumeBindingImmediate)
 	testobj.DefaultClass(standard)
-	objs := []client.Object{standard, class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)}
+	objs := []client.Object{standard, class("local", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)}
 	node := func(i int) string { return fmt.Sprintf("node-%02d", i%scaleNodes) }
 	for i := range scaleNodes {
 		objs = append(objs, testobj.Node(node(i), map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%4)}))
@@ -75,11 +76,11 @@ func scaleCluster(nVolumes, nPending int) []client.Object {
 		s, modes := size(), volumeModes()
 		claim := testobj.PVC(ns, name, testobj.ClaimClass(cls), testobj.Request(s), testobj.ClaimAccessModes(modes[0]),
 			testobj.ClaimBoundTo(pvName), testobj.ClaimStatusCapacity(s),
-			testobj.ClaimMeta(testobj.Label("app", name), testobj.Annotation(annBoundByController, "yes"),
-				testobj.Annotation(annStorageProvisioner, "csi.example.com"), testobj.Finalizers("kubernetes.io/pvc-protection")))
+			testobj.ClaimMeta(testobj.Label("app", name), testobj.Annotation(storage.AnnBoundByController, "yes"),
+				testobj.Annotation(storage.AnnStorageProvisioner, "csi.example.com"), testobj.Finalizers("kubernetes.io/pvc-protection")))
 		pv := testobj.PV(pvName, testobj.Class(cls), testobj.Capacity(s), testobj.AccessModes(modes...),
 			testobj.Reclaim(corev1.PersistentVolumeReclaimDelete), csi(pvName), testobj.BoundTo(claim),
-			testobj.PVMeta(testobj.Label("tier", tiers[i%3]), testobj.Annotation(annProvisionedBy, "csi.example.com"),
+			testobj.PVMeta(testobj.Label("tier", tiers[i%3]), testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com"),
 				testobj.Finalizers("kubernetes.io/pv-protection", "external-provisioner.volume.kubernetes.io/finalizer")))
 		objs = append(objs, claim, pv)
 	}
@@ -131,7 +132,7 @@ func scaleCluster(nVolumes, nPending int) []client.Object {
 			mods = append(mods, testobj.SelectorExpression("tier", metav1.LabelSelectorOpIn, "gold", "silver"))
 		}
 		if rng.IntN(20) == 0 {
-			mods = append(mods, testobj.ClaimMeta(testobj.Annotation(annSelectedNode, node(rng.IntN(scaleNodes)))))
+			mods = append(mods, testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, node(rng.IntN(scaleNodes)))))
 		}
 		objs = append(objs, testobj.PVC(ns, name, mods...))
 	}
@@ -156,7 +157,7 @@ func scalePlanner(tb testing.TB, objs ...client.Object) *Binder {
 	return b
 }
 
-// BenchmarkPlanAtScale times one plan (runPlan: list, pre-bound pass, Assign) of 10,000 pending
+// BenchmarkPlanAtScale times one plan (runPlan: list, pre-bound pass, matching) of 10,000 pending
 // claims over 10,000 to 100,000 volumes (see scaleCluster), read from a cache that copies as the
 // informer cache does. The 2,000-volume case is for development. Results are in
 // docs/benchmarks.md.

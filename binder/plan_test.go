@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -76,7 +78,7 @@ func reserve(b *Binder, volume string, claim types.UID) {
 // by hand.
 func TestPlan(t *testing.T) {
 	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
-	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	local := class("local", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
 	classes := []*storagev1.StorageClass{fast, local}
 	avail := testobj.Phase(corev1.VolumeAvailable)
 	claim := func(name string, mods ...testobj.PVCMod) *corev1.PersistentVolumeClaim {
@@ -86,13 +88,15 @@ func TestPlan(t *testing.T) {
 		return testobj.PV(name, append([]testobj.PVMod{testobj.Class("fast"), testobj.Capacity(size), avail}, mods...)...)
 	}
 	a, b := claim("a"), claim("b")
-	onNode := func(node string) testobj.PVCMod { return testobj.ClaimMeta(testobj.Annotation(annSelectedNode, node)) }
+	onNode := func(node string) testobj.PVCMod {
+		return testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, node))
+	}
 	deniedAt := t0.Add(-time.Second)
 	for _, tc := range []struct {
 		name        string
 		claims      []*corev1.PersistentVolumeClaim
 		volumes     []*corev1.PersistentVolume
-		nodes       map[string]*corev1.Node
+		nodes       []*corev1.Node
 		pendingFree bool
 		inFlight    InFlight
 		want        map[string]string // claim name -> volume, for the claims the plan considers
@@ -114,7 +118,7 @@ func TestPlan(t *testing.T) {
 		{name: "a claim on a node takes a volume reachable from it",
 			claims:  []*corev1.PersistentVolumeClaim{claim("s", onNode("n1"))},
 			volumes: []*corev1.PersistentVolume{volume("pv-n2", "1Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n2")), volume("pv-n1", "2Gi", testobj.NodeAffinity("kubernetes.io/hostname", "n1"))},
-			nodes:   map[string]*corev1.Node{"n1": testobj.Node("n1", nil)},
+			nodes:   []*corev1.Node{testobj.Node("n1", nil)},
 			want:    map[string]string{"s": "pv-n1"}},
 		{name: "a claim on a node that does not exist takes no volume with a node affinity",
 			claims:  []*corev1.PersistentVolumeClaim{claim("s", onNode("gone"))},
@@ -150,7 +154,7 @@ func TestPlan(t *testing.T) {
 			want:    map[string]string{"a": ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Plan(PlanInput{Claims: tc.claims, Volumes: tc.volumes, Classes: classes, Nodes: tc.nodes,
+			got := Plan(PlanInput{State: clusterstate.New(tc.claims, tc.volumes, classes, tc.nodes),
 				PendingFree: tc.pendingFree, InFlight: tc.inFlight})
 			byName := map[string]string{}
 			for _, c := range got.Claims {
@@ -177,7 +181,7 @@ func TestPlanListsClaimsByClassThenName(t *testing.T) {
 		claims = append(claims, testobj.PVC(c.namespace, c.name, testobj.ClaimClass(c.class)))
 	}
 	var got []string
-	for _, c := range Plan(PlanInput{Claims: claims}).Claims {
+	for _, c := range Plan(PlanInput{State: clusterstate.New(claims, nil, nil, nil)}).Claims {
 		got = append(got, c.Namespace+"/"+c.Name)
 	}
 	if want := []string{"ns1/c", "ns2/a", "ns1/a", "ns1/b"}; !slices.Equal(got, want) {
@@ -453,10 +457,10 @@ func getClaim(t *testing.T, c client.Client, namespace, name string) *corev1.Per
 // only. A WaitForFirstConsumer claim, scheduled to a node or not, gets no plan entry, so no free
 // volume: the scheduler binds those.
 func TestPlanLeavesWaitForFirstConsumerClaimsOut(t *testing.T) {
-	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	local := class("local", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
 	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
 	waiting := testobj.PVC("ns", "waiting", testobj.ClaimClass("local"))
-	scheduled := testobj.PVC("ns", "scheduled", testobj.ClaimClass("local"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1")))
+	scheduled := testobj.PVC("ns", "scheduled", testobj.ClaimClass("local"), testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "n1")))
 	immediate := testobj.PVC("ns", "immediate", testobj.ClaimClass("fast"))
 	b := planner(t, local, fast, waiting, scheduled, immediate, testobj.Node("n1", nil),
 		testobj.PV("pv-local-1", testobj.Class("local"), testobj.Phase(corev1.VolumeAvailable), testobj.NodeAffinity("kubernetes.io/hostname", "n1")),
@@ -479,7 +483,7 @@ func TestPlanLeavesWaitForFirstConsumerClaimsOut(t *testing.T) {
 // states the real scheduler and provisioners produce.
 func TestWaitForFirstConsumerClaimSync(t *testing.T) {
 	ctx := context.Background()
-	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	local := class("local", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
 	hybrid := class("hybrid", "csi.example.com", storagev1.VolumeBindingWaitForFirstConsumer)
 	free := func(class string) *corev1.PersistentVolume {
 		return testobj.PV("pv-static", testobj.Class(class), testobj.Phase(corev1.VolumeAvailable), testobj.NodeAffinity("kubernetes.io/hostname", "n1"))
@@ -491,13 +495,13 @@ func TestWaitForFirstConsumerClaimSync(t *testing.T) {
 		// bound-by-controller in one full Update; status stays Available.
 		pv := free("local")
 		testobj.ClaimRef("ns", "c", string(claim.UID))(pv)
-		testobj.PVMeta(testobj.Annotation(annBoundByController, "yes"))(pv)
+		testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))(pv)
 		b, c := liveBinder(t, local, claim, pv)
 		if err := b.syncClaim(ctx, "ns", "c"); err != nil {
 			t.Fatal(err)
 		}
 		gotPVC, gotPV := getClaim(t, c, "ns", "c"), getVolume(t, c, "pv-static")
-		if gotPVC.Spec.VolumeName != "pv-static" || gotPVC.Status.Phase != corev1.ClaimBound || gotPVC.Annotations[annBindCompleted] != "yes" {
+		if gotPVC.Spec.VolumeName != "pv-static" || gotPVC.Status.Phase != corev1.ClaimBound || gotPVC.Annotations[storage.AnnBindCompleted] != "yes" {
 			t.Errorf("claim not completed: volumeName %q phase %q annotations %v", gotPVC.Spec.VolumeName, gotPVC.Status.Phase, gotPVC.Annotations)
 		}
 		if gotPV.Status.Phase != corev1.VolumeBound {
@@ -506,7 +510,7 @@ func TestWaitForFirstConsumerClaimSync(t *testing.T) {
 	})
 
 	t.Run("selected-node with a provisioner: annotate, leave the static volume", func(t *testing.T) {
-		claim := testobj.PVC("ns", "c", testobj.ClaimClass("hybrid"), testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "n1")))
+		claim := testobj.PVC("ns", "c", testobj.ClaimClass("hybrid"), testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "n1")))
 		b, c := liveBinder(t, hybrid, claim, free("hybrid"), testobj.Node("n1", nil))
 		if err := b.runPlan(ctx); err != nil {
 			t.Fatal(err)
@@ -521,7 +525,7 @@ func TestWaitForFirstConsumerClaimSync(t *testing.T) {
 		if got.Spec.VolumeName != "" {
 			t.Errorf("claim bound to %q", got.Spec.VolumeName)
 		}
-		if got.Annotations[annStorageProvisioner] != "csi.example.com" || got.Annotations[annBetaStorageProvisnr] != "csi.example.com" {
+		if got.Annotations[storage.AnnStorageProvisioner] != "csi.example.com" || got.Annotations[storage.AnnBetaStorageProvisioner] != "csi.example.com" {
 			t.Errorf("claim not annotated for its provisioner: %v", got.Annotations)
 		}
 	})
@@ -585,12 +589,12 @@ func TestNewVolumesMarkedAvailableAtOnce(t *testing.T) {
 // provisioned Delete volume, and then its phase, in one sync.
 func TestFinalizerWrittenBeforeTheRest(t *testing.T) {
 	b, c := liveBinder(t, testobj.PV("pv-1", testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
-		testobj.PVMeta(testobj.Annotation(annProvisionedBy, "kubernetes.io/host-path"))))
+		testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "kubernetes.io/host-path"))))
 	if err := b.syncVolume(context.Background(), "pv-1"); err != nil {
 		t.Fatal(err)
 	}
 	got := getVolume(t, c, "pv-1")
-	if !slices.Equal(got.Finalizers, []string{finalizerPVController}) || got.Status.Phase != corev1.VolumeAvailable {
-		t.Errorf("finalizers %v phase %q; want [%s] and Available", got.Finalizers, got.Status.Phase, finalizerPVController)
+	if !slices.Equal(got.Finalizers, []string{storage.FinalizerPVController}) || got.Status.Phase != corev1.VolumeAvailable {
+		t.Errorf("finalizers %v phase %q; want [%s] and Available", got.Finalizers, got.Status.Phase, storage.FinalizerPVController)
 	}
 }

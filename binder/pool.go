@@ -8,18 +8,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
-// poolLists gives Assign the planner's relation for one class's pool, "claims[c] may take
-// volumes[v]" (usable and fitsUnbound), as adjacency lists in Assign's preference order (order,
+// poolLists gives assignLists the planner's relation for one class's pool, "claims[c] may take
+// volumes[v]" (usable and fitsUnbound), as adjacency lists in its preference order (order,
 // from assignVolumeOrder): claim c's list is lists[listOf[c]]. The volumes are the pool's: no
 // claimRef, not being deleted.
 //
 // Asking the predicate about every pair is 50 M questions for 10,000 claims over 5,000 free
 // volumes, and the dense relation up to 200 MB. But the predicate reads little of either side,
 // and a pool's claims mostly ask alike: so claims of one kind (same demand, selector and node)
-// share one list, built once, and policy.Satisfies is asked once per demand and kind of volume.
+// share one list, built once, and storage.Satisfies is asked once per demand and kind of volume.
 // Only what depends on the claim's uid (a bind in flight to one claim, pairs policy denied) is
 // asked per pair, and only for the few claims it concerns, which get lists of their own.
 func (pl *poolPlanner) poolLists(claims []pending, volumes []*corev1.PersistentVolume, order []int32) (lists [][]int32, listOf []int32) {
@@ -167,7 +167,7 @@ func (p *pool) list(k int32, claim *corev1.PersistentVolumeClaim) []int32 {
 		o := p.offerOf[v]
 		if !sat[o].known() {
 			rep := p.volumes[p.offerVolume[o]]
-			sat[o] = answerOf(isFree(rep, p.pl.pendingFree) && policy.Satisfies(rep, demand) == nil)
+			sat[o] = answerOf(isFree(rep, p.pl.pendingFree) && storage.Satisfies(rep, demand) == nil)
 		}
 		if !sat[o].yes() {
 			continue
@@ -256,7 +256,7 @@ func answerOf(yes bool) answer {
 func (a answer) known() bool { return a != 0 }
 func (a answer) yes() bool   { return a == 1 }
 
-// claimDemand is what policy.Satisfies reads of a claim, apart from its class (which a pool's
+// claimDemand is what storage.Satisfies reads of a claim, apart from its class (which a pool's
 // claims share): claims with equal demands are satisfied by the same volumes. It must name
 // every field Satisfies reads (TestPlanAgreesWithTheOldPlanner varies others too); it may tell
 // apart claims that ask the same (a request written differently), which only costs sharing.
@@ -267,7 +267,7 @@ type claimDemand struct {
 	accessModes     string
 }
 
-// volumeOffer is what policy.Satisfies and isFree read of a volume without a claimRef, apart
+// volumeOffer is what storage.Satisfies and isFree read of a volume without a claimRef, apart
 // from its class.
 type volumeOffer struct {
 	capacity        exactQuantity

@@ -10,6 +10,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -20,7 +21,7 @@ import (
 // volume to another claim, and it stays free while claims it fits wait.
 func TestReservationEndsWhenItsClaimGoesElsewhere(t *testing.T) {
 	ctx := context.Background()
-	manual := class("manual", noProvisioner, storagev1.VolumeBindingImmediate)
+	manual := class("manual", storage.NoProvisioner, storagev1.VolumeBindingImmediate)
 	claim := testobj.PVC("ns", "c", testobj.ClaimClass("manual"), testobj.Request("1Gi"), testobj.ClaimUID("u-c"))
 	pv1 := testobj.PV("pv-1", testobj.Class("manual"), testobj.Capacity("1Gi"), testobj.Phase(corev1.VolumeAvailable))
 	pv2 := testobj.PV("pv-2", testobj.Class("manual"), testobj.Capacity("1Gi"), testobj.Phase(corev1.VolumeAvailable))
@@ -94,7 +95,7 @@ func get[T client.Object](t *testing.T, c client.Client, obj T, namespace, name 
 // claim, planned on none, waits for a plan nothing asks for.
 func TestPlanEntryEndsWhenItsClaimGoesElsewhere(t *testing.T) {
 	ctx := context.Background()
-	manual := class("manual", noProvisioner, storagev1.VolumeBindingImmediate)
+	manual := class("manual", storage.NoProvisioner, storagev1.VolumeBindingImmediate)
 	claims := []*corev1.PersistentVolumeClaim{
 		testobj.PVC("ns", "a", testobj.ClaimClass("manual"), testobj.Request("1Gi"), testobj.ClaimUID("u-a")),
 		testobj.PVC("ns", "b", testobj.ClaimClass("manual"), testobj.Request("1Gi"), testobj.ClaimUID("u-b")),

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // ReasonBinderDisagreement is recorded in shadow mode on a claim the cluster's binder bound to
@@ -17,7 +19,7 @@ func (b *Binder) shadowClaim(claim *corev1.PersistentVolumeClaim, a ClaimAction)
 		b.requestPlan()
 		return
 	}
-	_, bound := claim.Annotations[annBindCompleted]
+	_, bound := claim.Annotations[storage.AnnBindCompleted]
 	switch {
 	case !bound && a.Bind != nil && a.Bind.Spec.ClaimRef == nil:
 		// Only a free choice is pvguard's. A volume whose claimRef already names the claim was

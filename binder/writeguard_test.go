@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -18,7 +19,7 @@ import (
 // a sync that would bind writes nothing, and says why.
 func TestNoWriteWithoutTheLease(t *testing.T) {
 	ctx := context.Background()
-	manual := class("manual", noProvisioner, storagev1.VolumeBindingImmediate)
+	manual := class("manual", storage.NoProvisioner, storagev1.VolumeBindingImmediate)
 	claim := testobj.PVC("ns", "c", testobj.ClaimClass("manual"), testobj.Request("1Gi"), testobj.ClaimUID("u-c"), testobj.VolumeName("pv-1"))
 	pv := testobj.PV("pv-1", testobj.Class("manual"), testobj.Capacity("1Gi"), testobj.Phase(corev1.VolumeAvailable))
 	bd, c := liveBinder(t, manual, claim, pv)
@@ -34,7 +35,7 @@ func TestNoWriteWithoutTheLease(t *testing.T) {
 	if got := get(t, c, &corev1.PersistentVolume{}, "", "pv-1"); got.Spec.ClaimRef != nil {
 		t.Errorf("pv-1 was linked to %s/%s without the Lease", got.Spec.ClaimRef.Namespace, got.Spec.ClaimRef.Name)
 	}
-	if got := get(t, c, &corev1.PersistentVolumeClaim{}, "ns", "c"); got.Annotations[annBindCompleted] != "" {
+	if got := get(t, c, &corev1.PersistentVolumeClaim{}, "ns", "c"); got.Annotations[storage.AnnBindCompleted] != "" {
 		t.Error("the claim was marked bind-completed without the Lease")
 	}
 	bd.o.WriteGuard = func() error { return nil }
@@ -52,10 +53,10 @@ func TestNoWriteWithoutTheLease(t *testing.T) {
 // loop that posted PolicyForbidsBinding about ten thousand times a second.
 func TestDeniedPreBoundVolumeIsNotRetriedAtOnce(t *testing.T) {
 	ctx := context.Background()
-	local := class("local", noProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	local := class("local", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
 	// The claim's pod went to node-a; the volume pointed at it lives on node-b (PVG009 denies).
 	claim := testobj.PVC("ns", "c", testobj.ClaimClass("local"), testobj.Request("1Gi"), testobj.ClaimUID("u-c"),
-		testobj.ClaimMeta(testobj.Annotation(annSelectedNode, "node-a")))
+		testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-a")))
 	pv := testobj.PV("pv-1", testobj.Class("local"), testobj.Capacity("1Gi"), testobj.ClaimRef("ns", "c", "u-c"),
 		testobj.NodeAffinity("kubernetes.io/hostname", "node-b"), testobj.Phase(corev1.VolumeAvailable))
 	bd, _ := liveBinder(t, local, claim, pv)

@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // This file is the candidate table: every volume considered for the claim, and the pair checks
@@ -190,7 +192,7 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 	if j.view == nil {
 		// Built on the first pair judged: indexing the whole input costs a tenth of a second
 		// at 100,000 objects, for nothing when no pair gets this far.
-		j.view = (&policy.Snapshot{PVs: j.in.Volumes, PVCs: j.in.Claims, Nodes: j.in.Nodes, Classes: j.in.Classes}).Indexed()
+		j.view = clusterstate.New(j.in.Claims, j.in.Volumes, j.in.Classes, j.in.Nodes)
 	}
 	denials, err := binder.BindDenials(j.in.Policy, j.in.Identity, j.view, v, c)
 	var value string
@@ -264,7 +266,7 @@ func shorten(s string, n int) string {
 
 // candidate runs every check on one volume for the claim.
 func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, targets []nodeTarget, claims map[types.UID]string) Candidate {
-	row := Candidate{Volume: v.Name, Class: policy.VolumeClass(v)}
+	row := Candidate{Volume: v.Name, Class: storage.VolumeClass(v)}
 	add := func(check Check, pass bool, value string) {
 		r := Result{Check: check, Pass: pass}
 		if !pass {
@@ -272,19 +274,19 @@ func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVo
 		}
 		row.Checks = append(row.Checks, r)
 	}
-	add(CheckClass, policy.ClassesMatch(v, c), fmt.Sprintf("%s != %s", orNone(policy.VolumeClass(v)), orNone(policy.ClaimClass(c))))
-	add(CheckAttributesClass, policy.AttributesClassesMatch(v, c), fmt.Sprintf("%s != %s", orNone(deref(v.Spec.VolumeAttributesClassName)), orNone(deref(c.Spec.VolumeAttributesClassName))))
-	missing := policy.MissingAccessModes(v, c)
-	add(CheckAccessModes, policy.AccessModesFit(v, c), fmt.Sprintf("%s lacks %s", modes(v.Spec.AccessModes), modes(missing)))
-	add(CheckVolumeMode, policy.ModesMatch(v, c), fmt.Sprintf("%s != %s", volumeMode(v.Spec.VolumeMode), volumeMode(c.Spec.VolumeMode)))
+	add(CheckClass, storage.ClassesMatch(v, c), fmt.Sprintf("%s != %s", orNone(storage.VolumeClass(v)), orNone(storage.ClaimClass(c))))
+	add(CheckAttributesClass, storage.AttributesClassesMatch(v, c), fmt.Sprintf("%s != %s", orNone(deref(v.Spec.VolumeAttributesClassName)), orNone(deref(c.Spec.VolumeAttributesClassName))))
+	missing := storage.MissingAccessModes(v, c)
+	add(CheckAccessModes, storage.AccessModesFit(v, c), fmt.Sprintf("%s lacks %s", modes(v.Spec.AccessModes), modes(missing)))
+	add(CheckVolumeMode, storage.ModesMatch(v, c), fmt.Sprintf("%s != %s", volumeMode(v.Spec.VolumeMode), volumeMode(c.Spec.VolumeMode)))
 	capacity, request := v.Spec.Capacity[corev1.ResourceStorage], c.Spec.Resources.Requests[corev1.ResourceStorage]
-	add(CheckCapacity, policy.CapacityFits(v, c), fmt.Sprintf("%s < %s", quantity(capacity), quantity(request)))
-	ok, err := policy.SelectorAdmits(c, v)
+	add(CheckCapacity, storage.CapacityFits(v, c), fmt.Sprintf("%s < %s", quantity(capacity), quantity(request)))
+	ok, err := storage.SelectorAdmits(c, v)
 	switch {
 	case err != nil:
 		add(CheckSelector, false, "invalid selector: "+err.Error())
 	default:
-		sel, _ := policy.ParseClaimSelector(c)
+		sel, _ := storage.ParseClaimSelector(c)
 		add(CheckSelector, ok, fmt.Sprintf("labels do not match %s", sel))
 	}
 	add(nodeAffinity(v, targets))
@@ -334,7 +336,7 @@ func nodeAffinity(v *corev1.PersistentVolume, targets []nodeTarget) (Check, bool
 	if len(targets) == 0 {
 		return CheckNodeAffinity, true, ""
 	}
-	aff, err := policy.ParseVolumeAffinity(v)
+	aff, err := storage.ParseVolumeAffinity(v)
 	if err != nil {
 		return CheckNodeAffinity, false, "invalid node affinity: " + err.Error()
 	}

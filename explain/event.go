@@ -28,12 +28,8 @@ const maxNoteLength = 1024
 // the binder's own bind or a volume that does not exist yet gets none; nor does one some volume
 // fits (another claim's plan, or the scheduler, has it: the state changes soon).
 func NoVolumeFits(in binder.PlanInput, plan binder.PoolPlan) func(*corev1.PersistentVolumeClaim) (message string, ok bool) {
-	input := Input{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes, PendingFree: in.PendingFree, InFlight: in.InFlight}
-	for _, n := range in.Nodes {
-		if n != nil { // nil: the node does not exist, and missing from Nodes says the same
-			input.Nodes = append(input.Nodes, n)
-		}
-	}
+	input := Input{Claims: in.State.Claims(), Volumes: in.State.Volumes(), Classes: in.State.Classes(), Nodes: in.State.Nodes(),
+		PendingFree: in.PendingFree, InFlight: in.InFlight}
 	x, p := indexInput(input), poolOf(plan)
 	return func(c *corev1.PersistentVolumeClaim) (string, bool) {
 		return noVolumeFits(explainClaim(x, p, c, true), c)

@@ -10,6 +10,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
@@ -18,11 +19,7 @@ import (
 // would make of it, as the binder does after each plan.
 func noVolumeFits(t *testing.T, in explain.Input) (string, bool) {
 	t.Helper()
-	nodes := map[string]*corev1.Node{}
-	for _, n := range in.Nodes {
-		nodes[n.Name] = n
-	}
-	pin := binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes, Nodes: nodes, PendingFree: in.PendingFree, InFlight: in.InFlight}
+	pin := binder.PlanInput{State: clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes), PendingFree: in.PendingFree, InFlight: in.InFlight}
 	for _, c := range in.Claims {
 		if c.Namespace == "ns" && c.Name == "c" {
 			return explain.NoVolumeFits(pin, binder.Plan(pin))(c)
@@ -176,11 +173,7 @@ func TestNoVolumeFitsIsTheExplanation(t *testing.T) {
 	posted := 0
 	for round := 0; round < 200; round++ {
 		in := generate(rng)
-		nodes := map[string]*corev1.Node{}
-		for _, n := range in.Nodes {
-			nodes[n.Name] = n
-		}
-		pin := binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes, Nodes: nodes, InFlight: in.InFlight}
+		pin := binder.PlanInput{State: clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes), InFlight: in.InFlight}
 		why := explain.NoVolumeFits(pin, binder.Plan(pin))
 		for _, c := range in.Claims {
 			msg, ok := why(c)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/policy"
 	. "github.com/pvguard/pvguard/test/testobj"
@@ -241,11 +242,7 @@ func TestVerdictIsThePlan(t *testing.T) {
 	rng := rand.New(rand.NewSource(18))
 	for round := 0; round < 200; round++ {
 		in := generate(rng)
-		nodes := map[string]*corev1.Node{}
-		for _, n := range in.Nodes {
-			nodes[n.Name] = n
-		}
-		plan := binder.Plan(binder.PlanInput{Claims: in.Claims, Volumes: in.Volumes, Classes: in.Classes, Nodes: nodes, InFlight: in.InFlight})
+		plan := binder.Plan(binder.PlanInput{State: clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes), InFlight: in.InFlight})
 		for _, c := range plan.Claims {
 			e, err := explain.Claim(in, c.Namespace, c.Name)
 			if err != nil {

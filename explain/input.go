@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -122,8 +123,8 @@ type pool struct {
 // planPool plans the input's pool as the binder does, with inFlight as the binder's in-flight
 // state.
 func planPool(x *index, inFlight binder.InFlight) pool {
-	return poolOf(binder.Plan(binder.PlanInput{Claims: x.in.Claims, Volumes: x.in.Volumes, Classes: x.in.Classes,
-		Nodes: x.nodes, PendingFree: x.in.PendingFree, InFlight: inFlight}))
+	return poolOf(binder.Plan(binder.PlanInput{State: clusterstate.New(x.in.Claims, x.in.Volumes, x.in.Classes, x.in.Nodes),
+		PendingFree: x.in.PendingFree, InFlight: inFlight}))
 }
 
 // poolOf indexes a plan: it maps each volume the plan gives out to its claim, and says which

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/cachelist"
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // ReadInput reads what an explanation reads: from cluster, every claim, volume and class and the
@@ -85,7 +85,7 @@ func ReadProvisionerLeases(ctx context.Context, r client.Reader, in *Input, name
 	class := ""
 	for _, c := range in.Claims {
 		if c.Namespace == namespace && c.Name == name {
-			class = policy.ClaimClass(c)
+			class = storage.ClaimClass(c)
 		}
 	}
 	provisioner := ""

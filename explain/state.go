@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/binder"
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // This file is the claim's state: what it waits for (binder.DecideClaim), its provisioner, its
@@ -43,7 +43,7 @@ type subject struct {
 
 // subjectOf heads the explanation of claim c.
 func subjectOf(c *corev1.PersistentVolumeClaim, classes map[string]*storagev1.StorageClass) subject {
-	s := subject{claim: c, className: policy.ClaimClass(c)}
+	s := subject{claim: c, className: storage.ClaimClass(c)}
 	s.class = classes[s.className]
 	if s.className != "" && s.class != nil {
 		s.bindingMode = string(storagev1.VolumeBindingImmediate) // the API server's default
@@ -51,7 +51,7 @@ func subjectOf(c *corev1.PersistentVolumeClaim, classes map[string]*storagev1.St
 			s.bindingMode = string(*s.class.VolumeBindingMode)
 		}
 	}
-	s.selectedNode, s.scheduled = c.Annotations[policy.AnnSelectedNode]
+	s.selectedNode, s.scheduled = c.Annotations[storage.AnnSelectedNode]
 	return s
 }
 
@@ -74,7 +74,7 @@ func decide(x *index, s subject, assigned string) claimState {
 	cs.Volume = x.volumes[c.Spec.VolumeName]
 	cs.VolumeConfirmed = true
 	cs.Assigned = x.volumes[assigned]
-	_, bound := c.Annotations[policy.AnnBindCompleted]
+	_, bound := c.Annotations[storage.AnnBindCompleted]
 	a := binder.DecideClaim(cs)
 	st := claimState{waitingFor: WaitingForNothing}
 	switch {

@@ -139,7 +139,7 @@ func takenVolumeFails(rows []Candidate, name string, binding bool) string {
 }
 
 // namedChecks are the checks a claim that names its volume (spec.volumeName) is held to, as
-// binder.DecideClaim holds it: what policy.Satisfies asks, and that no other claim has the volume.
+// binder.DecideClaim holds it: what storage.Satisfies asks, and that no other claim has the volume.
 var namedChecks = map[Check]bool{CheckClass: true, CheckAttributesClass: true, CheckAccessModes: true,
 	CheckVolumeMode: true, CheckCapacity: true, CheckClaimRef: true}
 

@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // ErrUnknownVolume is returned for a volume that is not in the input.
@@ -105,7 +107,7 @@ func Volume(in Input, name string, now time.Time) (*VolumeExplanation, error) {
 		k.Name = f
 		e.Finalizers = append(e.Finalizers, k)
 	}
-	snap := &policy.Snapshot{PVs: in.Volumes, PVCs: in.Claims, Nodes: in.Nodes, Classes: in.Classes}
+	snap := clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes)
 	engine := in.Policy
 	if engine == nil {
 		engine = policy.NewEngine(policy.DefaultConfig())
@@ -126,7 +128,7 @@ func next(v *corev1.PersistentVolume, a binder.VolumeAction) string {
 	var parts []string
 	switch {
 	case a.Reuse:
-		parts = append(parts, "the binder clears its claimRef and makes it Available again ("+binder.AnnReuse+")")
+		parts = append(parts, "the binder clears its claimRef and makes it Available again ("+storage.AnnReuseWhenReleased+")")
 	case a.Unbind:
 		parts = append(parts, "the binder unbinds it: its claim is bound to another volume")
 	case a.Phase != "" && a.Phase != v.Status.Phase:
@@ -143,7 +145,7 @@ func next(v *corev1.PersistentVolume, a binder.VolumeAction) string {
 	if len(parts) == 0 {
 		switch {
 		case v.Status.Phase == corev1.VolumeReleased && v.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain:
-			return "nothing: reclaim policy Retain keeps it Released until someone deletes it or clears its claimRef (or sets " + binder.AnnReuse + "=true)"
+			return "nothing: reclaim policy Retain keeps it Released until someone deletes it or clears its claimRef (or sets " + storage.AnnReuseWhenReleased + "=true)"
 		case v.Status.Phase == corev1.VolumeReleased && v.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete:
 			return "nothing from the binder: its external provisioner is to delete the storage and the volume"
 		}

@@ -9,5 +9,5 @@
 // A document that cannot be read is an error naming its file, its place and, where there is one,
 // the object and the field; it never hides the documents around it.
 //
-// Nothing here judges an object: Load returns a policy.Snapshot for the audit engine.
+// Nothing here judges an object: Load returns a clusterstate.State for the audit engine.
 package manifests

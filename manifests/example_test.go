@@ -39,7 +39,7 @@ metadata: {name: pv-2}
 	}
 
 	snap, n, errs := manifests.Load([]string{dir})
-	fmt.Println(n, "objects:", snap.PVCs[0].Namespace+"/"+snap.PVCs[0].Name, snap.PVs[0].Name)
+	fmt.Println(n, "objects:", snap.Claims()[0].Namespace+"/"+snap.Claims()[0].Name, snap.Volumes()[0].Name)
 	for _, err := range errs {
 		fmt.Println(strings.TrimPrefix(err.Error(), dir+string(filepath.Separator)))
 	}

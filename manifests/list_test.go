@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/test/gen"
 )
 
@@ -84,7 +84,7 @@ func listDocuments(t testing.TB) []listDocument {
 }
 
 // loadText loads text as the one file name, decoding on workers goroutines in batches of batch.
-func loadText(t testing.TB, name, text string, workers, batch int) (*policy.Snapshot, int, []error) {
+func loadText(t testing.TB, name, text string, workers, batch int) (*clusterstate.State, int, []error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
@@ -102,7 +102,7 @@ func TestListReader(t *testing.T) {
 			snap, n, errs := loadText(t, "f.json", d.js, 3, 2)
 			if d.want == nil {
 				want := byKind(plainItems(t, []byte(d.js)))
-				if got := snapshotObjects(snap); len(errs) != 0 || !reflect.DeepEqual(got, want) || n != len(want) {
+				if got := stateObjects(snap); len(errs) != 0 || !reflect.DeepEqual(got, want) || n != len(want) {
 					t.Fatalf("read %d objects (%v), want the %d items decoded alone", n, errs, len(want))
 				}
 				return
@@ -201,7 +201,7 @@ func TestLoadLargeLists(t *testing.T) {
 		for _, workers := range []int{1, 4} {
 			t.Run(fmt.Sprint(name, workers), func(t *testing.T) {
 				snap, n, errs := loadText(t, name, text, workers, 7)
-				if got := snapshotObjects(snap); len(errs) != 0 || n != len(want) || !reflect.DeepEqual(got, want) {
+				if got := stateObjects(snap); len(errs) != 0 || n != len(want) || !reflect.DeepEqual(got, want) {
 					t.Fatalf("read %d objects (%v), want the %d items decoded alone", n, errs, len(want))
 				}
 			})
@@ -215,7 +215,7 @@ func TestLoadLargeLists(t *testing.T) {
 func TestLoadInAnyOrder(t *testing.T) {
 	dir := t.TempDir()
 	snap := gen.Inventory(600)
-	for sub, write := range map[string]func(*policy.Snapshot, string, int) ([]string, error){
+	for sub, write := range map[string]func(*clusterstate.State, string, int) ([]string, error){
 		"json": gen.WriteJSON, "yaml": gen.WriteYAML, "yaml-list": gen.WriteYAMLList,
 	} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
@@ -236,6 +236,6 @@ func TestLoadInAnyOrder(t *testing.T) {
 		t.Fatalf("one goroutine read %d objects and %d errors (%v)", n1, len(errs1), errs1)
 	}
 	if n1 != n2 || !reflect.DeepEqual(one, many) || fmt.Sprint(errs1) != fmt.Sprint(errs2) {
-		t.Fatalf("one goroutine read %d objects and %v; five %d and %v; snapshots equal: %v", n1, errs1, n2, errs2, reflect.DeepEqual(one, many))
+		t.Fatalf("one goroutine read %d objects and %v; five %d and %v; states equal: %v", n1, errs1, n2, errs2, reflect.DeepEqual(one, many))
 	}
 }

@@ -14,7 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/clusterstate"
 )
 
 // Load reads the objects the audit reads from files and directories (recursively: .yaml, .yml,
@@ -27,7 +27,7 @@ import (
 //
 // Documents, and the items of each List, are decoded on GOMAXPROCS goroutines and joined in walk
 // order, then document order, then item order, so the result does not depend on scheduling.
-func Load(paths []string) (*policy.Snapshot, int, []error) {
+func Load(paths []string) (*clusterstate.State, int, []error) {
 	return load(paths, runtime.GOMAXPROCS(0), itemBatch)
 }
 
@@ -35,7 +35,7 @@ func Load(paths []string) (*policy.Snapshot, int, []error) {
 // handing them over costs nothing, few enough that a List is shared evenly.
 const itemBatch = 64
 
-func load(paths []string, workers, batch int) (*policy.Snapshot, int, []error) {
+func load(paths []string, workers, batch int) (*clusterstate.State, int, []error) {
 	files, errs := walk(paths)
 	p := startPipeline(workers, batch)
 	// queue holds the documents in order while they are decoded; its size bounds how far reading
@@ -47,17 +47,17 @@ func load(paths []string, workers, batch int) (*policy.Snapshot, int, []error) {
 			p.split(path, queue)
 		}
 	}()
-	snap := &policy.Snapshot{}
+	var read lists
 	objects := 0
 	for d := range queue {
-		n, err := d.collect(snap)
+		n, err := d.collect(&read)
 		objects += n
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	p.stop() // every document and batch handed over has been collected
-	return snap, objects, errs
+	return read.state(), objects, errs
 }
 
 // walk lists the files to read, in lexical order within each path.
@@ -214,18 +214,18 @@ func (b *batch) decode(dec *decoder) {
 	b.items = nil
 }
 
-// collect waits for a document to be decoded and adds its objects to snap. Its problems are one
+// collect waits for a document to be decoded and adds its objects to read. Its problems are one
 // error naming the file and the document (a List's bad items each named inside it).
-func (d *document) collect(snap *policy.Snapshot) (int, error) {
+func (d *document) collect(read *lists) (int, error) {
 	if d.done == nil {
 		return 0, d.err // a file or stream that could not be read: already named
 	}
 	<-d.done
-	n := keep(snap, d.objs)
+	n := read.keep(d.objs)
 	errs := []error{d.err}
 	for _, b := range d.batches {
 		<-b.done
-		n += keep(snap, b.objs)
+		n += read.keep(b.objs)
 		errs = append(errs, b.errs...)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -234,19 +234,32 @@ func (d *document) collect(snap *policy.Snapshot) (int, error) {
 	return n, nil
 }
 
-// keep adds decoded objects to the snapshot, each to its kind's list.
-func keep(snap *policy.Snapshot, objs []metav1.Object) int {
+// lists are the objects read so far, each kind in reading order.
+type lists struct {
+	volumes []*corev1.PersistentVolume
+	claims  []*corev1.PersistentVolumeClaim
+	nodes   []*corev1.Node
+	classes []*storagev1.StorageClass
+}
+
+// keep adds decoded objects to the lists, each to its kind's.
+func (l *lists) keep(objs []metav1.Object) int {
 	for _, obj := range objs {
 		switch t := obj.(type) {
 		case *corev1.PersistentVolume:
-			snap.PVs = append(snap.PVs, t)
+			l.volumes = append(l.volumes, t)
 		case *corev1.PersistentVolumeClaim:
-			snap.PVCs = append(snap.PVCs, t)
+			l.claims = append(l.claims, t)
 		case *corev1.Node:
-			snap.Nodes = append(snap.Nodes, t)
+			l.nodes = append(l.nodes, t)
 		case *storagev1.StorageClass:
-			snap.Classes = append(snap.Classes, t)
+			l.classes = append(l.classes, t)
 		}
 	}
 	return len(objs)
+}
+
+// state is the State of the objects read.
+func (l *lists) state() *clusterstate.State {
+	return clusterstate.New(l.claims, l.volumes, l.classes, l.nodes)
 }

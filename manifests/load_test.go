@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/manifests"
-	"github.com/pvguard/pvguard/policy"
 )
 
 // writeFiles writes files (name: content, names may hold directories) into a new directory.
@@ -28,18 +28,18 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-func names(s *policy.Snapshot) []string {
+func names(s *clusterstate.State) []string {
 	var out []string
-	for _, v := range s.PVs {
+	for _, v := range s.Volumes() {
 		out = append(out, "pv/"+v.Name)
 	}
-	for _, c := range s.PVCs {
+	for _, c := range s.Claims() {
 		out = append(out, "pvc/"+c.Namespace+"/"+c.Name)
 	}
-	for _, sc := range s.Classes {
+	for _, sc := range s.Classes() {
 		out = append(out, "sc/"+sc.Name)
 	}
-	for _, n := range s.Nodes {
+	for _, n := range s.Nodes() {
 		out = append(out, "node/"+n.Name)
 	}
 	return out

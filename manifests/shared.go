@@ -14,7 +14,7 @@ import (
 // value that it has already seen, byte for byte, in the same place of an earlier object as that
 // object's value, so every repeat shares one copy.
 //
-// Sharing is safe because nothing that reads a loaded snapshot writes to it: the audit hands the
+// Sharing is safe because nothing that reads a loaded state writes to it: the audit hands the
 // objects only to policy, whose entry points are fuzzed for leaving their inputs unchanged.
 
 // sharedBudget bounds the bytes of values each table remembers: past it the table starts over,

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/clusterstate"
 )
 
 // plainItems decodes a List's items as they were decoded before values were shared: each on
@@ -47,56 +47,56 @@ func plainItems(t testing.TB, js []byte) []metav1.Object {
 	return objs
 }
 
-// snapshotObjects lists a snapshot's objects: classes, nodes, volumes, claims.
-func snapshotObjects(s *policy.Snapshot) []metav1.Object {
+// stateObjects lists a state's objects: classes, nodes, volumes, claims.
+func stateObjects(s *clusterstate.State) []metav1.Object {
 	var objs []metav1.Object
-	for _, o := range s.Classes {
+	for _, o := range s.Classes() {
 		objs = append(objs, o)
 	}
-	for _, o := range s.Nodes {
+	for _, o := range s.Nodes() {
 		objs = append(objs, o)
 	}
-	for _, o := range s.PVs {
+	for _, o := range s.Volumes() {
 		objs = append(objs, o)
 	}
-	for _, o := range s.PVCs {
+	for _, o := range s.Claims() {
 		objs = append(objs, o)
 	}
 	return objs
 }
 
-// objectNames names a snapshot's objects (pv/NAME, pvc/NAMESPACE/NAME, sc/NAME, node/NAME) in the
+// objectNames names a state's objects (pv/NAME, pvc/NAMESPACE/NAME, sc/NAME, node/NAME) in the
 // order the audit sees them: volumes, claims, classes, nodes.
-func objectNames(s *policy.Snapshot) []string {
+func objectNames(s *clusterstate.State) []string {
 	var out []string
-	for _, v := range s.PVs {
+	for _, v := range s.Volumes() {
 		out = append(out, "pv/"+v.Name)
 	}
-	for _, c := range s.PVCs {
+	for _, c := range s.Claims() {
 		out = append(out, "pvc/"+c.Namespace+"/"+c.Name)
 	}
-	for _, sc := range s.Classes {
+	for _, sc := range s.Classes() {
 		out = append(out, "sc/"+sc.Name)
 	}
-	for _, n := range s.Nodes {
+	for _, n := range s.Nodes() {
 		out = append(out, "node/"+n.Name)
 	}
 	return out
 }
 
 // readList reads a JSON List with d, as Load reads each of its items.
-func readList(t testing.TB, d *decoder, js string) *policy.Snapshot {
+func readList(t testing.TB, d *decoder, js string) *clusterstate.State {
 	t.Helper()
 	objs, err := d.readAll(item{js: []byte(js)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := &policy.Snapshot{}
-	keep(snap, objs)
-	return snap
+	var read lists
+	read.keep(objs)
+	return read.state()
 }
 
-// byKind orders objects as the snapshot holds them (classes, nodes, volumes, claims), each kind in
+// byKind orders objects as the state holds them (classes, nodes, volumes, claims), each kind in
 // the List's order.
 func byKind(objs []metav1.Object) []metav1.Object {
 	var out []metav1.Object
@@ -155,7 +155,7 @@ func TestSharedValuesDecodeAsWithout(t *testing.T) {
 	for i, js := range docs {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			want := byKind(plainItems(t, []byte(js)))
-			got := snapshotObjects(readList(t, d, js))
+			got := stateObjects(readList(t, d, js))
 			if len(got) != len(want) {
 				t.Fatalf("%d objects, want %d", len(got), len(want))
 			}
@@ -181,10 +181,10 @@ func TestRepeatsAreShared(t *testing.T) {
 		item("c", `{"app":"web"}`, "2Gi", `["ReadWriteMany"]`),
 	}, ",") + `]}`
 	snap := readList(t, new(decoder), js)
-	if len(snap.PVCs) != 3 {
-		t.Fatalf("%d claims, want 3", len(snap.PVCs))
+	if len(snap.Claims()) != 3 {
+		t.Fatalf("%d claims, want 3", len(snap.Claims()))
 	}
-	a, b, c := snap.PVCs[0], snap.PVCs[1], snap.PVCs[2]
+	a, b, c := snap.Claims()[0], snap.Claims()[1], snap.Claims()[2]
 	same := func(x, y any) bool { return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() }
 	for _, tc := range []struct {
 		what    string

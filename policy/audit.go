@@ -13,94 +13,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/clusterstate"
 )
 
-// Snapshot is a fixed set of objects: the whole world an audit judges. It is also a View, so
-// the admission rules can read related objects from it.
-type Snapshot struct {
-	PVs     []*corev1.PersistentVolume
-	PVCs    []*corev1.PersistentVolumeClaim
-	Nodes   []*corev1.Node
-	Classes []*storagev1.StorageClass
-}
+// A State is the whole world an audit judges, and a View, so the rules read related objects from
+// it as at admission.
+var _ View = (*clusterstate.State)(nil)
 
-var _ View = &Snapshot{}
-
-func (s *Snapshot) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
-	for _, pv := range s.PVs {
-		if pv.Name == name {
-			return pv, nil
-		}
-	}
-	return nil, nil
-}
-
-func (s *Snapshot) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	for _, pvc := range s.PVCs {
-		if pvc.Namespace == namespace && pvc.Name == name {
-			return pvc, nil
-		}
-	}
-	return nil, nil
-}
-
-func (s *Snapshot) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
-	var out []*corev1.PersistentVolumeClaim
-	for _, pvc := range s.PVCs {
-		if pvc.Spec.VolumeName == volumeName {
-			out = append(out, pvc)
-		}
-	}
-	return out, nil
-}
-
-func (s *Snapshot) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
-	var out []*corev1.PersistentVolume
-	for _, pv := range s.PVs {
-		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace == namespace && ref.Name == name {
-			out = append(out, pv)
-		}
-	}
-	return out, nil
-}
-
-func (s *Snapshot) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
-	for _, pvc := range s.PVCs {
-		if pvc.UID == uid {
-			return pvc, nil
-		}
-	}
-	return nil, nil
-}
-
-func (s *Snapshot) Node(name string) (*corev1.Node, error) {
-	for _, n := range s.Nodes {
-		if n.Name == name {
-			return n, nil
-		}
-	}
-	return nil, nil
-}
-
-func (s *Snapshot) StorageClasses() ([]*storagev1.StorageClass, error) { return s.Classes, nil }
-
-// Objects lists the snapshot's classes, claims and volumes in AuditOrder.
-func (s *Snapshot) Objects() []any {
-	out := make([]any, 0, len(s.Classes)+len(s.PVCs)+len(s.PVs))
-	for _, sc := range s.Classes {
-		out = append(out, sc)
-	}
-	for _, pvc := range s.PVCs {
-		out = append(out, pvc)
-	}
-	for _, pv := range s.PVs {
-		out = append(out, pv)
-	}
-	return out
-}
-
-// AuditOptions are what an audit needs besides the snapshot.
+// AuditOptions are what an audit needs besides the state it judges.
 type AuditOptions struct {
 	// Now dates the rules that age (PVG023).
 	Now time.Time
@@ -109,12 +30,8 @@ type AuditOptions struct {
 	Progress func(done, total int)
 	// Live, when not nil, reads past any cache: the findings that report an object as gone are
 	// confirmed on it (Confirm). It is read from several goroutines at once. Without it the
-	// snapshot is taken as the whole truth, as for manifests.
+	// state is taken as the whole truth, as for manifests.
 	Live View
-	// Index, when it is the snapshot's own index (what s.Indexed() returned), is used instead of
-	// building another: a caller that needs the index as well (the server's audit, for its
-	// bindings) builds it once. Any other view is ignored.
-	Index View
 }
 
 // ObjectAudit is what an audit found on one object.
@@ -127,15 +44,15 @@ type ObjectAudit struct {
 	Err error
 }
 
-// Audit judges every object of a snapshot with AuditEach and merges the results: the findings
-// of every rule that could judge, and an error joining the *RuleError of each rule that could not
-// judge an object (a Snapshot's own reads never fail). progress is as in AuditOptions.
-func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int)) ([]Finding, error) {
+// Audit judges every object of a state with AuditEach and merges the results: the findings of
+// every rule that could judge, and an error joining the *RuleError of each rule that could not
+// judge an object (a State's own reads never fail). progress is as in AuditOptions.
+func (e *Engine) Audit(s *clusterstate.State, now time.Time, progress func(done, total int)) ([]Finding, error) {
 	each, err := e.AuditEach(s, AuditOptions{Now: now, Progress: progress})
 	if err != nil {
 		return nil, err
 	}
-	// The errors in the snapshot's order, whichever goroutine met them first. An object a rule
+	// The errors in the state's order, whichever goroutine met them first. An object a rule
 	// could not judge still has the other rules' findings, so they are reported beside it.
 	errs := make([]error, len(each))
 	for i := range each {
@@ -144,17 +61,14 @@ func (e *Engine) Audit(s *Snapshot, now time.Time, progress func(done, total int
 	return mergeEach(each), errors.Join(errs...)
 }
 
-// AuditEach judges every object of a snapshot with AuditObject, in the order of Objects, and
-// confirms on o.Live what must be (Confirm). It is the one full audit: `pvguard audit` on
-// manifests and on a cluster, and the server's audit, all run it. The objects are judged on up to
-// GOMAXPROCS goroutines (the snapshot is only read, and each goroutine has its own review and
-// memo), and the result does not depend on their scheduling: each object's result keeps its
-// place. The error is not nil only when a live read failed, and then the audit has no result.
-func (e *Engine) AuditEach(s *Snapshot, o AuditOptions) ([]ObjectAudit, error) {
-	view, ok := o.Index.(*indexedSnapshot)
-	if !ok || view.s != s {
-		view = indexSnapshot(s)
-	}
+// AuditEach judges every object of a state with AuditObject, in the order of its Objects, reading
+// related objects from the state (its indexes), and confirms on o.Live what must be (Confirm). It
+// is the one full audit: `pvguard audit` on manifests and on a cluster, and the server's audit,
+// all run it. The objects are judged on up to GOMAXPROCS goroutines (the state is only read, and
+// each goroutine has its own review and memo), and the result does not depend on their
+// scheduling: each object's result keeps its place. The error is not nil only when a live read
+// failed, and then the audit has no result.
+func (e *Engine) AuditEach(s *clusterstate.State, o AuditOptions) ([]ObjectAudit, error) {
 	objs := s.Objects()
 	each := make([]ObjectAudit, len(objs))
 	var unconfirmed []error // per object, allocated only with a live view
@@ -172,7 +86,7 @@ func (e *Engine) AuditEach(s *Snapshot, o AuditOptions) ([]ObjectAudit, error) {
 		wg.Go(func() {
 			// One review and one memo serve each object in turn, so judging an object allocates
 			// only what its findings need.
-			r, memo := &Review{}, &memoView{View: view}
+			r, memo := &Review{}, &memoView{View: s}
 			for {
 				start := int(next.Add(auditBlock)) - auditBlock
 				if start >= len(objs) {
@@ -394,80 +308,4 @@ func merge(perObject iter.Seq[[]Finding]) []Finding {
 type keyedFinding struct {
 	object string
 	f      Finding
-}
-
-// indexedSnapshot answers a Snapshot's lookups from maps, so a whole audit costs linear time
-// rather than a scan of the snapshot per lookup.
-type indexedSnapshot struct {
-	s        *Snapshot
-	pvs      map[string]*corev1.PersistentVolume
-	pvcs     map[objectKey]*corev1.PersistentVolumeClaim
-	naming   map[string][]*corev1.PersistentVolumeClaim
-	claiming map[objectKey][]*corev1.PersistentVolume
-	nodes    map[string]*corev1.Node
-}
-
-// objectKey names a namespaced object in the index; a lookup by it builds no string.
-type objectKey struct{ namespace, name string }
-
-// Indexed returns a View over the snapshot that answers each lookup from a map. The snapshot must
-// not change while the view is in use.
-func (s *Snapshot) Indexed() View { return indexSnapshot(s) }
-
-func indexSnapshot(s *Snapshot) *indexedSnapshot {
-	// The volumes' maps and the claims' are built side by side: no object can be judged before
-	// the index is whole, and for 100k objects building it took 0.11 s of one core. Each reverse
-	// map is sized for the worst case (every volume claims, every claim names) so it never grows.
-	x := &indexedSnapshot{s: s,
-		pvs: make(map[string]*corev1.PersistentVolume, len(s.PVs)), pvcs: make(map[objectKey]*corev1.PersistentVolumeClaim, len(s.PVCs)),
-		naming: make(map[string][]*corev1.PersistentVolumeClaim, len(s.PVCs)), claiming: make(map[objectKey][]*corev1.PersistentVolume, len(s.PVs)),
-		nodes: make(map[string]*corev1.Node, len(s.Nodes))}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for _, pv := range s.PVs {
-			x.pvs[pv.Name] = pv
-			if ref := pv.Spec.ClaimRef; ref != nil {
-				k := objectKey{ref.Namespace, ref.Name}
-				x.claiming[k] = append(x.claiming[k], pv)
-			}
-		}
-	})
-	for _, pvc := range s.PVCs {
-		x.pvcs[objectKey{pvc.Namespace, pvc.Name}] = pvc
-		if pvc.Spec.VolumeName != "" {
-			x.naming[pvc.Spec.VolumeName] = append(x.naming[pvc.Spec.VolumeName], pvc)
-		}
-	}
-	for _, n := range s.Nodes {
-		x.nodes[n.Name] = n
-	}
-	wg.Wait()
-	return x
-}
-
-func (x *indexedSnapshot) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
-	return x.pvs[name], nil
-}
-
-func (x *indexedSnapshot) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	return x.pvcs[objectKey{namespace, name}], nil
-}
-
-func (x *indexedSnapshot) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
-	return x.naming[volumeName], nil
-}
-
-func (x *indexedSnapshot) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
-	return x.claiming[objectKey{namespace, name}], nil
-}
-
-// ClaimWithUID scans: only admission's rules ask it, and an audit runs none of them.
-func (x *indexedSnapshot) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
-	return x.s.ClaimWithUID(uid)
-}
-
-func (x *indexedSnapshot) Node(name string) (*corev1.Node, error) { return x.nodes[name], nil }
-
-func (x *indexedSnapshot) StorageClasses() ([]*storagev1.StorageClass, error) {
-	return x.s.Classes, nil
 }

@@ -11,7 +11,9 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/gen"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -38,7 +40,7 @@ func TestAudit(t *testing.T) {
 	// (as `kubectl get pv,pvc,sc -A -o yaml` writes one).
 	scheduledTo := func(name, volume string) *corev1.PersistentVolumeClaim {
 		return testobj.PVC("team-a", name, testobj.ClaimBoundTo(volume), testobj.ClaimPhase(corev1.ClaimBound),
-			testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")))
+			testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
 	}
 	onNode2, onNode1 := scheduledTo("on-node-2", "pv-node-2"), scheduledTo("on-node-1", "pv-node-1")
 	expanding := testobj.PVC("team-a", "grow", testobj.Request("20Gi"), testobj.ClaimBoundTo("pv-x"),
@@ -48,89 +50,72 @@ func TestAudit(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		snap   *policy.Snapshot
+		snap   *clusterstate.State
 		config string
 		want   []string // "RULE object" in report order
 	}{
 		{name: "a healthy pair reports nothing",
-			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, PVCs: []*corev1.PersistentVolumeClaim{good}}},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, nil, nil)},
 		{name: "a mismatched bound pair is reported once, on the claim",
-			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-fs", testobj.BoundTo(modeClaim))}, PVCs: []*corev1.PersistentVolumeClaim{modeClaim}},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{modeClaim}, []*corev1.PersistentVolume{testobj.PV("pv-fs", testobj.BoundTo(modeClaim))}, nil, nil),
 			want: []string{"PVG001 PersistentVolumeClaim team-a/block"}},
 		{name: "a bound pair of different VolumeAttributesClasses is reported once, on the claim",
-			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-silver", testobj.VolumeAttributesClass("silver"), testobj.BoundTo(goldClaim))},
-				PVCs: []*corev1.PersistentVolumeClaim{goldClaim}},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{goldClaim}, []*corev1.PersistentVolume{testobj.PV("pv-silver", testobj.VolumeAttributesClass("silver"), testobj.BoundTo(goldClaim))}, nil, nil),
 			want: []string{"PVG018 PersistentVolumeClaim team-a/gold"}},
 		{name: "a bound pair whose VolumeAttributesClass is being modified reports nothing",
-			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-gold", testobj.VolumeAttributesClass("gold"), testobj.BoundTo(modifying))},
-				PVCs: []*corev1.PersistentVolumeClaim{modifying}}},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{modifying}, []*corev1.PersistentVolume{testobj.PV("pv-gold", testobj.VolumeAttributesClass("gold"), testobj.BoundTo(modifying))}, nil, nil)},
 		{name: "dangling claimRef",
-			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-d", testobj.ClaimRef("team-a", "gone", "u1"), testobj.Phase(corev1.VolumeBound))}},
+			snap: clusterstate.New(nil, []*corev1.PersistentVolume{testobj.PV("pv-d", testobj.ClaimRef("team-a", "gone", "u1"), testobj.Phase(corev1.VolumeBound))}, nil, nil),
 			want: []string{"PVG020 PersistentVolume pv-d"}},
 		{name: "lost claim and claim bound to a missing volume",
-			snap: &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{
 				testobj.PVC("team-a", "lost", testobj.ClaimPhase(corev1.ClaimLost)),
 				testobj.PVC("team-a", "orphan", testobj.ClaimBoundTo("pv-missing")),
-			}},
+			}, nil, nil, nil),
 			want: []string{"PVG021 PersistentVolumeClaim team-a/lost", "PVG021 PersistentVolumeClaim team-a/orphan"}},
 		{name: "misbound pair",
-			snap: &policy.Snapshot{
-				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))},
-				PVCs: []*corev1.PersistentVolumeClaim{good, testobj.PVC("team-b", "thief", testobj.ClaimBoundTo("pv-good"))},
-			},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{good, testobj.PVC("team-b", "thief", testobj.ClaimBoundTo("pv-good"))}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, nil, nil),
 			want: []string{"PVG004 PersistentVolumeClaim team-b/thief", "PVG022 PersistentVolumeClaim team-b/thief"}},
 		{name: "a completed claim whose volume lost its claimRef uid (upstream marks it Lost)",
-			snap: &policy.Snapshot{
-				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "good", ""), testobj.Phase(corev1.VolumeBound))},
-				PVCs: []*corev1.PersistentVolumeClaim{good},
-			},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "good", ""), testobj.Phase(corev1.VolumeBound))}, nil, nil),
 			want: []string{"PVG015 PersistentVolume pv-good", "PVG022 PersistentVolumeClaim team-a/good"}},
 		{name: "a completed claim whose volume lost its claimRef",
-			snap: &policy.Snapshot{
-				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.Phase(corev1.VolumeAvailable))},
-				PVCs: []*corev1.PersistentVolumeClaim{good},
-			},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.Phase(corev1.VolumeAvailable))}, nil, nil),
 			want: []string{"PVG010 PersistentVolumeClaim team-a/good", "PVG022 PersistentVolumeClaim team-a/good"}},
 		{name: "a claim pre-bound by name to a volume pre-bound by name is a binding in progress",
-			snap: &policy.Snapshot{
-				PVs:  []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "pre", ""))},
-				PVCs: []*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "pre", testobj.VolumeName("pv-good"))},
-			}},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "pre", testobj.VolumeName("pv-good"))}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "pre", ""))}, nil, nil)},
 		{name: "a bound claim being expanded (request above its volume, status.capacity what it was given) is healthy",
-			snap: func() *policy.Snapshot {
+			snap: func() *clusterstate.State {
 				pv := testobj.PV("pv-x", testobj.Capacity("10Gi"), testobj.BoundTo(expanding))
-				return &policy.Snapshot{PVs: []*corev1.PersistentVolume{pv}, PVCs: []*corev1.PersistentVolumeClaim{expanding}}
+				return clusterstate.New([]*corev1.PersistentVolumeClaim{expanding}, []*corev1.PersistentVolume{pv}, nil, nil)
 			}()},
 		{name: "released aging past the default week, not before",
-			snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{
+			snap: clusterstate.New(nil, []*corev1.PersistentVolume{
 				testobj.PV("pv-old", testobj.ClaimRef("team-a", "x", "u2"), released(8*24*time.Hour)),
 				testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour)),
-			}},
+			}, nil, nil),
 			want: []string{"PVG023 PersistentVolume pv-old"}},
 		{name: "released aging with a configured age",
-			snap:   &policy.Snapshot{PVs: []*corev1.PersistentVolume{testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour))}},
+			snap:   clusterstate.New(nil, []*corev1.PersistentVolume{testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour))}, nil, nil),
 			config: "releasedMaxAge: 12h\n",
 			want:   []string{"PVG023 PersistentVolume pv-new"}},
 		{name: "without nodes, a claim scheduled to one host bound to a volume pinned to another",
-			snap: &policy.Snapshot{
-				PVs: []*corev1.PersistentVolume{
-					testobj.PV("pv-node-2", testobj.BoundTo(onNode2), testobj.NodeAffinity(corev1.LabelHostname, "node-2")),
-					testobj.PV("pv-node-1", testobj.BoundTo(onNode1), testobj.NodeAffinity(corev1.LabelHostname, "node-1")),
-				},
-				PVCs: []*corev1.PersistentVolumeClaim{onNode2, onNode1},
-			},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{onNode2, onNode1}, []*corev1.PersistentVolume{
+				testobj.PV("pv-node-2", testobj.BoundTo(onNode2), testobj.NodeAffinity(corev1.LabelHostname, "node-2")),
+				testobj.PV("pv-node-1", testobj.BoundTo(onNode1), testobj.NodeAffinity(corev1.LabelHostname, "node-1")),
+			}, nil, nil),
 			want: []string{"PVG009 PersistentVolumeClaim team-a/on-node-2"}},
-		{name: "failed volume", snap: &policy.Snapshot{PVs: []*corev1.PersistentVolume{failed}}, want: []string{"PVG024 PersistentVolume pv-failed"}},
+		{name: "failed volume", snap: clusterstate.New(nil, []*corev1.PersistentVolume{failed}, nil, nil), want: []string{"PVG024 PersistentVolume pv-failed"}},
 		{name: "two default classes",
-			snap: &policy.Snapshot{Classes: testobjClasses("a", "b")},
+			snap: clusterstate.New(nil, nil, testobjClasses("a", "b"), nil),
 			want: []string{"PVG017 StorageClass a", "PVG017 StorageClass b"}},
 		{name: "namespace exemption and rule off apply",
-			snap: &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{
 				testobj.PVC("sandbox", "lost", testobj.ClaimPhase(corev1.ClaimLost)),
-			}, PVs: []*corev1.PersistentVolume{failed}},
+			}, []*corev1.PersistentVolume{failed}, nil, nil),
 			config: "exemptions:\n  namespaces: [sandbox]\nrules:\n  failed-volume: {action: off}\n"},
 		{name: "transition rules are not judged on state (binder annotations set by anyone)",
-			snap: &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "c", testobj.ClaimMeta(testobj.Annotation(policy.AnnBoundByController, "yes")))}}},
+			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "c", testobj.ClaimMeta(testobj.Annotation(storage.AnnBoundByController, "yes")))}, nil, nil, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := mustConfig(t, tc.config)
@@ -150,7 +135,7 @@ func TestAudit(t *testing.T) {
 			}
 			for _, rl := range policy.Catalogue() {
 				for _, obj := range tc.snap.Objects() {
-					checkReads(t, rl, func(e *policy.Engine, v policy.View) { _, _ = e.AuditObject(obj, v, now) }, cfg, tc.snap.Indexed())
+					checkReads(t, rl, func(e *policy.Engine, v policy.View) { _, _ = e.AuditObject(obj, v, now) }, cfg, tc.snap)
 				}
 			}
 		})
@@ -197,10 +182,9 @@ func TestAuditInParallel(t *testing.T) {
 		t.Fatalf("%d findings, want %d", len(found), want)
 	}
 
-	view := snap.Indexed()
 	perObject := make([][]policy.Finding, 0, len(objs))
 	for _, o := range objs {
-		one, err := engine.AuditObject(o, view, gen.InventoryNow)
+		one, err := engine.AuditObject(o, snap, gen.InventoryNow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +202,7 @@ func TestAuditInParallel(t *testing.T) {
 func TestAuditHintsOfABoundPair(t *testing.T) {
 	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeAttributesClass("gold"), testobj.ClaimBoundTo("pv-7"))
 	pv := testobj.PV("pv-7", testobj.VolumeAttributesClass("silver"), testobj.CSI("csi.example.com", "h", nil), testobj.BoundTo(claim))
-	snap := &policy.Snapshot{PVs: []*corev1.PersistentVolume{pv}, PVCs: []*corev1.PersistentVolumeClaim{claim}}
+	snap := clusterstate.New([]*corev1.PersistentVolumeClaim{claim}, []*corev1.PersistentVolume{pv}, nil, nil)
 	found, err := policy.NewEngine(nil).Audit(snap, time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -234,17 +218,14 @@ func TestAuditHintsOfABoundPair(t *testing.T) {
 	}
 }
 
-// TestAuditEachUsesOnlyItsSnapshotsIndex: AuditOptions.Index saves building the index again only
-// when it is the audited snapshot's own; another snapshot's index is ignored, or the audit would
-// judge the objects against the wrong cluster.
-func TestAuditEachUsesOnlyItsSnapshotsIndex(t *testing.T) {
+// TestAuditJudgesEachStateByItsOwnObjects: a state owns its index, so two states that share an
+// object judge it each against its own neighbours, whichever was audited or looked up first.
+func TestAuditJudgesEachStateByItsOwnObjects(t *testing.T) {
 	claim := testobj.PVC("ns", "c", testobj.ClaimUID("uid-c"))
 	pv := testobj.PV("pv-1", testobj.BoundTo(claim))
-	bound := &policy.Snapshot{PVs: []*corev1.PersistentVolume{pv}, PVCs: []*corev1.PersistentVolumeClaim{claim}}
-	orphan := &policy.Snapshot{PVs: []*corev1.PersistentVolume{pv}} // the same volume, its claim gone
 	e := policy.NewEngine(nil)
-	count := func(s *policy.Snapshot, o policy.AuditOptions) int {
-		each, err := e.AuditEach(s, o)
+	count := func(s *clusterstate.State) int {
+		each, err := e.AuditEach(s, policy.AuditOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,14 +235,18 @@ func TestAuditEachUsesOnlyItsSnapshotsIndex(t *testing.T) {
 		}
 		return n
 	}
-	want := count(bound, policy.AuditOptions{})
-	if count(orphan, policy.AuditOptions{}) == want {
-		t.Fatal("the volume is judged alike with and without its claim: the test cannot tell the indexes apart")
+	bound := clusterstate.New([]*corev1.PersistentVolumeClaim{claim}, []*corev1.PersistentVolume{pv}, nil, nil)
+	orphan := clusterstate.New(nil, []*corev1.PersistentVolume{pv}, nil, nil) // the same volume, its claim gone
+	want, wantOrphan := count(clusterstate.New(bound.Claims(), bound.Volumes(), nil, nil)), count(clusterstate.New(nil, orphan.Volumes(), nil, nil))
+	if want == wantOrphan {
+		t.Fatal("the volume is judged alike with and without its claim: the test cannot tell the states apart")
 	}
-	if got := count(bound, policy.AuditOptions{Index: bound.Indexed()}); got != want {
-		t.Errorf("with its own index: %d findings, want %d", got, want)
-	}
-	if got := count(bound, policy.AuditOptions{Index: orphan.Indexed()}); got != want {
-		t.Errorf("with another snapshot's index: %d findings, want %d (that index was used)", got, want)
+	for range 2 { // the second time, over indexes already built
+		if got := count(bound); got != want {
+			t.Errorf("the bound pair: %d findings, want %d", got, want)
+		}
+		if got := count(orphan); got != wantOrphan {
+			t.Errorf("the orphan volume: %d findings, want %d", got, wantOrphan)
+		}
 	}
 }

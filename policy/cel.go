@@ -71,5 +71,5 @@ func celQuote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
 
-// celUUID matches the uids the apiserver gives objects (MadeFor).
+// celUUID matches the uids the apiserver gives objects (storage.MadeFor).
 const celUUID = `'^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'`

@@ -10,26 +10,15 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Well-known annotation keys pvguard reads. The config may rename the pvguard-owned ones.
+// The pvguard-owned annotation keys the config may rename (the well-known ones are package
+// storage's).
 const (
-	AnnBindCompleted     = "pv.kubernetes.io/bind-completed"
-	AnnBoundByController = "pv.kubernetes.io/bound-by-controller"
-	AnnProvisionedBy     = "pv.kubernetes.io/provisioned-by"
-	AnnSelectedNode      = "volume.kubernetes.io/selected-node"
-	AnnBetaStorageClass  = "volume.beta.kubernetes.io/storage-class"
-	AnnDefaultClass      = "storageclass.kubernetes.io/is-default-class"
-	AnnBetaDefaultClass  = "storageclass.beta.kubernetes.io/is-default-class"
-
 	// DefaultGrantAnnotation on a PV lists the namespaces (comma separated, globs allowed) whose
 	// claims may name the volume in spec.volumeName (PVG010).
 	DefaultGrantAnnotation = "pvguard.io/allowed-namespaces"
 	// DefaultReclaimConfirmAnnotation on a PV confirms a reclaim policy change away from Retain
 	// (PVG011); its value must be the new policy.
 	DefaultReclaimConfirmAnnotation = "pvguard.io/confirm-reclaim-policy"
-	// AnnReuseWhenReleased set to "true" on a Released volume with reclaim policy Retain has
-	// pvguard's binder make it Available again once a live read confirms its claim is gone; the
-	// data stays on the volume. PVG023's hint offers it for a volume Released too long.
-	AnnReuseWhenReleased = "pvguard.io/reuse-when-released"
 )
 
 // Config is the enforcement configuration, read from the YAML file given to --config.

@@ -5,7 +5,9 @@
 // it: what it judges (a change or a state, hence whether admission, the audit or both run it),
 // what it reads, and which of its audit findings must be confirmed by a live read. An Engine is
 // built from a rule set (the Catalogue, or a test's own) and a Config, and runs it through one
-// loop for admission (Admit) and for the audit (AuditEach, AuditObject, Confirm).
+// loop for admission (Admit) and for the audit (AuditEach, AuditObject, Confirm). The words the
+// rules judge in (annotations, the pair predicates, what links a volume to a claim) are package
+// storage's, shared with the binder and the explanations; an audit judges a clusterstate.State.
 //
 // Everything here is a pure function of its inputs: the object under review, its old version, the
 // identity making the request, the enforcement Config and a read-only View of related objects.

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -111,7 +112,7 @@ func (f failingNodes) Node(string) (*corev1.Node, error) { return nil, f.err }
 func TestOneRuleFailingKeepsTheOthersFindings(t *testing.T) {
 	boom := errors.New("nodes: connection refused")
 	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.VolumeName("pv-7"),
-		testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")))
+		testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
 	pv := testobj.PV("pv-7", testobj.NodeAffinity(zoneKey, "zone-a"))
 	view := failingNodes{View: testobj.NewView(pv), err: boom}
 

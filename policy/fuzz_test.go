@@ -14,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -37,10 +39,10 @@ type fuzzWorld struct {
 	Nodes   []*corev1.Node                  `json:"nodes,omitempty"`
 }
 
-// snapshot turns decoded world JSON into a Snapshot. JSON nulls in the lists are dropped: a
+// snapshot turns decoded world JSON into a State. JSON nulls in the lists are dropped: a
 // cache or a manifest directory never yields a nil object.
-func (w fuzzWorld) snapshot() *policy.Snapshot {
-	return &policy.Snapshot{PVs: nonNil(w.PVs), PVCs: nonNil(w.PVCs), Classes: nonNil(w.Classes), Nodes: nonNil(w.Nodes)}
+func (w fuzzWorld) snapshot() *clusterstate.State {
+	return clusterstate.New(nonNil(w.PVCs), nonNil(w.PVs), nonNil(w.Classes), nonNil(w.Nodes))
 }
 
 func nonNil[T any](in []*T) []*T {
@@ -161,7 +163,7 @@ func admitSeeds() []admitSeed {
 	pair := fuzzWorld{PVs: []*corev1.PersistentVolume{b.PVStatus}, PVCs: []*corev1.PersistentVolumeClaim{b.PVCStatus}}
 
 	node := testobj.Node("node-1", map[string]string{"topology.kubernetes.io/zone": "zone-a"})
-	selected := testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1"))
+	selected := testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1"))
 	otherZone := testobj.PV("pv-z", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-b"))
 	badSelector := testobj.PV("pv-bad", testobj.NodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "k", Operator: "Sideways", Values: []string{"v"}}},
@@ -216,7 +218,7 @@ func admitSeeds() []admitSeed {
 			old: bound, cur: testobj.PVWith(bound, testobj.Reclaim(corev1.PersistentVolumeReclaimDelete)), world: boundWorld},
 		// PVG012 and PVG013: a user removing protection and binder annotations.
 		{kind: policy.KindPersistentVolumeClaim, flags: update, user: tenantUser,
-			old: boundClaim, cur: testobj.PVCWith(boundClaim, testobj.ClaimMeta(testobj.Finalizers(), testobj.NoAnnotation(policy.AnnBindCompleted))),
+			old: boundClaim, cur: testobj.PVCWith(boundClaim, testobj.ClaimMeta(testobj.Finalizers(), testobj.NoAnnotation(storage.AnnBindCompleted))),
 			world: boundWorld},
 		// PVG014 and PVG015: a claimRef without namespace or kind, and Bound without a uid.
 		{kind: policy.KindPersistentVolume, flags: create, user: tenantUser,
@@ -230,7 +232,7 @@ func admitSeeds() []admitSeed {
 		{kind: policy.KindStorageClass, flags: create, user: tenantUser,
 			cur: testobj.SCWith(slow, testobj.DefaultClass), world: fuzzWorld{Classes: []*storagev1.StorageClass{fast}}},
 		{kind: policy.KindStorageClass, flags: update, user: tenantUser,
-			old: slow, cur: testobj.SCWith(slow, testobj.SCMeta(testobj.Annotation(policy.AnnBetaDefaultClass, "true"))),
+			old: slow, cur: testobj.SCWith(slow, testobj.SCMeta(testobj.Annotation(storage.AnnBetaDefaultClass, "true"))),
 			world: fuzzWorld{Classes: []*storagev1.StorageClass{fast, slow}}},
 		// PVG018: a claim naming a volume of another VolumeAttributesClass.
 		{kind: policy.KindPersistentVolumeClaim, flags: create, user: tenantUser,
@@ -368,7 +370,7 @@ func checkAdmit(t *testing.T, engine *policy.Engine, r *policy.Review, w fuzzWor
 	// No rule reads an object by an empty name or namespace (a claimRef without them names no
 	// claim): the webhook's live reads refuse those, and the error would stand in for PVG014's
 	// finding and stop nothing else.
-	strict := &testobj.View{Snapshot: *w.snapshot(), StrictNames: true}
+	strict := &testobj.View{State: w.snapshot(), StrictNames: true}
 	if other, err := engine.Admit(copyReview(r), strict); err != nil || !reflect.DeepEqual(other, d) {
 		t.Fatalf("a view that refuses empty names changed the decision:\n%+v\n%+v (%v)", d, other, err)
 	}
@@ -487,7 +489,7 @@ func FuzzAudit(f *testing.F) {
 // deterministic and leave the snapshot alone.
 func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time) {
 	t.Helper()
-	snap, before := w.snapshot(), w.deepCopy().snapshot()
+	snap, before := w.snapshot(), w.deepCopy()
 	var calls []string
 	found, err := engine.Audit(snap, now, func(done, total int) { calls = append(calls, fmt.Sprintf("%d/%d", done, total)) })
 	if err != nil {
@@ -517,17 +519,15 @@ func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time)
 		}
 	}
 	perObject := make([][]policy.Finding, 0, len(objs))
-	view := snap.Indexed()
 	for _, o := range objs {
-		one, err := engine.AuditObject(o, view, now)
+		one, err := engine.AuditObject(o, snap, now)
 		if err != nil {
 			t.Fatalf("AuditObject(%T) failed: %v", o, err)
 		}
 		perObject = append(perObject, one)
 	}
-	// As for Admit, no rule reads by an empty name. (Compared with the plain snapshot: with two
-	// objects of one name it finds the first, the index the last.)
-	strict := &testobj.View{Snapshot: *snap, StrictNames: true}
+	// As for Admit, no rule reads by an empty name.
+	strict := &testobj.View{State: snap, StrictNames: true}
 	for _, o := range objs {
 		want, _ := engine.AuditObject(o, snap, now)
 		if one, err := engine.AuditObject(o, strict, now); err != nil || !sameFindings(one, want) {
@@ -541,8 +541,8 @@ func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time)
 	if err != nil || !sameFindings(again, found) {
 		t.Fatalf("Audit is not deterministic:\n %v\n %v (%v)", found, again, err)
 	}
-	if !reflect.DeepEqual(snap, before) {
-		t.Fatalf("Audit modified the snapshot")
+	if !reflect.DeepEqual(w, before) {
+		t.Fatalf("Audit modified the objects it judged")
 	}
 }
 
@@ -631,7 +631,7 @@ func FuzzMutations(f *testing.F) {
 		{bare, testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local"))},
 		{testobj.PV("pv-1", testobj.ClaimRef("ns", "c", "")), testobj.PVC("ns", "c", testobj.ClaimClass("gold"), testobj.VolumeName("pv-local"))},
 		{testobj.PV("pv-2"), testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local"),
-			testobj.ClaimMeta(testobj.Annotation(policy.AnnBetaStorageClass, "fast")))},
+			testobj.ClaimMeta(testobj.Annotation(storage.AnnBetaStorageClass, "fast")))},
 		{testobj.PV("pv-3"), testobj.PVC("ns", "c", testobj.ClaimNoClass, testobj.VolumeName("pv-missing"))},
 	} {
 		f.Add(mustJSON(s.pv), mustJSON(s.pvc), world)
@@ -691,7 +691,7 @@ func checkAlignClass(t *testing.T, pvc *corev1.PersistentVolumeClaim, w fuzzWorl
 	}
 	if changed {
 		pv, _ := snap.PersistentVolume(pvc.Spec.VolumeName)
-		if pv == nil || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != policy.VolumeClass(pv) {
+		if pv == nil || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != storage.VolumeClass(pv) {
 			t.Fatalf("claim class set to %v, not the class of volume %q", pvc.Spec.StorageClassName, pvc.Spec.VolumeName)
 		}
 		undone := pvc.DeepCopy()

@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Binding vocabulary shared by the rules.
@@ -46,11 +47,7 @@ func volumeLinkChanged(r *Review) bool {
 	if cur.UID == "" && old.UID != "" && old.Namespace == cur.Namespace && old.Name == cur.Name {
 		return false
 	}
-	return !sameClaimRef(old, cur)
-}
-
-func sameClaimRef(a, b *corev1.ObjectReference) bool {
-	return a.Namespace == b.Namespace && a.Name == b.Name && a.UID == b.UID
+	return !storage.SameClaimRef(old, cur)
 }
 
 // newBinding resolves the pair a write links, or nil when the write links nothing or the other
@@ -112,48 +109,14 @@ func boundClaim(pv *corev1.PersistentVolume, v View) (*corev1.PersistentVolumeCl
 	return pvc, nil
 }
 
-// NamesAClaim reports whether a claimRef has what it takes to name a claim: a name and a
-// namespace (claims are namespaced). One without either names no claim; PVG014 reports it.
-// Whoever reads the claim of a claimRef asks this first: the apiserver refuses a read without a
-// name, and that error must not stand in for the finding.
-func NamesAClaim(ref *corev1.ObjectReference) bool {
-	return ref != nil && ref.Name != "" && ref.Namespace != ""
-}
-
 // namedClaim reads the claim a claimRef names by namespace and name, or nil when there is none.
 // Every rule reads a claimRef's claim through it: a claimRef without a name or a namespace
 // names no claim, and reading one would not find nothing but fail (the webhook's live read is
 // refused: "resource name may not be empty"), turning a malformed link into an error instead of
 // PVG014's finding.
 func namedClaim(ref *corev1.ObjectReference, v View) (*corev1.PersistentVolumeClaim, error) {
-	if !NamesAClaim(ref) {
+	if !storage.NamesAClaim(ref) {
 		return nil, nil
 	}
 	return v.PersistentVolumeClaim(ref.Namespace, ref.Name)
-}
-
-// claimRefNames reports whether a volume's claimRef names the claim (by namespace and name,
-// and by uid when the claimRef has one).
-func claimRefNames(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
-	ref := pv.Spec.ClaimRef
-	return ref != nil && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name &&
-		(ref.UID == "" || ref.UID == pvc.UID)
-}
-
-// volumeMode returns the effective mode; unset means Filesystem.
-func volumeMode(m *corev1.PersistentVolumeMode) corev1.PersistentVolumeMode {
-	if m == nil || *m == "" {
-		return corev1.PersistentVolumeFilesystem
-	}
-	return *m
-}
-
-// claimRequest is the storage a claim asks for.
-func claimRequest(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
-	return pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-}
-
-// volumeCapacity is the storage a volume offers.
-func volumeCapacity(pv *corev1.PersistentVolume) resource.Quantity {
-	return pv.Spec.Capacity[corev1.ResourceStorage]
 }

@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Helpers for the rules that guard a binding once one half of it exists (PVG002 to PVG008).
@@ -39,7 +40,7 @@ func stillBoundClaim(r *Review, v View) (*corev1.PersistentVolumeClaim, error) {
 		return nil, nil
 	}
 	old, cur := r.OldPV.Spec.ClaimRef, r.PV.Spec.ClaimRef
-	if old == nil || cur == nil || !sameClaimRef(old, cur) {
+	if old == nil || cur == nil || !storage.SameClaimRef(old, cur) {
 		return nil, nil
 	}
 	pvc, err := boundClaim(r.PV, v)
@@ -54,15 +55,6 @@ func claimRefString(ref *corev1.ObjectReference) string {
 	return ObjectRef{Kind: KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}.String()
 }
 
-// claimCapacity is what a bound claim has been given: status.capacity once the binder or the
-// resizer has recorded it, else the request.
-func claimCapacity(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
-	if q, ok := pvc.Status.Capacity[corev1.ResourceStorage]; ok {
-		return q
-	}
-	return claimRequest(pvc)
-}
-
 // classForMessage renders a storage class for messages; the empty class is easy to miss otherwise.
 func classForMessage(c string) string {
 	if c == "" {
@@ -71,27 +63,8 @@ func classForMessage(c string) string {
 	return fmt.Sprintf("%q", c)
 }
 
-// Link vocabulary of the invariants PVG002 and PVG004 guard.
-//
-// A volume is linked to a claim by spec.claimRef; the link is live when the claim it names exists
-// with the uid the claimRef carries. A claim owns a volume when it has completed a binding to it
-// (bind-completed, spec.volumeName naming the volume): the volume then holds that claim's data,
-// whatever its claimRef says, and upstream's controller re-links the volume to it if the link is
-// lost.
-
-// sameLink reports whether two claimRefs (either may be nil) name the same claim with the same uid;
-// kind, apiVersion and resourceVersion do not make a different link.
-func sameLink(a, b *corev1.ObjectReference) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return sameClaimRef(a, b)
-}
-
-// linksTo reports whether a claimRef names the claim with its uid.
-func linksTo(ref *corev1.ObjectReference, pvc *corev1.PersistentVolumeClaim) bool {
-	return ref != nil && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name && ref.UID == pvc.UID
-}
+// Links as the invariants PVG002 and PVG004 guard them, read through the View (the link
+// vocabulary, what makes a link live and a claim an owner, is package storage's).
 
 // owner returns the live claim that owns the volume: one that completed a binding to it. A claim
 // that named the volume without completing (pre-bound by a user) owns nothing yet.
@@ -101,7 +74,7 @@ func owner(volumeName string, v View) (*corev1.PersistentVolumeClaim, error) {
 		return nil, fmt.Errorf("listing the claims that name PersistentVolume %s: %w", volumeName, err)
 	}
 	for _, c := range claims {
-		if completedTo(c, volumeName) {
+		if storage.CompletedTo(c, volumeName) {
 			return c, nil
 		}
 	}
@@ -114,19 +87,7 @@ func owner(volumeName string, v View) (*corev1.PersistentVolumeClaim, error) {
 // the claim has been given rather than with what it asks for now, since a claim being expanded or
 // modified asks for more, or for another class, than its volume has yet.
 func relinks(r *Review, b *bindPair) bool {
-	return completedTo(b.PVC, b.PV.Name) && (b.Field == "spec.claimRef" || r.audit)
-}
-
-// completedTo reports whether the claim has completed a binding to the named volume.
-func completedTo(pvc *corev1.PersistentVolumeClaim, volumeName string) bool {
-	_, done := pvc.Annotations[AnnBindCompleted]
-	return done && pvc.Spec.VolumeName == volumeName
-}
-
-// abandoned reports whether a claim has gone to another volume than the named one: upstream's
-// controllers undo a volume's link to such a claim (and only to such a claim).
-func abandoned(pvc *corev1.PersistentVolumeClaim, volumeName string) bool {
-	return pvc.Spec.VolumeName != "" && pvc.Spec.VolumeName != volumeName
+	return storage.CompletedTo(b.PVC, b.PV.Name) && (b.Field == "spec.claimRef" || r.audit)
 }
 
 // provisionedCreate reports whether the review creates a volume an external provisioner made
@@ -137,7 +98,7 @@ func provisionedCreate(r *Review) bool {
 	if r.Operation != OperationCreate || r.PV == nil {
 		return false
 	}
-	_, ok := r.PV.Annotations[AnnProvisionedBy]
+	_, ok := r.PV.Annotations[storage.AnnProvisionedBy]
 	return ok
 }
 

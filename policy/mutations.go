@@ -2,6 +2,8 @@ package policy
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Mutations applied by the mutating webhook. Like the rules they are pure; each returns whether
@@ -36,7 +38,7 @@ func AlignPreboundClaimClass(pvc *corev1.PersistentVolumeClaim, v View, c *Confi
 	if !c.Mutation.AlignPreboundClaimClass || pvc.Spec.VolumeName == "" || pvc.Spec.StorageClassName == nil {
 		return false, nil
 	}
-	if _, beta := pvc.Annotations[AnnBetaStorageClass]; beta {
+	if _, beta := pvc.Annotations[storage.AnnBetaStorageClass]; beta {
 		return false, nil
 	}
 	classes, err := v.StorageClasses()
@@ -45,7 +47,7 @@ func AlignPreboundClaimClass(pvc *corev1.PersistentVolumeClaim, v View, c *Confi
 	}
 	isDefault := false
 	for _, sc := range classes {
-		if sc.Name == *pvc.Spec.StorageClassName && IsDefaultClass(sc) {
+		if sc.Name == *pvc.Spec.StorageClassName && storage.IsDefaultClass(sc) {
 			isDefault = true
 			break
 		}
@@ -57,7 +59,7 @@ func AlignPreboundClaimClass(pvc *corev1.PersistentVolumeClaim, v View, c *Confi
 	if err != nil || pv == nil {
 		return false, err
 	}
-	class := VolumeClass(pv)
+	class := storage.VolumeClass(pv)
 	if class == *pvc.Spec.StorageClassName {
 		return false, nil
 	}

@@ -1,6 +1,10 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/pvguard/pvguard/storage"
+)
 
 func pvg001VolumeModeMatch() Rule {
 	return Rule{
@@ -16,10 +20,10 @@ func pvg001VolumeModeMatch() Rule {
 			if err != nil || b == nil {
 				return nil, err
 			}
-			if ModesMatch(b.PV, b.PVC) {
+			if storage.ModesMatch(b.PV, b.PVC) {
 				return nil, nil
 			}
-			claimMode, volMode := volumeMode(b.PVC.Spec.VolumeMode), volumeMode(b.PV.Spec.VolumeMode)
+			claimMode, volMode := storage.VolumeMode(b.PVC.Spec.VolumeMode), storage.VolumeMode(b.PV.Spec.VolumeMode)
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,

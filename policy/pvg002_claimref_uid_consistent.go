@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // PVG002 guards the volume's half of a binding as a property of the state, whatever write (verb,
@@ -47,7 +49,7 @@ func pvg002ClaimRefUIDConsistent() Rule {
 				return nil, nil
 			}
 			old, cur := oldClaimRef(r), r.PV.Spec.ClaimRef
-			if sameLink(old, cur) {
+			if storage.SameLink(old, cur) {
 				return nil, nil
 			}
 			found, err := pvg002LinkKept(r, v, old, cur)
@@ -76,7 +78,7 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 				return nil, err
 			}
 		}
-		if linked != nil && !abandoned(linked, r.PV.Name) {
+		if linked != nil && !storage.Abandoned(linked, r.PV.Name) {
 			field := "spec.claimRef"
 			if cur != nil && cur.Namespace == old.Namespace && cur.Name == old.Name {
 				field = "spec.claimRef.uid"
@@ -93,14 +95,14 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 	// Clearing a link to another claim is the way back to the owner: upstream re-links a volume
 	// without claimRef to the claim that completed its binding to it.
 	own, err := owner(r.PV.Name, v)
-	if err != nil || own == nil || linksTo(cur, own) || cur == nil {
+	if err != nil || own == nil || storage.LinksTo(cur, own) || cur == nil {
 		return nil, err
 	}
 	return []Finding{{
 		Object: vol,
 		Field:  "spec.claimRef",
 		Message: fmt.Sprintf("%s completed its binding to %s (%s), so the volume holds its data, and the write %s",
-			pvcRef(own), vol, AnnBindCompleted, linkChange(old, cur)),
+			pvcRef(own), vol, storage.AnnBindCompleted, linkChange(old, cur)),
 		Hint: fmt.Sprintf("point spec.claimRef at %s with uid %s, or delete that claim first", pvcRef(own), own.UID),
 	}}, nil
 }
@@ -112,12 +114,12 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 func pvg002GivenUID(r *Review, v View, old, cur *corev1.ObjectReference) ([]Finding, error) {
 	// A reference without a name or namespace names no claim whose uid it could carry: that is
 	// PVG014's finding, and this rule would only repeat it.
-	if cur == nil || cur.UID == "" || !NamesAClaim(cur) || provisionedCreate(r) {
+	if cur == nil || cur.UID == "" || !storage.NamesAClaim(cur) || provisionedCreate(r) {
 		return nil, nil
 	}
 	// A uid kept while the name changes is given anew: it is the old claim's, and the claim now
 	// named has another (upstream then releases the volume at once).
-	if old != nil && sameClaimRef(old, cur) {
+	if old != nil && storage.SameClaimRef(old, cur) {
 		return nil, nil
 	}
 	vol := pvRef(r.PV)

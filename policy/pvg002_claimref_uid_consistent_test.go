@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -14,7 +15,7 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 	claim := testobj.PVC("team-a", "data")
 	recreated := testobj.PVC("team-a", "data", testobj.ClaimUID("5678"))
 	other := testobj.PVC("team-b", "other")
-	byController := testobj.PVMeta(testobj.Annotation(policy.AnnBoundByController, "yes"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
 	available := testobj.PV("pv-7", testobj.Phase(corev1.VolumeAvailable))
 	step1 := testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", string(claim.UID)), byController)
 	bound := testobj.PV("pv-7", testobj.BoundTo(claim), byController)
@@ -52,7 +53,7 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 			name: "external provisioner creates a volume for the live claim",
 			review: pvCreate(provisioner, testobj.PV("pvc-1234",
 				testobj.ClaimRef("team-a", "data", string(claim.UID)),
-				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+				testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com")))),
 			view:   testobj.NewView(claim),
 			config: provisionerConfig(),
 		},
@@ -192,12 +193,12 @@ func TestPVG002ClaimRefUIDConsistent(t *testing.T) {
 		{
 			name: "a provisioner saves the volume it made for a claim deleted meanwhile",
 			review: pvCreate(unlistedProvisioner, testobj.PV("pvc-1234", testobj.ClaimRef("team-a", "data", "1234"),
-				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+				testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com")))),
 		},
 		{
 			name: "a provisioner saves the volume it made for a claim re-created meanwhile",
 			review: pvCreate(unlistedProvisioner, testobj.PV("pvc-1234", testobj.ClaimRef("team-a", "data", "1234"),
-				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+				testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com")))),
 			view: testobj.NewView(recreated),
 		},
 		{

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg003VolumeNameImmutable() Rule {
@@ -14,10 +16,10 @@ func pvg003VolumeNameImmutable() Rule {
 		Summary: "once a claim's binding is complete, spec.volumeName never changes or clears and the bind-completed annotation stays while it is set",
 		CEL: []CELForm{{
 			Kind: KindPersistentVolumeClaim, Operations: []Operation{OperationUpdate},
-			Refuses: celAnn("oldObject", celQuote(AnnBindCompleted)) + " && " + celVolumeName("oldObject") + " != '' && (" +
-				celVolumeName("object") + " != oldObject.spec.volumeName || (" + celVolumeName("object") + " != '' && !" + celAnn("object", celQuote(AnnBindCompleted)) + "))",
+			Refuses: celAnn("oldObject", celQuote(storage.AnnBindCompleted)) + " && " + celVolumeName("oldObject") + " != '' && (" +
+				celVolumeName("object") + " != oldObject.spec.volumeName || (" + celVolumeName("object") + " != '' && !" + celAnn("object", celQuote(storage.AnnBindCompleted)) + "))",
 			Message: "'[PVG003 volumename-immutable] PersistentVolumeClaim ' + object.metadata.namespace + '/' + object.metadata.name + " +
-				"' is bound to PersistentVolume ' + oldObject.spec.volumeName + ' and the write changes spec.volumeName or removes the " + AnnBindCompleted +
+				"' is bound to PersistentVolume ' + oldObject.spec.volumeName + ' and the write changes spec.volumeName or removes the " + storage.AnnBindCompleted +
 				" annotation; a completed binding never moves: keep both, or delete the claim and create a new one'",
 		}},
 		Check: func(r *Review, _ View, _ *Config) ([]Finding, error) {
@@ -26,7 +28,7 @@ func pvg003VolumeNameImmutable() Rule {
 			}
 			old, cur := r.OldPVC, r.PVC
 			// Upstream tests the annotation's presence, not its value, so this does too.
-			if _, done := old.Annotations[AnnBindCompleted]; !done || old.Spec.VolumeName == "" {
+			if _, done := old.Annotations[storage.AnnBindCompleted]; !done || old.Spec.VolumeName == "" {
 				return nil, nil
 			}
 			claim := pvcRef(cur)
@@ -46,13 +48,13 @@ func pvg003VolumeNameImmutable() Rule {
 			}
 			// Without the annotation the upstream controller treats the claim as pre-bound by a
 			// user and re-runs the binding checks on it.
-			if _, done := cur.Annotations[AnnBindCompleted]; !done && cur.Spec.VolumeName != "" {
+			if _, done := cur.Annotations[storage.AnnBindCompleted]; !done && cur.Spec.VolumeName != "" {
 				out = append(out, Finding{
 					Object: claim,
-					Field:  "metadata.annotations[" + AnnBindCompleted + "]",
+					Field:  "metadata.annotations[" + storage.AnnBindCompleted + "]",
 					Message: fmt.Sprintf("%s is bound to PersistentVolume %s and the write removes the %s annotation",
-						claim, cur.Spec.VolumeName, AnnBindCompleted),
-					Hint: fmt.Sprintf("keep the annotation %s: yes", AnnBindCompleted),
+						claim, cur.Spec.VolumeName, storage.AnnBindCompleted),
+					Hint: fmt.Sprintf("keep the annotation %s: yes", storage.AnnBindCompleted),
 				})
 			}
 			return out, nil

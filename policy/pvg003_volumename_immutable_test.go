@@ -3,18 +3,18 @@ package policy_test
 import (
 	"testing"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 func TestPVG003VolumeNameImmutable(t *testing.T) {
 	pv := testobj.PV("pv-7")
-	byController := testobj.ClaimMeta(testobj.Annotation(policy.AnnBoundByController, "yes"))
+	byController := testobj.ClaimMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
 	pending := testobj.PVC("team-a", "data")
 	step3 := testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"), byController,
-		testobj.ClaimMeta(testobj.Annotation(policy.AnnBindCompleted, "yes")))
+		testobj.ClaimMeta(testobj.Annotation(storage.AnnBindCompleted, "yes")))
 	bound := testobj.PVC("team-a", "data", testobj.ClaimBoundTo("pv-7"), byController, testobj.ClaimBoundStatus(pv))
-	noBindCompleted := testobj.ClaimMeta(testobj.NoAnnotation(policy.AnnBindCompleted))
+	noBindCompleted := testobj.ClaimMeta(testobj.NoAnnotation(storage.AnnBindCompleted))
 
 	runRuleCases(t, "PVG003", []ruleCase{
 		{
@@ -43,7 +43,7 @@ func TestPVG003VolumeNameImmutable(t *testing.T) {
 		},
 		{
 			name:   "removing bind-completed from a claim without volumeName is allowed",
-			review: pvcUpdate(admin, testobj.PVC("team-a", "data", testobj.ClaimMeta(testobj.Annotation(policy.AnnBindCompleted, "yes"))), pending),
+			review: pvcUpdate(admin, testobj.PVC("team-a", "data", testobj.ClaimMeta(testobj.Annotation(storage.AnnBindCompleted, "yes"))), pending),
 		},
 		{
 			name:     "changing volumeName of a bound claim is denied",

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg004NoDoubleBinding() Rule {
@@ -39,7 +41,7 @@ func pvg004Claim(r *Review, v View) ([]Finding, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading PersistentVolume %s named by spec.volumeName: %w", name, err)
 	}
-	if pv == nil || pv.Spec.ClaimRef == nil || claimRefNames(pv, r.PVC) {
+	if pv == nil || pv.Spec.ClaimRef == nil || storage.ClaimRefNames(pv, r.PVC) {
 		return nil, nil
 	}
 	other, err := liveClaim(pv.Spec.ClaimRef, v)
@@ -74,12 +76,12 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pvc != nil && abandoned(pvc, r.PV.Name) && !provisionedCreate(r) {
+	if pvc != nil && storage.Abandoned(pvc, r.PV.Name) && !provisionedCreate(r) {
 		elsewhere, err := v.PersistentVolume(pvc.Spec.VolumeName)
 		if err != nil {
 			return nil, fmt.Errorf("reading PersistentVolume %s named by %s: %w", pvc.Spec.VolumeName, pvcRef(pvc), err)
 		}
-		if elsewhere != nil && linksTo(elsewhere.Spec.ClaimRef, pvc) {
+		if elsewhere != nil && storage.LinksTo(elsewhere.Spec.ClaimRef, pvc) {
 			return []Finding{{
 				Object:  vol,
 				Field:   "spec.claimRef",
@@ -88,7 +90,7 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 			}}, nil
 		}
 	}
-	if pvc == nil || provisionedCreate(r) || completedTo(pvc, r.PV.Name) {
+	if pvc == nil || provisionedCreate(r) || storage.CompletedTo(pvc, r.PV.Name) {
 		return nil, nil
 	}
 	// A claim not bound yet that another volume is already linked to, with its uid, is that
@@ -101,7 +103,7 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 		return nil, fmt.Errorf("listing the volumes linked to %s: %w", pvcRef(pvc), err)
 	}
 	for _, other := range others {
-		if other.Name != r.PV.Name && other.DeletionTimestamp == nil && linksTo(other.Spec.ClaimRef, pvc) {
+		if other.Name != r.PV.Name && other.DeletionTimestamp == nil && storage.LinksTo(other.Spec.ClaimRef, pvc) {
 			return []Finding{{
 				Object:  vol,
 				Field:   "spec.claimRef",

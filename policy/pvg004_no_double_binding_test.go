@@ -3,7 +3,7 @@ package policy_test
 import (
 	"testing"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -13,7 +13,7 @@ func TestPVG004NoDoubleBinding(t *testing.T) {
 	other := testobj.PVC("team-b", "other", testobj.ClaimBoundTo("pv-7"))
 	otherPending := testobj.PVC("team-b", "other")
 	otherRecreated := testobj.PVC("team-b", "other", testobj.ClaimUID("9999"))
-	byController := testobj.PVMeta(testobj.Annotation(policy.AnnBoundByController, "yes"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
 	free := testobj.PV("pv-7")
 	takenByOther := testobj.PV("pv-7", testobj.BoundTo(otherPending))
 	preBoundToOther := testobj.PV("pv-7", testobj.ClaimRef("team-b", "other", ""))
@@ -49,7 +49,7 @@ func TestPVG004NoDoubleBinding(t *testing.T) {
 		{
 			name: "a provisioner saves the volume it made for a claim another volume was linked to meanwhile",
 			review: pvCreate(unlistedProvisioner, testobj.PV("pvc-1234", testobj.ClaimRef("team-a", "data", string(claim.UID)),
-				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+				testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com")))),
 			view: testobj.NewView(claim, testobj.PV("pv-9", testobj.BoundTo(claim))),
 		},
 		// The binder's four writes and an external provisioner.
@@ -179,14 +179,14 @@ func TestPVG004NoDoubleBinding(t *testing.T) {
 		{
 			name: "a provisioner saves the volume it made for a claim bound elsewhere meanwhile",
 			review: pvCreate(unlistedProvisioner, testobj.PV("pvc-1234", testobj.ClaimRef("team-b", "other", string(other.UID)),
-				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+				testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com")))),
 			view: testobj.NewView(other, takenByOther),
 		},
 		{
 			name: "an existing provisioned volume pointed at a claim bound elsewhere is denied",
-			review: pvUpdate(admin, testobj.PV("pvc-1234", testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com"))),
+			review: pvUpdate(admin, testobj.PV("pvc-1234", testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com"))),
 				testobj.PV("pvc-1234", testobj.ClaimRef("team-b", "other", string(other.UID)),
-					testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+					testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com")))),
 			view: testobj.NewView(other, takenByOther),
 			want: []string{"spec.claimRef"},
 		},

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg005CapacityFits() Rule {
@@ -31,10 +33,10 @@ func pvg005CapacityFits() Rule {
 // not to its request: upstream re-links without comparing sizes, and a claim being expanded asks
 // for more than its volume has yet.
 func pvg005AtBind(r *Review, b *bindPair) []Finding {
-	request, offer := claimRequest(b.PVC), volumeCapacity(b.PV)
+	request, offer := storage.ClaimRequest(b.PVC), storage.VolumeCapacity(b.PV)
 	asks := "requests"
 	if relinks(r, b) {
-		request, asks = claimCapacity(b.PVC), "has been given"
+		request, asks = storage.ClaimCapacity(b.PVC), "has been given"
 	}
 	if offer.Cmp(request) >= 0 {
 		return nil
@@ -60,7 +62,7 @@ func pvg005Shrink(r *Review, v View) ([]Finding, error) {
 	if err != nil || pvc == nil {
 		return nil, err
 	}
-	was, now, given := volumeCapacity(r.OldPV), volumeCapacity(r.PV), claimCapacity(pvc)
+	was, now, given := storage.VolumeCapacity(r.OldPV), storage.VolumeCapacity(r.PV), storage.ClaimCapacity(pvc)
 	if now.Cmp(was) >= 0 || now.Cmp(given) >= 0 {
 		return nil, nil
 	}

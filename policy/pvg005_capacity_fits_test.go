@@ -5,13 +5,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 func TestPVG005CapacityFits(t *testing.T) {
 	claim := testobj.PVC("team-a", "data", testobj.Request("5Gi"))
-	byController := testobj.PVMeta(testobj.Annotation(policy.AnnBoundByController, "yes"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
 	pv10 := testobj.PV("pv-7", testobj.Capacity("10Gi"))
 	step1 := testobj.PV("pv-7", testobj.Capacity("10Gi"), testobj.ClaimRef("team-a", "data", string(claim.UID)), byController)
 	bound10 := testobj.PV("pv-7", testobj.Capacity("10Gi"), testobj.BoundTo(claim), byController)

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg006AccessModesSubset() Rule {
@@ -31,7 +33,7 @@ func pvg006AccessModesSubset() Rule {
 }
 
 func pvg006AtBind(b *bindPair) []Finding {
-	if AccessModesFit(b.PV, b.PVC) {
+	if storage.AccessModesFit(b.PV, b.PVC) {
 		return nil
 	}
 	missing := missingAccessModes(b.PVC.Spec.AccessModes, b.PV.Spec.AccessModes)

@@ -5,14 +5,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 func TestPVG006AccessModesSubset(t *testing.T) {
 	rwo, rox, rwx := corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany
 	claim := testobj.PVC("team-a", "data", testobj.ClaimAccessModes(rwo, rwx))
-	byController := testobj.PVMeta(testobj.Annotation(policy.AnnBoundByController, "yes"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
 	all := testobj.PV("pv-7", testobj.AccessModes(rwo, rox, rwx))
 	step1 := testobj.PV("pv-7", testobj.AccessModes(rwo, rox, rwx), testobj.ClaimRef("team-a", "data", string(claim.UID)), byController)
 	bound := testobj.PV("pv-7", testobj.AccessModes(rwo, rox, rwx), testobj.BoundTo(claim), byController)

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg007StorageClassMatch() Rule {
@@ -21,7 +23,7 @@ func pvg007StorageClassMatch() Rule {
 			if err != nil || b == nil {
 				return nil, err
 			}
-			want, got := ClaimClass(b.PVC), VolumeClass(b.PV)
+			want, got := storage.ClaimClass(b.PVC), storage.VolumeClass(b.PV)
 			if want == got {
 				return nil, nil
 			}

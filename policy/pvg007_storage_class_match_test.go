@@ -3,13 +3,13 @@ package policy_test
 import (
 	"testing"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 func TestPVG007StorageClassMatch(t *testing.T) {
 	claim := testobj.PVC("team-a", "data", testobj.ClaimClass("fast"))
-	byController := testobj.PVMeta(testobj.Annotation(policy.AnnBoundByController, "yes"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
 	fast := testobj.PV("pv-7", testobj.Class("fast"))
 	step1 := testobj.PV("pv-7", testobj.Class("fast"), testobj.ClaimRef("team-a", "data", string(claim.UID)), byController)
 	bound := testobj.PV("pv-7", testobj.Class("fast"), testobj.BoundTo(claim), byController)
@@ -31,11 +31,11 @@ func TestPVG007StorageClassMatch(t *testing.T) {
 		{
 			name:   "the beta class annotation on the volume counts",
 			review: pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.ClaimClass("fast"), testobj.VolumeName("pv-7"))),
-			view:   testobj.NewView(testobj.PV("pv-7", testobj.PVMeta(testobj.Annotation(policy.AnnBetaStorageClass, "fast")))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.PVMeta(testobj.Annotation(storage.AnnBetaStorageClass, "fast")))),
 		},
 		{
 			name:   "the beta class annotation on the claim counts",
-			review: pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.ClaimMeta(testobj.Annotation(policy.AnnBetaStorageClass, "slow")), testobj.ClaimClass("fast"), testobj.VolumeName("pv-7"))),
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.ClaimMeta(testobj.Annotation(storage.AnnBetaStorageClass, "slow")), testobj.ClaimClass("fast"), testobj.VolumeName("pv-7"))),
 			view:   testobj.NewView(fast),
 			want:   []string{"spec.volumeName"},
 		},

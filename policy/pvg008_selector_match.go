@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg008SelectorMatch() Rule {
@@ -25,13 +27,13 @@ func pvg008SelectorMatch() Rule {
 			// A claim naming a volume linked to another claim binds nothing until the volume is
 			// re-pointed, and that write is judged with the labels it gives the volume (Velero's
 			// restore labels the volume in the same write that points it at the claim).
-			if b.Field == "spec.volumeName" && NamesAClaim(b.PV.Spec.ClaimRef) && !claimRefNames(b.PV, b.PVC) {
+			if b.Field == "spec.volumeName" && storage.NamesAClaim(b.PV.Spec.ClaimRef) && !storage.ClaimRefNames(b.PV, b.PVC) {
 				return nil, nil
 			}
-			if match, ok := selectorMatches(b.PVC.Spec.Selector, b.PV.Labels); ok && match {
+			if match, ok := storage.SelectorMatches(b.PVC.Spec.Selector, b.PV.Labels); ok && match {
 				return nil, nil
 			}
-			sel, err := ParseClaimSelector(b.PVC)
+			sel, err := storage.ParseClaimSelector(b.PVC)
 			if err != nil {
 				// The apiserver validates selectors, so this is an offline manifest or an old
 				// object; it is the claim's field that is wrong, whichever half is under review.

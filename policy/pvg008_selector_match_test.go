@@ -6,14 +6,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 func TestPVG008SelectorMatch(t *testing.T) {
 	gold := testobj.Selector(map[string]string{"tier": "gold"})
 	claim := testobj.PVC("team-a", "data", gold)
-	byController := testobj.PVMeta(testobj.Annotation(policy.AnnBoundByController, "yes"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
 	goldLabel := testobj.PVMeta(testobj.Label("tier", "gold"))
 	goldPV := testobj.PV("pv-7", goldLabel)
 	step1 := testobj.PV("pv-7", goldLabel, testobj.ClaimRef("team-a", "data", string(claim.UID)), byController)

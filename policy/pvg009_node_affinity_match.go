@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg009NodeAffinityMatch() Rule {
@@ -20,13 +22,13 @@ func pvg009NodeAffinityMatch() Rule {
 			if err != nil || b == nil {
 				return nil, err
 			}
-			nodeName := b.PVC.Annotations[AnnSelectedNode]
+			nodeName := b.PVC.Annotations[storage.AnnSelectedNode]
 			if nodeName == "" || b.PV.Spec.NodeAffinity == nil || b.PV.Spec.NodeAffinity.Required == nil {
 				return nil, nil
 			}
 			// The selector is judged before the node is read: a volume no node can match is wrong
 			// whether or not the selected node still exists.
-			aff, err := ParseVolumeAffinity(b.PV)
+			aff, err := storage.ParseVolumeAffinity(b.PV)
 			if err != nil {
 				return []Finding{{
 					Object:  pvRef(b.PV),
@@ -58,7 +60,7 @@ func pvg009NodeAffinityMatch() Rule {
 				Object: b.Subject,
 				Field:  b.Field,
 				Message: fmt.Sprintf("%s is scheduled to node %s (%s), but the node affinity of %s does not admit that node%s",
-					pvcRef(b.PVC), nodeName, AnnSelectedNode, pvRef(b.PV), assumed),
+					pvcRef(b.PVC), nodeName, storage.AnnSelectedNode, pvRef(b.PV), assumed),
 				Hint: fmt.Sprintf("bind a volume reachable from node %s, or drop %s", nodeName, b.Field),
 			}}, nil
 		},

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -15,7 +16,7 @@ const zoneKey = "topology.kubernetes.io/zone"
 
 func TestPVG009NodeAffinityMatch(t *testing.T) {
 	node := testobj.Node("node-1", map[string]string{zoneKey: "zone-a"})
-	selected := testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1"))
+	selected := testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1"))
 	claim := testobj.PVC("team-a", "data", selected)
 	inZone := testobj.PV("pv-7", testobj.NodeAffinity(zoneKey, "zone-a"))
 	otherZone := testobj.PV("pv-7", testobj.NodeAffinity(zoneKey, "zone-b"))
@@ -24,7 +25,7 @@ func TestPVG009NodeAffinityMatch(t *testing.T) {
 
 	provisioned := testobj.PV("pvc-uid", testobj.ClaimRef("team-a", "data", string(claim.UID)),
 		testobj.NodeAffinity(zoneKey, "zone-a"),
-		testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))
+		testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com")))
 
 	runRuleCases(t, "PVG009", []ruleCase{
 		{
@@ -203,7 +204,7 @@ func TestPVG009ViewErrorIsReturned(t *testing.T) {
 	view := testobj.NewView()
 	view.Err = errors.New("cache not synced")
 	r := pvcCreate(tenant, testobj.PVC("team-a", "data",
-		testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")), testobj.VolumeName("pv-7")))
+		testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")), testobj.VolumeName("pv-7")))
 	_, err := policy.NewEngine(onlyRule(t, "PVG009")).Admit(r, view)
 	if err == nil || !errors.Is(err, view.Err) || !strings.Contains(err.Error(), "PVG009") {
 		t.Fatalf("Admit error = %v, want the view's error wrapped with the rule", err)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // PVG010 judges the state in which upstream's binder hands a volume to a claim by name: the claim
@@ -73,7 +75,7 @@ func pvg010Freed(r *Review, v View, c *Config) ([]Finding, error) {
 	}
 	grant := c.grantAnnotation()
 	for _, pvc := range claims {
-		if completedTo(pvc, r.PV.Name) || grantsNamespace(r.PV.Annotations[grant], pvc.Namespace) {
+		if storage.CompletedTo(pvc, r.PV.Name) || grantsNamespace(r.PV.Annotations[grant], pvc.Namespace) {
 			continue
 		}
 		verb := "frees"

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -135,7 +136,7 @@ func TestPVG010VolumeGrab(t *testing.T) {
 			name:   "claim of a provisioned volume is allowed",
 			review: pvcUpdate(binder, claim, testobj.PVCWith(claim, testobj.ClaimBoundTo("pvc-uid"))),
 			view: testobj.NewView(testobj.PV("pvc-uid", testobj.ClaimRef("team-a", "data", string(claim.UID)),
-				testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com")))),
+				testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com")))),
 		},
 	})
 }

@@ -6,11 +6,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// finalizerExternalProvisioner is the finalizer CSI external provisioners put on the volumes they
-// make.
-const finalizerExternalProvisioner = "external-provisioner.volume.kubernetes.io/finalizer"
+	"github.com/pvguard/pvguard/storage"
+)
 
 // protectionFinalizer is a finalizer PVG012 guards and what to do instead of removing it.
 type protectionFinalizer struct {
@@ -20,10 +18,10 @@ type protectionFinalizer struct {
 // protectionFinalizers are the finalizers that keep a volume or claim, and the storage behind
 // it, alive while it is in use, each with what the owning controller waits for.
 var protectionFinalizers = []protectionFinalizer{
-	{"kubernetes.io/pv-protection", "the pv-protection controller removes it once no claim is bound to the volume; delete the bound claim instead"},
-	{"kubernetes.io/pvc-protection", "the pvc-protection controller removes it once no pod uses the claim; delete the pods that use the claim instead"},
-	{"kubernetes.io/pv-controller", "the PersistentVolume controller removes it once the volume is reclaimed; wait for the reclaim to finish"},
-	{finalizerExternalProvisioner, "the external provisioner removes it once it has deleted the backing storage; wait for it, or fix the provisioner if it is stuck"},
+	{storage.FinalizerPVProtection, "the pv-protection controller removes it once no claim is bound to the volume; delete the bound claim instead"},
+	{storage.FinalizerPVCProtection, "the pvc-protection controller removes it once no pod uses the claim; delete the pods that use the claim instead"},
+	{storage.FinalizerPVController, "the PersistentVolume controller removes it once the volume is reclaimed; wait for the reclaim to finish"},
+	{storage.FinalizerExternalProvisioner, "the external provisioner removes it once it has deleted the backing storage; wait for it, or fix the provisioner if it is stuck"},
 }
 
 func pvg012ProtectionFinalizers() Rule {
@@ -72,7 +70,7 @@ func pvg012ProtectionFinalizers() Rule {
 					if err != nil {
 						return nil, fmt.Errorf("reading the claim %s is linked to: %w", pvRef(r.OldPV), err)
 					}
-					inUse = linked != nil && !abandoned(linked, r.OldPV.Name)
+					inUse = linked != nil && !storage.Abandoned(linked, r.OldPV.Name)
 				}
 			case KindPersistentVolumeClaim:
 				use, inUse = claimInUse(r.OldPVC)
@@ -103,7 +101,7 @@ func celProtectionRemoved(volume bool) string {
 	var any []string
 	for _, pf := range protectionFinalizers {
 		removed := celFinalizerRemoved(celQuote(pf.Name))
-		if volume && pf.Name == finalizerExternalProvisioner {
+		if volume && pf.Name == storage.FinalizerExternalProvisioner {
 			removed = "(" + removed + " && object.spec.persistentVolumeReclaimPolicy == 'Delete')"
 		}
 		any = append(any, removed)
@@ -117,6 +115,6 @@ func celProtectionRemoved(volume bool) string {
 // storage, and the provisioner itself removes the finalizer when a volume's policy becomes one of
 // them (sig-storage-lib-external-provisioner, handleProtectionFinalizer).
 func protectsNothing(r *Review, finalizer string) bool {
-	return finalizer == finalizerExternalProvisioner && r.Kind == KindPersistentVolume &&
+	return finalizer == storage.FinalizerExternalProvisioner && r.Kind == KindPersistentVolume &&
 		r.PV.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete
 }

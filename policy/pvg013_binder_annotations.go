@@ -2,12 +2,14 @@ package policy
 
 import (
 	"fmt"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // binderAnnotations are the annotations through which the PV controller, the scheduler and
 // external provisioners coordinate; a hand-edited one makes them act on a binding or a
 // scheduling decision that never happened.
-var binderAnnotations = []string{AnnBindCompleted, AnnBoundByController, AnnProvisionedBy, AnnSelectedNode}
+var binderAnnotations = []string{storage.AnnBindCompleted, storage.AnnBoundByController, storage.AnnProvisionedBy, storage.AnnSelectedNode}
 
 var changePreposition = map[string]string{"added": "to", "changed": "on", "removed": "from"}
 
@@ -32,11 +34,11 @@ func pvg013BinderAnnotations() Rule {
 				// provisioned-by (an external provisioner's save, a static provisioner's discovered
 				// disk). Adding it to an existing volume stays a finding: upstream would treat a
 				// volume it did not make as its own, and delete a Delete one it releases.
-				if ch.Key == AnnProvisionedBy && provisionedCreate(r) || ch.Key == AnnSelectedNode && rescheduling(r, ch) ||
-					ch.Key == AnnBoundByController && relinkedByHand(r, ch) {
+				if ch.Key == storage.AnnProvisionedBy && provisionedCreate(r) || ch.Key == storage.AnnSelectedNode && rescheduling(r, ch) ||
+					ch.Key == storage.AnnBoundByController && relinkedByHand(r, ch) {
 					continue
 				}
-				if ch.Key == AnnSelectedNode {
+				if ch.Key == storage.AnnSelectedNode {
 					copied, err := nodeOfTarget(r, v)
 					if err != nil {
 						return nil, err
@@ -66,8 +68,8 @@ func nodeOfTarget(r *Review, v View) (bool, error) {
 	if r.Kind != KindPersistentVolumeClaim || r.PVC == nil || r.PVC.Spec.VolumeName != "" {
 		return false, nil
 	}
-	node, ok := r.PVC.Annotations[AnnSelectedNode]
-	uid := MadeFor(r.PVC.Name)
+	node, ok := r.PVC.Annotations[storage.AnnSelectedNode]
+	uid := storage.MadeFor(r.PVC.Name)
 	if !ok || uid == "" || uid == r.PVC.UID {
 		return false, nil
 	}
@@ -75,7 +77,7 @@ func nodeOfTarget(r *Review, v View) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("reading the claim %s was made for (uid %s): %w", pvcRef(r.PVC), uid, err)
 	}
-	return target != nil && WaitsForData(target) && target.Annotations[AnnSelectedNode] == node, nil
+	return target != nil && storage.WaitsForData(target) && target.Annotations[storage.AnnSelectedNode] == node, nil
 }
 
 // relinkedByHand reports whether the change removes bound-by-controller from a volume in the

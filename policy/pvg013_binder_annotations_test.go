@@ -6,29 +6,30 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 func TestPVG013BinderAnnotations(t *testing.T) {
 	ann := func(k, v string) testobj.MetaMod { return testobj.Annotation(k, v) }
 	claim := testobj.PVC("team-a", "data")
-	scheduled := testobj.PVCWith(claim, testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-1")))
+	scheduled := testobj.PVCWith(claim, testobj.ClaimMeta(ann(storage.AnnSelectedNode, "node-1")))
 	bind := testobj.BindSteps(testobj.PV("pv-7"), claim)
 	provisioned := testobj.PV("pvc-uid", testobj.ClaimRef("team-a", "data", string(claim.UID)),
-		testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com")))
+		testobj.PVMeta(ann(storage.AnnProvisionedBy, "csi.example.com")))
 	kcm := policy.UserInfo{Username: "system:kube-controller-manager"}
 	// A populator's target claim, scheduled to node-1, and the claim made for it.
 	const targetUID = "0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10"
 	target := testobj.PVC("team-a", "db", testobj.ClaimUID(targetUID), testobj.DataSourceRef("example.io", "Hello", "hello"),
-		testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-1")))
+		testobj.ClaimMeta(ann(storage.AnnSelectedNode, "node-1")))
 	primeOnNode := func(node string) *corev1.PersistentVolumeClaim {
-		return testobj.PVC("populators", "prime-"+targetUID, testobj.ClaimMeta(ann(policy.AnnSelectedNode, node)))
+		return testobj.PVC("populators", "prime-"+targetUID, testobj.ClaimMeta(ann(storage.AnnSelectedNode, node)))
 	}
 
 	runRuleCases(t, "PVG013", append([]ruleCase{
 		{
 			name:     "user creating a claim that claims to be bound is warned",
-			review:   pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.ClaimMeta(ann(policy.AnnBindCompleted, "yes")))),
+			review:   pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.ClaimMeta(ann(storage.AnnBindCompleted, "yes")))),
 			want:     []string{"metadata.annotations[pv.kubernetes.io/bind-completed]"},
 			wantText: "alice added annotation pv.kubernetes.io/bind-completed to PersistentVolumeClaim team-a/data, but only the binding controllers (PV controller, scheduler, provisioners) manage it; leave pv.kubernetes.io/bind-completed to the controllers",
 		},
@@ -39,18 +40,18 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 		},
 		{
 			name:   "user moving a claim to another node is warned",
-			review: pvcUpdate(tenant, scheduled, testobj.PVCWith(scheduled, testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-2")))),
+			review: pvcUpdate(tenant, scheduled, testobj.PVCWith(scheduled, testobj.ClaimMeta(ann(storage.AnnSelectedNode, "node-2")))),
 			want:   []string{"metadata.annotations[volume.kubernetes.io/selected-node]"},
 		},
 		{
 			name:     "user removing bind-completed is warned",
-			review:   pvcUpdate(tenant, bind.PVCStatus, testobj.PVCWith(bind.PVCStatus, testobj.ClaimMeta(testobj.NoAnnotation(policy.AnnBindCompleted)))),
+			review:   pvcUpdate(tenant, bind.PVCStatus, testobj.PVCWith(bind.PVCStatus, testobj.ClaimMeta(testobj.NoAnnotation(storage.AnnBindCompleted)))),
 			want:     []string{"metadata.annotations[pv.kubernetes.io/bind-completed]"},
 			wantText: "alice removed annotation pv.kubernetes.io/bind-completed from PersistentVolumeClaim team-a/data",
 		},
 		{
 			name:   "admin creating a volume that claims a controller bound it is warned",
-			review: pvCreate(admin, testobj.PV("pv-7", testobj.PVMeta(ann(policy.AnnProvisionedBy, "csi.example.com"), ann(policy.AnnBoundByController, "yes")))),
+			review: pvCreate(admin, testobj.PV("pv-7", testobj.PVMeta(ann(storage.AnnProvisionedBy, "csi.example.com"), ann(storage.AnnBoundByController, "yes")))),
 			want: []string{
 				"metadata.annotations[pv.kubernetes.io/bound-by-controller]",
 			},
@@ -79,12 +80,12 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 		},
 		{
 			name: "removing bound-by-controller in the write that re-points the volume is allowed (Velero's restore)",
-			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("velero", "restore-x", "uid-gone"), testobj.PVMeta(ann(policy.AnnBoundByController, "yes"))),
+			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("velero", "restore-x", "uid-gone"), testobj.PVMeta(ann(storage.AnnBoundByController, "yes"))),
 				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""))),
 		},
 		{
 			name: "removing bound-by-controller and keeping the link is warned",
-			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-x"), testobj.PVMeta(ann(policy.AnnBoundByController, "yes"))),
+			review: pvUpdate(tenant, testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-x"), testobj.PVMeta(ann(storage.AnnBoundByController, "yes"))),
 				testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-x"))),
 			want: []string{"metadata.annotations[pv.kubernetes.io/bound-by-controller]"},
 		},
@@ -94,7 +95,7 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 		},
 		{
 			name:   "rewriting the same value is no change",
-			review: pvcUpdate(tenant, scheduled, testobj.PVCWith(scheduled, testobj.ClaimMeta(ann(policy.AnnSelectedNode, "node-1")))),
+			review: pvcUpdate(tenant, scheduled, testobj.PVCWith(scheduled, testobj.ClaimMeta(ann(storage.AnnSelectedNode, "node-1")))),
 		},
 		{
 			name:   "controller manager without service account credentials is allowed",
@@ -124,7 +125,7 @@ func TestPVG013BinderAnnotations(t *testing.T) {
 		},
 		{
 			name:   "a static provisioner no config names creating the volumes it discovered is allowed (default install)",
-			review: pvCreate(unlistedProvisioner, testobj.PV("local-pv-1a2b3c4d", testobj.PVMeta(ann(policy.AnnProvisionedBy, "local-volume-provisioner-node-1")))),
+			review: pvCreate(unlistedProvisioner, testobj.PV("local-pv-1a2b3c4d", testobj.PVMeta(ann(storage.AnnProvisionedBy, "local-volume-provisioner-node-1")))),
 		},
 		{
 			name:   "provisioned-by added to an existing volume is warned",

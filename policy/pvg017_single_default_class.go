@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg017SingleDefaultClass() Rule {
@@ -17,7 +19,7 @@ func pvg017SingleDefaultClass() Rule {
 		Summary: "at most one StorageClass is marked as the cluster default",
 		Check: func(r *Review, v View, _ *Config) ([]Finding, error) {
 			sc := r.SC
-			if sc == nil || !IsDefaultClass(sc) || (r.OldSC != nil && IsDefaultClass(r.OldSC)) {
+			if sc == nil || !storage.IsDefaultClass(sc) || (r.OldSC != nil && storage.IsDefaultClass(r.OldSC)) {
 				return nil, nil
 			}
 			classes, err := v.StorageClasses()
@@ -26,7 +28,7 @@ func pvg017SingleDefaultClass() Rule {
 			}
 			var others []string
 			for _, other := range classes {
-				if other != nil && other.Name != sc.Name && IsDefaultClass(other) {
+				if other != nil && other.Name != sc.Name && storage.IsDefaultClass(other) {
 					others = append(others, other.Name)
 				}
 			}
@@ -34,9 +36,9 @@ func pvg017SingleDefaultClass() Rule {
 				return nil, nil
 			}
 			slices.Sort(others)
-			key := AnnDefaultClass
-			if sc.Annotations[AnnDefaultClass] != "true" {
-				key = AnnBetaDefaultClass
+			key := storage.AnnDefaultClass
+			if sc.Annotations[storage.AnnDefaultClass] != "true" {
+				key = storage.AnnBetaDefaultClass
 			}
 			self := ObjectRef{Kind: KindStorageClass, Name: sc.Name}
 			names := "StorageClass " + others[0]

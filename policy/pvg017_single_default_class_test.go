@@ -5,15 +5,16 @@ import (
 	"testing"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
 func TestPVG017SingleDefaultClass(t *testing.T) {
 	standard := testobj.StorageClass("standard", "csi.example.com", testobj.DefaultClass)
-	legacy := testobj.StorageClass("legacy", "csi.example.com", testobj.SCMeta(testobj.Annotation(policy.AnnBetaDefaultClass, "true")))
+	legacy := testobj.StorageClass("legacy", "csi.example.com", testobj.SCMeta(testobj.Annotation(storage.AnnBetaDefaultClass, "true")))
 	fast := testobj.StorageClass("fast", "csi.example.com")
 	fastDefault := testobj.SCWith(fast, testobj.DefaultClass)
-	notDefault := testobj.SCMeta(testobj.Annotation(policy.AnnDefaultClass, "false"))
+	notDefault := testobj.SCMeta(testobj.Annotation(storage.AnnDefaultClass, "false"))
 
 	runRuleCases(t, "PVG017", []ruleCase{
 		{
@@ -32,7 +33,7 @@ func TestPVG017SingleDefaultClass(t *testing.T) {
 		},
 		{
 			name:   "marking default with the beta annotation is reported on that annotation",
-			review: scCreate(admin, testobj.SCWith(fast, testobj.SCMeta(testobj.Annotation(policy.AnnBetaDefaultClass, "true")))),
+			review: scCreate(admin, testobj.SCWith(fast, testobj.SCMeta(testobj.Annotation(storage.AnnBetaDefaultClass, "true")))),
 			view:   testobj.NewView(standard),
 			want:   []string{"metadata.annotations[storageclass.beta.kubernetes.io/is-default-class]"},
 		},

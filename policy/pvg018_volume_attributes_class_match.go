@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg018VolumeAttributesClassMatch() Rule {
@@ -27,7 +29,7 @@ func pvg018VolumeAttributesClassMatch() Rule {
 			if pvg018Fits(r, b) {
 				return nil, nil
 			}
-			want, got := claimAttributesClass(b.PVC), volumeAttributesClass(b.PV)
+			want, got := storage.ClaimAttributesClass(b.PVC), storage.VolumeAttributesClass(b.PV)
 			hint := fmt.Sprintf("name a volume %s in spec.volumeName, or leave it unset so that a matching volume is bound or provisioned",
 				pvg018VolumeWith(want))
 			switch {
@@ -52,7 +54,7 @@ func pvg018VolumeAttributesClassMatch() Rule {
 // pvg018Fits reports whether the pair a write links may be linked as far as the
 // VolumeAttributesClass goes.
 func pvg018Fits(r *Review, b *bindPair) bool {
-	if AttributesClassesMatch(b.PV, b.PVC) {
+	if storage.AttributesClassesMatch(b.PV, b.PVC) {
 		return true
 	}
 	// The external provisioner saves the volume it made with the class the claim asked for when
@@ -64,7 +66,7 @@ func pvg018Fits(r *Review, b *bindPair) bool {
 	// nothing unsafe. A claim that already names the volume would be bound to it without any
 	// check, so that save is judged like any other.
 	if r.Kind == KindPersistentVolume && r.Operation == OperationCreate && b.PVC.Spec.VolumeName != b.PV.Name {
-		if _, provisioned := b.PV.Annotations[AnnProvisionedBy]; provisioned {
+		if _, provisioned := b.PV.Annotations[storage.AnnProvisionedBy]; provisioned {
 			return true
 		}
 	}
@@ -74,7 +76,7 @@ func pvg018Fits(r *Review, b *bindPair) bool {
 	// names the new class and the volume keeps the old one until the resizer records the change,
 	// on the volume first and on the claim's status second.
 	if relinks(r, b) {
-		got := volumeAttributesClass(b.PV)
+		got := storage.VolumeAttributesClass(b.PV)
 		for _, given := range pvg018Given(b.PVC) {
 			if given == got {
 				return true
@@ -88,7 +90,7 @@ func pvg018Fits(r *Review, b *bindPair) bool {
 // spec, status.currentVolumeAttributesClassName (unset: none) and the target of a modification
 // under way.
 func pvg018Given(pvc *corev1.PersistentVolumeClaim) []string {
-	given := []string{claimAttributesClass(pvc), ""}
+	given := []string{storage.ClaimAttributesClass(pvc), ""}
 	if cur := pvc.Status.CurrentVolumeAttributesClassName; cur != nil {
 		given[1] = *cur
 	}

@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -16,8 +16,8 @@ func TestPVG018VolumeAttributesClassMatch(t *testing.T) {
 	goldPV := testobj.PV("pv-7", testobj.VolumeAttributesClass("gold"))
 	silverPV := testobj.PV("pv-7", testobj.VolumeAttributesClass("silver"))
 	plainPV := testobj.PV("pv-7")
-	byController := testobj.PVMeta(testobj.Annotation(policy.AnnBoundByController, "yes"))
-	provisioned := testobj.PVMeta(testobj.Annotation(policy.AnnProvisionedBy, "csi.example.com"))
+	byController := testobj.PVMeta(testobj.Annotation(storage.AnnBoundByController, "yes"))
+	provisioned := testobj.PVMeta(testobj.Annotation(storage.AnnProvisionedBy, "csi.example.com"))
 	// boundGoldToSilver is bound to pv-7, which was given "gold"; its user has since asked for
 	// "silver", and the external-resizer has not modified the volume yet.
 	boundGoldToSilver := testobj.PVC("team-a", "data", silver, testobj.ClaimBoundTo("pv-7"), testobj.ClaimCurrentAttributesClass("gold"))

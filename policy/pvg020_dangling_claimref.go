@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // PVG020: a Bound volume whose claim is gone. The claim's absence is confirmed by a live read
@@ -34,7 +36,7 @@ func auditDanglingClaimRef(r *Review, v View, _ *Config) ([]Finding, error) {
 	}
 	msg := fmt.Sprintf("%s is Bound to %s, which no longer exists", pvRef(pv), claimRefString(ref))
 	switch {
-	case !NamesAClaim(ref):
+	case !storage.NamesAClaim(ref):
 		msg = fmt.Sprintf("%s is Bound, but its spec.claimRef names no claim (it has no name or no namespace)", pvRef(pv))
 	case pvc == nil:
 	case pvc.UID != ref.UID:

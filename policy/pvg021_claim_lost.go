@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // PVG021: a claim that is Lost, or bound to a volume that is gone. A missing volume is confirmed
@@ -24,7 +26,7 @@ func pvg021ClaimLost() Rule {
 
 func auditClaimLost(r *Review, v View, _ *Config) ([]Finding, error) {
 	pvc := r.PVC
-	_, completed := pvc.Annotations[AnnBindCompleted]
+	_, completed := pvc.Annotations[storage.AnnBindCompleted]
 	switch {
 	case pvc.Status.Phase == corev1.ClaimLost:
 		return []Finding{{Object: pvcRef(pvc), Field: "status.phase",

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 func pvg022MisboundPair() Rule {
@@ -29,7 +31,7 @@ func auditMisbound(r *Review, v View, _ *Config) ([]Finding, error) {
 	// A claim that completed its binding needs the volume to carry its uid: upstream marks it Lost
 	// when the uid is missing. Before that, a claimRef by name is a pre-binding in progress.
 	ref := pv.Spec.ClaimRef
-	if linksTo(ref, pvc) || !completedTo(pvc, pv.Name) && claimRefNames(pv, pvc) {
+	if storage.LinksTo(ref, pvc) || !storage.CompletedTo(pvc, pv.Name) && storage.ClaimRefNames(pv, pvc) {
 		return nil, nil
 	}
 	other := "no claim"

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // DefaultReleasedMaxAge is how long a Released volume with reclaim policy Retain may wait before
@@ -41,5 +43,5 @@ func auditReleasedAging(r *Review, _ View, c *Config) ([]Finding, error) {
 	}
 	return []Finding{{Object: pvRef(pv), Field: "status.phase",
 		Message: fmt.Sprintf("%s has been Released (reclaim policy Retain) for %s, longer than %s", pvRef(pv), r.now.Sub(since).Round(time.Hour), maxAge),
-		Hint:    "recover or delete its data, then delete the volume, or mark it " + AnnReuseWhenReleased + "=true to make it Available again"}}, nil
+		Hint:    "recover or delete its data, then delete the volume, or mark it " + storage.AnnReuseWhenReleased + "=true to make it Available again"}}, nil
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -325,7 +326,7 @@ func TestDenialStandsWhenAnotherRuleCannotJudge(t *testing.T) {
 		Views:   fixedViews{nodesDown{testobj.NewView(testobj.PV("pv-7", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-a")))}},
 	}).Handler()
 	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.VolumeName("pv-7"),
-		testobj.ClaimMeta(testobj.Annotation(policy.AnnSelectedNode, "node-1")))
+		testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
 	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, claim, nil, "alice")))
 	if resp.Allowed || resp.Result.Code != http.StatusForbidden {
 		t.Fatalf("want a 403 denial, got allowed=%v %+v", resp.Allowed, resp.Result)

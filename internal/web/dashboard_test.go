@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -67,11 +68,11 @@ func TestDashboard(t *testing.T) {
 // bind-completed is not done binding); a file (`pvguard audit -o html`) lists them without links,
 // since no explain pages sit beside it.
 func TestRenderDashboardPending(t *testing.T) {
-	snap := &policy.Snapshot{PVCs: []*corev1.PersistentVolumeClaim{
+	snap := clusterstate.New([]*corev1.PersistentVolumeClaim{
 		testobj.PVC("team-b", "wait", testobj.ClaimClass("fast"), testobj.Request("5Gi")),
 		testobj.PVC("team-a", "db", testobj.ClaimBoundTo("pv-db")),
 		testobj.PVC("team-a", "half", testobj.ClaimPhase(corev1.ClaimBound)),
-	}}
+	}, nil, nil, nil)
 	pending := audit.PendingOf(snap)
 	if len(pending) != 2 || pending[0].Name != "half" || pending[1] != (audit.PendingClaim{Namespace: "team-b", Name: "wait", Class: "fast", Request: "5Gi"}) {
 		t.Fatalf("pending %+v, want team-a/half and team-b/wait", pending)

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 )
@@ -39,20 +40,20 @@ func visibilityOf(ctx context.Context, rd *access.Reader, c client.Reader) (*vis
 	return visibilityOfSnapshot(rd, snap), nil
 }
 
-func visibilityOfSnapshot(rd *access.Reader, snap *policy.Snapshot) *visibility {
-	v := &visibility{rd: rd, sc: rd.Scrubber(snap.PVCs, snap.PVs)}
-	for _, c := range snap.PVCs {
+func visibilityOfSnapshot(rd *access.Reader, snap *clusterstate.State) *visibility {
+	v := &visibility{rd: rd, sc: rd.Scrubber(snap.Claims(), snap.Volumes())}
+	for _, c := range snap.Claims() {
 		if rd.Claims(c.Namespace) {
 			v.objects++
 		}
 	}
-	for _, pv := range snap.PVs {
+	for _, pv := range snap.Volumes() {
 		if rd.Volume(pv) {
 			v.objects++
 		}
 	}
 	if rd.Classes {
-		v.objects += len(snap.Classes)
+		v.objects += len(snap.Classes())
 	}
 	return v
 }

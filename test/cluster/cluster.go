@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/devcluster"
 )
 
@@ -80,9 +81,10 @@ type Options struct {
 	// ControllerManagerArgs are appended to kube-controller-manager's flags in both modes (a
 	// later flag wins), e.g. its --kube-api-qps for a like-for-like rate with pvguard's.
 	ControllerManagerArgs []string
-	// UpstreamPVGuardBinder is pvguard's --binder in ModeUpstream: "off" (default) or "shadow"
-	// (pvguard decides beside kube-controller-manager's binder and reports disagreements).
-	UpstreamPVGuardBinder string
+	// UpstreamPVGuardBinder is pvguard's --binder in ModeUpstream: binder.ModeOff (default, also
+	// "") or binder.ModeShadow (pvguard decides beside kube-controller-manager's binder and
+	// reports disagreements).
+	UpstreamPVGuardBinder binder.Mode
 	// CSI starts the CSI storage path (see CSI) once the nodes exist.
 	CSI bool
 	// Snapshots adds the snapshot path to the CSI one (see CSI); it needs CSI.
@@ -124,7 +126,7 @@ type Cluster struct {
 	// webhookValues are the chart values pvguard's webhook configurations were last rendered
 	// with; stoppedBinder is the --binder of a pvguard StopPVGuard stopped ("" when none was).
 	webhookValues map[string]any
-	stoppedBinder string
+	stoppedBinder binder.Mode
 }
 
 // files are the paths of what the components are given.
@@ -138,7 +140,7 @@ type files struct {
 // kube-controller-manager and pvguard in a mode.
 func Start(o Options) (_ *Cluster, err error) {
 	switch o.UpstreamPVGuardBinder {
-	case "", "off", "shadow":
+	case "", binder.ModeOff, binder.ModeShadow:
 	default:
 		return nil, fmt.Errorf("UpstreamPVGuardBinder %q: want off or shadow", o.UpstreamPVGuardBinder)
 	}
@@ -166,7 +168,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (logs in %s)", err, o.LogDir)
 	}
-	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs, shadow: o.UpstreamPVGuardBinder == "shadow", chartValues: o.ChartValues}
+	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs, shadow: o.UpstreamPVGuardBinder == binder.ModeShadow, chartValues: o.ChartValues}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/binder"
 )
 
 // ControllerManagerArgs are kube-controller-manager's flags in a mode, after
@@ -61,14 +63,14 @@ func (c *Cluster) Use(m Mode) error {
 	if err != nil {
 		return err
 	}
-	binder := "off"
+	mode := binder.ModeOff
 	switch {
 	case m == ModePVGuard:
-		binder = "active"
+		mode = binder.ModeActive
 	case c.shadow:
-		binder = "shadow"
+		mode = binder.ModeShadow
 	}
-	if c.pvguard, err = c.startPVGuard(ctx, binder); err != nil {
+	if c.pvguard, err = c.startPVGuard(ctx, mode); err != nil {
 		return err
 	}
 	c.mode = m

@@ -18,9 +18,9 @@ func (c *Cluster) StopPVGuard() error {
 	if c.pvguard == nil {
 		return errors.New("pvguard is not running")
 	}
-	binder := c.pvguard.Binder
+	mode := c.pvguard.Binder
 	err := c.pvguard.Stop()
-	c.pvguard, c.stoppedBinder = nil, binder
+	c.pvguard, c.stoppedBinder = nil, mode
 	return err
 }
 

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/charts"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
@@ -58,7 +59,7 @@ type PVGuard struct {
 	// Log is its log file (JSON lines, debug level).
 	Log string
 	// Binder is its --binder mode.
-	Binder string
+	Binder binder.Mode
 	// Args are the chart's container arguments it was started with (before the overrides
 	// documented in startPVGuard).
 	Args []string
@@ -83,8 +84,8 @@ type PVGuard struct {
 // test apiserver cannot reach a Service and calls the webhooks by URL
 // (devcluster.InstallWebhooks, the chart's webhook configurations pointed at the URL); no
 // shutdown delay (no Service endpoints to drain).
-func (c *Cluster) startPVGuard(ctx context.Context, binder string) (*PVGuard, error) {
-	args, policyYAML, sa, values, err := c.installChart(ctx, binder)
+func (c *Cluster) startPVGuard(ctx context.Context, mode binder.Mode) (*PVGuard, error) {
+	args, policyYAML, sa, values, err := c.installChart(ctx, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -162,12 +163,12 @@ func (c *Cluster) startPVGuard(ctx context.Context, binder string) (*PVGuard, er
 // and RBAC; it returns the Deployment's container arguments, the policy ConfigMap's config, the
 // ServiceAccount's name and the values it rendered the chart with (for the webhook
 // configurations).
-func (c *Cluster) installChart(ctx context.Context, binder string) (args []string, policyYAML, sa string, values map[string]any, err error) {
+func (c *Cluster) installChart(ctx context.Context, mode binder.Mode) (args []string, policyYAML, sa string, values map[string]any, err error) {
 	if err := c.ensureNamespace(ctx, namespace); err != nil {
 		return nil, "", "", nil, err
 	}
 	values = map[string]any{
-		"binder":      map[string]any{"mode": binder},
+		"binder":      map[string]any{"mode": string(mode)},
 		"certManager": map[string]any{"enabled": true},
 	}
 	if c.chartValues != nil {

@@ -16,7 +16,7 @@ func (c *Cluster) SetChartValues(values func(map[string]any)) error {
 	if c.pvguard == nil {
 		return nil
 	}
-	binder := c.pvguard.Binder
+	mode := c.pvguard.Binder
 	if err := c.pvguard.Stop(); err != nil {
 		return err
 	}
@@ -24,7 +24,7 @@ func (c *Cluster) SetChartValues(values func(map[string]any)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var err error
-	if c.pvguard, err = c.startPVGuard(ctx, binder); err != nil {
+	if c.pvguard, err = c.startPVGuard(ctx, mode); err != nil {
 		return fmt.Errorf("reinstalling pvguard with new chart values: %w", err)
 	}
 	if err := c.probeMode(ctx, c.mode); err != nil {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
@@ -68,7 +69,7 @@ func run(m *testing.M) int {
 }
 
 // startBinder runs `pvguard serve --binder=<mode>` until the test ends.
-func startBinder(t *testing.T, mode string, mutate func(*app.ServeOptions)) *harness.Instance {
+func startBinder(t *testing.T, mode binder.Mode, mutate func(*app.ServeOptions)) *harness.Instance {
 	t.Helper()
 	inst, err := h.Serve(func(o *app.ServeOptions) {
 		o.Binder = mode

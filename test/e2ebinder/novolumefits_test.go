@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -21,12 +22,12 @@ import (
 // volume too small replaces it the message changes (a new Event), and in active mode a volume
 // that fits ends the series.
 func TestNoVolumeFits(t *testing.T) {
-	for _, mode := range []string{"active", "shadow"} {
-		t.Run(mode, func(t *testing.T) { noVolumeFitsFlow(t, mode) })
+	for _, mode := range []binder.Mode{binder.ModeActive, binder.ModeShadow} {
+		t.Run(string(mode), func(t *testing.T) { noVolumeFitsFlow(t, mode) })
 	}
 }
 
-func noVolumeFitsFlow(t *testing.T, mode string) {
+func noVolumeFitsFlow(t *testing.T, mode binder.Mode) {
 	startBinder(t, mode, func(o *app.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")

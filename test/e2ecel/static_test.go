@@ -22,6 +22,7 @@ import (
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -56,7 +57,7 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 	}, metav1.CreateOptions{})
 	harness.Must(t, err, "claim")
 	pv, err := admin.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pv-1", Annotations: map[string]string{policy.AnnBoundByController: "yes"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-1", Annotations: map[string]string{storage.AnnBoundByController: "yes"}},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -70,7 +71,7 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 	pv, err = admin.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{})
 	harness.Must(t, err, "volume status")
 	claim.Spec.VolumeName = "pv-1"
-	claim.Annotations = map[string]string{policy.AnnBindCompleted: "yes", policy.AnnBoundByController: "yes"}
+	claim.Annotations = map[string]string{storage.AnnBindCompleted: "yes", storage.AnnBoundByController: "yes"}
 	claim, err = admin.CoreV1().PersistentVolumeClaims(ns).Update(ctx, claim, metav1.UpdateOptions{})
 	harness.Must(t, err, "claim bind")
 	claim.Status.Phase = corev1.ClaimBound
@@ -102,7 +103,7 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 		}},
 		{"removing bind-completed from a bound claim", "PVG003", func() error {
 			c := claim.DeepCopy()
-			delete(c.Annotations, policy.AnnBindCompleted)
+			delete(c.Annotations, storage.AnnBindCompleted)
 			_, err := pvcs.Update(ctx, c, metav1.UpdateOptions{})
 			return err
 		}},

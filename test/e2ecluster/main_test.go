@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/test/cluster"
 	"github.com/pvguard/pvguard/test/harness"
 )
@@ -28,7 +29,7 @@ func run(m *testing.M) int {
 	// kube-controller-manager's in the upstream mode (default off).
 	opts := cluster.Options{
 		ControllerManagerArgs: strings.Fields(os.Getenv("PVGUARD_CLUSTER_KCM_ARGS")),
-		UpstreamPVGuardBinder: os.Getenv("PVGUARD_CLUSTER_UPSTREAM_PVGUARD"),
+		UpstreamPVGuardBinder: binder.Mode(os.Getenv("PVGUARD_CLUSTER_UPSTREAM_PVGUARD")),
 		CSI:                   true,
 		Snapshots:             true,
 	}

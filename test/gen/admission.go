@@ -152,7 +152,7 @@ func AdmissionObjects() []runtime.Object {
 // AdmissionView is the in-memory view of AdmissionObjects, indexed (each lookup a map read, as with the informer
 // cache's indexes) and copying each object it returns as the cluster view's cache reads do.
 func AdmissionView() policy.View {
-	return CacheView{testobj.NewView(AdmissionObjects()...).Indexed()}
+	return CacheView{testobj.NewView(AdmissionObjects()...).State}
 }
 
 // ImportedPV is the volume the pv-create review creates: a Ceph RBD volume pre-bound by name to

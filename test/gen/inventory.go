@@ -16,7 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Inventory: large synthetic clusters for the audit tests and benchmarks (policy, manifests,
@@ -48,27 +49,26 @@ func InventoryFindings(n int) int {
 	return (pairs/violationEvery)*violationKinds + min(pairs%violationEvery, violationKinds)
 }
 
-// Inventory returns a snapshot of n objects (n/2 volumes and n/2 claims) plus three storage
+// Inventory returns the state of n objects (n/2 volumes and n/2 claims) plus three storage
 // classes and 32 nodes. It is deterministic.
-func Inventory(n int) *policy.Snapshot {
+func Inventory(n int) *clusterstate.State {
 	pairs := n / 2
-	s := &policy.Snapshot{
-		PVs:  make([]*corev1.PersistentVolume, 0, pairs),
-		PVCs: make([]*corev1.PersistentVolumeClaim, 0, pairs),
-	}
+	volumes := make([]*corev1.PersistentVolume, 0, pairs)
+	claims := make([]*corev1.PersistentVolumeClaim, 0, pairs)
+	var nodes []*corev1.Node
 	wffc := storagev1.VolumeBindingWaitForFirstConsumer
-	s.Classes = []*storagev1.StorageClass{
+	classes := []*storagev1.StorageClass{
 		{TypeMeta: metav1.TypeMeta{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "local-ssd"},
 			Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wffc},
 		{TypeMeta: metav1.TypeMeta{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "ceph-rbd",
-			Annotations: map[string]string{policy.AnnDefaultClass: "true"}}, Provisioner: "rbd.csi.ceph.com",
+			Annotations: map[string]string{storage.AnnDefaultClass: "true"}}, Provisioner: "rbd.csi.ceph.com",
 			Parameters: map[string]string{"clusterID": "rook-ceph", "pool": "replicapool", "imageFeatures": "layering"}},
 		{TypeMeta: metav1.TypeMeta{Kind: "StorageClass", APIVersion: "storage.k8s.io/v1"}, ObjectMeta: metav1.ObjectMeta{Name: "nfs"},
 			Provisioner: "nfs.csi.k8s.io"},
 	}
 	for i := range 32 {
 		name := fmt.Sprintf("node-%02d", i)
-		s.Nodes = append(s.Nodes, &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		nodes = append(nodes, &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 				"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)}}})
 	}
@@ -109,10 +109,10 @@ func Inventory(n int) *policy.Snapshot {
 				pvc.Name += "-new"
 			}
 		}
-		s.PVs = append(s.PVs, pv)
-		s.PVCs = append(s.PVCs, pvc)
+		volumes = append(volumes, pv)
+		claims = append(claims, pvc)
 	}
-	return s
+	return clusterstate.New(claims, volumes, classes, nodes)
 }
 
 func inventoryClaim(ns, name string, created metav1.Time) *corev1.PersistentVolumeClaim {
@@ -162,7 +162,7 @@ func localVolume(name, node string, created metav1.Time) *corev1.PersistentVolum
 
 func rbdVolume(name string, created metav1.Time) *corev1.PersistentVolume {
 	pv := inventoryVolume(name, created)
-	pv.Annotations = map[string]string{policy.AnnProvisionedBy: "rbd.csi.ceph.com"}
+	pv.Annotations = map[string]string{storage.AnnProvisionedBy: "rbd.csi.ceph.com"}
 	pv.Spec.StorageClassName = "ceph-rbd"
 	pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}
 	pv.Spec.CSI = &corev1.CSIPersistentVolumeSource{
@@ -185,8 +185,8 @@ func bindPair(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) {
 	if pvc.Annotations == nil {
 		pvc.Annotations = map[string]string{}
 	}
-	pvc.Annotations[policy.AnnBindCompleted] = "yes"
-	pvc.Annotations[policy.AnnBoundByController] = "yes"
+	pvc.Annotations[storage.AnnBindCompleted] = "yes"
+	pvc.Annotations[storage.AnnBoundByController] = "yes"
 	pvc.Status.Phase = corev1.ClaimBound
 	pvc.Status.AccessModes = pv.Spec.AccessModes
 	pvc.Status.Capacity = pv.Spec.Capacity.DeepCopy()
@@ -195,27 +195,27 @@ func bindPair(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) {
 // unbindClaim leaves a claim Pending, naming no volume.
 func unbindClaim(pvc *corev1.PersistentVolumeClaim) {
 	pvc.Spec.VolumeName = ""
-	delete(pvc.Annotations, policy.AnnBindCompleted)
-	delete(pvc.Annotations, policy.AnnBoundByController)
+	delete(pvc.Annotations, storage.AnnBindCompleted)
+	delete(pvc.Annotations, storage.AnnBoundByController)
 	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}
 	pvc.UID = types.UID(string(pvc.UID) + "-new")
 }
 
-// WriteYAML writes the snapshot as multi-document YAML files of perFile objects each into dir
+// WriteYAML writes the state as multi-document YAML files of perFile objects each into dir
 // (classes and nodes first), as a GitOps repository holds them, and returns the files.
-func WriteYAML(s *policy.Snapshot, dir string, perFile int) ([]string, error) {
+func WriteYAML(s *clusterstate.State, dir string, perFile int) ([]string, error) {
 	return writeFiles(s, dir, perFile, false)
 }
 
-// WriteJSON writes the snapshot as JSON files of perFile objects each, every file a v1 List as
+// WriteJSON writes the state as JSON files of perFile objects each, every file a v1 List as
 // `kubectl get pv,pvc -A -o json` prints one, and returns the files.
-func WriteJSON(s *policy.Snapshot, dir string, perFile int) ([]string, error) {
+func WriteJSON(s *clusterstate.State, dir string, perFile int) ([]string, error) {
 	return writeFiles(s, dir, perFile, true)
 }
 
-// WriteYAMLList writes the snapshot as YAML files of perFile objects each, every file a v1 List
+// WriteYAMLList writes the state as YAML files of perFile objects each, every file a v1 List
 // as `kubectl get pv,pvc -A -o yaml` prints one, and returns the files.
-func WriteYAMLList(s *policy.Snapshot, dir string, perFile int) ([]string, error) {
+func WriteYAMLList(s *clusterstate.State, dir string, perFile int) ([]string, error) {
 	files, err := WriteJSON(s, dir, perFile)
 	if err != nil {
 		return nil, err
@@ -240,20 +240,21 @@ func WriteYAMLList(s *policy.Snapshot, dir string, perFile int) ([]string, error
 	return files, nil
 }
 
-func writeFiles(s *policy.Snapshot, dir string, perFile int, asJSON bool) ([]string, error) {
+func writeFiles(s *clusterstate.State, dir string, perFile int, asJSON bool) ([]string, error) {
 	var objs []any
-	for _, o := range s.Classes {
+	for _, o := range s.Classes() {
 		objs = append(objs, o)
 	}
-	for _, o := range s.Nodes {
+	for _, o := range s.Nodes() {
 		objs = append(objs, o)
 	}
-	for i := range max(len(s.PVs), len(s.PVCs)) {
-		if i < len(s.PVs) {
-			objs = append(objs, s.PVs[i])
+	volumes, claims := s.Volumes(), s.Claims()
+	for i := range max(len(volumes), len(claims)) {
+		if i < len(volumes) {
+			objs = append(objs, volumes[i])
 		}
-		if i < len(s.PVCs) {
-			objs = append(objs, s.PVCs[i])
+		if i < len(claims) {
+			objs = append(objs, claims[i])
 		}
 	}
 	var files []string
@@ -289,14 +290,14 @@ func writeFiles(s *policy.Snapshot, dir string, perFile int, asJSON bool) ([]str
 	return files, nil
 }
 
-// Unique makes every value of the snapshot's volumes and claims that an inventory usually
+// Unique makes every value of the state's volumes and claims that an inventory usually
 // repeats unique to its object (labels, annotations, finalizers, sizes, node affinity), for
 // measuring the audit where nothing repeats. Findings are unchanged: a pair keeps one size.
-func Unique(s *policy.Snapshot) {
+func Unique(s *clusterstate.State) {
 	size := func(i int) resource.Quantity {
 		return *resource.NewQuantity(20<<30+int64(i)<<20, resource.BinarySI)
 	}
-	for i, pv := range s.PVs {
+	for i, pv := range s.Volumes() {
 		pv.Labels = map[string]string{"bench.pvguard.io/volume": pv.Name}
 		pv.Annotations = map[string]string{"bench.pvguard.io/volume": pv.Name}
 		pv.Finalizers = []string{"bench.pvguard.io/" + pv.Name}
@@ -306,7 +307,7 @@ func Unique(s *policy.Snapshot) {
 			req.Values = append(req.Values, "bench-"+pv.Name)
 		}
 	}
-	for i, pvc := range s.PVCs {
+	for i, pvc := range s.Claims() {
 		for k := range pvc.Annotations {
 			pvc.Annotations[k] += "-" + pvc.Name
 		}

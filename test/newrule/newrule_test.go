@@ -24,9 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/docs"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -46,7 +48,7 @@ func classExists() policy.Rule {
 		ConfirmLive: []string{"spec.storageClassName"},
 		Summary:     "a volume names a StorageClass that exists",
 		Check: func(r *policy.Review, v policy.View, _ *policy.Config) ([]policy.Finding, error) {
-			name := policy.VolumeClass(r.PV)
+			name := storage.VolumeClass(r.PV)
 			if name == "" {
 				return nil, nil
 			}
@@ -129,8 +131,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 		}
 
 		// The offline audit (`pvguard audit -f`) has no live reads: the manifests are the whole truth.
-		offline, err := engine.Audit(&policy.Snapshot{PVs: []*corev1.PersistentVolume{silverPV, latePV, goldPV},
-			Classes: []*storagev1.StorageClass{gold}}, now, nil)
+		offline, err := engine.Audit(clusterstate.New(nil, []*corev1.PersistentVolume{silverPV, latePV, goldPV}, []*storagev1.StorageClass{gold}, nil), now, nil)
 		if err != nil || objectsOf(offline) != "pv-late pv-silver" {
 			t.Errorf("offline audit: PVG099 on %q (%v), want pv-late and pv-silver", objectsOf(offline), err)
 		}

@@ -9,17 +9,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
 )
 
-// View is an in-memory policy.View over a fixed set of objects (a policy.Snapshot). Err, when
+// View is an in-memory policy.View over a fixed set of objects (a clusterstate.State). Err, when
 // set, is returned by every lookup, to test how callers handle a failed read.
 type View struct {
-	policy.Snapshot
+	*clusterstate.State
 	Err error
 	// StrictNames makes a get by an empty name, or of a claim by an empty namespace, fail as the
 	// webhook's live view does (the client refuses it: "resource name may not be empty"), where
-	// a Snapshot just finds nothing.
+	// a State just finds nothing.
 	StrictNames bool
 }
 
@@ -31,22 +32,27 @@ var errEmptyName = errors.New("resource name may not be empty")
 // NewView sorts objects of any supported kind into a View; it panics on other kinds, which is a
 // bug in the test that calls it.
 func NewView(objs ...runtime.Object) *View {
-	v := &View{}
+	var (
+		volumes []*corev1.PersistentVolume
+		claims  []*corev1.PersistentVolumeClaim
+		nodes   []*corev1.Node
+		classes []*storagev1.StorageClass
+	)
 	for _, o := range objs {
 		switch t := o.(type) {
 		case *corev1.PersistentVolume:
-			v.PVs = append(v.PVs, t)
+			volumes = append(volumes, t)
 		case *corev1.PersistentVolumeClaim:
-			v.PVCs = append(v.PVCs, t)
+			claims = append(claims, t)
 		case *corev1.Node:
-			v.Nodes = append(v.Nodes, t)
+			nodes = append(nodes, t)
 		case *storagev1.StorageClass:
-			v.Classes = append(v.Classes, t)
+			classes = append(classes, t)
 		default:
 			panic(fmt.Sprintf("testobj.NewView: unsupported %T", o))
 		}
 	}
-	return v
+	return &View{State: clusterstate.New(claims, volumes, classes, nodes)}
 }
 
 func (v *View) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
@@ -56,7 +62,7 @@ func (v *View) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
 	if v.StrictNames && name == "" {
 		return nil, errEmptyName
 	}
-	return v.Snapshot.PersistentVolume(name)
+	return v.State.PersistentVolume(name)
 }
 
 func (v *View) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
@@ -66,28 +72,28 @@ func (v *View) PersistentVolumeClaim(namespace, name string) (*corev1.Persistent
 	if v.StrictNames && (namespace == "" || name == "") {
 		return nil, fmt.Errorf("reading PersistentVolumeClaim %q in namespace %q: %w", name, namespace, errEmptyName)
 	}
-	return v.Snapshot.PersistentVolumeClaim(namespace, name)
+	return v.State.PersistentVolumeClaim(namespace, name)
 }
 
 func (v *View) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	return v.Snapshot.ClaimsNamingVolume(volumeName)
+	return v.State.ClaimsNamingVolume(volumeName)
 }
 
 func (v *View) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	return v.Snapshot.VolumesClaiming(namespace, name)
+	return v.State.VolumesClaiming(namespace, name)
 }
 
 func (v *View) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	return v.Snapshot.ClaimWithUID(uid)
+	return v.State.ClaimWithUID(uid)
 }
 
 func (v *View) Node(name string) (*corev1.Node, error) {
@@ -97,12 +103,12 @@ func (v *View) Node(name string) (*corev1.Node, error) {
 	if v.StrictNames && name == "" {
 		return nil, errEmptyName
 	}
-	return v.Snapshot.Node(name)
+	return v.State.Node(name)
 }
 
 func (v *View) StorageClasses() ([]*storagev1.StorageClass, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	return v.Snapshot.StorageClasses()
+	return v.State.StorageClasses()
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
@@ -102,8 +103,8 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	}
 	var (
 		findings []policy.Finding
-		page     web.Page         // the dashboard's bindings and pending claims, read live
-		snap     *policy.Snapshot // the manifests read, for the dashboard's bindings and pending claims
+		page     web.Page            // the dashboard's bindings and pending claims, read live
+		snap     *clusterstate.State // the manifests read, for the dashboard's bindings and pending claims
 		objects  int
 		readErrs []error
 		// ruleErrs are the rules that could not judge an object; the other rules' findings on

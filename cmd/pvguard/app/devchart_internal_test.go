@@ -48,7 +48,7 @@ func TestDevRunsAsTheChartInstalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Binder != string(binder.ModeActive) || o.CertSecret != "pvguard-tls" || o.Namespace != ci.Namespace ||
+	if o.Binder != binder.ModeActive || o.CertSecret != "pvguard-tls" || o.Namespace != ci.Namespace ||
 		!o.LeaderElect || o.LeaderElectionNamespace != ci.Namespace || o.LeaderElectionID != "pvguard-leader" {
 		t.Errorf("serve options from the chart's arguments %q: %+v", ci.ServeArgs, o)
 	}

@@ -347,7 +347,7 @@ func loadInput(o ExplainOptions, rc *rest.Config, namespace, claim string, errOu
 		if len(readErrs) > 0 {
 			return explain.Input{}, badInput("%d document(s) could not be read", len(readErrs))
 		}
-		in = explain.Input{Claims: snap.PVCs, Volumes: snap.PVs, Classes: snap.Classes, Nodes: snap.Nodes}
+		in = explain.Input{Claims: snap.Claims(), Volumes: snap.Volumes(), Classes: snap.Classes(), Nodes: snap.Nodes()}
 	}
 	in.Policy, in.Identity = policy.NewEngine(cfg), identity
 	return in, nil

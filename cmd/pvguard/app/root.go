@@ -109,7 +109,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeOptions) {
 	f.DurationVar(&o.CertCheckInterval, "cert-check-interval", o.CertCheckInterval, "how often the elected replica checks the self-managed certificates")
 	f.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle: webhook requests must present a client certificate it signed")
 	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "policy config file (YAML), reloaded on change")
-	f.StringVar(&o.Binder, "binder", o.Binder, "binder mode: active (pvguard binds; disable kube-controller-manager's persistentvolume-binder-controller), shadow (decide and report, write nothing) or off")
+	f.StringVar((*string)(&o.Binder), "binder", string(o.Binder), "binder mode: active (pvguard binds; disable kube-controller-manager's persistentvolume-binder-controller), shadow (decide and report, write nothing) or off")
 	f.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "how often the whole cache is audited (also after changes); 0 turns the audit off")
 	f.IntVar(&o.BinderWorkers, "binder-workers", o.BinderWorkers, "objects the binder syncs in parallel (writes are bounded by --kube-api-qps)")
 	f.DurationVar(&o.BinderResync, "binder-resync", o.BinderResync, "how often the binder syncs every object again")

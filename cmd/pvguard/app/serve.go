@@ -6,9 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/pvguard/pvguard/internal/leaseguard"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +13,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/pvguard/pvguard/internal/leaseguard"
 
 	"github.com/go-logr/logr"
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -84,7 +86,7 @@ type ServeOptions struct {
 	// ClientCAFile, when set, makes the webhook paths require a client certificate it signed.
 	ClientCAFile string
 	ConfigFile   string
-	Binder       string
+	Binder       binder.Mode
 	// AuditInterval is how often the whole cache is audited (0 turns the audit off).
 	AuditInterval time.Duration
 	BinderWorkers int
@@ -124,7 +126,7 @@ func DefaultServeOptions() ServeOptions {
 	return ServeOptions{
 		Listen:           ":9443",
 		SelfSignedHosts:  []string{"localhost", "127.0.0.1"},
-		Binder:           "off",
+		Binder:           binder.ModeOff,
 		AuditInterval:    time.Minute,
 		BinderWorkers:    8,
 		BinderResync:     15 * time.Second,
@@ -167,7 +169,7 @@ func (o *ServeOptions) validate() error {
 		errs = append(errs, errors.New("--cert-validity, --ca-overlap and --cert-check-interval must be positive and --ca-validity at least --cert-validity"))
 	}
 	switch o.Binder {
-	case "off", string(binder.ModeActive), string(binder.ModeShadow):
+	case binder.ModeOff, binder.ModeActive, binder.ModeShadow:
 	default:
 		errs = append(errs, fmt.Errorf("--binder=%s: want active, shadow or off", o.Binder))
 	}
@@ -272,7 +274,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 		return err
 	}
 	var b *binder.Binder
-	if o.Binder != "off" {
+	if o.Binder != binder.ModeOff {
 		if b, err = addBinder(ctx, mgr, o, lease, engines, views, reg, log); err != nil {
 			return err
 		}
@@ -394,7 +396,7 @@ func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager
 	mgrOpts.GracefulShutdownTimeout = &grace
 	var guard *leaseguard.Guard
 	events := &deferredRecorder{}
-	if (o.Binder != "off" || o.AuditInterval > 0 || o.CertSecret != "") && o.LeaderElect {
+	if (o.Binder != binder.ModeOff || o.AuditInterval > 0 || o.CertSecret != "") && o.LeaderElect {
 		// Only the binder, the report writer and the certificate rotator are elected: every
 		// replica serves webhooks and audits, one binds, writes reports and rotates certificates.
 		mgrOpts.LeaderElection = true
@@ -682,7 +684,7 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, lease *
 		return nil, err
 	}
 	b, err := binder.New(binder.Options{
-		Mode:        binder.Mode(o.Binder),
+		Mode:        o.Binder,
 		Workers:     o.BinderWorkers,
 		Resync:      o.BinderResync,
 		Engine:      engines.Engine,

@@ -26,6 +26,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
@@ -159,7 +160,7 @@ func runChild(mode string, n int, dir, profile string, unique bool) (result, err
 }
 
 // generate is the benchmark's inventory of n objects.
-func generate(n int, unique bool) *policy.Snapshot {
+func generate(n int, unique bool) *clusterstate.State {
 	s := gen.Inventory(n)
 	if unique {
 		gen.Unique(s)

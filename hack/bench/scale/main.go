@@ -32,12 +32,13 @@ import (
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/devcluster"
 )
 
 type config struct {
 	sizes       []int
-	modes       []string
+	modes       []binder.Mode
 	pvguard     string
 	baseline    string
 	env         []string
@@ -122,12 +123,12 @@ func parseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-func parseModes(s string) ([]string, error) {
-	var out []string
+func parseModes(s string) ([]binder.Mode, error) {
+	var out []binder.Mode
 	for _, m := range strings.Split(s, ",") {
-		switch m = strings.TrimSpace(m); m {
-		case "off", "shadow", "active":
-			out = append(out, m)
+		switch mode := binder.Mode(strings.TrimSpace(m)); mode {
+		case binder.ModeOff, binder.ModeShadow, binder.ModeActive:
+			out = append(out, mode)
 		default:
 			return nil, fmt.Errorf("-modes: unknown binder mode %q (want off, shadow, active)", m)
 		}
@@ -277,10 +278,10 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 	}
 	var runs []child
 	if c.baseline != "" {
-		runs = append(runs, child{c.baseline, "off", "off (baseline)"})
+		runs = append(runs, child{c.baseline, binder.ModeOff, "off (baseline)"})
 	}
 	for _, mode := range c.modes {
-		runs = append(runs, child{c.pvguard, mode, mode})
+		runs = append(runs, child{c.pvguard, mode, string(mode)})
 	}
 	for _, ru := range runs {
 		mode := ru.mode
@@ -344,12 +345,16 @@ func writeReport(w io.Writer, o output) {
 }
 
 // child is one pvguard serve run: its binary, binder mode, and label in the table.
-type child struct{ binary, mode, label string }
+type child struct {
+	binary string
+	mode   binder.Mode
+	label  string
+}
 
 // heapProfile is where a run's heap profile goes: "" when -heap-profiles is not set, and for the
 // baseline, an older binary that may not have --profiling.
 func heapProfile(dir string, pairs int, ru child) string {
-	if dir == "" || ru.label != ru.mode {
+	if dir == "" || ru.label != string(ru.mode) {
 		return ""
 	}
 	return filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pprof", pairs, ru.mode))

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/test/admissionload"
 )
 
@@ -119,7 +120,7 @@ const (
 // (steady state), one change's incremental audit, admission latency, and in shadow and active
 // modes the binder's plan over a batch of pending claims, which is deleted again afterwards.
 func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
-	r = modeResult{Pairs: c.pairs, Mode: c.serve.mode}
+	r = modeResult{Pairs: c.pairs, Mode: string(c.serve.mode)}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(c.log, "[%d %s] %s\n", c.pairs, c.serve.mode, fmt.Sprintf(format, args...))
 	}
@@ -205,7 +206,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	}
 
 	var batch planBatch
-	if c.serve.mode != "off" && c.pending > 0 {
+	if c.serve.mode != binder.ModeOff && c.pending > 0 {
 		r.Plan, batch, err = measurePlan(ctx, c, srv, logf)
 		if err != nil {
 			return r, err

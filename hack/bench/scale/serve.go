@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
 )
 
@@ -87,7 +88,7 @@ type server struct {
 // serveConfig is how to run a child.
 type serveConfig struct {
 	binary string
-	mode   string
+	mode   binder.Mode
 	dir    string // kubeconfig, certificates and log live here
 	kube   string // kubeconfig path
 	env    []string
@@ -116,8 +117,8 @@ func startServer(c serveConfig) (*server, error) {
 	}
 	s := &server{
 		base:    fmt.Sprintf("https://127.0.0.1:%d", port),
-		certDir: filepath.Join(c.dir, "certs-"+c.mode),
-		logPath: filepath.Join(c.dir, "pvguard-"+c.mode+".log"),
+		certDir: filepath.Join(c.dir, "certs-"+string(c.mode)),
+		logPath: filepath.Join(c.dir, "pvguard-"+string(c.mode)+".log"),
 		exited:  make(chan struct{}),
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a local probe of a self-signed child
@@ -125,7 +126,7 @@ func startServer(c serveConfig) (*server, error) {
 	}
 	args := append([]string{"serve",
 		"--kubeconfig", c.kube,
-		"--binder", c.mode,
+		"--binder", string(c.mode),
 		"--leader-elect=false",
 		"--self-signed", "--cert-dir", s.certDir,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port),

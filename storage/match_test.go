@@ -1,4 +1,4 @@
-package policy
+package storage
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// selectorCases are selectors and labels, as JSON, for selectorMatches.
+// selectorCases are selectors and labels, as JSON, for SelectorMatches.
 var selectorCases = []string{
 	`{"sel":{},"labels":{"a":"b"}}`,
 	`{"sel":{"matchLabels":{"a":"b"}},"labels":{"a":"b"}}`,
@@ -34,7 +34,7 @@ var selectorCases = []string{
 	`{"sel":{"matchLabels":{"a":"b"},"matchExpressions":[{"key":"a","operator":"In","values":["-x"]}]},"labels":{"a":"c"}}`,
 }
 
-// checkSelectorMatches holds selectorMatches to the labels.Selector LabelSelectorAsSelector
+// checkSelectorMatches holds SelectorMatches to the labels.Selector LabelSelectorAsSelector
 // builds: it judges exactly the selectors that build, and matches as they do.
 func checkSelectorMatches(t *testing.T, js []byte) {
 	t.Helper()
@@ -45,7 +45,7 @@ func checkSelectorMatches(t *testing.T, js []byte) {
 	if err := json.Unmarshal(js, &c); err != nil {
 		return
 	}
-	match, ok := selectorMatches(c.Sel, c.Labels)
+	match, ok := SelectorMatches(c.Sel, c.Labels)
 	sel, err := metav1.LabelSelectorAsSelector(c.Sel)
 	switch {
 	case c.Sel == nil:
@@ -70,7 +70,7 @@ func TestSelectorMatchesAgreesWithLabelSelectorAsSelector(t *testing.T) {
 		if err := json.Unmarshal([]byte(js), &c); err != nil {
 			t.Fatal(err)
 		}
-		if m, ok := selectorMatches(c.Sel, c.Labels); ok {
+		if m, ok := SelectorMatches(c.Sel, c.Labels); ok {
 			judged++
 			if m {
 				matched++
@@ -83,10 +83,10 @@ func TestSelectorMatchesAgreesWithLabelSelectorAsSelector(t *testing.T) {
 	}
 }
 
-// FuzzSelectorMatches holds selectorMatches to LabelSelectorAsSelector on any selector and
+// FuzzSelectorMatches holds SelectorMatches to LabelSelectorAsSelector on any selector and
 // labels (as JSON).
 //
-//	go test -run '^$' -fuzz FuzzSelectorMatches -fuzztime 1m ./policy/
+//	go test -run '^$' -fuzz FuzzSelectorMatches -fuzztime 1m ./storage/
 func FuzzSelectorMatches(f *testing.F) {
 	for _, js := range selectorCases {
 		f.Add([]byte(js))
@@ -104,7 +104,7 @@ func TestSelectorMatchesDoesNotAllocate(t *testing.T) {
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}},
 	}
 	set := map[string]string{"disk": "nvme", "zone": "b"}
-	if n := testing.AllocsPerRun(100, func() { selectorMatches(sel, set) }); n > 2 {
+	if n := testing.AllocsPerRun(100, func() { SelectorMatches(sel, set) }); n > 2 {
 		t.Fatalf("%v allocations per match, want at most one per key (IsQualifiedName splits it)", n)
 	}
 }

@@ -1,5 +1,5 @@
 //go:build !race
 
-package policy
+package storage
 
 const raceDetector = false

@@ -1,10 +1,12 @@
-package policy
+package storage
 
 import (
 	"errors"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -12,30 +14,36 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
-// Pair predicates: the at-bind checks of PVG001, PVG005 to PVG009 and PVG018, exported so that the binder
-// chooses volumes by exactly the rules the webhook enforces. The rules call them too; only the
-// messages are the rules' own.
+// Pair predicates: the at-bind checks of PVG001, PVG005 to PVG009 and PVG018 (package policy), so
+// that the binder chooses volumes by exactly the rules the webhook enforces. The rules call them
+// too; only the messages are the rules' own.
 
 // ModesMatch reports whether volume and claim have the same volumeMode (PVG001).
 func ModesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
-	return volumeMode(pv.Spec.VolumeMode) == volumeMode(pvc.Spec.VolumeMode)
+	return VolumeMode(pv.Spec.VolumeMode) == VolumeMode(pvc.Spec.VolumeMode)
 }
 
 // CapacityFits reports whether the volume offers at least what the claim requests (PVG005).
 func CapacityFits(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
-	offer, request := volumeCapacity(pv), claimRequest(pvc)
+	offer, request := VolumeCapacity(pv), ClaimRequest(pvc)
 	return offer.Cmp(request) >= 0
 }
 
 // AccessModesFit reports whether the volume offers every access mode the claim asks for (PVG006).
 func AccessModesFit(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
-	return len(missingAccessModes(pvc.Spec.AccessModes, pv.Spec.AccessModes)) == 0
+	return len(MissingAccessModes(pv, pvc)) == 0
 }
 
 // MissingAccessModes lists the access modes the claim asks for that the volume does not offer
 // (what AccessModesFit finds wanting).
 func MissingAccessModes(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) []corev1.PersistentVolumeAccessMode {
-	return missingAccessModes(pvc.Spec.AccessModes, pv.Spec.AccessModes)
+	var out []corev1.PersistentVolumeAccessMode
+	for _, m := range pvc.Spec.AccessModes {
+		if !slices.Contains(pv.Spec.AccessModes, m) && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // ClassesMatch reports whether volume and claim are of the same storage class (PVG007).
@@ -48,19 +56,19 @@ func ClassesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim
 // GA upstream, a claim that names one never takes a volume of another or of none, and a claim
 // that names none never takes a volume that has one.
 func AttributesClassesMatch(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
-	return claimAttributesClass(pvc) == volumeAttributesClass(pv)
+	return ClaimAttributesClass(pvc) == VolumeAttributesClass(pv)
 }
 
-// claimAttributesClass is the VolumeAttributesClass a claim asks for, "" for none.
-func claimAttributesClass(pvc *corev1.PersistentVolumeClaim) string {
+// ClaimAttributesClass is the VolumeAttributesClass a claim asks for, "" for none.
+func ClaimAttributesClass(pvc *corev1.PersistentVolumeClaim) string {
 	if pvc.Spec.VolumeAttributesClassName == nil {
 		return ""
 	}
 	return *pvc.Spec.VolumeAttributesClassName
 }
 
-// volumeAttributesClass is the VolumeAttributesClass a volume has, "" for none.
-func volumeAttributesClass(pv *corev1.PersistentVolume) string {
+// VolumeAttributesClass is the VolumeAttributesClass a volume has, "" for none.
+func VolumeAttributesClass(pv *corev1.PersistentVolume) string {
 	if pv.Spec.VolumeAttributesClassName == nil {
 		return ""
 	}
@@ -70,7 +78,7 @@ func volumeAttributesClass(pv *corev1.PersistentVolume) string {
 // SelectorAdmits reports whether the claim's label selector, if any, matches the volume (PVG008);
 // an invalid selector is an error.
 func SelectorAdmits(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (bool, error) {
-	if match, ok := selectorMatches(pvc.Spec.Selector, pv.Labels); ok {
+	if match, ok := SelectorMatches(pvc.Spec.Selector, pv.Labels); ok {
 		return match, nil
 	}
 	sel, err := ParseClaimSelector(pvc)
@@ -108,16 +116,6 @@ func (s ClaimSelector) String() string {
 		return ""
 	}
 	return s.sel.String()
-}
-
-// NodeAdmits reports whether the volume's node affinity admits the node (PVG009); a volume
-// without affinity is reachable from every node, and no node admits a volume that has one.
-func NodeAdmits(pv *corev1.PersistentVolume, node *corev1.Node) (bool, error) {
-	aff, err := ParseVolumeAffinity(pv)
-	if err != nil {
-		return false, err
-	}
-	return aff.Admits(node), nil
 }
 
 // VolumeAffinity is a volume's required node affinity parsed once, to be matched against many
@@ -236,12 +234,12 @@ func IsDefaultClass(sc *storagev1.StorageClass) bool {
 	return sc.Annotations[AnnDefaultClass] == "true" || sc.Annotations[AnnBetaDefaultClass] == "true"
 }
 
-// selectorMatches matches a label selector against labels as the labels.Selector that
+// SelectorMatches matches a label selector against labels as the labels.Selector that
 // metav1.LabelSelectorAsSelector builds would, without building it (which cost a review of a
 // selecting claim 11 allocations, most of its rules' share). ok is false for a selector it does
 // not judge, one with an invalid key, value or operator: LabelSelectorAsSelector refuses those,
 // and the caller builds it for the error.
-func selectorMatches(sel *metav1.LabelSelector, set map[string]string) (match, ok bool) {
+func SelectorMatches(sel *metav1.LabelSelector, set map[string]string) (match, ok bool) {
 	if sel == nil {
 		return false, false // LabelSelectorAsSelector(nil) selects nothing; left to it
 	}
@@ -286,4 +284,31 @@ func selectorMatches(sel *metav1.LabelSelector, set map[string]string) (match, o
 		}
 	}
 	return match, true
+}
+
+// VolumeMode returns the effective mode; unset means Filesystem.
+func VolumeMode(m *corev1.PersistentVolumeMode) corev1.PersistentVolumeMode {
+	if m == nil || *m == "" {
+		return corev1.PersistentVolumeFilesystem
+	}
+	return *m
+}
+
+// ClaimRequest is the storage a claim asks for.
+func ClaimRequest(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
+	return pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+}
+
+// VolumeCapacity is the storage a volume offers.
+func VolumeCapacity(pv *corev1.PersistentVolume) resource.Quantity {
+	return pv.Spec.Capacity[corev1.ResourceStorage]
+}
+
+// ClaimCapacity is what a bound claim has been given: status.capacity once the binder or the
+// resizer has recorded it, else the request.
+func ClaimCapacity(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
+	if q, ok := pvc.Status.Capacity[corev1.ResourceStorage]; ok {
+		return q
+	}
+	return ClaimRequest(pvc)
 }

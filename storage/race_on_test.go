@@ -1,6 +1,6 @@
 //go:build race
 
-package policy
+package storage
 
 // raceDetector says the tests run under the race detector, which allocates on its own.
 const raceDetector = true

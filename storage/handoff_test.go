@@ -1,11 +1,11 @@
-package policy_test
+package storage_test
 
 import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 func TestMadeFor(t *testing.T) {
@@ -27,7 +27,7 @@ func TestMadeFor(t *testing.T) {
 		{"", ""},
 	}
 	for _, c := range cases {
-		if got := policy.MadeFor(c.name); got != c.want {
+		if got := storage.MadeFor(c.name); got != c.want {
 			t.Errorf("MadeFor(%q) = %q, want %q", c.name, got, c.want)
 		}
 	}

@@ -1,0 +1,156 @@
+package clusterstate
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// State is a fixed set of cluster objects: claims, volumes, StorageClasses and nodes. It keeps the
+// lists it is given, neither copying them nor the objects in them: neither may change while the
+// State is in use. Its lookups implement policy.View; each is answered from an index built on the
+// first lookup that needs it, once, whichever goroutine asks first, and read by any number of
+// goroutines after. When two objects share a key (a directory of manifests may hold both), a
+// lookup finds the last.
+//
+// A State's reads never fail: the lookups return a nil error, and nil when the object does not
+// exist.
+type State struct {
+	claims  []*corev1.PersistentVolumeClaim
+	volumes []*corev1.PersistentVolume
+	classes []*storagev1.StorageClass
+	nodes   []*corev1.Node
+
+	volumeByName index[map[string]*corev1.PersistentVolume]
+	claimByKey   index[map[Key]*corev1.PersistentVolumeClaim]
+	// naming maps a volume's name to the claims whose spec.volumeName names it, claiming a claim's
+	// key to the volumes whose spec.claimRef names it.
+	naming     index[map[string][]*corev1.PersistentVolumeClaim]
+	claiming   index[map[Key][]*corev1.PersistentVolume]
+	claimByUID index[map[types.UID]*corev1.PersistentVolumeClaim]
+	nodeByName index[map[string]*corev1.Node]
+}
+
+// index is a lookup table built once, on first use.
+type index[M any] struct {
+	once sync.Once
+	m    M
+}
+
+func (x *index[M]) get(build func() M) M {
+	x.once.Do(func() { x.m = build() })
+	return x.m
+}
+
+// New returns the State of the given objects. Nil entries are not allowed.
+func New(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume, classes []*storagev1.StorageClass, nodes []*corev1.Node) *State {
+	return &State{claims: claims, volumes: volumes, classes: classes, nodes: nodes}
+}
+
+// Claims are the state's claims, as given to New.
+func (s *State) Claims() []*corev1.PersistentVolumeClaim { return s.claims }
+
+// Volumes are the state's volumes, as given to New.
+func (s *State) Volumes() []*corev1.PersistentVolume { return s.volumes }
+
+// Classes are the state's StorageClasses, as given to New.
+func (s *State) Classes() []*storagev1.StorageClass { return s.classes }
+
+// Nodes are the state's nodes, as given to New.
+func (s *State) Nodes() []*corev1.Node { return s.nodes }
+
+// Objects lists the state's classes, claims and volumes, in that order (the order an audit judges
+// them in, policy.AuditOrder); nodes are read, never judged.
+func (s *State) Objects() []any {
+	out := make([]any, 0, len(s.classes)+len(s.claims)+len(s.volumes))
+	for _, sc := range s.classes {
+		out = append(out, sc)
+	}
+	for _, pvc := range s.claims {
+		out = append(out, pvc)
+	}
+	for _, pv := range s.volumes {
+		out = append(out, pv)
+	}
+	return out
+}
+
+// PersistentVolume returns the volume of that name, or nil.
+func (s *State) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+	return s.volumeByName.get(func() map[string]*corev1.PersistentVolume {
+		m := make(map[string]*corev1.PersistentVolume, len(s.volumes))
+		for _, pv := range s.volumes {
+			m[pv.Name] = pv
+		}
+		return m
+	})[name], nil
+}
+
+// PersistentVolumeClaim returns the claim namespace/name, or nil.
+func (s *State) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return s.claimByKey.get(func() map[Key]*corev1.PersistentVolumeClaim {
+		m := make(map[Key]*corev1.PersistentVolumeClaim, len(s.claims))
+		for _, pvc := range s.claims {
+			m[ClaimKey(pvc.Namespace, pvc.Name)] = pvc
+		}
+		return m
+	})[ClaimKey(namespace, name)], nil
+}
+
+// ClaimsNamingVolume lists, in the order of Claims, the claims whose spec.volumeName is the
+// volume's name (none for "").
+func (s *State) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
+	return s.naming.get(func() map[string][]*corev1.PersistentVolumeClaim {
+		// Sized for the worst case, every claim naming a volume, so that it never grows.
+		m := make(map[string][]*corev1.PersistentVolumeClaim, len(s.claims))
+		for _, pvc := range s.claims {
+			if pvc.Spec.VolumeName != "" {
+				m[pvc.Spec.VolumeName] = append(m[pvc.Spec.VolumeName], pvc)
+			}
+		}
+		return m
+	})[volumeName], nil
+}
+
+// VolumesClaiming lists, in the order of Volumes, the volumes whose spec.claimRef names the claim
+// namespace/name (whatever its uid).
+func (s *State) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	return s.claiming.get(func() map[Key][]*corev1.PersistentVolume {
+		// Sized for the worst case, every volume naming a claim, so that it never grows.
+		m := make(map[Key][]*corev1.PersistentVolume, len(s.volumes))
+		for _, pv := range s.volumes {
+			if ref := pv.Spec.ClaimRef; ref != nil {
+				k := ClaimKey(ref.Namespace, ref.Name)
+				m[k] = append(m[k], pv)
+			}
+		}
+		return m
+	})[ClaimKey(namespace, name)], nil
+}
+
+// ClaimWithUID returns the claim with that uid, in any namespace, or nil.
+func (s *State) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	return s.claimByUID.get(func() map[types.UID]*corev1.PersistentVolumeClaim {
+		m := make(map[types.UID]*corev1.PersistentVolumeClaim, len(s.claims))
+		for _, pvc := range s.claims {
+			m[pvc.UID] = pvc
+		}
+		return m
+	})[uid], nil
+}
+
+// Node returns the node of that name, or nil.
+func (s *State) Node(name string) (*corev1.Node, error) {
+	return s.nodeByName.get(func() map[string]*corev1.Node {
+		m := make(map[string]*corev1.Node, len(s.nodes))
+		for _, n := range s.nodes {
+			m[n.Name] = n
+		}
+		return m
+	})[name], nil
+}
+
+// StorageClasses returns the state's StorageClasses (Classes).
+func (s *State) StorageClasses() ([]*storagev1.StorageClass, error) { return s.classes, nil }
