@@ -1,18 +1,20 @@
 # pvguard — see README.md. `make demo` and `make test` are the two commands a newcomer runs.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/pvguard/pvguard/cmd/pvguard/app.Version=$(VERSION)
+LDFLAGS := -X github.com/pvguard/pvguard/internal/cli.Version=$(VERSION)
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
 .PHONY: all build tools browser bench demo dev test unit e2e race vet fmt fmt-check clean
 
 all: build
 
-## build: the pvguard binary in bin/, and bin/kubectl-pvguard, a symlink to it: on PATH, kubectl runs
-## it as the plugin `kubectl pvguard` (the binary tells by the name it is run as)
+## build: the pvguard binary in bin/, bin/kubectl-pvguard, a symlink to it (on PATH, kubectl runs it
+## as the plugin `kubectl pvguard`: the binary tells by the name it is run as), and bin/pvguard-dev,
+## the local control plane and demo
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/pvguard ./cmd/pvguard
 	ln -sf pvguard bin/kubectl-pvguard
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/pvguard-dev ./cmd/pvguard-dev
 
 ## tools: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, csi-provisioner,
 ## csi-resizer, snapshot-controller, csi-snapshotter and promtool in bin/, built from the Go module
@@ -26,11 +28,11 @@ browser:
 
 ## demo: local control plane + pvguard + the misbinding demo, then exit
 demo: tools build
-	bin/pvguard dev --exit-after-demo
+	bin/pvguard-dev --exit-after-demo
 
 ## dev: like demo, but keep serving until Ctrl-C
 dev: tools build
-	bin/pvguard dev
+	bin/pvguard-dev
 
 ## test: formatting, vet, unit tests and end-to-end tests on a real kube-apiserver
 test: tools browser fmt-check vet
@@ -46,7 +48,7 @@ e2e: tools browser
 
 ## race: the unit tests and the binder end-to-end suite under the race detector
 race: tools
-	$(GO) test -race -count=1 ./binder/ ./webhook/ ./policy/ ./certs/ ./cmd/pvguard/app/ ./manifests/ ./test/e2ebinder/
+	$(GO) test -race -count=1 ./binder/ ./webhook/ ./policy/ ./certs/ ./internal/cli/ ./internal/devcli/ ./cmd/pvguard/ ./manifests/ ./test/e2ebinder/
 
 ## bench: every benchmark of docs/benchmarks.md at a size that finishes in minutes; BENCH_LARGE=1
 ## for the documented sizes (100k-object audit, 1,000-pair binder race, pvguard serve against
@@ -76,4 +78,4 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean:
-	rm -f bin/pvguard bin/kubectl-pvguard
+	rm -f bin/pvguard bin/kubectl-pvguard bin/pvguard-dev

@@ -23,28 +23,28 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/devcli"
 )
 
-// childEnv, when set, makes the test binary run the pvguard command with the arguments it holds
-// (newline separated) instead of the tests, as bin/pvguard would: TestDemo reads its stdout and
-// stderr as a user of `make demo` sees them.
+// childEnv, when set, makes the test binary run the pvguard-dev command with the arguments it
+// holds (newline separated) instead of the tests, as bin/pvguard-dev would: TestDemo reads its
+// stdout and stderr as a user of `make demo` sees them.
 const childEnv = "PVGUARD_E2E_CHILD_ARGS"
 
 func runChild(args []string) int {
-	cmd := app.NewRootCommand()
+	cmd := devcli.NewRootCommand()
 	cmd.SetArgs(args)
 	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "pvguard:", err)
+		fmt.Fprintln(os.Stderr, "pvguard-dev:", err)
 		return 1
 	}
 	return 0
 }
 
-// devSA is the chart's ServiceAccount for the release `pvguard dev` renders.
+// devSA is the chart's ServiceAccount for the release `pvguard-dev` renders.
 const devSA = "system:serviceaccount:pvguard-system:pvguard"
 
-// TestDemo runs `make demo` (the README's first command, pvguard dev --exit-after-demo)
+// TestDemo runs `make demo` (the README's first command, pvguard-dev --exit-after-demo)
 // and `make dev` (serving until interrupted), each as a process on a control plane of its own.
 // The demo itself fails if a misbinding is admitted or a legitimate write refused. The story
 // must read cleanly: nothing on stderr, no log line on stdout; pvguard's logs are in the file the
@@ -104,7 +104,7 @@ func TestDemo(t *testing.T) {
 	})
 }
 
-// devProcess is a `pvguard dev` process with its stdout and stderr kept apart.
+// devProcess is a `pvguard-dev` process with its stdout and stderr kept apart.
 type devProcess struct {
 	cmd            *exec.Cmd
 	stdout, stderr syncBuffer
@@ -118,7 +118,7 @@ func startDev(t *testing.T, dir string, args ...string) *devProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{"dev", "--listen=127.0.0.1:0", "--dir=" + dir}, args...)
+	args = append([]string{"--listen=127.0.0.1:0", "--dir=" + dir}, args...)
 	p := &devProcess{cmd: exec.Command(self), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\n"))
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
@@ -143,10 +143,10 @@ func (p *devProcess) wait(t *testing.T, timeout time.Duration) {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		t.Fatalf("pvguard dev still running after %s\nstdout:\n%s\nstderr:\n%s", timeout, p.stdout.String(), p.stderr.String())
+		t.Fatalf("pvguard-dev still running after %s\nstdout:\n%s\nstderr:\n%s", timeout, p.stdout.String(), p.stderr.String())
 	}
 	if p.err != nil {
-		t.Fatalf("pvguard dev: %v\nstdout:\n%s\nstderr:\n%s", p.err, p.stdout.String(), p.stderr.String())
+		t.Fatalf("pvguard-dev: %v\nstdout:\n%s\nstderr:\n%s", p.err, p.stdout.String(), p.stderr.String())
 	}
 }
 
@@ -157,9 +157,9 @@ func (p *devProcess) waitFor(t *testing.T, s string, timeout time.Duration) {
 	for !strings.Contains(p.stdout.String(), s) {
 		select {
 		case <-p.done:
-			t.Fatalf("pvguard dev exited (%v) before printing %q\nstdout:\n%s\nstderr:\n%s", p.err, s, p.stdout.String(), p.stderr.String())
+			t.Fatalf("pvguard-dev exited (%v) before printing %q\nstdout:\n%s\nstderr:\n%s", p.err, s, p.stdout.String(), p.stderr.String())
 		case <-deadline:
-			t.Fatalf("pvguard dev did not print %q within %s\nstdout:\n%s\nstderr:\n%s", s, timeout, p.stdout.String(), p.stderr.String())
+			t.Fatalf("pvguard-dev did not print %q within %s\nstdout:\n%s\nstderr:\n%s", s, timeout, p.stdout.String(), p.stderr.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -190,7 +190,7 @@ func checkStory(t *testing.T, p *devProcess) {
 		}
 	}
 	if errOut := p.stderr.String(); errOut != "" {
-		t.Errorf("pvguard dev wrote to stderr (the terminal interleaves it with the story):\n%s", errOut)
+		t.Errorf("pvguard-dev wrote to stderr (the terminal interleaves it with the story):\n%s", errOut)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -27,7 +27,7 @@ func TestNoVolumeFits(t *testing.T) {
 }
 
 func noVolumeFitsFlow(t *testing.T, mode string) {
-	startBinder(t, mode, func(o *app.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
+	startBinder(t, mode, func(o *cli.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
 	ns := namespace(t)
 	c := admin(t)

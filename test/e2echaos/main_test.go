@@ -21,8 +21,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 }
 
 func runChild(args []string) int {
-	cmd := app.NewRootCommand()
+	cmd := cli.NewRootCommand()
 	cmd.SetArgs(args)
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "pvguard:", err)
@@ -89,7 +89,7 @@ func startCluster() error {
 		return err
 	}
 	// The webhooks run for the whole suite; binders come and go.
-	if webhooks, err = h.Serve(func(o *app.ServeOptions) { o.AuditInterval, o.LeaderElect = 0, false }); err != nil {
+	if webhooks, err = h.Serve(func(o *cli.ServeOptions) { o.AuditInterval, o.LeaderElect = 0, false }); err != nil {
 		return err
 	}
 	if err := h.InstallWebhooks(webhooks); err != nil {

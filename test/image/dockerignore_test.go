@@ -161,7 +161,7 @@ func TestDockerignoreChecksCatch(t *testing.T) {
 		{"**/*.html", "audit/dashboard.html"},
 		{"audit/*.html", "audit/dashboard.html"},
 		{"**/*.go", "cmd/pvguard/main.go"},
-		{"devcluster", "devcluster/controlplane.go"}, // pvguard dev runs the local control plane
+		{"internal", "internal/cli/root.go"}, // the product commands
 		{"*\n!go.*\n!**/*.go", "audit/dashboard.html"},
 	} {
 		t.Run(tc.add, func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Command audit measures pvguard's audit at scale on synthetic clusters (hack/bench/auditgen):
 // for each size it times (a) Engine.Audit over the in-memory snapshot, (b) the offline path,
-// `pvguard audit -f DIR -o json` (app.RunAudit) over the same objects written as multi-document
+// `pvguard audit -f DIR -o json` (cli.RunAudit) over the same objects written as multi-document
 // YAML files, and (c) of that, manifests.Load alone. Each measurement runs in a child process
 // of its own, so its peak RSS (getrusage maxrss) is its own; the peak Go heap is sampled with
 // runtime.ReadMemStats. See docs/benchmarks.md.
@@ -26,8 +26,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/hack/bench/auditgen"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
 )
@@ -180,7 +180,7 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 		}
 	case "offline":
 		run = func() (int, error) {
-			err := app.RunAudit(app.AuditOptions{Files: []string{dir}, Output: "json", Now: func() time.Time { return auditgen.Now }}, io.Discard, io.Discard)
+			err := cli.RunAudit(cli.AuditOptions{Files: []string{dir}, Output: "json", Now: func() time.Time { return auditgen.Now }}, io.Discard, io.Discard)
 			return auditgen.ExpectedFindings(n), err
 		}
 	case "load":
