@@ -16,7 +16,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/pvguard/pvguard/cmd/pvguard/app.Version=${VERSION}" -o /out/pvguard ./cmd/pvguard
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/pvguard/pvguard/internal/cli.Version=${VERSION}" -o /out/pvguard ./cmd/pvguard
 
 # Run stage. There is no shell in this image, so ENTRYPOINT and CMD use the exec form.
 # pvguard writes nothing to its root filesystem, so it runs with readOnlyRootFilesystem: serving

@@ -1,18 +1,24 @@
 # pvguard — see README.md. `make demo` and `make test` are the two commands a newcomer runs.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/pvguard/pvguard/cmd/pvguard/app.Version=$(VERSION)
+LDFLAGS := -X github.com/pvguard/pvguard/internal/cli.Version=$(VERSION)
 export KUBEBUILDER_ASSETS := $(CURDIR)/bin
 
-.PHONY: all build tools browser bench demo dev test unit e2e race vet fmt fmt-check clean
+.PHONY: all build bin/pvguard bin/pvguard-dev tools control-plane browser bench demo dev test unit e2e race vet fmt fmt-check clean
 
 all: build
 
-## build: the pvguard binary in bin/, and bin/kubectl-pvguard, a symlink to it: on PATH, kubectl runs
-## it as the plugin `kubectl pvguard` (the binary tells by the name it is run as)
-build:
+## build: bin/pvguard, bin/kubectl-pvguard (a symlink to it: on PATH, kubectl runs it as the plugin
+## `kubectl pvguard`; the binary tells by the name it is run as) and bin/pvguard-dev, the local
+## control plane and demo
+build: bin/pvguard bin/pvguard-dev
+
+bin/pvguard:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/pvguard ./cmd/pvguard
 	ln -sf pvguard bin/kubectl-pvguard
+
+bin/pvguard-dev:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/pvguard-dev ./cmd/pvguard-dev
 
 ## tools: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, csi-provisioner,
 ## csi-resizer, snapshot-controller, csi-snapshotter and promtool in bin/, built from the Go module
@@ -20,33 +26,48 @@ build:
 tools:
 	hack/build-tools.sh
 
+## control-plane: only etcd and kube-apiserver of `make tools`, all that pvguard-dev starts
+control-plane:
+	hack/build-tools.sh etcd kube-apiserver
+
 ## browser: Debian's chromium, for the dashboard's headless browser test
 browser:
 	hack/install-chromium.sh
 
-## demo: local control plane + pvguard + the misbinding demo, then exit
-demo: tools build
-	bin/pvguard dev --exit-after-demo
+## demo: local control plane + pvguard + the misbinding demo, then exit; builds only what it runs
+## (etcd, kube-apiserver and bin/pvguard-dev)
+demo: control-plane bin/pvguard-dev
+	bin/pvguard-dev --exit-after-demo
 
 ## dev: like demo, but keep serving until Ctrl-C
-dev: tools build
-	bin/pvguard dev
+dev: control-plane bin/pvguard-dev
+	bin/pvguard-dev
 
 ## test: formatting, vet, unit tests and end-to-end tests on a real kube-apiserver
 test: tools browser fmt-check vet
 	$(GO) test -count=1 ./...
 
-## unit: the tests that need no control plane
+# CONTROL_PLANE_TESTS start a control plane in packages whose other tests need none: unit skips
+# them, e2e runs them. CHAOS_CHECKER_TESTS are test/e2echaos's tests of its invariant checker,
+# which need none: unit runs them too.
+CONTROL_PLANE_TESTS := ^(TestControlPlane|TestCycleOnRealAPIServer)$$
+CHAOS_CHECKER_TESTS := ^(TestChecker.*|TestShortfallFindsTheAugmentingPath|TestMonitor|TestLinkViolations)$$
+
+## unit: the tests that need no control plane (the chart tests run bin/promtool, built if missing)
 unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/e2e)
+	hack/build-tools.sh promtool
+	$(GO) test -count=1 -skip '$(CONTROL_PLANE_TESTS)' $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) test -count=1 -run '$(CHAOS_CHECKER_TESTS)' ./test/e2echaos/
 
-## e2e: only the end-to-end tests
+## e2e: every end-to-end suite (test/e2e*) and the other tests that start a control plane
 e2e: tools browser
-	$(GO) test -count=1 -v ./test/e2e/
+	$(GO) test -count=1 -v $$($(GO) list ./test/... | grep /test/e2e)
+	$(GO) test -count=1 -v -run '$(CONTROL_PLANE_TESTS)' ./devcluster/ ./test/localstatic/
 
-## race: the unit tests and the binder end-to-end suite under the race detector
+## race: the unit tests of the binder, webhook, policy, certificates, commands and manifests, and the
+## binder end-to-end suite, under the race detector
 race: tools
-	$(GO) test -race -count=1 ./storage/ ./clusterstate/ ./binder/ ./webhook/ ./internal/web/ ./policy/ ./certs/ ./cmd/pvguard/app/ ./manifests/ ./test/e2ebinder/
+	$(GO) test -race -count=1 ./storage/ ./clusterstate/ ./binder/ ./webhook/ ./internal/web/ ./policy/ ./certs/ ./internal/cli/ ./internal/devcli/ ./cmd/pvguard/ ./manifests/ ./test/e2ebinder/
 
 ## bench: every benchmark of docs/benchmarks.md at a size that finishes in minutes; BENCH_LARGE=1
 ## for the documented sizes (100k-object audit, 1,000-pair binder race, pvguard serve against
@@ -76,4 +97,4 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean:
-	rm -f bin/pvguard bin/kubectl-pvguard
+	rm -f bin/pvguard bin/kubectl-pvguard bin/pvguard-dev

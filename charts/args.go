@@ -13,7 +13,7 @@ var envReference = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
 // ContainerArgs returns a rendered container's arguments with the $(NAME) references to its
 // environment expanded, as the kubelet expands them, for running the container's command in a
-// process of one's own (`pvguard dev`, the end-to-end suites). Of the downward API it knows
+// process of one's own (`pvguard-dev`, the end-to-end suites). Of the downward API it knows
 // what the chart uses: the pod's namespace (given) and the container's memory limit (empty
 // when it has none; the kubelet would give the node's allocatable memory). A reference it
 // cannot resolve is an error, so that no literal "$(NAME)" reaches a flag.

@@ -32,7 +32,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/pvguard/pvguard/charts"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -333,7 +333,7 @@ func checkDeployment(t *testing.T, c chartCase, r rendered) {
 		t.Fatalf("args = %v, want serve first", ctr.Args)
 	}
 	// Every argument is a real flag of `pvguard serve`.
-	serve, _, err := app.NewRootCommand().Find([]string{"serve"})
+	serve, _, err := cli.NewRootCommand().Find([]string{"serve"})
 	if err != nil {
 		t.Fatal(err)
 	}

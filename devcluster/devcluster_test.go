@@ -29,7 +29,7 @@ import (
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
-// TestControlPlane starts a control plane from the real binaries and checks what `pvguard dev`
+// TestControlPlane starts a control plane from the real binaries and checks what `pvguard-dev`
 // and the end-to-end suites rely on, then stops it.
 func TestControlPlane(t *testing.T) {
 	assets, err := devcluster.AssetsDir()
@@ -72,7 +72,7 @@ func TestControlPlane(t *testing.T) {
 		}
 	})
 
-	// pvguard dev serves pvguard as the chart's ServiceAccount with a token from the
+	// pvguard-dev serves pvguard as the chart's ServiceAccount with a token from the
 	// TokenRequest API, and waits for its RBAC with SubjectAccessReviews.
 	t.Run("service account tokens and access reviews", func(t *testing.T) {
 		mustCreate(ctx, t, admin, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tokens"}})

@@ -10,7 +10,7 @@ import (
 
 // Start a control plane from bin/ (or $KUBEBUILDER_ASSETS), point pvguard's webhooks at a
 // pvguard served on this machine, and act in the cluster as a user whose admission warnings are
-// kept, as `pvguard dev` does.
+// kept, as `pvguard-dev` does.
 func Example() {
 	ctx := context.Background()
 	assets, err := devcluster.AssetsDir()

@@ -86,7 +86,7 @@ func toURL(cc *admissionregistrationv1.WebhookClientConfig, base string, caBundl
 	}
 }
 
-// The release the chart is rendered as for the test control plane and `pvguard dev`.
+// The release the chart is rendered as for the test control plane and `pvguard-dev`.
 const (
 	ChartRelease   = "pvguard"
 	ChartNamespace = "pvguard-system"

@@ -35,17 +35,37 @@
 # (which can reuse, at most, the standard library and a few common modules) and to CI's: about 8
 # minutes more, well inside CI's 90. Relinked from a warm build cache, 8 seconds.
 #
-# --with-controller-manager is accepted for older callers (make bench, hack/bench/binder); the
-# controller manager is now always built.
+# Arguments name the tools to build and check, and only those (`make demo` and `make dev` name
+# etcd and kube-apiserver, all the local control plane runs): etcd and kube-apiserver are one
+# group, so naming either builds both. With no argument, every tool is. --with-controller-manager
+# is accepted for older callers (make bench, hack/bench/binder) and selects nothing by itself:
+# with no tool named, the controller manager is built with everything else.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin="$root/bin"
 tools="$root/hack/tools"
 
-case ${1:-} in
-  "" | --with-controller-manager) ;;
-  *) echo "usage: hack/build-tools.sh [--with-controller-manager]" >&2; exit 2 ;;
-esac
+k8s_tools="kube-controller-manager kube-scheduler kubectl"
+pin_tools=$(sed -n 's/^\([a-z][^[:space:]#]*\)[[:space:]].*/\1/p' "$tools/pins" | tr '\n' ' ')
+known="etcd kube-apiserver $k8s_tools $pin_tools"
+usage() { echo "usage: hack/build-tools.sh [--with-controller-manager] [TOOL...], TOOL one of: $known" >&2; exit 2; }
+# selected[NAME] is set for each tool named; none named means all.
+declare -A selected=()
+for arg in "$@"; do
+  case $arg in
+    --with-controller-manager) ;;
+    -*) usage ;;
+    *)
+      [[ " $known " == *" $arg "* ]] || { echo "build-tools: unknown tool $arg" >&2; usage; }
+      selected[$arg]=1
+      ;;
+  esac
+done
+# wanted NAME: NAME was named, or nothing was (build everything).
+wanted() { ((${#selected[@]} == 0)) || [[ -n ${selected[$1]:-} ]]; }
+# The control plane is one group: either name selects both.
+control_plane=
+if wanted etcd || wanted kube-apiserver; then control_plane=1; fi
 
 gomod_version() { sed -n "s|^\t$1 \(v[^ ]*\)\$|\1|p" "$tools/go.mod"; }
 k8s_version=$(gomod_version k8s.io/kubernetes)
@@ -69,7 +89,7 @@ fresh() {
 # since T0: seconds elapsed since T0 (from $SECONDS).
 since() { echo "$((SECONDS - $1))s"; }
 
-if ! fresh "$bin/.tools-stamp" "$cp_want" etcd kube-apiserver; then
+if [[ -n $control_plane ]] && ! fresh "$bin/.tools-stamp" "$cp_want" etcd kube-apiserver; then
   rm -f "$bin/.tools-stamp"
   echo "build-tools: building etcd $etcd_version and kube-apiserver $k8s_version into $bin (first time: many minutes)" >&2
   t0=$SECONDS
@@ -81,7 +101,8 @@ if ! fresh "$bin/.tools-stamp" "$cp_want" etcd kube-apiserver; then
   echo "$cp_want" > "$bin/.tools-stamp"
 fi
 
-for c in kube-controller-manager kube-scheduler kubectl; do
+for c in $k8s_tools; do
+  wanted "$c" || continue
   fresh "$bin/.$c-stamp" "$k8s_want" "$c" && continue
   rm -f "$bin/.$c-stamp"
   echo "build-tools: building $c $k8s_version into $bin (first time: several minutes)" >&2
@@ -138,6 +159,7 @@ repoint() {
 
 while read -r -u 3 name module version cmd replaces version_var; do
   [[ -z $name || $name == \#* ]] && continue
+  wanted "$name" || continue
   [[ $replaces == - ]] && replaces=
   # The replaces and version-variable columns enter the stamp only when present, so the stamps of
   # pins without them keep their value.
@@ -187,12 +209,17 @@ check() {
     exit 1
   fi
 }
-check etcd .tools-stamp "etcd Version: ${etcd_version#v}"
-check kube-apiserver .tools-stamp "Kubernetes $k8s_version"
-for c in kube-controller-manager kube-scheduler; do check "$c" ".$c-stamp" "Kubernetes $k8s_version"; done
+if [[ -n $control_plane ]]; then
+  check etcd .tools-stamp "etcd Version: ${etcd_version#v}"
+  check kube-apiserver .tools-stamp "Kubernetes $k8s_version"
+fi
+for c in kube-controller-manager kube-scheduler; do
+  if wanted "$c"; then check "$c" ".$c-stamp" "Kubernetes $k8s_version"; fi
+done
 # kubectl has no --version; --client keeps it from dialling a cluster.
-check kubectl .kubectl-stamp "Client Version: $k8s_version" version --client
+if wanted kubectl; then check kubectl .kubectl-stamp "Client Version: $k8s_version" version --client; fi
 while read -r -u 3 name module version cmd _; do
   [[ -z $name || $name == \#* ]] && continue
+  wanted "$name" || continue
   check "$name" ".$name-stamp" " $version"
 done 3< "$tools/pins"

@@ -7,17 +7,20 @@ import (
 	"testing"
 )
 
-// notShipped are the parts of the module that only tests and benchmarks may link: nothing under
-// them belongs in the pvguard binary.
+// notShipped are the parts of the module, and the modules, that the pvguard binary must not link:
+// test and benchmark code, the control plane's test environment (envtest, which pvguard-dev
+// starts its control plane with) and Helm (which pvguard-dev renders the chart with).
 var notShipped = []string{
 	"github.com/pvguard/pvguard/test/",
 	"github.com/pvguard/pvguard/hack/",
+	"sigs.k8s.io/controller-runtime/pkg/envtest",
+	"helm.sh/",
 }
 
-// TestNoTestPackageLinked lists every package the pvguard binary links (`go list -deps`, with the
-// go command `go test` puts first on PATH) and fails on any under test/ or hack/. `pvguard dev`
-// starts its control plane with package devcluster, not with test helpers.
-func TestNoTestPackageLinked(t *testing.T) {
+// TestLinksNoTestOrDevPackage lists every package the pvguard binary links (`go list -deps`, with the
+// go command `go test` puts first on PATH) and fails on any under notShipped. The local control
+// plane and demo are pvguard-dev's (package internal/devcli), not the product binary's.
+func TestLinksNoTestOrDevPackage(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {

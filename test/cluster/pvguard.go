@@ -35,8 +35,8 @@ import (
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/charts"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -109,7 +109,7 @@ func (c *Cluster) startPVGuard(ctx context.Context, mode binder.Mode) (*PVGuard,
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	}
-	o, err := app.ParseServeArgs(args)
+	o, err := cli.ParseServeArgs(args)
 	if err != nil {
 		return nil, fmt.Errorf("the chart's container arguments %q: %w", args, err)
 	}
@@ -137,7 +137,7 @@ func (c *Cluster) startPVGuard(ctx context.Context, mode binder.Mode) (*PVGuard,
 	p := &PVGuard{Log: logPath, Binder: o.Binder, Args: args, ConfigFile: policyFile, cancel: cancel, done: make(chan error, 1), exited: make(chan struct{}),
 		conflicts: counter, logFile: f, hc: harness.WithBearer(httpsClient(c.files.pvguardCA), readerToken)}
 	go func() {
-		err := app.Serve(sctx, o, log)
+		err := cli.Serve(sctx, o, log)
 		p.done <- err
 		close(p.exited)
 	}()

@@ -2,7 +2,7 @@
 // PersistentVolume controller's bind sequence, made as that controller's own identity
 // (UpstreamBind, BinderUser, BinderGroups). Starting the control plane, installing pvguard's
 // webhook configurations and the clients that act in it belong to package devcluster, which
-// `pvguard dev` uses too.
+// `pvguard-dev` uses too.
 //
 // It is test-only: nothing the pvguard binary links imports it (cmd/pvguard's
 // TestNoTestPackageLinked checks that).

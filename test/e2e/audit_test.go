@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -200,8 +200,8 @@ func TestAuditCLIAgainstTheCluster(t *testing.T) {
 	harness.Must(t, a.Status().Update(ctx, pvc), "marking it Lost")
 
 	var out, errOut bytes.Buffer
-	err := app.RunAudit(app.AuditOptions{Kubeconfig: suite.kubeconfig, Output: "json", FailOn: "deny"}, &out, &errOut)
-	var exit *app.ExitError
+	err := cli.RunAudit(cli.AuditOptions{Kubeconfig: suite.kubeconfig, Output: "json", FailOn: "deny"}, &out, &errOut)
+	var exit *cli.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("audit: %v", err)
 	}

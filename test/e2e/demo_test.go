@@ -26,10 +26,10 @@ import (
 	"github.com/pvguard/pvguard/test/harness"
 )
 
-// devSA is the chart's ServiceAccount for the release `pvguard dev` renders.
+// devSA is the chart's ServiceAccount for the release `pvguard-dev` renders.
 const devSA = "system:serviceaccount:pvguard-system:pvguard"
 
-// TestDemo runs `make demo` (the README's first command, pvguard dev --exit-after-demo)
+// TestDemo runs `make demo` (the README's first command, pvguard-dev --exit-after-demo)
 // and `make dev` (serving until interrupted), each as a process on a control plane of its own.
 // The demo itself fails if a misbinding is admitted or a legitimate write refused. The story
 // must read cleanly: nothing on stderr, no log line on stdout; pvguard's logs are in the file the
@@ -89,7 +89,7 @@ func TestDemo(t *testing.T) {
 	})
 }
 
-// devProcess is a `pvguard dev` process with its stdout and stderr kept apart.
+// devProcess is a `pvguard-dev` process with its stdout and stderr kept apart.
 type devProcess struct {
 	cmd            *exec.Cmd
 	stdout, stderr syncBuffer
@@ -99,9 +99,9 @@ type devProcess struct {
 
 func startDev(t *testing.T, dir string, args ...string) *devProcess {
 	t.Helper()
-	args = append([]string{"dev", "--listen=127.0.0.1:0", "--dir=" + dir}, args...)
+	args = append([]string{"--listen=127.0.0.1:0", "--dir=" + dir}, args...)
 	cmd, err := harness.ChildCommand(args...)
-	harness.Must(t, err, "preparing pvguard dev")
+	harness.Must(t, err, "preparing pvguard-dev")
 	p := &devProcess{cmd: cmd, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
@@ -125,10 +125,10 @@ func (p *devProcess) wait(t *testing.T, timeout time.Duration) {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		t.Fatalf("pvguard dev still running after %s\nstdout:\n%s\nstderr:\n%s", timeout, p.stdout.String(), p.stderr.String())
+		t.Fatalf("pvguard-dev still running after %s\nstdout:\n%s\nstderr:\n%s", timeout, p.stdout.String(), p.stderr.String())
 	}
 	if p.err != nil {
-		t.Fatalf("pvguard dev: %v\nstdout:\n%s\nstderr:\n%s", p.err, p.stdout.String(), p.stderr.String())
+		t.Fatalf("pvguard-dev: %v\nstdout:\n%s\nstderr:\n%s", p.err, p.stdout.String(), p.stderr.String())
 	}
 }
 
@@ -139,9 +139,9 @@ func (p *devProcess) waitForOutput(t *testing.T, s string, timeout time.Duration
 	for !strings.Contains(p.stdout.String(), s) {
 		select {
 		case <-p.done:
-			t.Fatalf("pvguard dev exited (%v) before printing %q\nstdout:\n%s\nstderr:\n%s", p.err, s, p.stdout.String(), p.stderr.String())
+			t.Fatalf("pvguard-dev exited (%v) before printing %q\nstdout:\n%s\nstderr:\n%s", p.err, s, p.stdout.String(), p.stderr.String())
 		case <-deadline:
-			t.Fatalf("pvguard dev did not print %q within %s\nstdout:\n%s\nstderr:\n%s", s, timeout, p.stdout.String(), p.stderr.String())
+			t.Fatalf("pvguard-dev did not print %q within %s\nstdout:\n%s\nstderr:\n%s", s, timeout, p.stdout.String(), p.stderr.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -172,7 +172,7 @@ func checkStory(t *testing.T, p *devProcess) {
 		}
 	}
 	if errOut := p.stderr.String(); errOut != "" {
-		t.Errorf("pvguard dev wrote to stderr (the terminal interleaves it with the story):\n%s", errOut)
+		t.Errorf("pvguard-dev wrote to stderr (the terminal interleaves it with the story):\n%s", errOut)
 	}
 }
 

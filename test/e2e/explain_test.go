@@ -14,8 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -61,10 +61,10 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 		}
 		return nil
 	})
-	var cli bytes.Buffer
-	harness.Must(t, app.RunExplainClaim(app.ExplainOptions{Kubeconfig: suite.kubeconfig, Output: "json"}, ns+"/data", &cli, io.Discard), "pvguard explain pvc -o json")
+	var printedOut bytes.Buffer
+	harness.Must(t, cli.RunExplainClaim(cli.ExplainOptions{Kubeconfig: suite.kubeconfig, Output: "json"}, ns+"/data", &printedOut, io.Discard), "pvguard explain pvc -o json")
 	var printed explain.Explanation
-	harness.Must(t, json.Unmarshal(cli.Bytes(), &printed), "decoding pvguard explain -o json")
+	harness.Must(t, json.Unmarshal(printedOut.Bytes(), &printed), "decoding pvguard explain -o json")
 	if served.State != printed.State || served.WaitingFor != printed.WaitingFor || served.Phase != printed.Phase ||
 		served.Class != printed.Class || fmt.Sprint(served.Verdict) != fmt.Sprint(printed.Verdict) {
 		t.Errorf("the API and the CLI disagree:\n api %s / %s / %+v\n cli %s / %s / %+v",

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/devcli"
 	"github.com/pvguard/pvguard/test/controlplane"
 	"github.com/pvguard/pvguard/test/harness"
 )
@@ -45,8 +46,8 @@ exemptions:
 `
 
 func TestMain(m *testing.M) {
-	// TestDemo's `pvguard dev` processes are this binary re-executed.
-	harness.RunChildIfAsked()
+	// TestDemo's pvguard-dev processes are this binary re-executed.
+	harness.RunChildIfAsked(devcli.NewRootCommand)
 	os.Exit(runSuite(m))
 }
 

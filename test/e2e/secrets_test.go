@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -113,15 +113,15 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "pv.yaml")
 	harness.Must(t, os.WriteFile(file, manifest, 0o600), "writing the manifest")
 	for _, output := range []string{"table", "json", "yaml", "report", "html"} {
-		for _, o := range []app.AuditOptions{{Kubeconfig: suite.kubeconfig}, {Files: []string{file}}} {
+		for _, o := range []cli.AuditOptions{{Kubeconfig: suite.kubeconfig}, {Files: []string{file}}} {
 			o.Output = output
 			where := fmt.Sprintf("pvguard audit -o %s --kubeconfig", output)
 			if len(o.Files) > 0 {
 				where = fmt.Sprintf("pvguard audit -o %s -f", output)
 			}
 			var out, errOut bytes.Buffer
-			err := app.RunAudit(o, &out, &errOut)
-			var exit *app.ExitError
+			err := cli.RunAudit(o, &out, &errOut)
+			var exit *cli.ExitError
 			if err != nil && !errors.As(err, &exit) {
 				t.Fatalf("%s: %v\n%s", where, err, errOut.String())
 			}

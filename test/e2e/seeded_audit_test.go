@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -304,11 +304,11 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 		return nil
 	})
 
-	cli := func() audit.Report {
+	runCLI := func() audit.Report {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		err := app.RunAudit(app.AuditOptions{Kubeconfig: suite.kubeconfig, Output: "json"}, &out, &errOut)
-		var exit *app.ExitError
+		err := cli.RunAudit(cli.AuditOptions{Kubeconfig: suite.kubeconfig, Output: "json"}, &out, &errOut)
+		var exit *cli.ExitError
 		if err != nil && !errors.As(err, &exit) {
 			t.Fatalf("pvguard audit: %v\n%s", err, errOut.String())
 		}
@@ -316,7 +316,7 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 		harness.Must(t, decodeJSON(out.Bytes(), &r), "decoding pvguard audit -o json")
 		return r
 	}
-	cr := cli()
+	cr := runCLI()
 	for _, e := range sc.want {
 		if !e.in(cr) {
 			t.Errorf("pvguard audit --kubeconfig does not report %s", e)
@@ -353,7 +353,7 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 		}
 		return nil
 	})
-	cr = cli()
+	cr = runCLI()
 	for _, e := range sc.want {
 		if e.in(cr) {
 			t.Errorf("pvguard audit --kubeconfig still reports %s", e)

@@ -22,9 +22,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -260,16 +260,16 @@ func TestExplainAsksTheServerWhenForbidden(t *testing.T) {
 	harness.Must(t, os.WriteFile(ca, suite.caPEM, 0o600), "writing pvguard's CA")
 
 	var out, errOut bytes.Buffer
-	err := app.RunExplainClaim(app.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, self.pending, &out, &errOut)
+	err := cli.RunExplainClaim(cli.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, self.pending, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "--pvguard-server") {
 		t.Fatalf("explain as the tenant without a server: %v, want the forbidden read and a hint at --pvguard-server", err)
 	}
 
-	o := app.ExplainOptions{Kubeconfig: kubeconfig, Output: "json", Server: suite.baseURL, ServerCA: ca}
+	o := cli.ExplainOptions{Kubeconfig: kubeconfig, Output: "json", Server: suite.baseURL, ServerCA: ca}
 	out.Reset()
 	harness.Eventually(t, time.Minute, "the server's explanation of the tenant's claim", func(context.Context) error {
 		out.Reset()
-		return app.RunExplainClaim(o, self.pending, &out, &errOut)
+		return cli.RunExplainClaim(o, self.pending, &out, &errOut)
 	})
 	if !strings.Contains(errOut.String(), "asking the pvguard server") {
 		t.Errorf("explain did not say it asked the server: %q", errOut.String())
@@ -289,16 +289,16 @@ func TestExplainAsksTheServerWhenForbidden(t *testing.T) {
 	}
 	out.Reset()
 	o.Output = "table"
-	harness.Must(t, app.RunExplainVolume(o, self.volume, time.Now(), &out, &errOut), "explaining the tenant's volume")
+	harness.Must(t, cli.RunExplainVolume(o, self.volume, time.Now(), &out, &errOut), "explaining the tenant's volume")
 	if !strings.Contains(out.String(), self.ns+"/"+self.bound) {
 		t.Errorf("the tenant's volume's explanation lacks its claim:\n%s", out.String())
 	}
-	err = app.RunExplainVolume(o, other.volume, time.Now(), &out, &errOut)
-	var exit *app.ExitError
-	if !errors.As(err, &exit) || exit.Code != app.ExitBadInput {
-		t.Errorf("explaining the other tenant's volume through the server: %v, want no such volume (exit %d)", err, app.ExitBadInput)
+	err = cli.RunExplainVolume(o, other.volume, time.Now(), &out, &errOut)
+	var exit *cli.ExitError
+	if !errors.As(err, &exit) || exit.Code != cli.ExitBadInput {
+		t.Errorf("explaining the other tenant's volume through the server: %v, want no such volume (exit %d)", err, cli.ExitBadInput)
 	}
-	err = app.RunExplainClaim(o, other.ns+"/"+other.bound, &out, &errOut)
+	err = cli.RunExplainClaim(o, other.ns+"/"+other.bound, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("explaining the other tenant's claim through the server: %v, want a 403", err)
 	}

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/binder"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -69,9 +69,9 @@ func run(m *testing.M) int {
 }
 
 // startBinder runs `pvguard serve --binder=<mode>` until the test ends.
-func startBinder(t *testing.T, mode binder.Mode, mutate func(*app.ServeOptions)) *harness.Instance {
+func startBinder(t *testing.T, mode binder.Mode, mutate func(*cli.ServeOptions)) *harness.Instance {
 	t.Helper()
-	inst, err := h.Serve(func(o *app.ServeOptions) {
+	inst, err := h.Serve(func(o *cli.ServeOptions) {
 		o.Binder = mode
 		o.BinderResync = time.Second
 		o.LeaderElect = false

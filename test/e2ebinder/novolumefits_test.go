@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/binder"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -28,7 +28,7 @@ func TestNoVolumeFits(t *testing.T) {
 }
 
 func noVolumeFitsFlow(t *testing.T, mode binder.Mode) {
-	startBinder(t, mode, func(o *app.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
+	startBinder(t, mode, func(o *cli.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -24,7 +24,7 @@ import (
 func TestBinderEventsCarryNoSecretValues(t *testing.T) {
 	harness.Must(t, h.SetPolicy(policyConfig+"rules:\n  volume-grab: {action: deny}\n"), "tightening policy")
 	t.Cleanup(func() { _ = h.SetPolicy(policyConfig) })
-	startBinder(t, "active", func(o *app.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
+	startBinder(t, "active", func(o *cli.ServeOptions) { o.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
 	attrCanary, secretCanary := "canary-attr-"+ns, "canary-secret-"+ns

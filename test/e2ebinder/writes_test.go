@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -54,7 +54,7 @@ func TestNewVolumesMarkedAvailable(t *testing.T) {
 
 	var log writeLog
 	record := log.hook("a")
-	startBinder(t, "active", func(o *app.ServeOptions) {
+	startBinder(t, "active", func(o *cli.ServeOptions) {
 		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
 			if err := record(op, obj); err != nil {
 				return err
@@ -116,7 +116,7 @@ func TestPreboundClaimBindNotRacedByVolumeSync(t *testing.T) {
 	name := ns + "-named"
 	var log writeLog
 	record := log.hook("a")
-	inst := startBinder(t, "active", func(o *app.ServeOptions) {
+	inst := startBinder(t, "active", func(o *cli.ServeOptions) {
 		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
 			if err := record(op, obj); err != nil {
 				return err

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/harness"
@@ -29,7 +29,7 @@ import (
 func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	if err := app.WriteStaticAdmissionPolicies(dir, policy.AdmissionPolicies(policy.DefaultConfig(), policy.AdmissionPolicyOptions{Static: true}), io.Discard); err != nil {
+	if err := cli.WriteStaticAdmissionPolicies(dir, policy.AdmissionPolicies(policy.DefaultConfig(), policy.AdmissionPolicyOptions{Static: true}), io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	assets, err := devcluster.AssetsDir()
@@ -37,7 +37,7 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp, err := devcluster.StartWith(assets, devcluster.Options{LogDir: t.TempDir(), APIServerFlags: map[string]string{
-		"admission-control-config-file": app.StaticAdmissionConfig(dir),
+		"admission-control-config-file": cli.StaticAdmissionConfig(dir),
 	}})
 	if err != nil {
 		t.Fatal(err)

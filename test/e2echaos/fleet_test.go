@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -118,13 +118,13 @@ func (f *fleet) hook(r *replica) func(op string, obj client.Object) error {
 
 // start runs an in-process replica; armed ones die at a random write attempt. tune, if given,
 // adjusts its options last.
-func (f *fleet) start(name string, armed bool, tune ...func(*app.ServeOptions)) *replica {
+func (f *fleet) start(name string, armed bool, tune ...func(*cli.ServeOptions)) *replica {
 	f.t.Helper()
 	r := &replica{name: name, fired: make(chan struct{})}
 	if armed {
 		r.killAt = int64(1 + f.rng.IntN(40))
 	}
-	inst, err := cluster(f.t).Serve(func(o *app.ServeOptions) {
+	inst, err := cluster(f.t).Serve(func(o *cli.ServeOptions) {
 		o.Binder = "active"
 		o.BinderResync = time.Second
 		o.AuditInterval = 0
@@ -192,7 +192,7 @@ func (f *fleet) chaos(kills int) {
 // calm runs two unarmed replicas (conflicts are still injected) until the test ends.
 func (f *fleet) calm() {
 	for _, name := range []string{"calm-a", "calm-b"} {
-		r := f.start(name, false, func(o *app.ServeOptions) {
+		r := f.start(name, false, func(o *cli.ServeOptions) {
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = chaosLeaseDuration, chaosRenewDeadline, chaosRetryPeriod
 		})
 		f.t.Cleanup(func() { _ = r.inst.Stop() })

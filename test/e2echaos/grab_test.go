@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -24,7 +24,7 @@ func TestVolumeGrabDenyStillBindsPoolClaims(t *testing.T) {
 	h := cluster(t)
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
-	inst, err := h.Serve(func(o *app.ServeOptions) {
+	inst, err := h.Serve(func(o *cli.ServeOptions) {
 		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
 	})
 	harness.Must(t, err, "starting binder")

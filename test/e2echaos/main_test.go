@@ -19,8 +19,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 )
 
@@ -42,7 +42,7 @@ rules:
 
 func TestMain(m *testing.M) {
 	// The real `pvguard serve` processes the chaos tests SIGKILL are this binary re-executed.
-	harness.RunChildIfAsked()
+	harness.RunChildIfAsked(cli.NewRootCommand)
 	code := m.Run()
 	stopCluster()
 	os.Exit(code)
@@ -72,7 +72,7 @@ func startCluster() error {
 		return err
 	}
 	// The webhooks run for the whole suite; binders come and go.
-	if webhooks, err = h.Serve(func(o *app.ServeOptions) { o.AuditInterval, o.LeaderElect = 0, false }); err != nil {
+	if webhooks, err = h.Serve(func(o *cli.ServeOptions) { o.AuditInterval, o.LeaderElect = 0, false }); err != nil {
 		return err
 	}
 	if err := h.InstallWebhooks(webhooks); err != nil {

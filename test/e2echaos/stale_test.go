@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -171,7 +171,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	)
 	stale := newStaleCache(nil)
 	var snapshot *corev1.PersistentVolume // s9's volume as the cache will keep showing it
-	inst, err := cluster(t).Serve(func(o *app.ServeOptions) {
+	inst, err := cluster(t).Serve(func(o *cli.ServeOptions) {
 		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
 		o.BinderHooks.WrapCache = func(r client.Reader) client.Reader { stale.Reader = r; return stale }
 		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/charts"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/csiplugin"
 	"github.com/pvguard/pvguard/test/csisidecars"
 	"github.com/pvguard/pvguard/test/harness"
@@ -90,7 +90,7 @@ func run(m *testing.M) (code int, err error) {
 	if err := csisidecars.ServiceAccountKubeconfig(ctx, w.h.Config, devcluster.ChartNamespace, chart.serviceAccount, pvguardKubeconfig); err != nil {
 		return 1, err
 	}
-	if w.pvguard, err = w.h.Serve(func(o *app.ServeOptions) {
+	if w.pvguard, err = w.h.Serve(func(o *cli.ServeOptions) {
 		o.Kubeconfig = pvguardKubeconfig
 		o.Binder = "active"
 		o.LeaderElect = false

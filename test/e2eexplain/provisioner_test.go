@@ -22,9 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/csiplugin"
 	"github.com/pvguard/pvguard/test/csisidecars"
 	"github.com/pvguard/pvguard/test/harness"
@@ -91,7 +91,7 @@ func TestExplainSaysWhetherTheProvisionerRuns(t *testing.T) {
 	explained := func(running string, state ...string) func(context.Context) (bool, error) {
 		return func(context.Context) (bool, error) {
 			var out, errOut bytes.Buffer
-			if err := app.RunExplainClaim(app.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, "team-a/data", &out, &errOut); err != nil {
+			if err := cli.RunExplainClaim(cli.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, "team-a/data", &out, &errOut); err != nil {
 				return false, fmt.Errorf("%w (%s)", err, errOut.String())
 			}
 			var e explain.Explanation

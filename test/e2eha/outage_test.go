@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/controlplane"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -192,7 +192,7 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 // once a replica is back its live audit reports the state it left.
 func TestBothReplicasDownIgnoreAdmitsThenAuditReports(t *testing.T) {
 	const secret = "ha-ignore-tls"
-	withAudit := func(o *app.ServeOptions) { o.AuditInterval = 2 * time.Second }
+	withAudit := func(o *cli.ServeOptions) { o.AuditInterval = 2 * time.Second }
 	lb, insts := replicas(t, 2, secret, withAudit)
 	ctx := context.Background()
 	ignore := devcluster.WebhookOptions{BaseURL: "https://" + lb.Addr(), FailurePolicy: admissionregistrationv1.Ignore}

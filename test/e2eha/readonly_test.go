@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pvguard/pvguard/audit"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
@@ -34,7 +34,7 @@ import (
 func TestReadEndpointsRefuseWrites(t *testing.T) {
 	ctx := context.Background()
 	plainAddr := freePort(t)
-	inst, err := h.Serve(func(o *app.ServeOptions) {
+	inst, err := h.Serve(func(o *cli.ServeOptions) {
 		o.AuditInterval = time.Second
 		o.LeaderElect = false
 		o.MetricsListen = plainAddr

@@ -34,7 +34,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/pvguard/pvguard/charts"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -175,7 +175,7 @@ func serveAsChart(t *testing.T, ns, sa string, args []string, policyYAML string,
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	}
-	o, err := app.ParseServeArgs(args)
+	o, err := cli.ParseServeArgs(args)
 	if err != nil {
 		t.Fatalf("the chart's container arguments: %v", err)
 	}
@@ -184,7 +184,7 @@ func serveAsChart(t *testing.T, ns, sa string, args []string, policyYAML string,
 	ctrllog.SetLogger(log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.Serve(ctx, o, log) }()
+	go func() { done <- cli.Serve(ctx, o, log) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

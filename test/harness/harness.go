@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/pvguard/pvguard/certs"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 )
 
 // Harness is a running control plane with everything pvguard instances need.
@@ -106,8 +106,8 @@ type Instance struct {
 
 // Serve starts a pvguard serve instance on a free loopback port; mutate adjusts its options.
 // It returns once the instance is ready.
-func (h *Harness) Serve(mutate func(*app.ServeOptions)) (*Instance, error) {
-	opts := app.DefaultServeOptions()
+func (h *Harness) Serve(mutate func(*cli.ServeOptions)) (*Instance, error) {
+	opts := cli.DefaultServeOptions()
 	opts.Kubeconfig = h.Kubeconfig
 	opts.Listen = "127.0.0.1:0"
 	opts.CertDir = h.CertDir
@@ -121,7 +121,7 @@ func (h *Harness) Serve(mutate func(*app.ServeOptions)) (*Instance, error) {
 	opts.Ready = func(a net.Addr) { ready <- a }
 	ctx, cancel := context.WithCancel(context.Background())
 	inst := &Instance{cancel: cancel, done: make(chan error, 1)}
-	go func() { inst.done <- app.Serve(ctx, opts, Logger()) }()
+	go func() { inst.done <- cli.Serve(ctx, opts, Logger()) }()
 	select {
 	case a := <-ready:
 		inst.BaseURL = "https://" + a.String()

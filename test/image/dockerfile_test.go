@@ -19,7 +19,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/shell"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 )
 
 const (
@@ -28,7 +28,7 @@ const (
 	// mainPackage is what the build stage must build.
 	mainPackage = "./cmd/pvguard"
 	// versionVar is the variable the build stamps with -X.
-	versionVar = modulePath + "/cmd/pvguard/app.Version"
+	versionVar = modulePath + "/internal/cli.Version"
 	// versionSentinel stands for the VERSION build argument when the build command is read.
 	versionSentinel = "v0.0.0-sentinel"
 )
@@ -65,7 +65,7 @@ func repoFacts(t *testing.T, root string) facts {
 	if mod.Go == nil {
 		t.Fatal("go.mod has no go directive")
 	}
-	return facts{goDirective: mod.Go.Version, listen: app.DefaultServeOptions().Listen}
+	return facts{goDirective: mod.Go.Version, listen: cli.DefaultServeOptions().Listen}
 }
 
 func TestDockerfile(t *testing.T) {
@@ -119,9 +119,9 @@ func TestDockerfileChecksCatch(t *testing.T) {
 		{name: "listen elsewhere", facts: func(f *facts) { f.listen = ":8443" }, check: "expose"},
 		{name: "cgo default", old: "CGO_ENABLED=0 go build", new: "go build", check: "cgo"},
 		{name: "cgo on", old: "CGO_ENABLED=0 go build", new: "CGO_ENABLED=1 go build", check: "cgo"},
-		{name: "other package", old: " ./cmd/pvguard\n", new: " ./cmd/pvguard/app\n", check: "main-package"},
+		{name: "other package", old: " ./cmd/pvguard\n", new: " ./internal/cli\n", check: "main-package"},
 		{name: "no go build", old: "go build", new: "go install", check: "main-package"},
-		{name: "wrong variable", old: "app.Version=", new: "app.version=", check: "version-stamp"},
+		{name: "wrong variable", old: "cli.Version=", new: "cli.version=", check: "version-stamp"},
 		{name: "no VERSION argument", old: "ARG VERSION=dev\nRUN", new: "RUN", check: "version-stamp"},
 		{name: "other binary", old: "--from=build /out/pvguard", new: "--from=build /out/other", check: "copy-binary"},
 		{name: "other source stage", old: "--from=build", new: "--from=golang:1.26.8-bookworm", check: "copy-binary"},

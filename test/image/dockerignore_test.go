@@ -161,7 +161,7 @@ func TestDockerignoreChecksCatch(t *testing.T) {
 		{"**/*.html", "internal/web/dashboard.html"},
 		{"internal/web/*.html", "internal/web/dashboard.html"},
 		{"**/*.go", "cmd/pvguard/main.go"},
-		{"devcluster", "devcluster/controlplane.go"}, // pvguard dev runs the local control plane
+		{"internal", "internal/cli/root.go"}, // the product commands
 		{"*\n!go.*\n!**/*.go", "internal/web/dashboard.html"},
 	} {
 		t.Run(tc.add, func(t *testing.T) {

@@ -1,6 +1,6 @@
 // Command audit measures pvguard's audit at scale on synthetic clusters (test/gen.Inventory):
 // for each size it times (a) Engine.Audit over the in-memory snapshot, (b) the offline path,
-// `pvguard audit -f DIR -o json` (app.RunAudit) over the same objects written as multi-document
+// `pvguard audit -f DIR -o json` (cli.RunAudit) over the same objects written as multi-document
 // YAML files, and (c) of that, manifests.Load alone. Each measurement runs in a child process
 // of its own, so its peak RSS (getrusage maxrss) is its own; the peak Go heap is sampled with
 // runtime.ReadMemStats. See docs/benchmarks.md.
@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/pvguard/pvguard/clusterstate"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/manifests"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/gen"
@@ -181,7 +181,7 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 		}
 	case "offline":
 		run = func() (int, error) {
-			err := app.RunAudit(app.AuditOptions{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
+			err := cli.RunAudit(cli.AuditOptions{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
 			return gen.InventoryFindings(n), err
 		}
 	case "load":

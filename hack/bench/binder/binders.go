@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 )
 
 // A binder under test: started after the run's pairs exist, stopped once they are bound.
@@ -99,7 +99,7 @@ func (u *upstream) stop() error {
 	}
 }
 
-// pvguard is `pvguard serve --binder=active` run in this process through app.Serve, as the
+// pvguard is `pvguard serve --binder=active` run in this process through cli.Serve, as the
 // end-to-end tests run it. No webhook configuration is installed, so its webhooks are never
 // called; it serves (on a loopback port with a self-signed certificate) only because Serve
 // always does.
@@ -118,8 +118,8 @@ type pvguard struct {
 	err        error
 }
 
-func (p *pvguard) options(q rate) app.ServeOptions {
-	o := app.DefaultServeOptions()
+func (p *pvguard) options(q rate) cli.ServeOptions {
+	o := cli.DefaultServeOptions()
 	o.Kubeconfig = p.kubeconfig
 	o.Binder = "active"
 	o.LeaderElect = false
@@ -140,7 +140,7 @@ func (p *pvguard) start(q rate) error {
 	p.cancel, p.done, p.err = cancel, make(chan struct{}), nil
 	o := p.options(q)
 	go func() {
-		p.err = app.Serve(ctx, o, logr.Discard())
+		p.err = cli.Serve(ctx, o, logr.Discard())
 		close(p.done)
 	}()
 	return nil

@@ -39,7 +39,7 @@ func buildPVGuard(ctx context.Context, dir string) (string, error) {
 		version = strings.TrimSpace(string(out))
 	}
 	bin := filepath.Join(dir, "pvguard")
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X github.com/pvguard/pvguard/cmd/pvguard/app.Version="+version, "-o", bin, "./cmd/pvguard")
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X github.com/pvguard/pvguard/internal/cli.Version="+version, "-o", bin, "./cmd/pvguard")
 	cmd.Dir, cmd.Stdout, cmd.Stderr = rootDir, os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("building pvguard: %w", err)

@@ -1,4 +1,4 @@
-package app_test
+package cli_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/pvguard/pvguard/audit"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
+	"github.com/pvguard/pvguard/internal/cli"
 )
 
 const volumes = `apiVersion: v1
@@ -63,16 +63,16 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-func runAudit(t *testing.T, o app.AuditOptions) (string, string, error) {
+func runAudit(t *testing.T, o cli.AuditOptions) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	o.Now = func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) }
-	err := app.RunAudit(o, &out, &errOut)
+	err := cli.RunAudit(o, &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 
 func exitCode(err error) int {
-	var e *app.ExitError
+	var e *cli.ExitError
 	if errors.As(err, &e) {
 		return e.Code
 	}
@@ -89,7 +89,7 @@ func TestAuditManifests(t *testing.T) {
 		"notes.txt":          "not a manifest",
 	})
 
-	out, errOut, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "table"})
+	out, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "table"})
 	if err != nil || errOut != "" {
 		t.Fatalf("audit: %v, stderr %q", err, errOut)
 	}
@@ -99,7 +99,7 @@ func TestAuditManifests(t *testing.T) {
 		}
 	}
 
-	out, _, err = runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "json"})
+	out, _, err = runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestAuditManifests(t *testing.T) {
 		t.Fatalf("unexpected report: %+v", report)
 	}
 
-	out, _, err = runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "report"})
+	out, _, err = runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "report"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +125,11 @@ func TestAuditManifests(t *testing.T) {
 		}
 	}
 
-	if _, _, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "yaml", FailOn: "deny"}); exitCode(err) != app.ExitFindings {
-		t.Fatalf("--fail-on=deny with a deny finding: exit %d (%v), want %d", exitCode(err), err, app.ExitFindings)
+	if _, _, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "yaml", FailOn: "deny"}); exitCode(err) != cli.ExitFindings {
+		t.Fatalf("--fail-on=deny with a deny finding: exit %d (%v), want %d", exitCode(err), err, cli.ExitFindings)
 	}
 	clean := writeFiles(t, map[string]string{"ok.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: fine}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\nstatus: {phase: Available}\n"})
-	if _, _, err := runAudit(t, app.AuditOptions{Files: []string{clean}, Output: "table", FailOn: "warn"}); exitCode(err) != 0 {
+	if _, _, err := runAudit(t, cli.AuditOptions{Files: []string{clean}, Output: "table", FailOn: "warn"}); exitCode(err) != 0 {
 		t.Fatalf("clean manifests: exit %d (%v)", exitCode(err), err)
 	}
 }
@@ -140,9 +140,9 @@ func TestAuditBadDocumentsAreNamedAndTheRestAudited(t *testing.T) {
 		"bad.yaml":    "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: broken}\nspec: {capacity: {storage: lots}}\n---\nkind: [\n",
 		"nokind.yaml": "apiVersion: v1\nmetadata: {name: x}\n",
 	})
-	out, errOut, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "table"})
-	if exitCode(err) != app.ExitBadManifest {
-		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, app.ExitBadManifest)
+	out, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "table"})
+	if exitCode(err) != cli.ExitBadManifest {
+		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, cli.ExitBadManifest)
 	}
 	for _, want := range []string{"bad.yaml: document 1: PersistentVolume broken", "bad.yaml: document 2", "nokind.yaml: document 1: no kind"} {
 		if !strings.Contains(errOut, want) {
@@ -183,9 +183,9 @@ spec:
 status: {phase: Failed}
 `,
 	})
-	out, errOut, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "json"})
-	if exitCode(err) != app.ExitBadManifest {
-		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, app.ExitBadManifest)
+	out, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "json"})
+	if exitCode(err) != cli.ExitBadManifest {
+		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, cli.ExitBadManifest)
 	}
 	want := `dup.yaml: document 1: PersistentVolume pv-twice: duplicate field "spec.volumeMode"`
 	if !strings.Contains(errOut, want) {
@@ -211,7 +211,7 @@ status: {phase: Failed}
 }
 
 func TestAuditFlags(t *testing.T) {
-	for _, o := range []app.AuditOptions{
+	for _, o := range []cli.AuditOptions{
 		{Output: "table"},
 		{Files: []string{"x"}, Output: "xml"},
 		{Files: []string{"x"}, Output: "table", FailOn: "sometimes"},
@@ -226,7 +226,7 @@ func TestAuditFlags(t *testing.T) {
 // bindings, and nothing it would have to fetch.
 func TestAuditHTML(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"volumes.yaml": volumes, "claims.json": claims})
-	out, _, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "html"})
+	out, _, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "html"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestAuditProgress(t *testing.T) {
 		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-%d}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\n", i)
 	}
 	dir := writeFiles(t, map[string]string{"many.yaml": b.String()})
-	_, errOut, err := runAudit(t, app.AuditOptions{Files: []string{dir}, Output: "json"})
+	_, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestAuditWithoutNodesJudgesNodeAffinity(t *testing.T) {
 	}
 	pvg009 := func(t *testing.T, manifest string) []audit.Finding {
 		t.Helper()
-		out, errOut, err := runAudit(t, app.AuditOptions{Files: []string{writeFiles(t, map[string]string{"dump.yaml": manifest})}, Output: "json"})
+		out, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{writeFiles(t, map[string]string{"dump.yaml": manifest})}, Output: "json"})
 		if err != nil || errOut != "" {
 			t.Fatalf("audit: %v, stderr %q", err, errOut)
 		}

@@ -1,4 +1,4 @@
-package app_test
+package cli_test
 
 import (
 	"bytes"
@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/pvguard/pvguard/charts"
-	"github.com/pvguard/pvguard/cmd/pvguard/app"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/cli"
 )
 
-const example = "../../../docs/examples/explain.yaml"
+const example = "../../docs/examples/explain.yaml"
 
 func TestExplainClaimOffline(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &errOut); err != nil {
+	if err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &errOut); err != nil {
 		t.Fatalf("%v (%s)", err, errOut.String())
 	}
 	for _, want := range []string{"external provisioner csi.example.com", "Filesystem != Block", "50Gi < 100Gi",
@@ -31,7 +31,7 @@ func TestExplainClaimOffline(t *testing.T) {
 
 func TestExplainClaimJSON(t *testing.T) {
 	var out bytes.Buffer
-	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "json"}, "team-a/data", &out, &out); err != nil {
+	if err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{example}, Output: "json"}, "team-a/data", &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	var e explain.Explanation
@@ -47,9 +47,9 @@ func TestExplainClaimBadInput(t *testing.T) {
 	for name, ref := range map[string]string{"unknown claim": "team-a/nope", "no namespace": "data"} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, ref, &out, &out)
-			if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), ref) {
-				t.Fatalf("error %v (exit %d), want exit %d naming %s", err, exitCode(err), app.ExitBadInput, ref)
+			err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{example}, Output: "table"}, ref, &out, &out)
+			if exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), ref) {
+				t.Fatalf("error %v (exit %d), want exit %d naming %s", err, exitCode(err), cli.ExitBadInput, ref)
 			}
 		})
 	}
@@ -58,10 +58,10 @@ func TestExplainClaimBadInput(t *testing.T) {
 // TestExplainDocsShowRealOutput keeps docs/explain.md's example the command's real output.
 func TestExplainDocsShowRealOutput(t *testing.T) {
 	var out bytes.Buffer
-	if err := app.RunExplainClaim(app.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &out); err != nil {
+	if err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &out); err != nil {
 		t.Fatal(err)
 	}
-	page, err := os.ReadFile("../../../docs/explain.md")
+	page, err := os.ReadFile("../../docs/explain.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,19 +75,19 @@ func TestExplainDocsShowRealOutput(t *testing.T) {
 func TestExplainVolumeDocsShowRealOutput(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
-	if err := app.RunExplainVolume(app.ExplainOptions{Files: []string{example}, Output: "table"}, "pv-old", now, &out, &out); err != nil {
+	if err := cli.RunExplainVolume(cli.ExplainOptions{Files: []string{example}, Output: "table"}, "pv-old", now, &out, &out); err != nil {
 		t.Fatal(err)
 	}
-	page, err := os.ReadFile("../../../docs/explain.md")
+	page, err := os.ReadFile("../../docs/explain.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "$ pvguard explain pv pv-old -f docs/examples/explain.yaml\n" + out.String() + "```"; !strings.Contains(string(page), want) {
 		t.Errorf("docs/explain.md does not show the output:\n%s", want)
 	}
-	err = app.RunExplainVolume(app.ExplainOptions{Files: []string{example}, Output: "table"}, "pv-nope", now, &out, &out)
-	if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), "pv-nope") {
-		t.Fatalf("error %v, want exit %d naming pv-nope", err, app.ExitBadInput)
+	err = cli.RunExplainVolume(cli.ExplainOptions{Files: []string{example}, Output: "table"}, "pv-nope", now, &out, &out)
+	if exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), "pv-nope") {
+		t.Fatalf("error %v, want exit %d naming pv-nope", err, cli.ExitBadInput)
 	}
 }
 
@@ -96,7 +96,7 @@ func TestExplainVolumeDocsShowRealOutput(t *testing.T) {
 func TestExplainCommandAsPlugin(t *testing.T) {
 	for argv0, display := range map[string]string{"/usr/local/bin/kubectl-pvguard": "kubectl pvguard", "bin/pvguard": "pvguard"} {
 		t.Run(display, func(t *testing.T) {
-			root := app.NewRootCommandFor(argv0)
+			root := cli.NewRootCommandFor(argv0)
 			var out bytes.Buffer
 			root.SetOut(&out)
 			root.SetArgs([]string{"explain", "pvc", "--help"})
@@ -112,7 +112,7 @@ func TestExplainCommandAsPlugin(t *testing.T) {
 				}
 			}
 
-			root = app.NewRootCommandFor(argv0)
+			root = cli.NewRootCommandFor(argv0)
 			out.Reset()
 			root.SetOut(&out)
 			root.SetArgs([]string{"explain", "pvc", "-n", "team-a", "data", "-f", example, "-o", "json"})
@@ -124,10 +124,10 @@ func TestExplainCommandAsPlugin(t *testing.T) {
 				t.Fatalf("explanation %+v (%v)", e, err)
 			}
 
-			root = app.NewRootCommandFor(argv0)
+			root = cli.NewRootCommandFor(argv0)
 			root.SetArgs([]string{"explain", "pvc", "-n", "team-b", "team-a/data", "-f", example})
-			if err := root.Execute(); exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), "-n says team-b") {
-				t.Fatalf("error %v (exit %d), want exit %d", err, exitCode(err), app.ExitBadInput)
+			if err := root.Execute(); exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), "-n says team-b") {
+				t.Fatalf("error %v (exit %d), want exit %d", err, exitCode(err), cli.ExitBadInput)
 			}
 		})
 	}
@@ -159,19 +159,19 @@ status: {phase: Available}
 `), 0o600))
 	must(os.WriteFile(config, []byte("rules:\n  binder-annotations: {action: deny}\n"), 0o600))
 	for name, tc := range map[string]struct {
-		o      app.ExplainOptions
+		o      cli.ExplainOptions
 		policy string // "" for a pass
 	}{
-		"default config":                    {o: app.ExplainOptions{}},
-		"--config, pvguard's binder":        {o: app.ExplainOptions{ConfigFile: config}, policy: "PVG013: " + app.DefaultBinderIdentity + " added annotation"},
-		"--config, upstream's binder":       {o: app.ExplainOptions{ConfigFile: config, BinderIdentity: "system:serviceaccount:kube-system:persistent-volume-binder"}},
-		"--config, another service account": {o: app.ExplainOptions{ConfigFile: config, BinderIdentity: "system:serviceaccount:ops:binder"}, policy: "PVG013: system:serviceaccount:ops:binder"},
+		"default config":                    {o: cli.ExplainOptions{}},
+		"--config, pvguard's binder":        {o: cli.ExplainOptions{ConfigFile: config}, policy: "PVG013: " + cli.DefaultBinderIdentity + " added annotation"},
+		"--config, upstream's binder":       {o: cli.ExplainOptions{ConfigFile: config, BinderIdentity: "system:serviceaccount:kube-system:persistent-volume-binder"}},
+		"--config, another service account": {o: cli.ExplainOptions{ConfigFile: config, BinderIdentity: "system:serviceaccount:ops:binder"}, policy: "PVG013: system:serviceaccount:ops:binder"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := tc.o
 			o.Files, o.Output = []string{manifest}, "json"
 			var out, errOut bytes.Buffer
-			if err := app.RunExplainClaim(o, "team-a/data", &out, &errOut); err != nil {
+			if err := cli.RunExplainClaim(o, "team-a/data", &out, &errOut); err != nil {
 				t.Fatalf("%v (%s)", err, errOut.String())
 			}
 			var e explain.Explanation
@@ -191,13 +191,13 @@ status: {phase: Available}
 		})
 	}
 	var out bytes.Buffer
-	err := app.RunExplainClaim(app.ExplainOptions{Files: []string{manifest}, Output: "table", ConfigFile: filepath.Join(dir, "nope.yaml")}, "team-a/data", &out, &out)
-	if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), "nope.yaml") {
-		t.Errorf("a missing --config: %v (exit %d), want exit %d naming it", err, exitCode(err), app.ExitBadInput)
+	err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{manifest}, Output: "table", ConfigFile: filepath.Join(dir, "nope.yaml")}, "team-a/data", &out, &out)
+	if exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("a missing --config: %v (exit %d), want exit %d naming it", err, exitCode(err), cli.ExitBadInput)
 	}
-	err = app.RunExplainClaim(app.ExplainOptions{Files: []string{manifest}, Output: "table", BinderIdentity: "system:serviceaccount:ops"}, "team-a/data", &out, &out)
-	if exitCode(err) != app.ExitBadInput || !strings.Contains(err.Error(), "--binder-identity") {
-		t.Errorf("a malformed --binder-identity: %v (exit %d), want exit %d naming the flag", err, exitCode(err), app.ExitBadInput)
+	err = cli.RunExplainClaim(cli.ExplainOptions{Files: []string{manifest}, Output: "table", BinderIdentity: "system:serviceaccount:ops"}, "team-a/data", &out, &out)
+	if exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), "--binder-identity") {
+		t.Errorf("a malformed --binder-identity: %v (exit %d), want exit %d naming the flag", err, exitCode(err), cli.ExitBadInput)
 	}
 }
 
@@ -210,8 +210,8 @@ func TestDefaultBinderIdentityIsTheCharts(t *testing.T) {
 	}
 	for _, m := range manifests {
 		if m.Object.GetKind() == "ServiceAccount" {
-			if got := "system:serviceaccount:" + m.Object.GetNamespace() + ":" + m.Object.GetName(); got != app.DefaultBinderIdentity {
-				t.Fatalf("the chart's ServiceAccount is %s, DefaultBinderIdentity %s", got, app.DefaultBinderIdentity)
+			if got := "system:serviceaccount:" + m.Object.GetNamespace() + ":" + m.Object.GetName(); got != cli.DefaultBinderIdentity {
+				t.Fatalf("the chart's ServiceAccount is %s, DefaultBinderIdentity %s", got, cli.DefaultBinderIdentity)
 			}
 			return
 		}

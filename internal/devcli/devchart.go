@@ -1,4 +1,4 @@
-package app
+package devcli
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 	"github.com/pvguard/pvguard/charts"
 )
 
-// devValues are the chart values `pvguard dev` installs with: one replica, the binder active
+// devValues are the chart values pvguard-dev installs with: one replica, the binder active
 // (no kube-controller-manager runs beside it), a quick resync and shutdown for a local loop, and
 // the demo's policy (volume-grab denied). Everything else is the chart's default; in particular
 // the chart adds its own ServiceAccount to the policy's controllers, as for any active install.
@@ -190,7 +190,7 @@ func waitForRBAC(ctx context.Context, cs kubernetes.Interface, ci *chartInstall)
 	return err
 }
 
-// tokenLifetime is how long the ServiceAccount tokens `pvguard dev` mints live. As the kubelet
+// tokenLifetime is how long the ServiceAccount tokens pvguard-dev mints live. As the kubelet
 // does for a pod's projected token, a new one replaces it at 80% of its life; client-go reads
 // the token file of the kubeconfig again every minute.
 const tokenLifetime = time.Hour

@@ -1,4 +1,4 @@
-package app
+package devcli
 
 import (
 	"slices"
@@ -10,10 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/policy"
 )
 
-// TestDevRunsAsTheChartInstalls holds `pvguard dev` to what the chart installs: its own
+// TestDevRunsAsTheChartInstalls holds pvguard-dev to what the chart installs: its own
 // ServiceAccount, bound by every rendered binding, the Deployment's arguments (binder active,
 // self-managed certificates, leader election in the release namespace) and a policy config that
 // counts that ServiceAccount as a binding controller, so that pvguard's own binds draw no PVG013.
@@ -44,7 +45,7 @@ func TestDevRunsAsTheChartInstalls(t *testing.T) {
 		t.Errorf("objects to create: %v, want %v", kinds, want)
 	}
 
-	o, err := ParseServeArgs(ci.ServeArgs)
+	o, err := cli.ParseServeArgs(ci.ServeArgs)
 	if err != nil {
 		t.Fatal(err)
 	}

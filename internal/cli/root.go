@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 	"github.com/pvguard/pvguard/certs"
 )
 
-// Version is stamped at build time with -ldflags "-X github.com/pvguard/pvguard/cmd/pvguard/app.Version=...".
+// Version is stamped at build time with -ldflags "-X github.com/pvguard/pvguard/internal/cli.Version=...".
 var Version = "dev"
 
 // PluginName is the name kubectl runs the binary by as a plugin: `kubectl pvguard ARGS` runs
@@ -56,14 +56,14 @@ func NewRootCommandFor(argv0 string) *cobra.Command {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pvguard"}
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
-	logger := func(w io.Writer) logr.Logger { return newLogger(w, verbose) }
-	root.AddCommand(newServeCommand(logger), newDevCommand(logger), newAuditCommand(), newExplainCommand(), newCertsCommand(), newAdmissionPoliciesCommand(), newVersionCommand())
+	logger := func(w io.Writer) logr.Logger { return NewLogger(w, verbose) }
+	root.AddCommand(newServeCommand(logger), newAuditCommand(), newExplainCommand(), newCertsCommand(), newAdmissionPoliciesCommand(), newVersionCommand())
 	return root
 }
 
-// newLogger is pvguard's logger: JSON lines to w, at debug level when verbose. controller-runtime's
+// NewLogger is pvguard's logger: JSON lines to w, at debug level when verbose. controller-runtime's
 // own components (certwatcher, manager) log through its root logger, which it becomes.
-func newLogger(w io.Writer, verbose bool) logr.Logger {
+func NewLogger(w io.Writer, verbose bool) logr.Logger {
 	lvl := zapcore.InfoLevel
 	if verbose {
 		lvl = zapcore.DebugLevel

@@ -1,4 +1,4 @@
-package app
+package devcli
 
 import (
 	"context"
@@ -30,9 +30,10 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/cli"
 )
 
-// DevOptions are the flags of `pvguard dev`.
+// DevOptions are the flags of pvguard-dev.
 type DevOptions struct {
 	// Assets holds kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else bin/).
 	Assets string
@@ -51,12 +52,18 @@ type DevOptions struct {
 // interleave with the demo's story.
 const devLogFile = "pvguard.log"
 
-func newDevCommand(logger func(io.Writer) logr.Logger) *cobra.Command {
-	o := DevOptions{Listen: "127.0.0.1:9443", Logger: logger}
+// NewRootCommand builds the pvguard-dev command: a local control plane, pvguard serving against
+// it as the Helm chart installs it, and the demo (`make demo` runs it with --exit-after-demo,
+// `make dev` without).
+func NewRootCommand() *cobra.Command {
+	var verbose bool
+	o := DevOptions{Listen: "127.0.0.1:9443", Logger: func(w io.Writer) logr.Logger { return cli.NewLogger(w, verbose) }}
 	cmd := &cobra.Command{
-		Use:   "dev",
-		Short: "Start a local control plane, serve pvguard against it and run the demo",
-		Args:  cobra.NoArgs,
+		Use:           "pvguard-dev",
+		Short:         "Start a local control plane, serve pvguard against it and run the demo",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -64,6 +71,7 @@ func newDevCommand(logger func(io.Writer) logr.Logger) *cobra.Command {
 			return Dev(ctx, o)
 		},
 	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	cmd.Flags().StringVar(&o.Assets, "assets", "", "directory holding kube-apiserver and etcd (default $KUBEBUILDER_ASSETS, else bin/)")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "working directory for kubeconfigs, certificates, config and the log (default: a new temporary directory)")
 	cmd.Flags().StringVar(&o.Listen, "listen", o.Listen, "address pvguard serves on")
@@ -74,7 +82,7 @@ func newDevCommand(logger func(io.Writer) logr.Logger) *cobra.Command {
 // devPolicyHeader heads the policy config file; the config itself is what the chart's ConfigMap
 // holds for devValues.
 const devPolicyHeader = `# pvguard policy config (see docs/configuration.md), as the Helm chart renders it for
-# pvguard dev. Edit me: pvguard reloads on save.
+# pvguard-dev. Edit me: pvguard reloads on save.
 `
 
 // Dev starts a control plane, installs the Helm chart's ServiceAccount and RBAC into it, serves
@@ -86,7 +94,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 		o.Out = os.Stdout
 	}
 	if o.Logger == nil {
-		o.Logger = func(w io.Writer) logr.Logger { return newLogger(w, false) }
+		o.Logger = func(w io.Writer) logr.Logger { return cli.NewLogger(w, false) }
 	}
 	if o.Assets == "" {
 		if o.Assets, err = devcluster.AssetsDir(); err != nil {
@@ -123,7 +131,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("rendering the Helm chart: %w", err)
 	}
-	so, err := ParseServeArgs(ci.ServeArgs)
+	so, err := cli.ParseServeArgs(ci.ServeArgs)
 	if err != nil {
 		return fmt.Errorf("the chart's container arguments: %w", err)
 	}
@@ -193,7 +201,7 @@ func Dev(ctx context.Context, o DevOptions) (err error) {
 	ready := make(chan net.Addr, 1)
 	so.Ready = func(a net.Addr) { ready <- a }
 	served := make(chan error, 1)
-	go func() { served <- Serve(serveCtx, so, log) }()
+	go func() { served <- cli.Serve(serveCtx, so, log) }()
 	// stop stops pvguard and waits for it, once, whichever way Dev returns: nothing may log
 	// into the closed log file or reach the stopped control plane.
 	var (
