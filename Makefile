@@ -62,12 +62,12 @@ unit:
 ## e2e: every end-to-end suite (test/e2e*) and the other tests that start a control plane
 e2e: tools browser
 	$(GO) test -count=1 -v $$($(GO) list ./test/... | grep /test/e2e)
-	$(GO) test -count=1 -v -run '$(CONTROL_PLANE_TESTS)' ./devcluster/ ./test/localstatic/
+	$(GO) test -count=1 -v -run '$(CONTROL_PLANE_TESTS)' ./internal/devcluster/ ./test/localstatic/
 
 ## race: the unit tests of the binder, webhook, policy, certificates, commands and manifests, and the
 ## binder end-to-end suite, under the race detector
 race: tools
-	$(GO) test -race -count=1 ./storage/ ./clusterstate/ ./binder/ ./webhook/ ./internal/web/ ./policy/ ./certs/ ./internal/cli/ ./internal/devcli/ ./cmd/pvguard/ ./manifests/ ./test/e2ebinder/
+	$(GO) test -race -count=1 ./storage/ ./clusterstate/ ./binder/ ./webhook/ ./internal/web/ ./policy/ ./certs/ ./internal/cli/ ./internal/devcli/ ./cmd/pvguard/ ./internal/manifests/ ./test/e2ebinder/
 
 ## bench: every benchmark of docs/benchmarks.md at a size that finishes in minutes; BENCH_LARGE=1
 ## for the documented sizes (100k-object audit, 1,000-pair binder race, pvguard serve against

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/explain"
-	"github.com/pvguard/pvguard/manifests"
+	"github.com/pvguard/pvguard/internal/manifests"
 	"github.com/pvguard/pvguard/policy"
 )
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/devcluster"
 )
 
 // RunDemo plays the misbindings pvguard exists for against a cluster with pvguard installed,

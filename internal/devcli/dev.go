@@ -29,8 +29,8 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/certs"
-	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/internal/cli"
+	"github.com/pvguard/pvguard/internal/devcluster"
 )
 
 // DevOptions are the flags of pvguard-dev.

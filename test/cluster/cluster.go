@@ -44,7 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/pvguard/pvguard/binder"
-	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/devcluster"
 )
 
 // Mode says which binder the cluster runs.

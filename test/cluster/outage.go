@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/devcluster"
 )
 
 // StopPVGuard stops every pvguard replica (this cluster runs one) and leaves everything else as

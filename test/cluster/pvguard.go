@@ -35,8 +35,8 @@ import (
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/charts"
-	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/internal/cli"
+	"github.com/pvguard/pvguard/internal/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
 )
 

@@ -19,8 +19,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/internal/cli"
+	"github.com/pvguard/pvguard/internal/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
 )
 

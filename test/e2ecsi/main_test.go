@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/charts"
-	"github.com/pvguard/pvguard/devcluster"
 	"github.com/pvguard/pvguard/internal/cli"
+	"github.com/pvguard/pvguard/internal/devcluster"
 	"github.com/pvguard/pvguard/test/csiplugin"
 	"github.com/pvguard/pvguard/test/csisidecars"
 	"github.com/pvguard/pvguard/test/harness"

@@ -13,7 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/devcluster"
 	"github.com/pvguard/pvguard/test/cluster"
 	"github.com/pvguard/pvguard/test/harness"
 )

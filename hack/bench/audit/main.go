@@ -28,7 +28,7 @@ import (
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/cli"
-	"github.com/pvguard/pvguard/manifests"
+	"github.com/pvguard/pvguard/internal/manifests"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/gen"
 )

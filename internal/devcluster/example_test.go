@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/pvguard/pvguard/devcluster"
+	"github.com/pvguard/pvguard/internal/devcluster"
 )
 
 // Start a control plane from bin/ (or $KUBEBUILDER_ASSETS), point pvguard's webhooks at a

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/pvguard/pvguard/cachelist"
+	"github.com/pvguard/pvguard/internal/cachelist"
 )
 
 // informers is an informer cache whose one informer is the given client-go informer (what

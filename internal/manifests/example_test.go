@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/pvguard/pvguard/manifests"
+	"github.com/pvguard/pvguard/internal/manifests"
 )
 
 // A directory of manifests, one of which repeats a key: the object that repeats it is named with

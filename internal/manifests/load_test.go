@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/pvguard/pvguard/clusterstate"
-	"github.com/pvguard/pvguard/manifests"
+	"github.com/pvguard/pvguard/internal/manifests"
 )
 
 // writeFiles writes files (name: content, names may hold directories) into a new directory.
