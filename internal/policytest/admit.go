@@ -117,15 +117,30 @@ func (w *Write) Request(object []byte) admission.Request {
 	return admission.Request{AdmissionRequest: req}
 }
 
-// Admit sends the write through pvguard's webhooks as the apiserver would: its mutating webhook
-// first, where the apiserver sends the write to one, with the patch it answers applied; then its
-// validating webhook. It returns what the validating webhook answered.
+// Admit sends the write through pvguard's webhooks as the apiserver would, in the suite's
+// fixtures: its mutating webhook first, where the apiserver sends the write to one, with the
+// patch it answers applied; then the apiserver's own preparation of the object (prepare); then
+// its validating webhook. It returns what the validating webhook answered.
 func (s *Suite) Admit(ctx context.Context, w *Write) Verdict {
+	if !w.resolved {
+		r, err := w.resolve(s.initial.fx)
+		if err != nil {
+			return Verdict{Error: "the case cannot run: " + err.Error()}
+		}
+		w = r
+	}
+	v, _ := s.initial.admit(ctx, w)
+	return v
+}
+
+// admit is Admit in one state of the fixtures; it also returns the object as the apiserver
+// stores it if the write is admitted (nil for a DELETE).
+func (wd *world) admit(ctx context.Context, w *Write) (Verdict, []byte) {
 	obj := w.Object
 	if w.mutated() {
-		resp := s.hooks.mutators[w.Kind].Handle(ctx, w.Request(obj))
+		resp := wd.hooks.mutators[w.Kind].Handle(ctx, w.Request(obj))
 		if !resp.Allowed {
-			return Verdict{Error: "the mutating webhook answered: " + statusMessage(resp)}
+			return Verdict{Error: "the mutating webhook answered: " + statusMessage(resp)}, nil
 		}
 		if len(resp.Patch) > 0 {
 			patch, err := jsonpatch.DecodePatch(resp.Patch)
@@ -133,11 +148,17 @@ func (s *Suite) Admit(ctx context.Context, w *Write) Verdict {
 				obj, err = patch.Apply(obj)
 			}
 			if err != nil {
-				return Verdict{Error: fmt.Sprintf("applying the mutating webhook's patch %s: %v", resp.Patch, err)}
+				return Verdict{Error: fmt.Sprintf("applying the mutating webhook's patch %s: %v", resp.Patch, err)}, nil
 			}
 		}
 	}
-	return verdictOf(s.hooks.validators[w.Kind].Handle(ctx, w.Request(obj)))
+	if obj != nil {
+		var err error
+		if obj, err = prepare(w, obj); err != nil {
+			return Verdict{Error: err.Error()}, nil
+		}
+	}
+	return verdictOf(wd.hooks.validators[w.Kind].Handle(ctx, w.Request(obj))), obj
 }
 
 // ruleOf reads the rule ID a finding's text starts with: "[PVG001 volume-mode-match] ...".

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 
@@ -58,6 +57,9 @@ type Write struct {
 	User       authenticationv1.UserInfo
 	DryRun     bool
 	Expect     Expectation
+
+	src      writeSource
+	resolved bool
 }
 
 // Expectation is the answer a write must get: exactly the rules that deny it and exactly those
@@ -91,9 +93,11 @@ type ExplainCase struct {
 	Namespace, Name string
 	Identity        policy.UserInfo
 	WaitingFor      string
-	State, Verdict  *regexp.Regexp
-	Volume, Closest *string
-	Candidates      []CandidateExpectation
+	// ProvisionerRunning is yes, no or unknown ("": not checked).
+	ProvisionerRunning string
+	State, Verdict     *regexp.Regexp
+	Volume, Closest    *string
+	Candidates         []CandidateExpectation
 }
 
 // CandidateExpectation is a row of the candidate table.
@@ -113,7 +117,8 @@ var writeKinds = map[header]func() metav1.Object{
 
 const writeKindList = "v1 PersistentVolume or PersistentVolumeClaim, or storage.k8s.io/v1 StorageClass"
 
-// compileCase checks a case and resolves what it names in the fixtures.
+// compileCase checks a case and resolves what it names in the fixtures; in a sequential suite
+// (fx nil) what it names is found when it runs, in the state the cases before it left.
 func compileCase(c caseDoc, at string, fx *Fixtures) (*Case, error) {
 	kinds := 0
 	for _, set := range []bool{c.Write != nil, c.Audit != nil, c.Explain != nil} {
@@ -131,7 +136,11 @@ func compileCase(c caseDoc, at string, fx *Fixtures) (*Case, error) {
 		if c.Expect == nil {
 			return nil, fmt.Errorf("%s.expect: a write case says what pvguard answers: allowed, denied or warned", at)
 		}
-		out.Write, err = compileWrite(*c.Write, *c.Expect, at, fx)
+		if out.Write, err = compileWrite(*c.Write, *c.Expect, at); err == nil && fx != nil {
+			if out.Write, err = out.Write.resolve(fx); err != nil {
+				err = fmt.Errorf("%s.write: %w", at, err)
+			}
+		}
 	case c.Expect != nil:
 		return nil, fmt.Errorf("%s.expect: only a write case has expect; an audit or explain case says what it expects in its own block", at)
 	case c.Audit != nil:
@@ -142,7 +151,9 @@ func compileCase(c caseDoc, at string, fx *Fixtures) (*Case, error) {
 	return out, err
 }
 
-func compileWrite(w writeDoc, e expectDoc, at string, fx *Fixtures) (*Write, error) {
+// Write is a write as the apiserver hands it to pvguard's webhooks, and the answer expected.
+// compileWrite checks what a case says; resolve finds what it names in a state of the fixtures.
+func compileWrite(w writeDoc, e expectDoc, at string) (*Write, error) {
 	wat := at + ".write"
 	out := &Write{Operation: admissionv1.Operation(w.Operation), SubResource: w.SubResource, DryRun: w.DryRun}
 	switch out.Operation {
@@ -161,108 +172,211 @@ func compileWrite(w writeDoc, e expectDoc, at string, fx *Fixtures) (*Write, err
 	if out.User, err = requester(w, wat); err != nil {
 		return nil, err
 	}
-
-	// The old object: inline, a fixture, or (an UPDATE of a whole object) the fixture it names.
-	var old metav1.Object
-	oldGiven := !absent(w.OldObject)
+	src := &out.src
 	switch {
-	case oldGiven && w.OldFixture != "":
+	case !absent(w.OldObject) && w.OldFixture != "":
 		return nil, fmt.Errorf("%s: oldObject and oldFixture: give the old object one way, not both", wat)
-	case oldGiven:
-		if old, err = decodeWriteObject(w.OldObject, wat+".oldObject"); err != nil {
+	case !absent(w.OldObject):
+		if src.old, err = decodeWriteObject(w.OldObject, wat+".oldObject"); err != nil {
 			return nil, err
 		}
-		out.OldObject = w.OldObject
-	case w.OldFixture != "":
-		if old, err = fixtureRef(fx, w.OldFixture, kindOfRaw(w.Object)); err != nil {
-			return nil, fmt.Errorf("%s.oldFixture: %w", wat, err)
-		}
-		out.OldFixture = w.OldFixture
 	}
-
-	// The object: inline, or a merge patch of the old one.
-	var obj metav1.Object
 	switch {
 	case !absent(w.Object) && !absent(w.Patch):
 		return nil, fmt.Errorf("%s: object and patch: give the object written one way, not both", wat)
 	case !absent(w.Object):
-		if obj, err = decodeWriteObject(w.Object, wat+".object"); err != nil {
+		if src.object, err = decodeWriteObject(w.Object, wat+".object"); err != nil {
 			return nil, err
 		}
 	case !absent(w.Patch):
-		if old == nil {
-			return nil, fmt.Errorf("%s.patch: a patch needs the old object it applies to (oldObject or oldFixture)", wat)
+		src.patch = w.Patch
+	}
+	// What is written: the kind, namespace and name, from the object or the old object.
+	var ref objectRef
+	switch {
+	case src.object != nil:
+		ref = refOf(src.object)
+	case src.old != nil:
+		ref = refOf(src.old)
+	}
+	if w.OldFixture != "" {
+		fref, err := parseRef(w.OldFixture, ref.kind)
+		if err != nil {
+			return nil, fmt.Errorf("%s.oldFixture: %w", wat, err)
 		}
+		if ref.kind != "" && fref != ref {
+			return nil, fmt.Errorf("%s: the old object is %s, the object %s: a write changes one object", wat, fref, ref)
+		}
+		ref, src.oldRef = fref, fref
+	}
+	switch out.Operation {
+	case admissionv1.Create:
+		if src.old != nil || w.OldFixture != "" || src.patch != nil {
+			return nil, fmt.Errorf("%s: a CREATE has no old object (and no patch)", wat)
+		}
+		if src.object == nil {
+			return nil, fmt.Errorf("%s.object: a CREATE writes an object", wat)
+		}
+	case admissionv1.Update:
+		if src.object == nil && src.patch == nil {
+			return nil, fmt.Errorf("%s: an UPDATE writes an object (object or patch)", wat)
+		}
+		if src.patch != nil && src.old == nil && src.oldRef.kind == "" {
+			return nil, fmt.Errorf("%s.patch: a patch needs the old object it applies to (oldObject, or oldFixture with its kind)", wat)
+		}
+		if src.old == nil && src.oldRef.kind == "" {
+			src.oldRef = ref // the fixture the object names
+		}
+	case admissionv1.Delete:
+		if src.object != nil || src.patch != nil {
+			return nil, fmt.Errorf("%s: a DELETE writes no object; name what it deletes with oldFixture or oldObject", wat)
+		}
+		if src.old == nil && src.oldRef.kind == "" {
+			return nil, fmt.Errorf("%s: a DELETE needs the object it deletes (oldFixture or oldObject)", wat)
+		}
+	}
+	if src.old != nil && src.object != nil && refOf(src.old) != ref {
+		return nil, fmt.Errorf("%s: the old object is %s, the object %s: a write changes one object", wat, refOf(src.old), ref)
+	}
+	out.Kind, out.Namespace, out.Name = policy.Kind(ref.kind), ref.namespace, ref.name
+	if out.Expect, err = compileExpect(e, at+".expect"); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// writeSource is what a write case gives, before it is resolved in a state of the fixtures.
+type writeSource struct {
+	object metav1.Object // the object written, inline
+	patch  []byte        // or a merge patch of the old object
+	old    metav1.Object // the old object, inline
+	oldRef objectRef     // or the fixture that is the old object
+}
+
+// objectRef names an object of a kind pvguard's webhooks judge.
+type objectRef struct{ kind, namespace, name string }
+
+func (r objectRef) String() string { return objectKey(r.kind, r.namespace, r.name) }
+
+func refOf(obj metav1.Object) objectRef {
+	return objectRef{kind: string(kindOf(obj)), namespace: obj.GetNamespace(), name: obj.GetName()}
+}
+
+// resolve is the write in a state of the fixtures: its old object found (an inline one, or the
+// fixture it names), its object made (inline, or the patch applied to the old object), then what
+// the apiserver does before its mutating webhooks are called (admissionPlugins). The write
+// itself is not changed.
+func (w *Write) resolve(fx *Fixtures) (*Write, error) {
+	out := *w
+	out.resolved = true
+	src := w.src
+	old := src.old
+	if old == nil && src.oldRef.kind != "" {
+		var err error
+		if old, err = lookup(fx, src.oldRef); err != nil {
+			if w.Operation == admissionv1.Update && src.object != nil {
+				return nil, fmt.Errorf("no old object given (oldObject or oldFixture), and %w", err)
+			}
+			return nil, err
+		}
+		out.OldFixture = src.oldRef.String()
+	}
+	var obj metav1.Object
+	switch {
+	case src.object != nil:
+		obj = deepCopy(src.object)
+	case src.patch != nil:
 		oldJS, err := json.Marshal(old)
 		if err != nil {
 			return nil, err
 		}
-		patched, err := jsonpatch.MergePatch(oldJS, w.Patch)
+		patched, err := jsonpatch.MergePatch(oldJS, src.patch)
 		if err != nil {
-			return nil, fmt.Errorf("%s.patch: %w", wat, err)
+			return nil, fmt.Errorf("patch: %w", err)
 		}
-		if obj, err = decodeWriteObject(patched, wat+".patch"); err != nil {
+		if obj, err = decodeWriteObject(patched, "patch"); err != nil {
 			return nil, err
 		}
-	}
-
-	switch out.Operation {
-	case admissionv1.Create:
-		if old != nil {
-			return nil, fmt.Errorf("%s: a CREATE has no old object", wat)
-		}
-		if obj == nil {
-			return nil, fmt.Errorf("%s.object: a CREATE writes an object", wat)
-		}
-		if obj.GetUID() == "" {
-			// The apiserver gives a new object its uid before the validating webhooks see it.
-			obj.SetUID(types.UID(fmt.Sprintf("policytest-%s-%s", obj.GetNamespace(), obj.GetName())))
-		}
-	case admissionv1.Update:
-		if obj == nil {
-			return nil, fmt.Errorf("%s: an UPDATE writes an object (object or patch)", wat)
-		}
-		if old == nil {
-			key := objectKey(string(kindOf(obj)), obj.GetNamespace(), obj.GetName())
-			if old, err = fixtureRef(fx, key, ""); err != nil {
-				return nil, fmt.Errorf("%s: no old object given (oldObject or oldFixture), and %w", wat, err)
-			}
-			out.OldFixture = key
-		}
-		if obj.GetUID() == "" {
-			obj.SetUID(old.GetUID()) // the apiserver keeps an object's uid
-		}
-	case admissionv1.Delete:
-		if obj != nil {
-			return nil, fmt.Errorf("%s: a DELETE writes no object; name what it deletes with oldFixture or oldObject", wat)
-		}
-		if old == nil {
-			return nil, fmt.Errorf("%s: a DELETE needs the object it deletes (oldFixture or oldObject)", wat)
+		if refOf(obj) != refOf(old) {
+			return nil, fmt.Errorf("patch: it makes %s of %s: a write changes one object", refOf(obj), refOf(old))
 		}
 	}
-	subject := obj
-	if subject == nil {
-		subject = old
+	if w.Operation == admissionv1.Create {
+		admissionPlugins(obj, fx)
 	}
-	out.Kind, out.Namespace, out.Name = kindOf(subject), subject.GetNamespace(), subject.GetName()
-	if old != nil {
-		if kindOf(old) != out.Kind || old.GetName() != out.Name || old.GetNamespace() != out.Namespace {
-			return nil, fmt.Errorf("%s: the old object is %s, the object %s: a write changes one object",
-				wat, objectKey(string(kindOf(old)), old.GetNamespace(), old.GetName()), objectKey(string(out.Kind), out.Namespace, out.Name))
-		}
-		if out.OldObject == nil {
-			if out.OldObject, err = json.Marshal(old); err != nil {
-				return nil, err
-			}
-		}
-	}
+	var err error
 	if obj != nil {
 		if out.Object, err = json.Marshal(obj); err != nil {
 			return nil, err
 		}
 	}
-	out.Expect, err = compileExpect(e, at+".expect")
-	return out, err
+	if old != nil {
+		if out.OldObject, err = json.Marshal(old); err != nil {
+			return nil, err
+		}
+	}
+	return &out, nil
+}
+
+// admissionPlugins does to a new object what the apiserver's default admission plugins do before
+// its mutating webhooks are called: a claim that names no class is given the default class
+// (DefaultStorageClass), and a volume or claim gets its protection finalizer
+// (StorageObjectInUseProtection).
+func admissionPlugins(obj metav1.Object, fx *Fixtures) {
+	switch o := obj.(type) {
+	case *corev1.PersistentVolume:
+		addFinalizer(o, finPV)
+	case *corev1.PersistentVolumeClaim:
+		if o.Spec.StorageClassName == nil {
+			if def := defaultClass(fx.Classes); def != "" {
+				o.Spec.StorageClassName = &def
+			}
+		}
+		addFinalizer(o, finPVC)
+	}
+}
+
+// The finalizers the StorageObjectInUseProtection admission plugin adds.
+const (
+	finPV  = "kubernetes.io/pv-protection"
+	finPVC = "kubernetes.io/pvc-protection"
+)
+
+func addFinalizer(obj metav1.Object, f string) {
+	if !slices.Contains(obj.GetFinalizers(), f) {
+		obj.SetFinalizers(append(obj.GetFinalizers(), f))
+	}
+}
+
+// defaultClass is the class DefaultStorageClass gives a claim without one: the newest of those
+// marked default (by creation time, then name, as the plugin orders them), "" for none.
+func defaultClass(classes []*storagev1.StorageClass) string {
+	var best *storagev1.StorageClass
+	for _, sc := range classes {
+		if !policy.IsDefaultClass(sc) {
+			continue
+		}
+		if best == nil || sc.CreationTimestamp.After(best.CreationTimestamp.Time) ||
+			(sc.CreationTimestamp.Equal(&best.CreationTimestamp) && sc.Name > best.Name) {
+			best = sc
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.Name
+}
+
+func deepCopy(obj metav1.Object) metav1.Object {
+	switch o := obj.(type) {
+	case *corev1.PersistentVolume:
+		return o.DeepCopy()
+	case *corev1.PersistentVolumeClaim:
+		return o.DeepCopy()
+	case *storagev1.StorageClass:
+		return o.DeepCopy()
+	}
+	panic(fmt.Sprintf("policytest: %T is not written", obj))
 }
 
 // requester is the identity a write is made as: a user with groups, or a ServiceAccount with the
@@ -327,9 +441,9 @@ func kindOfRaw(js []byte) string {
 	return h.Kind
 }
 
-// fixtureRef finds the volume, claim or class a reference names: Kind/[namespace/]name, or
+// parseRef reads a reference to a volume, claim or class: Kind/[namespace/]name, or
 // [namespace/]name of defaultKind.
-func fixtureRef(fx *Fixtures, ref, defaultKind string) (metav1.Object, error) {
+func parseRef(ref, defaultKind string) (objectRef, error) {
 	kind, rest := defaultKind, ref
 	if k, r, ok := strings.Cut(ref, "/"); ok {
 		switch k {
@@ -337,35 +451,45 @@ func fixtureRef(fx *Fixtures, ref, defaultKind string) (metav1.Object, error) {
 			kind, rest = k, r
 		}
 	}
-	ns, name, namespaced := strings.Cut(rest, "/")
-	if !namespaced {
-		ns, name = "", rest
+	parts := strings.Split(rest, "/")
+	bad := fmt.Errorf("%q: want PersistentVolume/NAME, PersistentVolumeClaim/NAMESPACE/NAME or StorageClass/NAME", ref)
+	if slices.Contains(parts, "") {
+		return objectRef{}, bad
 	}
-	switch kind {
+	switch {
+	case kind == "":
+		return objectRef{}, fmt.Errorf("%q: name its kind: PersistentVolume/NAME, PersistentVolumeClaim/NAMESPACE/NAME or StorageClass/NAME", ref)
+	case kind == string(policy.KindPersistentVolumeClaim) && len(parts) == 2:
+		return objectRef{kind: kind, namespace: parts[0], name: parts[1]}, nil
+	case kind != string(policy.KindPersistentVolumeClaim) && len(parts) == 1:
+		return objectRef{kind: kind, name: parts[0]}, nil
+	}
+	return objectRef{}, bad
+}
+
+// lookup finds the fixture a reference names, as a copy.
+func lookup(fx *Fixtures, r objectRef) (metav1.Object, error) {
+	switch r.kind {
 	case string(policy.KindPersistentVolume):
 		for _, o := range fx.Volumes {
-			if o.Name == name && !namespaced {
+			if o.Name == r.name {
 				return o.DeepCopy(), nil
 			}
 		}
 	case string(policy.KindPersistentVolumeClaim):
 		for _, o := range fx.Claims {
-			if o.Namespace == ns && o.Name == name {
+			if o.Namespace == r.namespace && o.Name == r.name {
 				return o.DeepCopy(), nil
 			}
 		}
 	case string(policy.KindStorageClass):
 		for _, o := range fx.Classes {
-			if o.Name == name && !namespaced {
+			if o.Name == r.name {
 				return o.DeepCopy(), nil
 			}
 		}
-	case "":
-		return nil, fmt.Errorf("%q: name its kind: PersistentVolume/NAME, PersistentVolumeClaim/NAMESPACE/NAME or StorageClass/NAME", ref)
-	default:
-		return nil, fmt.Errorf("%q: want PersistentVolume/NAME, PersistentVolumeClaim/NAMESPACE/NAME or StorageClass/NAME", ref)
 	}
-	return nil, fmt.Errorf("there is no fixture %s", objectKey(kind, ns, name))
+	return nil, fmt.Errorf("there is no fixture %s", r)
 }
 
 // ruleIDs are the IDs of the catalogue's rules.
@@ -446,16 +570,8 @@ func compileAudit(a auditDoc, at string) (*AuditCase, error) {
 
 // checkObjectRef checks Kind/name or Kind/namespace/name of a kind the audit judges.
 func checkObjectRef(ref string) error {
-	kind, rest, _ := strings.Cut(ref, "/")
-	parts := strings.Split(rest, "/")
-	switch {
-	case rest == "" || slices.Contains(parts, ""):
-	case kind == string(policy.KindPersistentVolumeClaim) && len(parts) == 2:
-		return nil
-	case (kind == string(policy.KindPersistentVolume) || kind == string(policy.KindStorageClass)) && len(parts) == 1:
-		return nil
-	}
-	return fmt.Errorf("%q: want PersistentVolume/NAME, PersistentVolumeClaim/NAMESPACE/NAME or StorageClass/NAME", ref)
+	_, err := parseRef(ref, "")
+	return err
 }
 
 // waitingFor are the values of explain.Explanation.WaitingFor.
@@ -463,13 +579,15 @@ var waitingFor = []string{explain.WaitingForNothing, explain.WaitingForConsumer,
 	explain.WaitingForBinder, explain.WaitingForVolume, explain.WaitingForScheduler}
 
 func compileExplain(e explainDoc, at string, fx *Fixtures) (*ExplainCase, error) {
-	out := &ExplainCase{WaitingFor: e.WaitingFor, Volume: e.Volume, Closest: e.Closest}
+	out := &ExplainCase{WaitingFor: e.WaitingFor, ProvisionerRunning: e.ProvisionerRunning, Volume: e.Volume, Closest: e.Closest}
 	ns, name, ok := strings.Cut(e.Claim, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("%s.claim: %q: want namespace/name", at, e.Claim)
 	}
-	if _, err := fixtureRef(fx, e.Claim, string(policy.KindPersistentVolumeClaim)); err != nil {
-		return nil, fmt.Errorf("%s.claim: %w", at, err)
+	if fx != nil {
+		if _, err := lookup(fx, objectRef{kind: string(policy.KindPersistentVolumeClaim), namespace: ns, name: name}); err != nil {
+			return nil, fmt.Errorf("%s.claim: %w", at, err)
+		}
 	}
 	out.Namespace, out.Name = ns, name
 	var err error
@@ -479,6 +597,11 @@ func compileExplain(e explainDoc, at string, fx *Fixtures) (*ExplainCase, error)
 	if e.WaitingFor != "" && !slices.Contains(waitingFor, e.WaitingFor) {
 		return nil, fmt.Errorf("%s.waitingFor: %q: want one of %s", at, e.WaitingFor, strings.Join(waitingFor, ", "))
 	}
+	switch e.ProvisionerRunning {
+	case "", explain.ProvisionerRunningYes, explain.ProvisionerRunningNo, explain.ProvisionerRunningUnknown:
+	default:
+		return nil, fmt.Errorf("%s.provisionerRunning: %q: want yes, no or unknown", at, e.ProvisionerRunning)
+	}
 	if out.State, err = optionalRegexp(e.State, at+".state"); err != nil {
 		return nil, err
 	}
@@ -487,8 +610,8 @@ func compileExplain(e explainDoc, at string, fx *Fixtures) (*ExplainCase, error)
 	}
 	for i, c := range e.Candidates {
 		cat := fmt.Sprintf("%s.candidates[%d]", at, i)
-		if _, err := fixtureRef(fx, c.Volume, string(policy.KindPersistentVolume)); err != nil {
-			return nil, fmt.Errorf("%s.volume: %w", cat, err)
+		if c.Volume == "" || strings.Contains(c.Volume, "/") {
+			return nil, fmt.Errorf("%s.volume: %q: want the name of a PersistentVolume", cat, c.Volume)
 		}
 		if c.Failing != nil {
 			for j, check := range *c.Failing {
@@ -506,8 +629,8 @@ func compileExplain(e explainDoc, at string, fx *Fixtures) (*ExplainCase, error)
 		}
 		out.Candidates = append(out.Candidates, CandidateExpectation{Volume: c.Volume, Fits: c.Fits, Failing: c.Failing, TakenBy: c.TakenBy})
 	}
-	if out.WaitingFor == "" && out.State == nil && out.Verdict == nil && out.Volume == nil && out.Closest == nil && len(out.Candidates) == 0 {
-		return nil, fmt.Errorf("%s: say what the explanation shows: waitingFor, state, verdict, volume, closest or candidates", at)
+	if out.WaitingFor == "" && out.ProvisionerRunning == "" && out.State == nil && out.Verdict == nil && out.Volume == nil && out.Closest == nil && len(out.Candidates) == 0 {
+		return nil, fmt.Errorf("%s: say what the explanation shows: waitingFor, provisionerRunning, state, verdict, volume, closest or candidates", at)
 	}
 	return out, nil
 }

@@ -24,9 +24,12 @@ type suiteDoc struct {
 	Config     jsontext.Value `json:"config,omitzero"`
 	// Now dates the audit (PVG023's ages) and the explanations (Leases' ages), RFC 3339; default
 	// the time of the run.
-	Now      string      `json:"now,omitempty"`
-	Fixtures fixturesDoc `json:"fixtures,omitzero"`
-	Cases    []caseDoc   `json:"cases"`
+	Now string `json:"now,omitempty"`
+	// Sequential runs the cases in order, each admitted write stored (as the apiserver stores
+	// it) before the next case runs; otherwise every case runs in the fixtures as given.
+	Sequential bool        `json:"sequential,omitempty"`
+	Fixtures   fixturesDoc `json:"fixtures,omitzero"`
+	Cases      []caseDoc   `json:"cases"`
 }
 
 type metadataDoc struct {
@@ -105,6 +108,9 @@ type explainDoc struct {
 	BinderIdentity string `json:"binderIdentity,omitempty"`
 
 	WaitingFor string `json:"waitingFor,omitempty"`
+	// ProvisionerRunning is yes, no or unknown: whether the provisioner the claim waits for
+	// appears to run, from its Lease (the fixtures' Leases).
+	ProvisionerRunning string `json:"provisionerRunning,omitempty"`
 	// State and Verdict are regular expressions the state and the verdict's sentence match.
 	State   string `json:"state,omitempty"`
 	Verdict string `json:"verdict,omitempty"`

@@ -28,10 +28,10 @@ type Suite struct {
 	Engines webhook.EngineSource
 	// Now dates the audit and the explanations (zero: the time of the run).
 	Now time.Time
+	// Sequential: the cases run in order, each admitted write stored before the next.
+	Sequential bool
 
-	state  *state
-	hooks  *hooks
-	audits *auditOnce
+	initial *world
 }
 
 // Where names the suite in messages: its file, and its document when the file holds several.
@@ -155,7 +155,7 @@ func loadSuite(path string, d document, where string) (*Suite, []error) {
 		return nil, []error{err}
 	}
 	dir := filepath.Dir(path)
-	s := &Suite{File: path, Index: d.index, Name: doc.Metadata.Name}
+	s := &Suite{File: path, Index: d.index, Name: doc.Metadata.Name, Sequential: doc.Sequential}
 	var errs []error
 	if s.Engines, err = loadEngine(dir, doc); err != nil {
 		errs = append(errs, err)
@@ -171,7 +171,12 @@ func loadSuite(path string, d document, where string) (*Suite, []error) {
 		errs = append(errs, asIs{e})
 	}
 	s.Fixtures = fx
-	s.state = stateOf(fx)
+	// What a sequential suite's case names is found when it runs, in the state the cases before
+	// it left; the others' is found now.
+	resolveIn := fx
+	if s.Sequential {
+		resolveIn = nil
+	}
 	if len(doc.Cases) == 0 {
 		errs = append(errs, errors.New("cases: a suite needs at least one case"))
 	}
@@ -184,7 +189,7 @@ func loadSuite(path string, d document, where string) (*Suite, []error) {
 			errs = append(errs, fmt.Errorf("%s.name: %q is also the name of cases[%d]", at, c.Name, j))
 		}
 		names[c.Name] = i
-		kase, err := compileCase(c, at, fx)
+		kase, err := compileCase(c, at, resolveIn)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -194,8 +199,7 @@ func loadSuite(path string, d document, where string) (*Suite, []error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	s.hooks = newHooks(s.Engines, s.state.view)
-	s.audits = &auditOnce{}
+	s.initial = newWorld(fx, s.Engines)
 	return s, nil
 }
 

@@ -62,28 +62,59 @@ func Run(ctx context.Context, suites []*Suite, o Options) Report {
 	if now.IsZero() {
 		now = start
 	}
+	// A job is a case, or a sequential suite's cases in order, up to the last one selected (the
+	// cases before a selected one make its state, so they run, unreported).
 	type job struct {
 		s      *Suite
-		c      *Case
-		si, ci int // the result's place in rep
+		cases  []*Case
+		si     int   // the suite's result in rep
+		report []int // per case, its result in the suite's, or -1
 	}
 	var jobs []job
 	rep := Report{Suites: make([]SuiteResult, 0, len(suites))}
 	for _, s := range suites {
 		sr := SuiteResult{File: s.File, Index: s.Index, Name: s.Name, where: s.Where()}
+		seq := job{s: s, si: len(rep.Suites)}
 		for _, c := range s.Cases {
-			if o.Run == nil || o.Run.MatchString(c.Name) {
-				jobs = append(jobs, job{s: s, c: c, si: len(rep.Suites), ci: len(sr.Cases)})
+			selected := o.Run == nil || o.Run.MatchString(c.Name)
+			if !s.Sequential {
+				if selected {
+					jobs = append(jobs, job{s: s, cases: []*Case{c}, si: len(rep.Suites), report: []int{len(sr.Cases)}})
+				}
+			} else {
+				seq.cases = append(seq.cases, c)
+				seq.report = append(seq.report, -1)
+				if selected {
+					seq.report[len(seq.report)-1] = len(sr.Cases)
+				}
+			}
+			if selected {
 				sr.Cases = append(sr.Cases, CaseResult{Name: c.Name, Kind: c.Kind()})
 			}
 		}
-		if len(sr.Cases) > 0 {
-			rep.Suites = append(rep.Suites, sr)
+		if len(sr.Cases) == 0 {
+			continue
 		}
+		if s.Sequential {
+			last := len(seq.report) - 1
+			for seq.report[last] < 0 {
+				last--
+			}
+			seq.cases, seq.report = seq.cases[:last+1], seq.report[:last+1]
+			jobs = append(jobs, seq)
+		}
+		rep.Suites = append(rep.Suites, sr)
 	}
 	parallel(len(jobs), func(i int) {
 		j := jobs[i]
-		j.s.run(ctx, j.c, &rep.Suites[j.si].Cases[j.ci], now)
+		wd := j.s.initial
+		for k, c := range j.cases {
+			r := &CaseResult{}
+			if j.report[k] >= 0 {
+				r = &rep.Suites[j.si].Cases[j.report[k]]
+			}
+			wd = j.s.run(ctx, wd, c, r, now)
+		}
 	})
 	for _, sr := range rep.Suites {
 		for _, c := range sr.Cases {
@@ -99,25 +130,42 @@ func Run(ctx context.Context, suites []*Suite, o Options) Report {
 	return rep
 }
 
-// run runs one case into its result.
-func (s *Suite) run(ctx context.Context, c *Case, r *CaseResult, now time.Time) {
+// run runs one case in a world into its result, and returns the world the next case of a
+// sequential suite runs in.
+func (s *Suite) run(ctx context.Context, wd *world, c *Case, r *CaseResult, now time.Time) *world {
 	if !s.Now.IsZero() {
 		now = s.Now
 	}
+	next := wd
 	switch {
 	case c.Write != nil:
-		v := s.Admit(ctx, c.Write)
-		r.Expected, r.Got, r.Message = c.Write.Expect.String(), v.String(), v.Message
-		r.Failure = c.Write.Expect.Judge(v)
+		w := c.Write
+		if !w.resolved {
+			var err error
+			if w, err = w.resolve(wd.fx); err != nil {
+				r.Failure = "the case cannot run: " + err.Error()
+				break
+			}
+		}
+		v, stored := wd.admit(ctx, w)
+		r.Expected, r.Got, r.Message = w.Expect.String(), v.String(), v.Message
+		r.Failure = w.Expect.Judge(v)
+		if s.Sequential && v.Error == "" && len(v.Deny) == 0 && !w.DryRun {
+			var err error
+			if next, err = wd.store(w, stored, now); err != nil {
+				r.Failure = joinProblems(r.Failure, "storing the write: "+err.Error())
+				next = wd
+			}
+		}
 	case c.Audit != nil:
-		findings, err := s.audit(now)
+		findings, err := wd.audit(now)
 		if err != nil {
 			r.Failure = "the audit failed: " + err.Error()
 			break
 		}
 		r.Failure = c.Audit.judge(findings)
 	default:
-		e, err := explain.Claim(s.state.explainInput(s.Fixtures, s.Engines.Engine(), c.Explain.Identity, now), c.Explain.Namespace, c.Explain.Name)
+		e, err := explain.Claim(wd.st.explainInput(wd.fx, s.Engines.Engine(), c.Explain.Identity, now), c.Explain.Namespace, c.Explain.Name)
 		if err != nil {
 			r.Failure = "explain failed: " + err.Error()
 			break
@@ -126,6 +174,14 @@ func (s *Suite) run(ctx context.Context, c *Case, r *CaseResult, now time.Time) 
 		r.Failure = c.Explain.judge(e)
 	}
 	r.Passed = r.Failure == ""
+	return next
+}
+
+func joinProblems(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // auditOnce holds a suite's audit: every audit case reads the one audit of the fixtures.
@@ -136,12 +192,12 @@ type auditOnce struct {
 }
 
 // audit audits the fixtures as `pvguard audit -f` audits manifests: the engine's Audit of the
-// snapshot.
-func (s *Suite) audit(now time.Time) ([]policy.Finding, error) {
-	s.audits.once.Do(func() {
-		s.audits.findings, s.audits.err = s.Engines.Engine().Audit(s.state.snap, now, nil)
+// snapshot, once per world.
+func (wd *world) audit(now time.Time) ([]policy.Finding, error) {
+	wd.audits.once.Do(func() {
+		wd.audits.findings, wd.audits.err = wd.engines.Engine().Audit(wd.st.snap, now, nil)
 	})
-	return s.audits.findings, s.audits.err
+	return wd.audits.findings, wd.audits.err
 }
 
 // findingKey names a finding's object as suites name objects.
@@ -210,6 +266,9 @@ func (x *ExplainCase) judge(e *explain.Explanation) string {
 	var problems []string
 	if x.WaitingFor != "" && x.WaitingFor != e.WaitingFor {
 		problems = append(problems, fmt.Sprintf("expected waitingFor %s, got %s (state: %s)", x.WaitingFor, e.WaitingFor, e.State))
+	}
+	if x.ProvisionerRunning != "" && x.ProvisionerRunning != e.ProvisionerRunning {
+		problems = append(problems, fmt.Sprintf("expected provisionerRunning %s, got %s (state: %s)", x.ProvisionerRunning, orNone(e.ProvisionerRunning), e.State))
 	}
 	if x.State != nil && !x.State.MatchString(e.State) {
 		problems = append(problems, fmt.Sprintf("expected a state matching %q, got %q", x.State, e.State))
