@@ -30,6 +30,7 @@ type document struct {
 	index int
 	js    []byte
 	err   error
+	raw   []byte // the text of a document that could not be converted
 }
 
 // splitDocuments cuts a file into its documents and converts each to JSON. A JSON file (its first
@@ -65,7 +66,11 @@ func splitDocuments(data []byte) ([]document, error) {
 			continue // a separator with nothing but comments around it
 		}
 		js, err := yamlToJSON(doc)
-		docs = append(docs, document{index: len(docs) + 1, js: js, err: err})
+		d := document{index: len(docs) + 1, js: js, err: err}
+		if err != nil {
+			d.raw = doc
+		}
+		docs = append(docs, d)
 	}
 }
 

@@ -121,7 +121,10 @@ func readFixtures(dir string, doc fixturesDoc, where string) (*Fixtures, []error
 			fx.add(obj)
 		}
 	}
-	return fx, append(errs, fx.checkUnique()...)
+	for _, err := range fx.checkUnique() {
+		errs = append(errs, fmt.Errorf("%s: %w", where, err))
+	}
+	return fx, errs
 }
 
 // walkManifests lists the files a fixtures.files entry names: the file, or the .yaml, .yml and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -80,6 +81,9 @@ func Load(paths []string) ([]*Suite, []error) {
 	return suites, errs
 }
 
+// suiteLine is an apiVersion line of pvguard.io's group, YAML or JSON.
+var suiteLine = regexp.MustCompile(`(?m)^\s*"?apiVersion"?\s*:\s*"?pvguard\.io/`)
+
 // suiteGroup is the API group of pvguard's own documents: a file that names it holds suites.
 const suiteGroup = "pvguard.io/"
 
@@ -128,10 +132,14 @@ func loadFile(path string, named bool) ([]*Suite, []error) {
 	return suites, errs
 }
 
-// anySuite reports whether a document names pvguard.io's API group.
+// anySuite reports whether a document names pvguard.io's API group: in its apiVersion, or, for
+// a document that could not be read, in a line that looks like one.
 func anySuite(docs []document) bool {
 	for _, d := range docs {
 		if d.err != nil {
+			if suiteLine.Match(d.raw) {
+				return true
+			}
 			continue
 		}
 		if h, err := readHeader(d.js); err == nil && strings.HasPrefix(h.APIVersion, suiteGroup) {
