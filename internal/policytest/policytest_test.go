@@ -125,9 +125,9 @@ func TestStrictReading(t *testing.T) {
 			want:  `s\.yaml: document 1: apiVersion "pvguard\.io/v1alpha1" kind "PolicyTests": want apiVersion pvguard\.io/v1alpha1, kind PolicyTest`,
 		},
 		{
-			name:  "wrong apiVersion, second document",
-			files: map[string]string{"s.yaml": suite("", "- name: a\n  audit: {exact: true}\n") + "---\napiVersion: pvguard.io/v2\nkind: PolicyTest\n"},
-			want:  `s\.yaml: document 2: apiVersion "pvguard\.io/v2" kind "PolicyTest": want`,
+			name:   "wrong apiVersion, second document",
+			files:  map[string]string{"s.yaml": suite("", "- name: a\n  audit: {exact: true}\n") + "---\napiVersion: pvguard.io/v2\nkind: PolicyTest\n"},
+			want:   `s\.yaml: document 2: apiVersion "pvguard\.io/v2" kind "PolicyTest": want`,
 			suites: 1,
 		},
 		{
