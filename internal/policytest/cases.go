@@ -281,15 +281,20 @@ func (w *Write) resolve(fx *Fixtures) (*Write, error) {
 		}
 		out.OldFixture = src.oldRef.String()
 	}
-	var obj metav1.Object
+	var (
+		obj   metav1.Object
+		oldJS []byte
+		err   error
+	)
+	if old != nil {
+		if oldJS, err = json.Marshal(old); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case src.object != nil:
 		obj = deepCopy(src.object)
 	case src.patch != nil:
-		oldJS, err := json.Marshal(old)
-		if err != nil {
-			return nil, err
-		}
 		patched, err := jsonpatch.MergePatch(oldJS, src.patch)
 		if err != nil {
 			return nil, fmt.Errorf("patch: %w", err)
@@ -304,17 +309,12 @@ func (w *Write) resolve(fx *Fixtures) (*Write, error) {
 	if w.Operation == admissionv1.Create {
 		admissionPlugins(obj, fx)
 	}
-	var err error
 	if obj != nil {
 		if out.Object, err = json.Marshal(obj); err != nil {
 			return nil, err
 		}
 	}
-	if old != nil {
-		if out.OldObject, err = json.Marshal(old); err != nil {
-			return nil, err
-		}
-	}
+	out.OldObject = oldJS
 	return &out, nil
 }
 
@@ -469,25 +469,8 @@ func parseRef(ref, defaultKind string) (objectRef, error) {
 
 // lookup finds the fixture a reference names, as a copy.
 func lookup(fx *Fixtures, r objectRef) (metav1.Object, error) {
-	switch r.kind {
-	case string(policy.KindPersistentVolume):
-		for _, o := range fx.Volumes {
-			if o.Name == r.name {
-				return o.DeepCopy(), nil
-			}
-		}
-	case string(policy.KindPersistentVolumeClaim):
-		for _, o := range fx.Claims {
-			if o.Namespace == r.namespace && o.Name == r.name {
-				return o.DeepCopy(), nil
-			}
-		}
-	case string(policy.KindStorageClass):
-		for _, o := range fx.Classes {
-			if o.Name == r.name {
-				return o.DeepCopy(), nil
-			}
-		}
+	if obj, ok := fx.index()[r]; ok {
+		return deepCopy(obj), nil
 	}
 	return nil, fmt.Errorf("there is no fixture %s", r)
 }

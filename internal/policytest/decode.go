@@ -50,7 +50,9 @@ func splitDocuments(data []byte) ([]document, error) {
 			if err != nil {
 				return docs, fmt.Errorf("document %d: %w", len(docs)+1, err)
 			}
-			docs = append(docs, document{index: len(docs) + 1, js: bytes.Clone(v)})
+			// v is valid only until the next read; the same bytes of trimmed stay.
+			end := int(dec.InputOffset())
+			docs = append(docs, document{index: len(docs) + 1, js: trimmed[end-len(v) : end : end]})
 		}
 	}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
@@ -251,9 +253,110 @@ type header struct {
 
 // readHeader reads a document's apiVersion and kind, whatever else it holds.
 func readHeader(js []byte) (header, error) {
-	var h header
-	err := decodeLenient(js, &h)
+	h, _, err := scanHeader(js)
 	return h, err
+}
+
+// scanHeader reads a JSON object's apiVersion and kind, skipping the other members unread and
+// stopping once it has both, unless it is a List: a List is read to its end, and the elements of
+// its "items" (which kubectl writes before the kind) are returned as views of js. A List's other
+// members must be its metadata.
+func scanHeader(js []byte) (header, [][]byte, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(js), jsontext.AllowDuplicateNames(true))
+	return scanObject(dec, js, true)
+}
+
+// scanObject is scanHeader of the value dec is at, in input (the decoder's whole input). With
+// stop, it stops once it has the apiVersion and kind of an object that is not a List; without,
+// it reads the value to its end.
+func scanObject(dec *jsontext.Decoder, input []byte, stop bool) (header, [][]byte, error) {
+	var (
+		h        header
+		items    [][]byte
+		extra    string
+		gotItems bool
+	)
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return h, nil, err
+	}
+	if tok.Kind() != '{' {
+		return h, nil, fmt.Errorf("the document is a JSON %s, not an object", jsonKind(tok.Kind()))
+	}
+	var haveVersion, haveKind bool
+	for dec.PeekKind() != '}' {
+		if stop && haveVersion && haveKind && !isList(h.Kind) {
+			return h, nil, nil
+		}
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return h, nil, err
+		}
+		switch name := tok.String(); name {
+		case "apiVersion", "kind":
+			v, err := dec.ReadToken()
+			if err != nil {
+				return h, nil, err
+			}
+			if v.Kind() != '"' {
+				return h, nil, fmt.Errorf("%s: a JSON %s where a string was expected", name, jsonKind(v.Kind()))
+			}
+			if name == "kind" {
+				h.Kind, haveKind = v.String(), true
+			} else {
+				h.APIVersion, haveVersion = v.String(), true
+			}
+		case "items":
+			if gotItems {
+				return h, nil, duplicateError("items")
+			}
+			gotItems = true
+			if items, err = arrayElements(dec, input); err != nil {
+				return h, nil, err
+			}
+		default:
+			if name != "metadata" && extra == "" {
+				extra = name
+			}
+			if err := dec.SkipValue(); err != nil {
+				return h, nil, err
+			}
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil { // '}'
+		return h, nil, err
+	}
+	if isList(h.Kind) && extra != "" {
+		return h, nil, fmt.Errorf("%s: unknown field %q", h.Kind, extra)
+	}
+	return h, items, nil
+}
+
+// isList reports whether a kind is a List of items: List, or a typed one such as
+// PersistentVolumeList.
+func isList(kind string) bool { return strings.HasSuffix(kind, "List") }
+
+// arrayElements reads the value dec is at: the elements of an array, as views of js (the
+// decoder's whole input).
+func arrayElements(dec *jsontext.Decoder, js []byte) ([][]byte, error) {
+	if k := dec.PeekKind(); k != '[' {
+		return nil, fmt.Errorf("items: a JSON %s where a list was expected", jsonKind(k))
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	var elems [][]byte
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, fmt.Errorf("items[%d]: %w", i, err)
+		}
+		// v is valid only until the next read; the same bytes of js stay.
+		end := int(dec.InputOffset())
+		elems = append(elems, js[end-len(v):end:end])
+	}
+	_, err := dec.ReadToken() // ']'
+	return elems, err
 }
 
 // decodeLenient decodes what it can, for headers and names in error messages.

@@ -1,8 +1,10 @@
 package policytest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // Fixtures are a suite's cluster state, in the order they were given.
@@ -27,6 +31,28 @@ type Fixtures struct {
 	AttributesClasses []*storagev1.VolumeAttributesClass
 	Leases            []*coordinationv1.Lease
 	Pods              []*corev1.Pod
+
+	// byRef indexes the volumes, claims and classes for lookup, built on first use; the lists
+	// are not changed once it is (a sequential suite's next state is a clone).
+	indexOnce sync.Once
+	byRef     map[objectRef]metav1.Object
+}
+
+// index is the volumes, claims and classes by reference.
+func (f *Fixtures) index() map[objectRef]metav1.Object {
+	f.indexOnce.Do(func() {
+		f.byRef = make(map[objectRef]metav1.Object, len(f.Volumes)+len(f.Claims)+len(f.Classes))
+		for _, o := range f.Volumes {
+			f.byRef[objectRef{kind: string(policy.KindPersistentVolume), name: o.Name}] = o
+		}
+		for _, o := range f.Claims {
+			f.byRef[objectRef{kind: string(policy.KindPersistentVolumeClaim), namespace: o.Namespace, name: o.Name}] = o
+		}
+		for _, o := range f.Classes {
+			f.byRef[objectRef{kind: string(policy.KindStorageClass), name: o.Name}] = o
+		}
+	})
+	return f.byRef
 }
 
 // Len is the number of fixture objects.
@@ -162,6 +188,9 @@ func splitFixtureFile(path string) ([]*unit, error) {
 	if err != nil {
 		return nil, err
 	}
+	if isJSON(data) {
+		return splitJSONFixtures(path, data)
+	}
 	docs, err := splitDocuments(data)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", path, err)
@@ -178,30 +207,57 @@ func splitFixtureFile(path string) ([]*unit, error) {
 	return units, err
 }
 
+// splitJSONFixtures cuts a JSON stream into its values, and a List into its items, in one pass
+// (a `kubectl get -o json` dump of a large cluster is one List).
+func splitJSONFixtures(path string, data []byte) ([]*unit, error) {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true))
+	var units []*unit
+	for index := 1; ; index++ {
+		if dec.PeekKind() == 0 {
+			if _, err := dec.ReadToken(); errors.Is(err, io.EOF) {
+				return units, nil
+			}
+		}
+		where := fmt.Sprintf("%s: document %d", path, index)
+		start := int(dec.InputOffset())
+		h, items, err := scanObject(dec, data, false)
+		if err != nil {
+			// The place of the next value is lost: the stream ends here.
+			return units, fmt.Errorf("%s: %w", where, err)
+		}
+		if !isList(h.Kind) {
+			end := int(dec.InputOffset())
+			units = append(units, &unit{where: where, js: bytes.TrimSpace(data[start:end])})
+			continue
+		}
+		for i, it := range items {
+			units = append(units, &unit{where: fmt.Sprintf("%s: items[%d]", where, i), js: it})
+		}
+	}
+}
+
+// isJSON reports whether a file is JSON rather than YAML: its first byte is '{'.
+func isJSON(data []byte) bool {
+	t := bytes.TrimLeft(data, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
+}
+
 // listItems is a document to decode, or the items of the List it is, each its own unit so that
 // a large List is decoded on every core.
 func listItems(where string, js []byte) []*unit {
-	h, err := readHeader(js)
-	if err != nil || !strings.HasSuffix(h.Kind, "List") {
+	h, items, err := scanHeader(js)
+	switch {
+	case err != nil && isList(h.Kind):
+		return []*unit{{where: where, err: err}}
+	case err != nil || !isList(h.Kind):
 		return []*unit{{where: where, js: js}} // decodeFixture reports what is wrong
 	}
-	var l listDoc
-	if err := decodeStrict(js, &l, ""); err != nil {
-		return []*unit{{where: where, err: fmt.Errorf("%s: %w", h.Kind, err)}}
-	}
-	units := make([]*unit, len(l.Items))
-	for i, it := range l.Items {
+	units := make([]*unit, len(items))
+	for i, it := range items {
 		units[i] = &unit{where: fmt.Sprintf("%s: items[%d]", where, i), js: it}
 	}
 	return units
-}
-
-// listDoc is a List: `kubectl get -o yaml` writes kind List, typed lists name their kind.
-type listDoc struct {
-	APIVersion string           `json:"apiVersion"`
-	Kind       string           `json:"kind"`
-	Metadata   jsontext.Value   `json:"metadata,omitzero"`
-	Items      []jsontext.Value `json:"items"`
 }
 
 // decodeFixture decodes one value into its objects: one object, the items of a List, or none
@@ -210,20 +266,16 @@ func decodeFixture(js []byte) ([]metav1.Object, error) {
 	if absent(js) {
 		return nil, nil
 	}
-	h, err := readHeader(js)
+	h, items, err := scanHeader(js)
 	if err != nil {
 		return nil, fmt.Errorf("reading apiVersion and kind: %w", fieldError(err, ""))
 	}
-	if strings.HasSuffix(h.Kind, "List") {
-		var l listDoc
-		if err := decodeStrict(js, &l, ""); err != nil {
-			return nil, fmt.Errorf("%s: %w", h.Kind, err)
-		}
+	if isList(h.Kind) {
 		var (
 			objs []metav1.Object
 			errs []error
 		)
-		for i, it := range l.Items {
+		for i, it := range items {
 			got, err := decodeFixture(it)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("items[%d]: %w", i, err))

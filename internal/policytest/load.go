@@ -197,12 +197,19 @@ func loadSuite(path string, d document, where string) (*Suite, []error) {
 			errs = append(errs, fmt.Errorf("%s.name: %q is also the name of cases[%d]", at, c.Name, j))
 		}
 		names[c.Name] = i
-		kase, err := compileCase(c, at, resolveIn)
-		if err != nil {
-			errs = append(errs, err)
+	}
+	// Cases are checked and resolved on every core; their errors are reported in order.
+	cases := make([]*Case, len(doc.Cases))
+	caseErrs := make([]error, len(doc.Cases))
+	parallel(len(doc.Cases), func(i int) {
+		cases[i], caseErrs[i] = compileCase(doc.Cases[i], fmt.Sprintf("cases[%d]", i), resolveIn)
+	})
+	for i := range cases {
+		if caseErrs[i] != nil {
+			errs = append(errs, caseErrs[i])
 			continue
 		}
-		s.Cases = append(s.Cases, kase)
+		s.Cases = append(s.Cases, cases[i])
 	}
 	if len(errs) > 0 {
 		return nil, errs
