@@ -262,6 +262,15 @@ func refOf(obj metav1.Object) objectRef {
 	return objectRef{kind: string(kindOf(obj)), namespace: obj.GetNamespace(), name: obj.GetName()}
 }
 
+// Resolve is the write in the state fx holds (a sequential suite's write is resolved when it
+// runs, in the state the writes before it made); a write already resolved is returned as it is.
+func (w *Write) Resolve(fx *Fixtures) (*Write, error) {
+	if w.resolved {
+		return w, nil
+	}
+	return w.resolve(fx)
+}
+
 // resolve is the write in a state of the fixtures: its old object found (an inline one, or the
 // fixture it names), its object made (inline, or the patch applied to the old object), then what
 // the apiserver does before its mutating webhooks are called (admissionPlugins). The write
@@ -367,6 +376,20 @@ func defaultClass(classes []*storagev1.StorageClass) string {
 	return best.Name
 }
 
+// withType fills in the apiVersion and kind of an object that lacks them (one read through a
+// typed client), as the apiserver sends every object to webhooks.
+func withType(obj metav1.Object) metav1.Object {
+	switch o := obj.(type) {
+	case *corev1.PersistentVolume:
+		o.APIVersion, o.Kind = "v1", "PersistentVolume"
+	case *corev1.PersistentVolumeClaim:
+		o.APIVersion, o.Kind = "v1", "PersistentVolumeClaim"
+	case *storagev1.StorageClass:
+		o.APIVersion, o.Kind = "storage.k8s.io/v1", "StorageClass"
+	}
+	return obj
+}
+
 func deepCopy(obj metav1.Object) metav1.Object {
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
@@ -470,7 +493,7 @@ func parseRef(ref, defaultKind string) (objectRef, error) {
 // lookup finds the fixture a reference names, as a copy.
 func lookup(fx *Fixtures, r objectRef) (metav1.Object, error) {
 	if obj, ok := fx.index()[r]; ok {
-		return deepCopy(obj), nil
+		return withType(deepCopy(obj)), nil
 	}
 	return nil, fmt.Errorf("there is no fixture %s", r)
 }

@@ -33,7 +33,12 @@ type Suite struct {
 	Sequential bool
 
 	initial *world
+	config  []byte // the policy config as written (nil: the default config)
 }
+
+// PolicyConfig is the policy config under test as `pvguard serve --config` reads it: the file's
+// content, or the inline config as JSON; nil for the default config.
+func (s *Suite) PolicyConfig() []byte { return s.config }
 
 // Where names the suite in messages: its file, and its document when the file holds several.
 func (s *Suite) Where() string {
@@ -165,7 +170,7 @@ func loadSuite(path string, d document, where string) (*Suite, []error) {
 	dir := filepath.Dir(path)
 	s := &Suite{File: path, Index: d.index, Name: doc.Metadata.Name, Sequential: doc.Sequential}
 	var errs []error
-	if s.Engines, err = loadEngine(dir, doc); err != nil {
+	if s.Engines, s.config, err = loadEngine(dir, doc); err != nil {
 		errs = append(errs, err)
 	}
 	if doc.Now != "" {
@@ -226,11 +231,11 @@ func (e asIs) Unwrap() error { return e.error }
 // loadEngine loads the policy under test as `pvguard serve` does: --config through
 // webhook.LoadConfigFile, which parses it with policy.ParseConfig; no config, the default engine.
 // An inline config is parsed by the same function.
-func loadEngine(dir string, doc suiteDoc) (webhook.EngineSource, error) {
+func loadEngine(dir string, doc suiteDoc) (webhook.EngineSource, []byte, error) {
 	inline := !absent(doc.Config)
 	switch {
 	case doc.ConfigFile != "" && inline:
-		return nil, errors.New("configFile and config: give the policy config one way, not both")
+		return nil, nil, errors.New("configFile and config: give the policy config one way, not both")
 	case doc.ConfigFile != "":
 		path := doc.ConfigFile
 		if !filepath.IsAbs(path) {
@@ -238,15 +243,16 @@ func loadEngine(dir string, doc suiteDoc) (webhook.EngineSource, error) {
 		}
 		cf, err := webhook.LoadConfigFile(path, nil, logr.Discard())
 		if err != nil {
-			return nil, fmt.Errorf("configFile: %w", err)
+			return nil, nil, fmt.Errorf("configFile: %w", err)
 		}
-		return cf, nil
+		data, err := os.ReadFile(path)
+		return cf, data, err
 	case inline:
 		cfg, err := policy.ParseConfig(doc.Config)
 		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			return nil, nil, fmt.Errorf("config: %w", err)
 		}
-		return webhook.StaticEngine{E: policy.NewEngine(cfg)}, nil
+		return webhook.StaticEngine{E: policy.NewEngine(cfg)}, doc.Config, nil
 	}
-	return webhook.StaticEngine{E: policy.NewEngine(nil)}, nil
+	return webhook.StaticEngine{E: policy.NewEngine(nil)}, nil, nil
 }
