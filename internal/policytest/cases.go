@@ -455,15 +455,6 @@ func kindOf(obj metav1.Object) policy.Kind {
 	return policy.KindStorageClass
 }
 
-// kindOfRaw is the kind a raw object states, "" when none is given.
-func kindOfRaw(js []byte) string {
-	if absent(js) {
-		return ""
-	}
-	h, _ := readHeader(js)
-	return h.Kind
-}
-
 // parseRef reads a reference to a volume, claim or class: Kind/[namespace/]name, or
 // [namespace/]name of defaultKind.
 func parseRef(ref, defaultKind string) (objectRef, error) {

@@ -247,8 +247,7 @@ func absent(v jsontext.Value) bool {
 
 // header is a document's apiVersion and kind.
 type header struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
+	APIVersion, Kind string
 }
 
 // readHeader reads a document's apiVersion and kind, whatever else it holds.
