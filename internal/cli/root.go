@@ -57,7 +57,7 @@ func NewRootCommandFor(argv0 string) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
 	logger := func(w io.Writer) logr.Logger { return NewLogger(w, verbose) }
-	root.AddCommand(newServeCommand(logger), newAuditCommand(), newExplainCommand(), newCertsCommand(), newAdmissionPoliciesCommand(), newVersionCommand())
+	root.AddCommand(newServeCommand(logger), newAuditCommand(), newExplainCommand(), newTestCommand(), newCertsCommand(), newAdmissionPoliciesCommand(), newVersionCommand())
 	return root
 }
 

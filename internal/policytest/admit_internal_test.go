@@ -1,0 +1,72 @@
+package policytest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// loadOne loads a suite file written from text.
+func loadOne(t *testing.T, text string) *Suite {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	suites, errs := Load([]string{path})
+	if len(errs) > 0 || len(suites) != 1 {
+		t.Fatalf("suites %d, errors %v", len(suites), errs)
+	}
+	return suites[0]
+}
+
+const twoObjects = `
+apiVersion: pvguard.io/v1alpha1
+kind: PolicyTest
+fixtures:
+  objects:
+  - apiVersion: v1
+    kind: PersistentVolumeClaim
+    metadata: {namespace: team-a, name: data, uid: uid-data}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}, storageClassName: ""}
+    status: {phase: Pending}
+  - apiVersion: v1
+    kind: PersistentVolume
+    metadata: {name: pv-1}
+    spec: {accessModes: [ReadWriteOnce], capacity: {storage: 1Gi}, hostPath: {path: /pv-1}}
+    status: {phase: Available}
+cases:
+- name: pre-bind, without the claimRef's kind and apiVersion
+  write:
+    operation: UPDATE
+    user: admin
+    oldFixture: PersistentVolume/pv-1
+    patch: {spec: {claimRef: {namespace: team-a, name: data}}, status: {phase: Bound}}
+  expect: {allowed: true}
+`
+
+// TestMutatingWebhookRuns: a volume's claimRef without kind and apiVersion reaches the
+// validating webhook, and the store, with what pvguard's mutating webhook fills in; the status an
+// update of the main resource carries is the stored one, as the apiserver keeps it.
+func TestMutatingWebhookRuns(t *testing.T) {
+	s := loadOne(t, twoObjects)
+	w := s.Cases[0].Write
+	v, stored := s.initial.admit(context.Background(), w)
+	if v.String() != "allowed" {
+		t.Fatalf("verdict %s", v)
+	}
+	var pv corev1.PersistentVolume
+	if err := json.Unmarshal(stored, &pv); err != nil {
+		t.Fatal(err)
+	}
+	if ref := pv.Spec.ClaimRef; ref == nil || ref.Kind != "PersistentVolumeClaim" || ref.APIVersion != "v1" {
+		t.Errorf("claimRef %+v: the mutating webhook's patch was not applied", pv.Spec.ClaimRef)
+	}
+	if pv.Status.Phase != corev1.VolumeAvailable {
+		t.Errorf("phase %s: an update of the main resource keeps the stored status", pv.Status.Phase)
+	}
+}
