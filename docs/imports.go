@@ -1,0 +1,123 @@
+package docs
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+)
+
+// importsFence opens, in development.md, the block that declares which of the module's packages
+// each package may import.
+const importsFence = "```imports"
+
+// ImportRules are the declared arrows: for each pattern (a package path relative to the module,
+// or a prefix ending in "/..."), the packages it may import ("*" for any).
+type ImportRules map[string][]string
+
+// ReadImportRules reads the declared import graph from development.md: a fenced block opened by
+// ```imports, one line per package, "package: allowed allowed ...", blank lines and lines
+// starting with # ignored.
+func ReadImportRules(pages fs.FS) (ImportRules, error) {
+	data, err := fs.ReadFile(pages, "development.md")
+	if err != nil {
+		return nil, err
+	}
+	text := string(data)
+	start := strings.Index(text, importsFence+"\n")
+	if start < 0 {
+		return nil, fmt.Errorf("development.md has no %s block", importsFence)
+	}
+	body := text[start+len(importsFence)+1:]
+	end := strings.Index(body, "```")
+	if end < 0 {
+		return nil, fmt.Errorf("development.md: the %s block is not closed", importsFence)
+	}
+	rules := ImportRules{}
+	sc := bufio.NewScanner(strings.NewReader(body[:end]))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		pkg, allowed, ok := strings.Cut(line, ":")
+		if !ok {
+			return nil, fmt.Errorf("development.md: line %d of the %s block has no ':': %q", n, importsFence, line)
+		}
+		pkg = strings.TrimSpace(pkg)
+		if _, dup := rules[pkg]; dup {
+			return nil, fmt.Errorf("development.md: %s is declared twice in the %s block", pkg, importsFence)
+		}
+		rules[pkg] = strings.Fields(allowed)
+	}
+	return rules, nil
+}
+
+// rulesFor returns the declared entry for pkg: its own line, or the longest "prefix/..." pattern
+// that covers it.
+func (r ImportRules) rulesFor(pkg string) ([]string, bool) {
+	if allowed, ok := r[pkg]; ok {
+		return allowed, true
+	}
+	best, found := "", false
+	for pattern := range r {
+		prefix, ok := strings.CutSuffix(pattern, "/...")
+		if ok && (pkg == prefix || strings.HasPrefix(pkg, prefix+"/")) && len(prefix) > len(best) {
+			best, found = prefix, true
+		}
+	}
+	if !found {
+		return nil, false
+	}
+	return r[best+"/..."], true
+}
+
+// allows reports whether an allowed entry admits the imported package.
+func allows(allowed []string, imported string) bool {
+	for _, a := range allowed {
+		if a == "*" || a == imported {
+			return true
+		}
+		if prefix, ok := strings.CutSuffix(a, "/..."); ok && (imported == prefix || strings.HasPrefix(imported, prefix+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckImports lists where the module's packages disagree with the declared graph. imports maps
+// each package (relative to the module) to the module packages it imports, test files excluded.
+// A package with no declared line, and an arrow the declaration does not allow, are errors.
+func CheckImports(rules ImportRules, imports map[string][]string) []error {
+	var errs []error
+	pkgs := make([]string, 0, len(imports))
+	for p := range imports {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+	for _, p := range pkgs {
+		allowed, ok := rules.rulesFor(p)
+		if !ok {
+			errs = append(errs, fmt.Errorf("package %s has no line in development.md's %s block", p, importsFence))
+			continue
+		}
+		for _, imported := range imports[p] {
+			if !allows(allowed, imported) {
+				errs = append(errs, fmt.Errorf("%s imports %s, which development.md's %s block does not allow (allowed: %s)",
+					p, imported, importsFence, strings.Join(allowed, " ")))
+			}
+		}
+	}
+	return errs
+}
+
+// Relative strips the module path from an import path; ok is false for a package outside it.
+func Relative(module, importPath string) (string, bool) {
+	if importPath == module {
+		return ".", true
+	}
+	rel, ok := strings.CutPrefix(importPath, module+"/")
+	return path.Clean(rel), ok
+}

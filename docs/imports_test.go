@@ -1,0 +1,96 @@
+package docs
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+const module = "github.com/pvguard/pvguard"
+
+// moduleImports lists, with go list, the module packages each of the module's packages imports
+// (test files excluded).
+func moduleImports(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, ok := Relative(module, fields[0])
+		if !ok {
+			continue
+		}
+		imports[pkg] = nil
+		for _, imp := range fields[1:] {
+			if rel, ok := Relative(module, imp); ok {
+				imports[pkg] = append(imports[pkg], rel)
+			}
+		}
+	}
+	return imports
+}
+
+// TestImportGraphIsTheDeclaredOne: every package of the module imports only what
+// development.md's import graph allows it, so the graph stays one-way.
+func TestImportGraphIsTheDeclaredOne(t *testing.T) {
+	rules, err := ReadImportRules(Pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports := moduleImports(t)
+	if len(imports) < 10 {
+		t.Fatalf("go list found %d packages; the module has more", len(imports))
+	}
+	for _, err := range CheckImports(rules, imports) {
+		t.Error(err)
+	}
+}
+
+// TestCheckImportsFindsNewArrows: an arrow the declaration does not allow, and a package it does
+// not declare, are reported; patterns and "*" admit what they name.
+func TestCheckImportsFindsNewArrows(t *testing.T) {
+	const doc = "# Developing\n\n```imports\n# leaves first\nstorage:\npolicy: storage\nbinder: policy storage\n" +
+		"internal/...: policy internal/...\ntest/...: *\n```\n"
+	rules, err := ReadImportRules(fstest.MapFS{"development.md": {Data: []byte(doc)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		imports map[string][]string
+		want    []string
+	}{
+		{name: "as declared", imports: map[string][]string{
+			"storage": nil, "policy": {"storage"}, "binder": {"policy", "storage"},
+			"internal/web": {"policy", "internal/access"}, "test/e2e": {"binder", "internal/web"}}},
+		{name: "a cycle", imports: map[string][]string{"storage": {"policy"}, "policy": {"storage"}},
+			want: []string{"storage imports policy"}},
+		{name: "a new arrow", imports: map[string][]string{"policy": {"binder"}},
+			want: []string{"policy imports binder"}},
+		{name: "an undeclared package", imports: map[string][]string{"explain": {"policy"}},
+			want: []string{"package explain has no line"}},
+		{name: "a pattern", imports: map[string][]string{"internal/web": {"binder"}},
+			want: []string{"internal/web imports binder"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := CheckImports(rules, tc.imports)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("errors %v, want %d", errs, len(tc.want))
+			}
+			for i, err := range errs {
+				if !strings.Contains(err.Error(), tc.want[i]) {
+					t.Errorf("error %q, want one containing %q", err, tc.want[i])
+				}
+			}
+		})
+	}
+	for _, bad := range []string{"# x\n", "```imports\npolicy storage\n```\n", "```imports\na:\na:\n```\n", "```imports\na:\n"} {
+		if _, err := ReadImportRules(fstest.MapFS{"development.md": {Data: []byte(bad)}}); err == nil {
+			t.Errorf("ReadImportRules(%q) = nil error", bad)
+		}
+	}
+}
