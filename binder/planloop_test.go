@@ -16,8 +16,8 @@ import (
 
 // TestPlansDoNotWaitBehindBinds: a plan gives many claims volumes and enqueues them all; their
 // binds are slow (the client's rate limit, in a cluster). A plan asked for meanwhile must still
-// run: when plans shared the claims' queue, the next plan waited behind every queued bind, which
-// at 10,000 claims was minutes without a plan (docs/benchmarks.md, "Scale").
+// run: in the claims' queue, the next plan would wait behind every queued bind (docs/benchmarks.md,
+// "Scale").
 func TestPlansDoNotWaitBehindBinds(t *testing.T) {
 	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
 	objs := []client.Object{fast}

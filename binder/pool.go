@@ -16,8 +16,8 @@ import (
 // from assignVolumeOrder): claim c's list is lists[listOf[c]]. The volumes are the pool's: no
 // claimRef, not being deleted.
 //
-// Asking the predicate about every pair is 50 M questions for 10,000 claims over 5,000 free
-// volumes, and the dense relation up to 200 MB. But the predicate reads little of either side,
+// Asking the predicate about every pair is claims × volumes questions, and the dense relation as
+// large. But the predicate reads little of either side,
 // and a pool's claims mostly ask alike: so claims of one kind (same demand, selector and node)
 // share one list, built once, and storage.Satisfies is asked once per demand and kind of volume.
 // Only what depends on the claim's uid (a bind in flight to one claim, pairs policy denied) is

@@ -2,11 +2,10 @@
 // its own objects, shared, never to be modified.
 //
 // controller-runtime's List with client.UnsafeDisableDeepCopy skips the deep copies but still
-// copies each object's top-level struct into the list's Items (apimeta.SetList): at 185,000
-// volumes and claims that is 95 MB allocated by every full audit and every binder plan, and the
-// first audit's list was most of the difference between pvguard's peak heap and its steady one
-// (docs/benchmarks.md, "Scale"). Read through the informer's store, a list costs a slice of
-// pointers.
+// copies each object's top-level struct into the list's Items (apimeta.SetList): every full
+// audit and every binder plan would allocate a copy of the whole cluster, which sets pvguard's
+// peak heap (docs/benchmarks.md, "Scale"). Read through the informer's store, a list costs a
+// slice of pointers.
 package cachelist
 
 import (

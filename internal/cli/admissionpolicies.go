@@ -33,7 +33,7 @@ hold while pvguard is down. The chart installs the same objects (admissionPolici
 With --static-dir, write them instead as files for kube-apiserver's manifest-based admission
 config (Kubernetes 1.37, ManifestBasedAdmissionControlConfig), named *.static.k8s.io, with an
 AdmissionConfiguration that loads them: the API cannot change or delete them, so the guards
-survive even the deletion of pvguard (docs/install.md, "Guards that survive pvguard").`,
+survive even the deletion of pvguard (docs/install.md, "Guards that survive the deletion of pvguard").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadPolicyConfig(configFile)

@@ -27,8 +27,8 @@ import (
 // TestReviewsDoNotWaitForBinderWrites: while the binder has more writes queued than its
 // --kube-api-qps allows (40 pairs at 1 request/s, so its 8 workers wait on the token bucket),
 // a review that must read a volume live (a claim naming a volume the cache has not seen) is
-// still answered at once, well inside the apiserver's webhook timeout (5 s in the chart). In
-// the binder's bucket that read would queue behind the workers' writes, about 8 s.
+// still answered at once, well inside the apiserver's webhook timeout (2 s in the chart). In
+// the binder's bucket that read would queue behind the workers' writes.
 func TestReviewsDoNotWaitForBinderWrites(t *testing.T) {
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
