@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/storage"
 )
@@ -50,15 +51,16 @@ func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace
 // (cachelist), neither deep copies nor struct copies (an explanation never modifies its input);
 // from a live client, what it lists.
 func readCluster(ctx context.Context, c client.Reader) (Input, error) {
-	var in Input
-	var err error
-	if in.Volumes, err = cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{}); err != nil {
+	volumes, err := cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{})
+	if err != nil {
 		return Input{}, fmt.Errorf("listing volumes: %w", err)
 	}
-	if in.Claims, err = cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err != nil {
+	claims, err := cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{})
+	if err != nil {
 		return Input{}, fmt.Errorf("listing claims: %w", err)
 	}
-	if in.Classes, err = cachelist.List(ctx, c, &storagev1.StorageClass{}, &storagev1.StorageClassList{}); err != nil {
+	classes, err := cachelist.List(ctx, c, &storagev1.StorageClass{}, &storagev1.StorageClassList{})
+	if err != nil {
 		return Input{}, fmt.Errorf("listing storage classes: %w", err)
 	}
 	node := &metav1.PartialObjectMetadata{}
@@ -69,10 +71,11 @@ func readCluster(ctx context.Context, c client.Reader) (Input, error) {
 	if err != nil {
 		return Input{}, fmt.Errorf("listing nodes: %w", err)
 	}
+	var names []*corev1.Node
 	for _, n := range meta {
-		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: n.ObjectMeta})
+		names = append(names, &corev1.Node{ObjectMeta: n.ObjectMeta})
 	}
-	return in, nil
+	return Input{State: clusterstate.New(claims, volumes, classes, names)}, nil
 }
 
 // ReadProvisionerLeases adds to in the Leases that the provisioner of the claim
@@ -83,13 +86,11 @@ func readCluster(ctx context.Context, c client.Reader) (Input, error) {
 // says nothing about the provisioner.
 func ReadProvisionerLeases(ctx context.Context, r client.Reader, in *Input, namespace, name string) error {
 	class := ""
-	for _, c := range in.Claims {
-		if c.Namespace == namespace && c.Name == name {
-			class = storage.ClaimClass(c)
-		}
+	if c, _ := in.state().PersistentVolumeClaim(namespace, name); c != nil {
+		class = storage.ClaimClass(c)
 	}
 	provisioner := ""
-	for _, sc := range in.Classes {
+	for _, sc := range in.state().Classes() {
 		if class != "" && sc.Name == class {
 			provisioner = sc.Provisioner
 		}

@@ -340,14 +340,14 @@ func loadInput(o ExplainOptions, rc *rest.Config, namespace, claim string, errOu
 			return explain.Input{}, err
 		}
 	} else {
-		snap, _, readErrs := manifests.Load(o.Files)
+		state, _, readErrs := manifests.Load(o.Files)
 		for _, e := range readErrs {
 			fmt.Fprintln(errOut, "pvguard explain:", e)
 		}
 		if len(readErrs) > 0 {
 			return explain.Input{}, badInput("%d document(s) could not be read", len(readErrs))
 		}
-		in = explain.Input{Claims: snap.Claims(), Volumes: snap.Volumes(), Classes: snap.Classes(), Nodes: snap.Nodes()}
+		in = explain.Input{State: state}
 	}
 	in.Policy, in.Identity = policy.NewEngine(cfg), identity
 	return in, nil
