@@ -104,7 +104,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	var (
 		findings []policy.Finding
 		page     web.Page            // the dashboard's bindings and pending claims, read live
-		snap     *clusterstate.State // the manifests read, for the dashboard's bindings and pending claims
+		st       *clusterstate.State // the manifests read, for the dashboard's bindings and pending claims
 		objects  int
 		readErrs []error
 		// ruleErrs are the rules that could not judge an object; the other rules' findings on
@@ -117,7 +117,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 			return err
 		}
 	} else {
-		snap, objects, readErrs = manifests.Load(o.Files)
+		st, objects, readErrs = manifests.Load(o.Files)
 		for _, e := range readErrs {
 			fmt.Fprintln(errOut, "pvguard audit:", e)
 		}
@@ -125,7 +125,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 			fmt.Fprintf(errOut, "pvguard audit: auditing %d objects\n", objects)
 		}
 		var err error
-		findings, err = policy.NewEngine(cfg).Audit(snap, now(), progressTo(errOut))
+		findings, err = policy.NewEngine(cfg).Audit(st, now(), progressTo(errOut))
 		if ruleErrs, err = policy.SplitRuleErrors(err); err != nil {
 			return err
 		}
@@ -150,9 +150,9 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		if o.Kubeconfig != "" {
 			report.Time = now()
 		}
-		if snap != nil {
-			// Only the dashboard shows them: 10% of an audit of 100k objects.
-			page.Bindings, page.Pending = audit.BindingsOf(snap), audit.PendingOf(snap)
+		if st != nil {
+			// Only the dashboard shows them: the other outputs skip the pass over every volume and claim.
+			page.Bindings, page.Pending = audit.BindingsOf(st), audit.PendingOf(st)
 		}
 		// A file has no explain pages beside it: its pending claims link nowhere.
 		page.Report, page.ExplainLinks = report, false

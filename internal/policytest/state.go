@@ -10,7 +10,7 @@ import (
 
 // state is the fixtures as the engine takes them: the one place that knows which type holds the
 // cluster's objects for the rules, the audit and the explanations. Everything else reads it
-// through view, snapshot and explainInput.
+// through view, cluster and explainInput.
 type state struct {
 	cluster *clusterstate.State
 	view    policy.View

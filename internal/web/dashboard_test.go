@@ -68,12 +68,12 @@ func TestDashboard(t *testing.T) {
 // bind-completed is not done binding); a file (`pvguard audit -o html`) lists them without links,
 // since no explain pages sit beside it.
 func TestRenderDashboardPending(t *testing.T) {
-	snap := clusterstate.New([]*corev1.PersistentVolumeClaim{
+	st := clusterstate.New([]*corev1.PersistentVolumeClaim{
 		testobj.PVC("team-b", "wait", testobj.ClaimClass("fast"), testobj.Request("5Gi")),
 		testobj.PVC("team-a", "db", testobj.ClaimBoundTo("pv-db")),
 		testobj.PVC("team-a", "half", testobj.ClaimPhase(corev1.ClaimBound)),
 	}, nil, nil, nil)
-	pending := audit.PendingOf(snap)
+	pending := audit.PendingOf(st)
 	if len(pending) != 2 || pending[0].Name != "half" || pending[1] != (audit.PendingClaim{Namespace: "team-b", Name: "wait", Class: "fast", Request: "5Gi"}) {
 		t.Fatalf("pending %+v, want team-a/half and team-b/wait", pending)
 	}
