@@ -20,8 +20,8 @@ import (
 	"github.com/pvguard/pvguard/storage"
 )
 
-// Options configure a Runner.
-type Options struct {
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
 	// Interval between full audits (default one minute).
 	Interval time.Duration
 	// Cache lists the objects; Live confirms an absence before it is reported.
@@ -48,7 +48,7 @@ type judged struct {
 // objects that changed, with their neighbours (a claim and the volumes that name it or that it
 // names), as the informers report them.
 type Runner struct {
-	o       Options
+	o       RunnerOptions
 	wake    chan struct{}
 	updated chan struct{}
 
@@ -71,7 +71,7 @@ type Runner struct {
 }
 
 // NewRunner builds a Runner; Start runs it.
-func NewRunner(o Options) *Runner {
+func NewRunner(o RunnerOptions) *Runner {
 	if o.Interval <= 0 {
 		o.Interval = time.Minute
 	}

@@ -24,8 +24,8 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// AuditOptions are the flags of `pvguard audit`.
-type AuditOptions struct {
+// AuditFlags are the flags of `pvguard audit`.
+type AuditFlags struct {
 	Files []string
 	// Kubeconfig audits a live cluster instead of files.
 	Kubeconfig string
@@ -51,7 +51,7 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Msg }
 
 func newAuditCommand() *cobra.Command {
-	o := AuditOptions{Output: "table", Now: time.Now}
+	o := AuditFlags{Output: "table", Now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "audit -f FILE|DIR ...",
 		Short: "Audit manifests against the rule catalogue (offline; no cluster needed)",
@@ -74,7 +74,7 @@ func newAuditCommand() *cobra.Command {
 
 // RunAudit audits the manifests named in o and writes the report to out; problems reading
 // documents go to errOut. The returned error is an *ExitError when the exit code matters.
-func RunAudit(o AuditOptions, out, errOut io.Writer) error {
+func RunAudit(o AuditFlags, out, errOut io.Writer) error {
 	if (len(o.Files) == 0) == (o.Kubeconfig == "") {
 		return errors.New("give either manifests with -f FILE|DIR or a cluster with --kubeconfig")
 	}
@@ -187,7 +187,7 @@ func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, e
 	}
 	fmt.Fprintf(errOut, "pvguard audit: reading volumes, claims, classes and nodes from %s\n", rc.Host)
 	engine := policy.NewEngine(cfg)
-	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
 		Log: logr.Discard(), Now: now, Progress: progressTo(errOut)})
 	// The runner publishes what it found even when some rules could not judge an object.
 	ruleErrs, err := policy.SplitRuleErrors(r.RunOnce(context.Background()))

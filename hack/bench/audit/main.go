@@ -181,7 +181,7 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 		}
 	case "offline":
 		run = func() (int, error) {
-			err := cli.RunAudit(cli.AuditOptions{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
+			err := cli.RunAudit(cli.AuditFlags{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
 			return gen.InventoryFindings(n), err
 		}
 	case "load":

@@ -99,7 +99,7 @@ func main() {
 
 		runtime.GC()
 		t3 := time.Now()
-		err := cli.RunTest(context.Background(), cli.TestOptions{Paths: []string{dir}, Output: "text"}, io.Discard, os.Stderr)
+		err := cli.RunTest(context.Background(), cli.TestFlags{Paths: []string{dir}, Output: "text"}, io.Discard, os.Stderr)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func main() {
 
 		runtime.GC()
 		t4 := time.Now()
-		err = cli.RunAudit(cli.AuditOptions{Files: []string{filepath.Join(dir, "fixtures.json")}, Output: "json",
+		err = cli.RunAudit(cli.AuditFlags{Files: []string{filepath.Join(dir, "fixtures.json")}, Output: "json",
 			Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
 		if err != nil {
 			log.Fatal(err)
