@@ -3,8 +3,8 @@
 // finding confirmed with a live read (which findings, and how, each rule declares:
 // policy.Rule.ConfirmLive), and keeps the latest Report, with the dashboard's rows of bindings and
 // pending claims, for the server's report and dashboard (internal/web) and for metrics. The rules,
-// and the audit of a snapshot that `pvguard audit` runs too, are package policy's; this package
-// only gathers the objects, gives the policy a live view, and publishes results: the Report format
-// (shared with `pvguard audit -o json|yaml`) and the openreports.io objects Writer keeps in the
-// cluster. It serves nothing itself.
+// and the audit of a cluster state that `pvguard audit` runs too, are package policy's; this
+// package only gathers the objects (clusterstate.Read), gives the policy a live view, and
+// publishes results: the Report format (shared with `pvguard audit -o json|yaml`) and the
+// openreports.io objects Writer keeps in the cluster. It serves nothing itself.
 package audit

@@ -13,7 +13,7 @@ import (
 
 // The rows of the dashboard's tables beside the findings: each volume with the claim it points
 // at, and the claims not bound. The runner keeps them per object as it audits (Runner.Bindings,
-// Runner.Pending); BindingsOf and PendingOf make them of a snapshot (`pvguard audit -o html`).
+// Runner.Pending); BindingsOf and PendingOf make them of a cluster state (`pvguard audit -o html`).
 
 // Binding is one row of the dashboard's PV <-> PVC table.
 type Binding struct {
@@ -64,7 +64,7 @@ func pendingOf(c *corev1.PersistentVolumeClaim) (PendingClaim, bool) {
 	return p, true
 }
 
-// PendingOf lists the claims of a snapshot that are not bound, by namespace and name.
+// PendingOf lists the claims of a cluster state that are not bound, by namespace and name.
 func PendingOf(s *clusterstate.State) []PendingClaim {
 	var out []PendingClaim
 	for _, c := range s.Claims() {
@@ -81,7 +81,7 @@ func PendingOf(s *clusterstate.State) []PendingClaim {
 	return out
 }
 
-// BindingsOf lists every volume of a snapshot with the claim it points at, by volume name.
+// BindingsOf lists every volume of a cluster state with the claim it points at, by volume name.
 func BindingsOf(s *clusterstate.State) []Binding {
 	out := make([]Binding, 0, len(s.Volumes()))
 	for _, pv := range s.Volumes() {

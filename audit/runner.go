@@ -12,18 +12,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/clusterstate"
-	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 )
 
-// Options configure a Runner.
-type Options struct {
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
 	// Interval between full audits (default one minute).
 	Interval time.Duration
 	// Cache lists the objects; Live confirms an absence before it is reported.
@@ -50,7 +48,7 @@ type judged struct {
 // objects that changed, with their neighbours (a claim and the volumes that name it or that it
 // names), as the informers report them.
 type Runner struct {
-	o       Options
+	o       RunnerOptions
 	wake    chan struct{}
 	updated chan struct{}
 
@@ -73,7 +71,7 @@ type Runner struct {
 }
 
 // NewRunner builds a Runner; Start runs it.
-func NewRunner(o Options) *Runner {
+func NewRunner(o RunnerOptions) *Runner {
 	if o.Interval <= 0 {
 		o.Interval = time.Minute
 	}
@@ -265,12 +263,12 @@ func (r *Runner) RunPending(ctx context.Context) error {
 // findings that report an object as gone confirmed live.
 func (r *Runner) RunOnce(ctx context.Context) error {
 	start := time.Now()
-	snap, err := r.snapshot(ctx)
+	st, err := r.state(ctx)
 	if err != nil {
 		return err
 	}
-	// The state's one index serves the audit and the bindings (about 50 MB at 185,000 objects).
-	each, err := r.o.Engine().AuditEach(snap, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.live(ctx)})
+	// The state's one index serves the audit and the bindings.
+	each, err := r.o.Engine().AuditEach(st, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.live(ctx)})
 	if err != nil {
 		return err
 	}
@@ -280,7 +278,7 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 		if _, err := policy.SplitRuleErrors(oa.Err); err != nil {
 			return err
 		}
-		k, j, err := record(oa.Object, oa.Findings, snap)
+		k, j, err := record(oa.Object, oa.Findings, st)
 		if err != nil {
 			return err
 		}
@@ -495,11 +493,11 @@ func (r *Runner) view(ctx context.Context) (policy.View, error) {
 	if r.o.View != nil {
 		return r.o.View(ctx), nil
 	}
-	snap, err := r.snapshot(ctx)
+	st, err := r.state(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return snap, nil
+	return st, nil
 }
 
 // live is the view findings are confirmed on: reads past the cache, so that an informer that
@@ -507,43 +505,11 @@ func (r *Runner) view(ctx context.Context) (policy.View, error) {
 // it, and what confirms them, each rule declares (policy.Rule.ConfirmLive).
 func (r *Runner) live(ctx context.Context) policy.View { return liveView{ctx: ctx, c: r.o.Live} }
 
-func (r *Runner) snapshot(ctx context.Context) (*clusterstate.State, error) {
-	s, err := ReadSnapshot(ctx, r.o.Cache)
+// state reads the cluster's state from the cache (clusterstate.Read).
+func (r *Runner) state(ctx context.Context) (*clusterstate.State, error) {
+	s, err := clusterstate.Read(ctx, r.o.Cache)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
 	}
 	return s, nil
-}
-
-// ReadSnapshot reads the state of the cluster from c: every volume, claim and class, and the
-// nodes' names and labels. From an informer cache, the cache's own objects (cachelist), neither
-// deep copies nor struct copies; the policy and the explanations never modify their inputs
-// (policy.FuzzAudit), and a copy of every object per full audit doubled the heap. From a live
-// client, what it lists.
-func ReadSnapshot(ctx context.Context, c client.Reader) (*clusterstate.State, error) {
-	volumes, err := cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{})
-	if err != nil {
-		return nil, fmt.Errorf("listing volumes: %w", err)
-	}
-	claims, err := cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{})
-	if err != nil {
-		return nil, fmt.Errorf("listing claims: %w", err)
-	}
-	classes, err := cachelist.List(ctx, c, &storagev1.StorageClass{}, &storagev1.StorageClassList{})
-	if err != nil {
-		return nil, fmt.Errorf("listing storage classes: %w", err)
-	}
-	node := &metav1.PartialObjectMetadata{}
-	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-	nodes := &metav1.PartialObjectMetadataList{}
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	meta, err := cachelist.List(ctx, c, node, nodes)
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	var names []*corev1.Node
-	for _, n := range meta {
-		names = append(names, &corev1.Node{ObjectMeta: n.ObjectMeta})
-	}
-	return clusterstate.New(claims, volumes, classes, names), nil
 }

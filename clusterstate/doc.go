@@ -4,6 +4,7 @@
 // objects, a directory of manifests, a test's objects) and never changes; its lookups are
 // answered from indexes that are built on first use and shared by concurrent readers.
 //
-// A State is a policy.View (structurally: this package imports only k8s.io packages), so the
-// rules read related objects from it as they read them from the webhook's cache.
+// A State is a policy.View (structurally: this package does not import policy), so the rules
+// read related objects from it as they read them from the webhook's cache. Read reads one from a
+// cluster, or from an informer cache without copying its objects.
 package clusterstate

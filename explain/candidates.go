@@ -94,9 +94,10 @@ type nodeTarget struct {
 // nodeTargets are the nodes the claim's volume must reach: the selected node, when the claim has
 // one (the planner judges against it); else the nodes of the pods that use the claim and are on
 // a node (scheduled, or placed with spec.nodeName), one pod named per node.
-func nodeTargets(c *corev1.PersistentVolumeClaim, pods []*corev1.Pod, nodes map[string]*corev1.Node, selected string, scheduled bool) []nodeTarget {
+func nodeTargets(c *corev1.PersistentVolumeClaim, pods []*corev1.Pod, s *clusterstate.State, selected string, scheduled bool) []nodeTarget {
 	if scheduled {
-		return []nodeTarget{{name: selected, node: nodes[selected]}}
+		n, _ := s.Node(selected)
+		return []nodeTarget{{name: selected, node: n}}
 	}
 	var out []nodeTarget
 	seen := map[string]bool{}
@@ -105,17 +106,18 @@ func nodeTargets(c *corev1.PersistentVolumeClaim, pods []*corev1.Pod, nodes map[
 			continue
 		}
 		seen[p.Spec.NodeName] = true
-		out = append(out, nodeTarget{name: p.Spec.NodeName, node: nodes[p.Spec.NodeName], pod: p.Name})
+		n, _ := s.Node(p.Spec.NodeName)
+		out = append(out, nodeTarget{name: p.Spec.NodeName, node: n, pod: p.Name})
 	}
 	return out
 }
 
-// candidates runs every check on every volume of the input for the claim, in the input's order,
+// candidates runs every check on every volume of the input for the claim, in the state's order,
 // and names the volumes whose pair with the claim policy denies (pairJudge).
 func candidates(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget) (rows []Candidate, denied []string) {
 	judge := newPairJudge(x.in)
-	for _, v := range x.in.Volumes {
-		row, deny := judge.judge(candidate(x.in, c, v, targets, x.claimByUID), v, c)
+	for _, v := range x.in.State.Volumes() {
+		row, deny := judge.judge(candidate(x, c, v, targets), v, c)
 		if deny {
 			denied = append(denied, v.Name)
 		}
@@ -125,11 +127,11 @@ func candidates(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget)
 }
 
 // withTakers names, on each row, the claim the binder's plan gives the volume to, when not to
-// the claim c.
-func withTakers(rows []Candidate, p pool, c types.UID, claimByUID map[types.UID]string) []Candidate {
+// the claim c; claimName names a claim by its uid.
+func withTakers(rows []Candidate, p pool, c types.UID, claimName func(types.UID) string) []Candidate {
 	for i := range rows {
 		if uid, ok := p.owner[rows[i].Volume]; ok && uid != c {
-			rows[i].TakenBy = claimByUID[uid]
+			rows[i].TakenBy = claimName(uid)
 		}
 	}
 	return rows
@@ -163,11 +165,17 @@ type pairJudge struct {
 	view policy.View
 }
 
+// newPairJudge is the judge of in's pairs (nil without a policy engine), against in.View or, when
+// it is nil, in.State, which must be set.
 func newPairJudge(in Input) *pairJudge {
 	if in.Policy == nil {
 		return nil
 	}
-	return &pairJudge{in: in, view: in.View}
+	view := in.View
+	if view == nil {
+		view = in.State
+	}
+	return &pairJudge{in: in, view: view}
 }
 
 // judgedAfter are the checks a pair must pass to be judged by policy: every pair check before
@@ -188,11 +196,6 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 		if judgedAfter[r.Check] && !r.Pass {
 			return row, false
 		}
-	}
-	if j.view == nil {
-		// Built on the first pair judged: indexing the whole input costs a tenth of a second
-		// at 100,000 objects, for nothing when no pair gets this far.
-		j.view = clusterstate.New(j.in.Claims, j.in.Volumes, j.in.Classes, j.in.Nodes)
 	}
 	denials, err := binder.BindDenials(j.in.Policy, j.in.Identity, j.view, v, c)
 	var value string
@@ -265,7 +268,7 @@ func shorten(s string, n int) string {
 }
 
 // candidate runs every check on one volume for the claim.
-func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, targets []nodeTarget, claims map[types.UID]string) Candidate {
+func candidate(x *index, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, targets []nodeTarget) Candidate {
 	row := Candidate{Volume: v.Name, Class: storage.VolumeClass(v)}
 	add := func(check Check, pass bool, value string) {
 		r := Result{Check: check, Pass: pass}
@@ -290,7 +293,7 @@ func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVo
 		add(CheckSelector, ok, fmt.Sprintf("labels do not match %s", sel))
 	}
 	add(nodeAffinity(v, targets))
-	avail := binder.VolumeAvailabilityFor(c, v, in.PendingFree)
+	avail := binder.VolumeAvailabilityFor(c, v, x.in.PendingFree)
 	phase := string(v.Status.Phase)
 	if phase == "" {
 		phase = "no phase"
@@ -317,13 +320,13 @@ func candidate(in Input, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVo
 		}
 	}
 	add(CheckClaimRef, avail != binder.VolumeClaimedElsewhere, refValue)
-	owner, reserved := in.InFlight.Reserved[v.Name]
-	who := claims[owner]
+	owner, reserved := x.in.InFlight.Reserved[v.Name]
+	who := x.claimName(owner)
 	if who == "" {
 		who = "uid " + string(owner)
 	}
 	add(CheckReserved, !reserved || owner == c.UID, "bind to "+who+" in flight")
-	at, denied := in.InFlight.DeniedAt(c.UID, v.Name)
+	at, denied := x.in.InFlight.DeniedAt(c.UID, v.Name)
 	add(CheckPolicy, !denied, "denied at "+at.UTC().Format(time.RFC3339))
 	row.Fits = len(row.Failed()) == 0
 	return row

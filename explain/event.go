@@ -15,8 +15,8 @@ import (
 const maxNoteLength = 1024
 
 // NoVolumeFits prepares, for the input the binder's plan read and the plan it made of it, the
-// binder's NoVolumeFits message for a claim (binder.Explainer). in.Claims must hold every claim
-// (the plan considers the pending ones itself), in.Nodes at least the nodes the explained claims'
+// binder's NoVolumeFits message for a claim (binder.Explainer). in.State must hold every claim
+// (the plan considers the pending ones itself), and at least the nodes the explained claims'
 // selected-node annotations name. The plan is not made again: it is binder.Plan(in), which is
 // what Claim computes from the same input.
 //
@@ -28,9 +28,7 @@ const maxNoteLength = 1024
 // the binder's own bind or a volume that does not exist yet gets none; nor does one some volume
 // fits (another claim's plan, or the scheduler, has it: the state changes soon).
 func NoVolumeFits(in binder.PlanInput, plan binder.PoolPlan) func(*corev1.PersistentVolumeClaim) (message string, ok bool) {
-	input := Input{Claims: in.State.Claims(), Volumes: in.State.Volumes(), Classes: in.State.Classes(), Nodes: in.State.Nodes(),
-		PendingFree: in.PendingFree, InFlight: in.InFlight}
-	x, p := indexInput(input), poolOf(plan)
+	x, p := indexInput(Input{State: in.State, PendingFree: in.PendingFree, InFlight: in.InFlight}), poolOf(plan)
 	return func(c *corev1.PersistentVolumeClaim) (string, bool) {
 		return noVolumeFits(explainClaim(x, p, c, true), c)
 	}

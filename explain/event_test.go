@@ -10,7 +10,6 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/pvguard/pvguard/binder"
-	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
@@ -19,8 +18,8 @@ import (
 // would make of it, as the binder does after each plan.
 func noVolumeFits(t *testing.T, in explain.Input) (string, bool) {
 	t.Helper()
-	pin := binder.PlanInput{State: clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes), PendingFree: in.PendingFree, InFlight: in.InFlight}
-	for _, c := range in.Claims {
+	pin := binder.PlanInput{State: in.State, PendingFree: in.PendingFree, InFlight: in.InFlight}
+	for _, c := range in.State.Claims() {
 		if c.Namespace == "ns" && c.Name == "c" {
 			return explain.NoVolumeFits(pin, binder.Plan(pin))(c)
 		}
@@ -112,11 +111,11 @@ func TestNoVolumeFits(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			in := explain.Input{
+			in := explain.Input{State: objects{
 				Claims:  append([]*corev1.PersistentVolumeClaim{tc.claim}, tc.others...),
 				Volumes: tc.volumes,
 				Classes: []*storagev1.StorageClass{local, lateLocal, fast},
-			}
+			}.state()}
 			msg, ok := noVolumeFits(t, in)
 			switch {
 			case tc.want == "" && ok:
@@ -143,8 +142,8 @@ func TestNoVolumeFitsNamesNoSecret(t *testing.T) {
 			Selector(map[string]string{"tier": "db"})),
 		PVC("ns", "c", ClaimVolumeMode(corev1.PersistentVolumeBlock), VolumeName("pv-1")),
 	} {
-		msg, ok := noVolumeFits(t, explain.Input{Claims: []*corev1.PersistentVolumeClaim{claim},
-			Volumes: []*corev1.PersistentVolume{available("pv-1", secretive)}})
+		msg, ok := noVolumeFits(t, explain.Input{State: objects{Claims: []*corev1.PersistentVolumeClaim{claim},
+			Volumes: []*corev1.PersistentVolume{available("pv-1", secretive)}}.state()})
 		if !ok {
 			t.Fatal("no NoVolumeFits")
 		}
@@ -156,10 +155,10 @@ func TestNoVolumeFitsNamesNoSecret(t *testing.T) {
 
 // TestNoVolumeFitsIsBounded: a selector too long for an event's note is cut, not refused.
 func TestNoVolumeFitsIsBounded(t *testing.T) {
-	msg, ok := noVolumeFits(t, explain.Input{
+	msg, ok := noVolumeFits(t, explain.Input{State: objects{
 		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", Selector(map[string]string{"k": strings.Repeat("é", 600)}))},
 		Volumes: []*corev1.PersistentVolume{available("pv-1")},
-	})
+	}.state()})
 	if !ok || len(msg) > 1024 || !strings.HasSuffix(msg, "...") || !utf8.ValidString(msg) {
 		t.Fatalf("NoVolumeFits (ok %v) of %d bytes: %q; want at most 1024, cut with ...", ok, len(msg), msg)
 	}
@@ -173,9 +172,9 @@ func TestNoVolumeFitsIsTheExplanation(t *testing.T) {
 	posted := 0
 	for round := 0; round < 200; round++ {
 		in := generate(rng)
-		pin := binder.PlanInput{State: clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes), InFlight: in.InFlight}
+		pin := binder.PlanInput{State: in.State, InFlight: in.InFlight}
 		why := explain.NoVolumeFits(pin, binder.Plan(pin))
-		for _, c := range in.Claims {
+		for _, c := range in.State.Claims() {
 			msg, ok := why(c)
 			if !ok {
 				continue

@@ -5,16 +5,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
 // A claim asks for more than the only volume of its class offers.
 func ExampleClaim() {
-	in := explain.Input{
-		Claims:  []*corev1.PersistentVolumeClaim{PVC("team-a", "data", Request("100Gi"))},
-		Volumes: []*corev1.PersistentVolume{PV("pv-7", Capacity("50Gi"), Phase(corev1.VolumeAvailable))},
-	}
+	claims := []*corev1.PersistentVolumeClaim{PVC("team-a", "data", Request("100Gi"))}
+	volumes := []*corev1.PersistentVolume{PV("pv-7", Capacity("50Gi"), Phase(corev1.VolumeAvailable))}
+	in := explain.Input{State: clusterstate.New(claims, volumes, nil, nil)}
 	e, err := explain.Claim(in, "team-a", "data")
 	if err != nil {
 		panic(err)

@@ -46,8 +46,8 @@ type Explanation struct {
 
 // Claim explains the claim namespace/name.
 func Claim(in Input, namespace, name string) (*Explanation, error) {
-	in.Claims = withUIDs(in.Claims)
-	c, err := findClaim(in.Claims, namespace, name)
+	in.State = withUIDs(in.state())
+	c, err := findClaim(in.State, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 // claims nothing else will give a volume.
 func explainClaim(x *index, p pool, c *corev1.PersistentVolumeClaim, onlyIfStuck bool) *Explanation {
 	s := subjectOf(c, x.classes)
-	targets := nodeTargets(c, x.in.Pods, x.nodes, s.selectedNode, s.scheduled)
+	targets := nodeTargets(c, x.in.Pods, x.in.State, s.selectedNode, s.scheduled)
 	st := decide(x, s, p.plan.Volumes[c.UID])
 	if onlyIfStuck && st.waitingFor != WaitingForNothing {
 		return explanation(s, st)
@@ -76,7 +76,7 @@ func explainClaim(x *index, p pool, c *corev1.PersistentVolumeClaim, onlyIfStuck
 		p = planPool(x, withDenials(x.in.InFlight, c.UID, denied))
 		st = decide(x, s, p.plan.Volumes[c.UID])
 	}
-	rows = sortCandidates(withTakers(rows, p, c.UID, x.claimByUID), s.className)
+	rows = sortCandidates(withTakers(rows, p, c.UID, x.claimName), s.className)
 	st = provisionerAsked(st, c, x.in.Events)
 	st, cons := consumersOf(st, s, x.in, targets)
 	running, st := provisionerRunning(st, x.in)

@@ -20,6 +20,18 @@ import (
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
+// objects are the objects of a test's cluster; state is their State, an explain.Input's.
+type objects struct {
+	Claims  []*corev1.PersistentVolumeClaim
+	Volumes []*corev1.PersistentVolume
+	Classes []*storagev1.StorageClass
+	Nodes   []*corev1.Node
+}
+
+func (o objects) state() *clusterstate.State {
+	return clusterstate.New(o.Claims, o.Volumes, o.Classes, o.Nodes)
+}
+
 func available(name string, mods ...PVMod) *corev1.PersistentVolume {
 	return PV(name, append([]PVMod{Phase(corev1.VolumeAvailable)}, mods...)...)
 }
@@ -41,74 +53,74 @@ func TestClaimState(t *testing.T) {
 		provisioner string
 	}{
 		"bound": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimBoundTo("pv-1"))},
 				Volumes: []*corev1.PersistentVolume{PV("pv-1", ClaimRef("ns", "c", "uid-ns-c"), Phase(corev1.VolumeBound))},
-			},
+			}.state()},
 			waitingFor: explain.WaitingForNothing, state: "bound to volume pv-1", verdict: "bound to pv-1",
 		},
 		"the binder takes a fitting volume": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
 				Volumes: []*corev1.PersistentVolume{available("pv-1")},
-			},
+			}.state()},
 			waitingFor: explain.WaitingForBinder, state: "bind it to volume pv-1", verdict: "the binder takes pv-1",
 		},
 		"no class and no volume": {
-			in:         explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}},
+			in:         explain.Input{State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}}.state()},
 			waitingFor: explain.WaitingForNothing, state: "no storage class is set", verdict: "no volumes to consider",
 		},
 		"first consumer": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
 				Volumes: []*corev1.PersistentVolume{available("pv-1", Class("local"))},
 				Classes: []*storagev1.StorageClass{local},
-			},
+			}.state()},
 			waitingFor: explain.WaitingForConsumer, state: "first consumer", verdict: "the scheduler may bind pv-1",
 		},
 		"selected node, provisioner": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("late"), ClaimMeta(Annotation("volume.kubernetes.io/selected-node", "n1")))},
 				Classes: []*storagev1.StorageClass{late},
-			},
+			}.state()},
 			waitingFor: explain.WaitingForProvisioner, provisioner: "csi.example.com", state: "csi.example.com to create a volume on node n1",
 		},
 		"immediate, provisioner": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"), Request("100Gi"))},
 				Volumes: []*corev1.PersistentVolume{available("pv-7", Class("fast"), Capacity("50Gi"))},
 				Classes: []*storagev1.StorageClass{fast},
-			},
+			}.state()},
 			waitingFor: explain.WaitingForProvisioner, provisioner: "csi.example.com",
 			state: "external provisioner csi.example.com", verdict: "pv-7 fits if the claim asks for at most 50Gi",
 		},
 		"missing class": {
-			in:         explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("gone"))}},
+			in:         explain.Input{State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("gone"))}}.state()},
 			waitingFor: explain.WaitingForNothing, state: `"gone" not found`,
 		},
 		"named volume missing": {
-			in:         explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", VolumeName("pv-9"))}},
+			in:         explain.Input{State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", VolumeName("pv-9"))}}.state()},
 			waitingFor: explain.WaitingForVolume, state: "pv-9",
 		},
 		"named volume too small": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", VolumeName("pv-1"), Request("5Gi"))},
 				Volumes: []*corev1.PersistentVolume{available("pv-0", Capacity("10Gi")), available("pv-1", Capacity("2Gi"))},
-			},
+			}.state()},
 			waitingFor: explain.WaitingForNothing, state: "VolumeMismatch", verdict: "names volume pv-1, which fits if the claim asks for at most 2Gi",
 		},
 		"every fitting volume taken": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "a", Request("2Gi")), PVC("ns", "c", Request("2Gi"))},
 				Volumes: []*corev1.PersistentVolume{available("pv-1", Capacity("2Gi"))},
-			},
+			}.state()},
 			waitingFor: explain.WaitingForNothing, verdict: "pv-1 to ns/a",
 		},
 		"pre-bound to another claim": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
 				Volumes: []*corev1.PersistentVolume{available("pv-1", ClaimRef("ns", "other", ""))},
-			},
+			}.state()},
 			waitingFor: explain.WaitingForNothing, verdict: "pv-1 fits if the volume is freed (it is pre-bound to ns/other)",
 		},
 	}
@@ -134,8 +146,10 @@ func TestClaimState(t *testing.T) {
 func TestClaimWaitingForTheProvisionerSince(t *testing.T) {
 	since := time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC)
 	in := explain.Input{
-		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"))},
-		Classes: []*storagev1.StorageClass{StorageClass("fast", "csi.example.com")},
+		State: objects{
+			Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"))},
+			Classes: []*storagev1.StorageClass{StorageClass("fast", "csi.example.com")},
+		}.state(),
 		Events: []*corev1.Event{{Reason: "ExternalProvisioning", FirstTimestamp: metav1.Time{Time: since},
 			LastTimestamp:  metav1.Time{Time: since.Add(time.Hour)},
 			InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "ns", Name: "c", UID: "uid-ns-c"}}},
@@ -164,6 +178,7 @@ func TestEachCheckFailsAlone(t *testing.T) {
 	cases := map[explain.Check]struct {
 		pv    []PVMod
 		pvc   []PVCMod
+		nodes []*corev1.Node
 		in    func(*explain.Input)
 		value string
 	}{
@@ -174,7 +189,7 @@ func TestEachCheckFailsAlone(t *testing.T) {
 		explain.CheckCapacity:        {pvc: []PVCMod{Request("5Gi")}, value: "1Gi < 5Gi"},
 		explain.CheckSelector:        {pvc: []PVCMod{Selector(map[string]string{"tier": "db"})}, value: "labels do not match tier=db"},
 		explain.CheckNodeAffinity: {pv: []PVMod{NodeAffinity("kubernetes.io/hostname", "n2")}, pvc: []PVCMod{ClaimMeta(node)},
-			in: func(in *explain.Input) { in.Nodes = []*corev1.Node{Node("n1", nil)} }, value: "does not reach node n1"},
+			nodes: []*corev1.Node{Node("n1", nil)}, value: "does not reach node n1"},
 		explain.CheckPhase:    {pv: []PVMod{Phase(corev1.VolumeReleased)}, value: "Released"},
 		explain.CheckClaimRef: {pv: []PVMod{ClaimRef("ns", "other", "uid-other")}, value: "bound to ns/other"},
 		explain.CheckReserved: {in: func(in *explain.Input) { in.InFlight.Reserved = map[string]types.UID{"pv-1": "uid-x"} }, value: "bind to uid uid-x in flight"},
@@ -186,11 +201,12 @@ func TestEachCheckFailsAlone(t *testing.T) {
 	if len(cases) != len(explain.Checks) {
 		t.Fatalf("%d cases for %d checks", len(cases), len(explain.Checks))
 	}
-	run := func(t *testing.T, check explain.Check, pv []PVMod, pvc []PVCMod, mod func(*explain.Input), value string) {
-		in := explain.Input{
+	run := func(t *testing.T, check explain.Check, pv []PVMod, pvc []PVCMod, nodes []*corev1.Node, mod func(*explain.Input), value string) {
+		in := explain.Input{State: objects{
 			Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", pvc...)},
 			Volumes: []*corev1.PersistentVolume{available("pv-1", pv...)},
-		}
+			Nodes:   nodes,
+		}.state()}
 		if mod != nil {
 			mod(&in)
 		}
@@ -208,7 +224,7 @@ func TestEachCheckFailsAlone(t *testing.T) {
 	}
 	for _, check := range explain.Checks {
 		tc := cases[check]
-		t.Run(string(check), func(t *testing.T) { run(t, check, tc.pv, tc.pvc, tc.in, tc.value) })
+		t.Run(string(check), func(t *testing.T) { run(t, check, tc.pv, tc.pvc, tc.nodes, tc.in, tc.value) })
 	}
 	// The policy column judges the pair with the engine, as the binder would before binding it
 	// (binder.BindDenials): here binder-annotations set to deny refuses the binder's
@@ -218,14 +234,14 @@ func TestEachCheckFailsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		run(t, explain.CheckPolicy, nil, nil, func(in *explain.Input) {
+		run(t, explain.CheckPolicy, nil, nil, nil, func(in *explain.Input) {
 			in.Policy = policy.NewEngine(cfg)
 			in.Identity = policy.UserInfo{Username: "system:serviceaccount:pvguard-system:pvguard"}
 		}, "PVG013: system:serviceaccount:pvguard-system:pvguard added annotation pv.kubernetes.io/bind")
 	})
 	t.Run("none broken", func(t *testing.T) {
-		e, err := explain.Claim(explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
-			Volumes: []*corev1.PersistentVolume{available("pv-1")}}, "ns", "c")
+		e, err := explain.Claim(explain.Input{State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
+			Volumes: []*corev1.PersistentVolume{available("pv-1")}}.state()}, "ns", "c")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +258,7 @@ func TestVerdictIsThePlan(t *testing.T) {
 	rng := rand.New(rand.NewSource(18))
 	for round := 0; round < 200; round++ {
 		in := generate(rng)
-		plan := binder.Plan(binder.PlanInput{State: clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes), InFlight: in.InFlight})
+		plan := binder.Plan(binder.PlanInput{State: in.State, InFlight: in.InFlight})
 		for _, c := range plan.Claims {
 			e, err := explain.Claim(in, c.Namespace, c.Name)
 			if err != nil {
@@ -268,7 +284,8 @@ func TestVerdictIsThePlan(t *testing.T) {
 func generate(rng *rand.Rand) explain.Input {
 	pick := func(n int) bool { return rng.Intn(n) == 0 }
 	var in explain.Input
-	in.Nodes = []*corev1.Node{Node("n1", nil), Node("n2", nil)}
+	var claims []*corev1.PersistentVolumeClaim
+	var volumes []*corev1.PersistentVolume
 	in.InFlight = binder.InFlight{Reserved: map[string]types.UID{}, Denied: map[types.UID]map[string]time.Time{}, At: time.Now()}
 	sizes := []string{"1Gi", "2Gi", "5Gi"}
 	for i := 0; i < 2+rng.Intn(6); i++ {
@@ -289,7 +306,7 @@ func generate(rng *rand.Rand) explain.Input {
 		if pick(4) {
 			mods = append(mods, ClaimMeta(Annotation("volume.kubernetes.io/selected-node", fmt.Sprintf("n%d", 1+rng.Intn(3)))))
 		}
-		in.Claims = append(in.Claims, PVC("ns", fmt.Sprintf("c%d", i), mods...))
+		claims = append(claims, PVC("ns", fmt.Sprintf("c%d", i), mods...))
 	}
 	for i := 0; i < 2+rng.Intn(8); i++ {
 		name := fmt.Sprintf("pv-%d", i)
@@ -330,8 +347,9 @@ func generate(rng *rand.Rand) explain.Input {
 			}
 			in.InFlight.Denied[uid][name] = time.Now()
 		}
-		in.Volumes = append(in.Volumes, available(name, mods...))
+		volumes = append(volumes, available(name, mods...))
 	}
+	in.State = objects{Claims: claims, Volumes: volumes, Nodes: []*corev1.Node{Node("n1", nil), Node("n2", nil)}}.state()
 	return in
 }
 
@@ -346,9 +364,11 @@ func TestClaimWaitingForTheScheduler(t *testing.T) {
 	}
 	now := time.Now()
 	in := explain.Input{
-		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
-		Classes: []*storagev1.StorageClass{local},
-		Pods:    []*corev1.Pod{pod},
+		State: objects{
+			Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
+			Classes: []*storagev1.StorageClass{local},
+		}.state(),
+		Pods: []*corev1.Pod{pod},
 		Events: []*corev1.Event{event("0/3 nodes are available: old.", now.Add(-time.Minute)),
 			event("0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind.", now)},
 	}
@@ -398,8 +418,10 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		return explain.Result{}
 	}
 	t.Run("immediate, pod on n1", func(t *testing.T) {
-		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes, Nodes: nodes,
-			Pods: []*corev1.Pod{podOn("web-0", "c", "n1"), podOn("other", "x", "n2")}}
+		in := explain.Input{
+			State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes, Nodes: nodes}.state(),
+			Pods:  []*corev1.Pod{podOn("web-0", "c", "n1"), podOn("other", "x", "n2")},
+		}
 		e, err := explain.Claim(in, "ns", "c")
 		if err != nil {
 			t.Fatal(err)
@@ -419,8 +441,10 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		}
 	})
 	t.Run("immediate, the binder takes a volume the pod's node lacks", func(t *testing.T) {
-		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes[1:], Nodes: nodes,
-			Pods: []*corev1.Pod{podOn("web-0", "c", "n1")}}
+		in := explain.Input{
+			State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes[1:], Nodes: nodes}.state(),
+			Pods:  []*corev1.Pod{podOn("web-0", "c", "n1")},
+		}
 		e, err := explain.Claim(in, "ns", "c")
 		if err != nil {
 			t.Fatal(err)
@@ -430,8 +454,11 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		}
 	})
 	t.Run("the selected node wins over the pod's", func(t *testing.T) {
-		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimMeta(Annotation("volume.kubernetes.io/selected-node", "n2")))},
-			Volumes: volumes, Nodes: nodes, Pods: []*corev1.Pod{podOn("web-0", "c", "n1")}}
+		in := explain.Input{
+			State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimMeta(Annotation("volume.kubernetes.io/selected-node", "n2")))},
+				Volumes: volumes, Nodes: nodes}.state(),
+			Pods: []*corev1.Pod{podOn("web-0", "c", "n1")},
+		}
 		e, err := explain.Claim(in, "ns", "c")
 		if err != nil {
 			t.Fatal(err)
@@ -441,11 +468,14 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		}
 	})
 	t.Run("first consumer, pod placed with spec.nodeName", func(t *testing.T) {
-		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
-			Classes: []*storagev1.StorageClass{StorageClass("local", "kubernetes.io/no-provisioner", wffc)},
-			Volumes: []*corev1.PersistentVolume{available("pv-n1", Class("local"), NodeAffinity("kubernetes.io/hostname", "n1")),
-				available("pv-n2", Class("local"), NodeAffinity("kubernetes.io/hostname", "n2"))},
-			Nodes: nodes, Pods: []*corev1.Pod{podOn("web-0", "c", "n1")}}
+		in := explain.Input{
+			State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
+				Classes: []*storagev1.StorageClass{StorageClass("local", "kubernetes.io/no-provisioner", wffc)},
+				Volumes: []*corev1.PersistentVolume{available("pv-n1", Class("local"), NodeAffinity("kubernetes.io/hostname", "n1")),
+					available("pv-n2", Class("local"), NodeAffinity("kubernetes.io/hostname", "n2"))},
+				Nodes: nodes}.state(),
+			Pods: []*corev1.Pod{podOn("web-0", "c", "n1")},
+		}
 		e, err := explain.Claim(in, "ns", "c")
 		if err != nil {
 			t.Fatal(err)
@@ -461,8 +491,10 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		}
 	})
 	t.Run("pod on a node that does not exist", func(t *testing.T) {
-		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes, Nodes: nodes,
-			Pods: []*corev1.Pod{podOn("web-0", "c", "gone")}}
+		in := explain.Input{
+			State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes, Nodes: nodes}.state(),
+			Pods:  []*corev1.Pod{podOn("web-0", "c", "gone")},
+		}
 		e, err := explain.Claim(in, "ns", "c")
 		if err != nil {
 			t.Fatal(err)
@@ -484,18 +516,18 @@ func TestVerdictWhenTheNearVolumeIsPlannedForAnother(t *testing.T) {
 		changes []string
 	}{
 		"too small for the claim, fits the other": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "a", Request("2Gi")), PVC("ns", "c", Request("5Gi"))},
 				Volumes: []*corev1.PersistentVolume{available("pv-1", Capacity("2Gi"))},
-			},
+			}.state()},
 			text:    "no volume fits: the closest, pv-1, goes to ns/a in the binder's plan; another volume like pv-1 fits if the claim asks for at most 2Gi",
 			changes: []string{"another volume like pv-1", "the claim asks for at most 2Gi"},
 		},
 		"pre-bound to the other": {
-			in: explain.Input{
+			in: explain.Input{State: objects{
 				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "a"), PVC("ns", "c")},
 				Volumes: []*corev1.PersistentVolume{available("pv-1", ClaimRef("ns", "a", ""))},
-			},
+			}.state()},
 			text:    "no volume fits: the closest, pv-1, goes to ns/a in the binder's plan; another volume like pv-1 would fit",
 			changes: []string{"another volume like pv-1"},
 		},
@@ -521,13 +553,13 @@ func TestVerdictWhenTheNearVolumeIsPlannedForAnother(t *testing.T) {
 // check is as close as one of the claim's class that fails one other check; the one of the
 // claim's class comes first (it is in the table the text shows), whatever the names.
 func TestClosestPrefersTheClaimsClassOnATie(t *testing.T) {
-	in := explain.Input{
+	in := explain.Input{State: objects{
 		Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"), ClaimVolumeMode(corev1.PersistentVolumeBlock))},
 		Volumes: []*corev1.PersistentVolume{
 			available("a-other", Class("slow"), VolumeMode(corev1.PersistentVolumeBlock)),
 			available("z-same", Class("fast")),
 		},
-	}
+	}.state()}
 	e, err := explain.Claim(in, "ns", "c")
 	if err != nil {
 		t.Fatal(err)
@@ -541,10 +573,10 @@ func TestClosestPrefersTheClaimsClassOnATie(t *testing.T) {
 // finds its old volume Released, still linked to the old uid. Both PHASE and CLAIMREF fail, and
 // the verdict asks for one change: freeing the volume (the binder then makes it Available).
 func TestReleasedVolumeOfAnEarlierClaimSaysReleased(t *testing.T) {
-	in := explain.Input{
+	in := explain.Input{State: objects{
 		Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimUID("uid-new"))},
 		Volumes: []*corev1.PersistentVolume{available("pv-1", ClaimRef("ns", "c", "uid-old"), Phase(corev1.VolumeReleased))},
-	}
+	}.state()}
 	e, err := explain.Claim(in, "ns", "c")
 	if err != nil {
 		t.Fatal(err)

@@ -22,12 +22,10 @@ import (
 // Input is what an explanation reads: the cluster's claims, volumes, classes and nodes (all of
 // them: other claims compete for the same volumes), and optionally the binder's in-flight state.
 type Input struct {
-	Claims  []*corev1.PersistentVolumeClaim
-	Volumes []*corev1.PersistentVolume
-	Classes []*storagev1.StorageClass
-	// Nodes need only the nodes that claims' selected-node annotations name; a node missing is
-	// one that does not exist (binder.PlanInput.Nodes).
-	Nodes []*corev1.Node
+	// State holds the claims, volumes, classes and nodes; nil holds none. Its nodes need only be
+	// those that claims' selected-node annotations name; a node missing is one that does not
+	// exist (binder.PlanInput.State).
+	State *clusterstate.State
 	// PendingFree and InFlight are the binder's (binder.PlanInput); zero for a dump or a live
 	// read from outside the binder.
 	PendingFree bool
@@ -39,9 +37,9 @@ type Input struct {
 	Events []*corev1.Event
 	// Policy, when set, judges each pair that passes every pair check before POLICY as the
 	// binder judges a pair before binding it (binder.BindDenials): as Identity, the binder's
-	// user, against View, the objects as they are (nil: a view over this input). Without it the
-	// POLICY column shows only the denials the binder met lately (InFlight). explain.Volume
-	// reports the audit findings of this engine (without it, of the default config's).
+	// user, against View, the objects as they are (nil: State). Without it the POLICY column
+	// shows only the denials the binder met lately (InFlight). explain.Volume reports the audit
+	// findings of this engine (without it, of the default config's).
 	Policy   *policy.Engine
 	Identity policy.UserInfo
 	View     policy.View
@@ -55,61 +53,54 @@ type Input struct {
 	Now time.Time
 }
 
+// noObjects is the State of an Input without one.
+var noObjects = clusterstate.New(nil, nil, nil, nil)
+
+// state is the input's State, never nil.
+func (in Input) state() *clusterstate.State {
+	if in.State == nil {
+		return noObjects
+	}
+	return in.State
+}
+
 // ErrUnknownClaim is returned for a claim that is not in the input.
 var ErrUnknownClaim = errors.New("no such PersistentVolumeClaim")
 
-// findClaim is the claim namespace/name among claims.
-func findClaim(claims []*corev1.PersistentVolumeClaim, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	var c *corev1.PersistentVolumeClaim
-	for _, pvc := range claims {
-		if pvc.Namespace == namespace && pvc.Name == name {
-			c = pvc
-		}
-	}
+// findClaim is the claim namespace/name of s.
+func findClaim(s *clusterstate.State, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	c, _ := s.PersistentVolumeClaim(namespace, name)
 	if c == nil {
 		return nil, fmt.Errorf("%w %s/%s", ErrUnknownClaim, namespace, name)
 	}
 	return c, nil
 }
 
-// index is an Input indexed for explaining its claims: built once, so that explaining many
-// claims over the same input (the binder's NoVolumeFits pass) indexes once.
+// index is an Input prepared for explaining its claims, once, so that explaining many claims
+// over the same input (the binder's NoVolumeFits pass) prepares once: its state (in.State, never
+// nil), whose own indexes find volumes, claims and nodes, and its classes by name.
 type index struct {
 	in      Input
 	classes map[string]*storagev1.StorageClass
-	nodes   map[string]*corev1.Node
-	// claimByUID names (namespace/name) each claim.
-	claimByUID map[types.UID]string
-	// volumes indexes the volumes by name, claiming by the claim (namespace/name) their
-	// claimRef names: built once, not per claim explained (at 100,000 volumes a map per claim
-	// was most of what the binder's NoVolumeFits pass allocated).
-	volumes  map[string]*corev1.PersistentVolume
-	claiming map[string][]*corev1.PersistentVolume
 }
 
 // indexInput indexes in.
 func indexInput(in Input) *index {
-	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}, nodes: map[string]*corev1.Node{},
-		claimByUID: make(map[types.UID]string, len(in.Claims))}
-	for _, sc := range in.Classes {
+	in.State = in.state()
+	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}}
+	for _, sc := range in.State.Classes() {
 		x.classes[sc.Name] = sc
 	}
-	for _, n := range in.Nodes {
-		x.nodes[n.Name] = n
-	}
-	for _, pc := range in.Claims {
-		x.claimByUID[pc.UID] = pc.Namespace + "/" + pc.Name
-	}
-	x.volumes = make(map[string]*corev1.PersistentVolume, len(in.Volumes))
-	x.claiming = map[string][]*corev1.PersistentVolume{}
-	for _, v := range in.Volumes {
-		x.volumes[v.Name] = v
-		if ref := v.Spec.ClaimRef; ref != nil {
-			k := ref.Namespace + "/" + ref.Name
-			x.claiming[k] = append(x.claiming[k], v)
-		}
-	}
 	return x
+}
+
+// claimName names (namespace/name) the claim with that uid, "" for none.
+func (x *index) claimName(uid types.UID) string {
+	c, _ := x.in.State.ClaimWithUID(uid)
+	if c == nil {
+		return ""
+	}
+	return c.Namespace + "/" + c.Name
 }
 
 // pool is the binder's plan of the input and its index: owner maps each volume the plan gives
@@ -123,8 +114,7 @@ type pool struct {
 // planPool plans the input's pool as the binder does, with inFlight as the binder's in-flight
 // state.
 func planPool(x *index, inFlight binder.InFlight) pool {
-	return poolOf(binder.Plan(binder.PlanInput{State: clusterstate.New(x.in.Claims, x.in.Volumes, x.in.Classes, x.in.Nodes),
-		PendingFree: x.in.PendingFree, InFlight: inFlight}))
+	return poolOf(binder.Plan(binder.PlanInput{State: x.in.State, PendingFree: x.in.PendingFree, InFlight: inFlight}))
 }
 
 // poolOf indexes a plan: it maps each volume the plan gives out to its claim, and says which
@@ -143,20 +133,23 @@ func poolOf(plan binder.PoolPlan) pool {
 }
 
 // withUIDs gives claims without a uid (manifests written by hand) one of their own, derived
-// from the name, so that the plan, which keys claims by uid, tells them apart. The input is not
-// changed: such claims are copied.
-func withUIDs(claims []*corev1.PersistentVolumeClaim) []*corev1.PersistentVolumeClaim {
-	out, copied := claims, false
+// from the name, so that the plan, which keys claims by uid, tells them apart: it is s when every
+// claim has a uid, else the State of s with such claims copied (s is not changed).
+func withUIDs(s *clusterstate.State) *clusterstate.State {
+	claims, copied := s.Claims(), false
 	for i, c := range claims {
 		if c.UID != "" {
 			continue
 		}
 		if !copied {
-			out, copied = slices.Clone(claims), true
+			claims, copied = slices.Clone(claims), true
 		}
 		cp := c.DeepCopy()
 		cp.UID = types.UID("explain:" + c.Namespace + "/" + c.Name)
-		out[i] = cp
+		claims[i] = cp
 	}
-	return out
+	if !copied {
+		return s
+	}
+	return clusterstate.New(claims, s.Volumes(), s.Classes(), s.Nodes())
 }

@@ -86,9 +86,11 @@ func TestProvisionerRunning(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := explain.Input{
-				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"))},
-				Classes: []*storagev1.StorageClass{StorageClass("fast", "csi.example.com")},
-				Leases:  tc.leases, LeasesRead: !tc.notRead, Now: now,
+				State: objects{
+					Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"))},
+					Classes: []*storagev1.StorageClass{StorageClass("fast", "csi.example.com")},
+				}.state(),
+				Leases: tc.leases, LeasesRead: !tc.notRead, Now: now,
 			}
 			e, err := explain.Claim(in, "ns", "c")
 			if err != nil {
@@ -109,10 +111,14 @@ func TestProvisionerRunning(t *testing.T) {
 		})
 	}
 	t.Run("not waiting for a provisioner", func(t *testing.T) {
-		in := explain.Input{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"))},
-			Volumes:    []*corev1.PersistentVolume{available("pv-1", Class("fast"))},
-			Classes:    []*storagev1.StorageClass{StorageClass("fast", "csi.example.com")},
-			LeasesRead: true, Now: now}
+		in := explain.Input{
+			State: objects{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("fast"))},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", Class("fast"))},
+				Classes: []*storagev1.StorageClass{StorageClass("fast", "csi.example.com")},
+			}.state(),
+			LeasesRead: true, Now: now,
+		}
 		e, err := explain.Claim(in, "ns", "c")
 		if err != nil {
 			t.Fatal(err)

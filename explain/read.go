@@ -6,26 +6,26 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pvguard/pvguard/internal/cachelist"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/storage"
 )
 
-// ReadInput reads what an explanation reads: from cluster, every claim, volume and class and the
-// nodes' names and labels (all the binder reads of them); from namespaced, when it is set and
+// ReadInput reads what an explanation reads: from cluster, the cluster state (clusterstate.Read:
+// every claim, volume and class and the nodes' names and labels, an informer cache's own
+// objects); from namespaced, when it is set and
 // namespace is not "", the pods and events of that namespace (which let a claim waiting for its
 // first consumer quote the scheduler). `pvguard explain` passes its live client as both; the
 // server passes its informer cache as cluster and no namespaced reader: it caches no pods or
 // events, and may not read them (docs/explain.md).
 func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace string) (Input, error) {
-	in, err := readCluster(ctx, cluster)
+	state, err := clusterstate.Read(ctx, cluster)
 	if err != nil {
 		return Input{}, err
 	}
+	in := Input{State: state}
 	if namespaced == nil || namespace == "" {
 		return in, nil
 	}
@@ -45,36 +45,6 @@ func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace
 	return in, nil
 }
 
-// readCluster lists every volume, claim and class, and the nodes' names and labels, from c, as
-// the audit reads them (audit.ReadSnapshot): from an informer cache, the cache's own objects
-// (cachelist), neither deep copies nor struct copies (an explanation never modifies its input);
-// from a live client, what it lists.
-func readCluster(ctx context.Context, c client.Reader) (Input, error) {
-	var in Input
-	var err error
-	if in.Volumes, err = cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{}); err != nil {
-		return Input{}, fmt.Errorf("listing volumes: %w", err)
-	}
-	if in.Claims, err = cachelist.List(ctx, c, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err != nil {
-		return Input{}, fmt.Errorf("listing claims: %w", err)
-	}
-	if in.Classes, err = cachelist.List(ctx, c, &storagev1.StorageClass{}, &storagev1.StorageClassList{}); err != nil {
-		return Input{}, fmt.Errorf("listing storage classes: %w", err)
-	}
-	node := &metav1.PartialObjectMetadata{}
-	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-	nodes := &metav1.PartialObjectMetadataList{}
-	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	meta, err := cachelist.List(ctx, c, node, nodes)
-	if err != nil {
-		return Input{}, fmt.Errorf("listing nodes: %w", err)
-	}
-	for _, n := range meta {
-		in.Nodes = append(in.Nodes, &corev1.Node{ObjectMeta: n.ObjectMeta})
-	}
-	return in, nil
-}
-
 // ReadProvisionerLeases adds to in the Leases that the provisioner of the claim
 // namespace/name's class holds if it runs with leader election (ProvisionerLeaseName), from
 // every namespace, so that the explanation of a claim waiting for it says whether it appears to
@@ -83,13 +53,11 @@ func readCluster(ctx context.Context, c client.Reader) (Input, error) {
 // says nothing about the provisioner.
 func ReadProvisionerLeases(ctx context.Context, r client.Reader, in *Input, namespace, name string) error {
 	class := ""
-	for _, c := range in.Claims {
-		if c.Namespace == namespace && c.Name == name {
-			class = storage.ClaimClass(c)
-		}
+	if c, _ := in.state().PersistentVolumeClaim(namespace, name); c != nil {
+		class = storage.ClaimClass(c)
 	}
 	provisioner := ""
-	for _, sc := range in.Classes {
+	for _, sc := range in.state().Classes() {
 		if class != "" && sc.Name == class {
 			provisioner = sc.Provisioner
 		}

@@ -131,10 +131,8 @@ func (x *explainer) volume(ctx context.Context, name string) (*VolumeExplanation
 	// A volume the caller may not read is answered as one that does not exist: whether it does
 	// is not theirs to know.
 	rd := access.FromContext(ctx)
-	for _, pv := range in.Volumes {
-		if pv.Name == name && !rd.Volume(pv) {
-			return nil, &explainError{status: http.StatusNotFound, msg: fmt.Sprintf("%v %s", ErrUnknownVolume, name)}
-		}
+	if pv, _ := in.state().PersistentVolume(name); pv != nil && !rd.Volume(pv) {
+		return nil, &explainError{status: http.StatusNotFound, msg: fmt.Sprintf("%v %s", ErrUnknownVolume, name)}
 	}
 	e, err := Volume(in, name, x.o.Now())
 	if errors.Is(err, ErrUnknownVolume) {

@@ -69,11 +69,11 @@ type claimState struct {
 // plan gives it ("" for none).
 func decide(x *index, s subject, assigned string) claimState {
 	c, in := s.claim, x.in
-	cs := binder.ClaimState{Claim: c, Class: s.class, DefaultClass: binder.DefaultClass(in.Classes), Planned: true,
-		PreBound: x.claiming[c.Namespace+"/"+c.Name]}
-	cs.Volume = x.volumes[c.Spec.VolumeName]
+	cs := binder.ClaimState{Claim: c, Class: s.class, DefaultClass: binder.DefaultClass(in.State.Classes()), Planned: true}
+	cs.PreBound, _ = in.State.VolumesClaiming(c.Namespace, c.Name)
+	cs.Volume, _ = in.State.PersistentVolume(c.Spec.VolumeName)
 	cs.VolumeConfirmed = true
-	cs.Assigned = x.volumes[assigned]
+	cs.Assigned, _ = in.State.PersistentVolume(assigned)
 	_, bound := c.Annotations[storage.AnnBindCompleted]
 	a := binder.DecideClaim(cs)
 	st := claimState{waitingFor: WaitingForNothing}

@@ -14,7 +14,7 @@ func claimForReader(rd *access.Reader, in Input, e *Explanation) {
 	if e == nil || rd.AllClaims {
 		return
 	}
-	s := rd.Scrubber(in.Claims, in.Volumes)
+	s := rd.Scrubber(in.state().Claims(), in.state().Volumes())
 	e.State = s.String(e.State)
 	e.Pods = s.Strings(e.Pods)
 	for i := range e.Candidates {
@@ -42,7 +42,7 @@ func volumeForReader(rd *access.Reader, in Input, e *VolumeExplanation) {
 	if !rd.Volumes {
 		e.Findings = nil
 	}
-	s := rd.Scrubber(in.Claims, in.Volumes)
+	s := rd.Scrubber(in.state().Claims(), in.state().Volumes())
 	if s.HidesClaim(e.Claim) {
 		e.Claim = access.Hidden
 	}

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/binder"
-	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 )
@@ -57,12 +56,8 @@ var knownFinalizers = map[string]Finalizer{
 // Volume explains the volume of that name: its phase and since when, its claim, what the binder
 // does next, its finalizers and the audit's findings on it (by policy's default config).
 func Volume(in Input, name string, now time.Time) (*VolumeExplanation, error) {
-	var v *corev1.PersistentVolume
-	for _, pv := range in.Volumes {
-		if pv.Name == name {
-			v = pv
-		}
-	}
+	state := in.state()
+	v, _ := state.PersistentVolume(name)
 	if v == nil {
 		return nil, fmt.Errorf("%w %s", ErrUnknownVolume, name)
 	}
@@ -74,11 +69,7 @@ func Volume(in Input, name string, now time.Time) (*VolumeExplanation, error) {
 	s := binder.VolumeState{Volume: v, ClaimConfirmed: true}
 	if ref := v.Spec.ClaimRef; ref != nil {
 		e.Claim = ref.Namespace + "/" + ref.Name
-		for _, c := range in.Claims {
-			if c.Namespace == ref.Namespace && c.Name == ref.Name {
-				s.Claim = c
-			}
-		}
+		s.Claim, _ = state.PersistentVolumeClaim(ref.Namespace, ref.Name)
 		switch {
 		case ref.UID == "":
 			e.ClaimState = "pre-bound by name"
@@ -107,12 +98,11 @@ func Volume(in Input, name string, now time.Time) (*VolumeExplanation, error) {
 		k.Name = f
 		e.Finalizers = append(e.Finalizers, k)
 	}
-	snap := clusterstate.New(in.Claims, in.Volumes, in.Classes, in.Nodes)
 	engine := in.Policy
 	if engine == nil {
 		engine = policy.NewEngine(policy.DefaultConfig())
 	}
-	findings, err := engine.AuditObject(v, snap, now)
+	findings, err := engine.AuditObject(v, state, now)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func TestVolume(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			in := explain.Input{Volumes: []*corev1.PersistentVolume{tc.pv}, Claims: tc.claims}
+			in := explain.Input{State: objects{Volumes: []*corev1.PersistentVolume{tc.pv}, Claims: tc.claims}.state()}
 			e, err := explain.Volume(in, "pv-1", now)
 			if err != nil {
 				t.Fatal(err)

@@ -16,9 +16,9 @@ import (
 func BenchmarkAudit(b *testing.B) {
 	engine := policy.NewEngine(nil)
 	for _, n := range []int{10_000, 50_000, 100_000} {
-		snap := gen.Inventory(n)
+		st := gen.Inventory(n)
 		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) {
-			found, err := engine.Audit(snap, gen.InventoryNow, nil)
+			found, err := engine.Audit(st, gen.InventoryNow, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -30,7 +30,7 @@ func BenchmarkAudit(b *testing.B) {
 			for b.Loop() {
 				// A fresh state, so that each audit builds the indexes it reads, as the server's
 				// audit of a cache listed again does.
-				fresh := clusterstate.New(snap.Claims(), snap.Volumes(), snap.Classes(), snap.Nodes())
+				fresh := clusterstate.New(st.Claims(), st.Volumes(), st.Classes(), st.Nodes())
 				if _, err := engine.Audit(fresh, gen.InventoryNow, nil); err != nil {
 					b.Fatal(err)
 				}

@@ -36,7 +36,7 @@ func TestAudit(t *testing.T) {
 			pv.Status.LastPhaseTransitionTime = &at
 		}
 	}
-	// A claim scheduled to node-1 bound to volumes pinned to a host, in a snapshot without nodes
+	// A claim scheduled to node-1 bound to volumes pinned to a host, in a state without nodes
 	// (as `kubectl get pv,pvc,sc -A -o yaml` writes one).
 	scheduledTo := func(name, volume string) *corev1.PersistentVolumeClaim {
 		return testobj.PVC("team-a", name, testobj.ClaimBoundTo(volume), testobj.ClaimPhase(corev1.ClaimBound),
@@ -50,76 +50,76 @@ func TestAudit(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		snap   *clusterstate.State
+		st     *clusterstate.State
 		config string
 		want   []string // "RULE object" in report order
 	}{
 		{name: "a healthy pair reports nothing",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, nil, nil)},
+			st: clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, nil, nil)},
 		{name: "a mismatched bound pair is reported once, on the claim",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{modeClaim}, []*corev1.PersistentVolume{testobj.PV("pv-fs", testobj.BoundTo(modeClaim))}, nil, nil),
+			st:   clusterstate.New([]*corev1.PersistentVolumeClaim{modeClaim}, []*corev1.PersistentVolume{testobj.PV("pv-fs", testobj.BoundTo(modeClaim))}, nil, nil),
 			want: []string{"PVG001 PersistentVolumeClaim team-a/block"}},
 		{name: "a bound pair of different VolumeAttributesClasses is reported once, on the claim",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{goldClaim}, []*corev1.PersistentVolume{testobj.PV("pv-silver", testobj.VolumeAttributesClass("silver"), testobj.BoundTo(goldClaim))}, nil, nil),
+			st:   clusterstate.New([]*corev1.PersistentVolumeClaim{goldClaim}, []*corev1.PersistentVolume{testobj.PV("pv-silver", testobj.VolumeAttributesClass("silver"), testobj.BoundTo(goldClaim))}, nil, nil),
 			want: []string{"PVG018 PersistentVolumeClaim team-a/gold"}},
 		{name: "a bound pair whose VolumeAttributesClass is being modified reports nothing",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{modifying}, []*corev1.PersistentVolume{testobj.PV("pv-gold", testobj.VolumeAttributesClass("gold"), testobj.BoundTo(modifying))}, nil, nil)},
+			st: clusterstate.New([]*corev1.PersistentVolumeClaim{modifying}, []*corev1.PersistentVolume{testobj.PV("pv-gold", testobj.VolumeAttributesClass("gold"), testobj.BoundTo(modifying))}, nil, nil)},
 		{name: "dangling claimRef",
-			snap: clusterstate.New(nil, []*corev1.PersistentVolume{testobj.PV("pv-d", testobj.ClaimRef("team-a", "gone", "u1"), testobj.Phase(corev1.VolumeBound))}, nil, nil),
+			st:   clusterstate.New(nil, []*corev1.PersistentVolume{testobj.PV("pv-d", testobj.ClaimRef("team-a", "gone", "u1"), testobj.Phase(corev1.VolumeBound))}, nil, nil),
 			want: []string{"PVG020 PersistentVolume pv-d"}},
 		{name: "lost claim and claim bound to a missing volume",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{
+			st: clusterstate.New([]*corev1.PersistentVolumeClaim{
 				testobj.PVC("team-a", "lost", testobj.ClaimPhase(corev1.ClaimLost)),
 				testobj.PVC("team-a", "orphan", testobj.ClaimBoundTo("pv-missing")),
 			}, nil, nil, nil),
 			want: []string{"PVG021 PersistentVolumeClaim team-a/lost", "PVG021 PersistentVolumeClaim team-a/orphan"}},
 		{name: "misbound pair",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{good, testobj.PVC("team-b", "thief", testobj.ClaimBoundTo("pv-good"))}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, nil, nil),
+			st:   clusterstate.New([]*corev1.PersistentVolumeClaim{good, testobj.PVC("team-b", "thief", testobj.ClaimBoundTo("pv-good"))}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.BoundTo(good))}, nil, nil),
 			want: []string{"PVG004 PersistentVolumeClaim team-b/thief", "PVG022 PersistentVolumeClaim team-b/thief"}},
 		{name: "a completed claim whose volume lost its claimRef uid (upstream marks it Lost)",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "good", ""), testobj.Phase(corev1.VolumeBound))}, nil, nil),
+			st:   clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "good", ""), testobj.Phase(corev1.VolumeBound))}, nil, nil),
 			want: []string{"PVG015 PersistentVolume pv-good", "PVG022 PersistentVolumeClaim team-a/good"}},
 		{name: "a completed claim whose volume lost its claimRef",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.Phase(corev1.VolumeAvailable))}, nil, nil),
+			st:   clusterstate.New([]*corev1.PersistentVolumeClaim{good}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.Phase(corev1.VolumeAvailable))}, nil, nil),
 			want: []string{"PVG010 PersistentVolumeClaim team-a/good", "PVG022 PersistentVolumeClaim team-a/good"}},
 		{name: "a claim pre-bound by name to a volume pre-bound by name is a binding in progress",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "pre", testobj.VolumeName("pv-good"))}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "pre", ""))}, nil, nil)},
+			st: clusterstate.New([]*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "pre", testobj.VolumeName("pv-good"))}, []*corev1.PersistentVolume{testobj.PV("pv-good", testobj.ClaimRef("team-a", "pre", ""))}, nil, nil)},
 		{name: "a bound claim being expanded (request above its volume, status.capacity what it was given) is healthy",
-			snap: func() *clusterstate.State {
+			st: func() *clusterstate.State {
 				pv := testobj.PV("pv-x", testobj.Capacity("10Gi"), testobj.BoundTo(expanding))
 				return clusterstate.New([]*corev1.PersistentVolumeClaim{expanding}, []*corev1.PersistentVolume{pv}, nil, nil)
 			}()},
 		{name: "released aging past the default week, not before",
-			snap: clusterstate.New(nil, []*corev1.PersistentVolume{
+			st: clusterstate.New(nil, []*corev1.PersistentVolume{
 				testobj.PV("pv-old", testobj.ClaimRef("team-a", "x", "u2"), released(8*24*time.Hour)),
 				testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour)),
 			}, nil, nil),
 			want: []string{"PVG023 PersistentVolume pv-old"}},
 		{name: "released aging with a configured age",
-			snap:   clusterstate.New(nil, []*corev1.PersistentVolume{testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour))}, nil, nil),
+			st:     clusterstate.New(nil, []*corev1.PersistentVolume{testobj.PV("pv-new", testobj.ClaimRef("team-a", "y", "u3"), released(24*time.Hour))}, nil, nil),
 			config: "releasedMaxAge: 12h\n",
 			want:   []string{"PVG023 PersistentVolume pv-new"}},
 		{name: "without nodes, a claim scheduled to one host bound to a volume pinned to another",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{onNode2, onNode1}, []*corev1.PersistentVolume{
+			st: clusterstate.New([]*corev1.PersistentVolumeClaim{onNode2, onNode1}, []*corev1.PersistentVolume{
 				testobj.PV("pv-node-2", testobj.BoundTo(onNode2), testobj.NodeAffinity(corev1.LabelHostname, "node-2")),
 				testobj.PV("pv-node-1", testobj.BoundTo(onNode1), testobj.NodeAffinity(corev1.LabelHostname, "node-1")),
 			}, nil, nil),
 			want: []string{"PVG009 PersistentVolumeClaim team-a/on-node-2"}},
-		{name: "failed volume", snap: clusterstate.New(nil, []*corev1.PersistentVolume{failed}, nil, nil), want: []string{"PVG024 PersistentVolume pv-failed"}},
+		{name: "failed volume", st: clusterstate.New(nil, []*corev1.PersistentVolume{failed}, nil, nil), want: []string{"PVG024 PersistentVolume pv-failed"}},
 		{name: "two default classes",
-			snap: clusterstate.New(nil, nil, testobjClasses("a", "b"), nil),
+			st:   clusterstate.New(nil, nil, testobjClasses("a", "b"), nil),
 			want: []string{"PVG017 StorageClass a", "PVG017 StorageClass b"}},
 		{name: "namespace exemption and rule off apply",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{
+			st: clusterstate.New([]*corev1.PersistentVolumeClaim{
 				testobj.PVC("sandbox", "lost", testobj.ClaimPhase(corev1.ClaimLost)),
 			}, []*corev1.PersistentVolume{failed}, nil, nil),
 			config: "exemptions:\n  namespaces: [sandbox]\nrules:\n  failed-volume: {action: off}\n"},
 		{name: "transition rules are not judged on state (binder annotations set by anyone)",
-			snap: clusterstate.New([]*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "c", testobj.ClaimMeta(testobj.Annotation(storage.AnnBoundByController, "yes")))}, nil, nil, nil)},
+			st: clusterstate.New([]*corev1.PersistentVolumeClaim{testobj.PVC("team-a", "c", testobj.ClaimMeta(testobj.Annotation(storage.AnnBoundByController, "yes")))}, nil, nil, nil)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := mustConfig(t, tc.config)
-			got, err := policy.NewEngine(cfg).Audit(tc.snap, now, nil)
+			got, err := policy.NewEngine(cfg).Audit(tc.st, now, nil)
 			if err != nil {
 				t.Fatalf("Audit: %v", err)
 			}
@@ -134,8 +134,8 @@ func TestAudit(t *testing.T) {
 				t.Fatalf("findings:\n%s\nwant:\n%s", strings.Join(keys, "\n"), strings.Join(tc.want, "\n"))
 			}
 			for _, rl := range policy.Catalogue() {
-				for _, obj := range tc.snap.Objects() {
-					checkReads(t, rl, func(e *policy.Engine, v policy.View) { _, _ = e.AuditObject(obj, v, now) }, cfg, tc.snap)
+				for _, obj := range tc.st.Objects() {
+					checkReads(t, rl, func(e *policy.Engine, v policy.View) { _, _ = e.AuditObject(obj, v, now) }, cfg, tc.st)
 				}
 			}
 		})
@@ -151,17 +151,17 @@ func testobjClasses(names ...string) []*storagev1.StorageClass {
 }
 
 // TestAuditInParallel holds the goroutines of Audit to judging one object at a time: on a
-// snapshot large enough for several of them (with more Ps than this machine may have cores), the
-// findings equal Merge over AuditObject in the snapshot's order, and progress counts up by one.
+// state large enough for several of them (with more Ps than this machine may have cores), the
+// findings equal Merge over AuditObject in the state's order, and progress counts up by one.
 func TestAuditInParallel(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	const n = 5000
-	snap := gen.Inventory(n)
-	objs := snap.Objects()
+	st := gen.Inventory(n)
+	objs := st.Objects()
 	engine := policy.NewEngine(nil)
 
 	var calls []int
-	found, err := engine.Audit(snap, gen.InventoryNow, func(done, total int) {
+	found, err := engine.Audit(st, gen.InventoryNow, func(done, total int) {
 		if total != len(objs) {
 			t.Errorf("progress total %d, want %d", total, len(objs))
 		}
@@ -184,7 +184,7 @@ func TestAuditInParallel(t *testing.T) {
 
 	perObject := make([][]policy.Finding, 0, len(objs))
 	for _, o := range objs {
-		one, err := engine.AuditObject(o, snap, gen.InventoryNow)
+		one, err := engine.AuditObject(o, st, gen.InventoryNow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,8 +202,8 @@ func TestAuditInParallel(t *testing.T) {
 func TestAuditHintsOfABoundPair(t *testing.T) {
 	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeAttributesClass("gold"), testobj.ClaimBoundTo("pv-7"))
 	pv := testobj.PV("pv-7", testobj.VolumeAttributesClass("silver"), testobj.CSI("csi.example.com", "h", nil), testobj.BoundTo(claim))
-	snap := clusterstate.New([]*corev1.PersistentVolumeClaim{claim}, []*corev1.PersistentVolume{pv}, nil, nil)
-	found, err := policy.NewEngine(nil).Audit(snap, time.Now(), nil)
+	st := clusterstate.New([]*corev1.PersistentVolumeClaim{claim}, []*corev1.PersistentVolume{pv}, nil, nil)
+	found, err := policy.NewEngine(nil).Audit(st, time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

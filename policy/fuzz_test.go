@@ -31,7 +31,7 @@ import (
 var fuzzNow = time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 
 // fuzzWorld is the JSON shape of the related objects a fuzzed review is judged against, and of
-// the snapshot a fuzzed audit judges.
+// the cluster state a fuzzed audit judges.
 type fuzzWorld struct {
 	PVs     []*corev1.PersistentVolume      `json:"pvs,omitempty"`
 	PVCs    []*corev1.PersistentVolumeClaim `json:"pvcs,omitempty"`
@@ -39,9 +39,9 @@ type fuzzWorld struct {
 	Nodes   []*corev1.Node                  `json:"nodes,omitempty"`
 }
 
-// snapshot turns decoded world JSON into a State. JSON nulls in the lists are dropped: a
+// state turns decoded world JSON into a State. JSON nulls in the lists are dropped: a
 // cache or a manifest directory never yields a nil object.
-func (w fuzzWorld) snapshot() *clusterstate.State {
+func (w fuzzWorld) state() *clusterstate.State {
 	return clusterstate.New(nonNil(w.PVCs), nonNil(w.PVs), nonNil(w.Classes), nonNil(w.Nodes))
 }
 
@@ -339,7 +339,7 @@ func pick[T any](first bool, a, b *T) *T {
 func checkAdmit(t *testing.T, engine *policy.Engine, r *policy.Review, w fuzzWorld) {
 	t.Helper()
 	before, worldBefore := copyReview(r), w.deepCopy()
-	d, err := engine.Admit(r, w.snapshot())
+	d, err := engine.Admit(r, w.state())
 	switch {
 	case r.Operation == policy.OperationDelete:
 		if err != nil || !reflect.DeepEqual(d, policy.Decision{}) {
@@ -357,26 +357,26 @@ func checkAdmit(t *testing.T, engine *policy.Engine, r *policy.Review, w fuzzWor
 		}
 		return
 	case err != nil:
-		t.Fatalf("Admit over a snapshot failed: %v", err)
+		t.Fatalf("Admit over a state failed: %v", err)
 	}
 	checkDecision(t, engine.Config(), d)
 	if !reflect.DeepEqual(r, before) || !reflect.DeepEqual(w, worldBefore) {
 		t.Fatalf("Admit modified its inputs")
 	}
-	again, err := engine.Admit(copyReview(r), w.deepCopy().snapshot())
+	again, err := engine.Admit(copyReview(r), w.deepCopy().state())
 	if err != nil || !reflect.DeepEqual(again, d) {
 		t.Fatalf("Admit is not deterministic:\n first %+v\nsecond %+v (%v)", d, again, err)
 	}
 	// No rule reads an object by an empty name or namespace (a claimRef without them names no
 	// claim): the webhook's live reads refuse those, and the error would stand in for PVG014's
 	// finding and stop nothing else.
-	strict := &testobj.View{State: w.snapshot(), StrictNames: true}
+	strict := &testobj.View{State: w.state(), StrictNames: true}
 	if other, err := engine.Admit(copyReview(r), strict); err != nil || !reflect.DeepEqual(other, d) {
 		t.Fatalf("a view that refuses empty names changed the decision:\n%+v\n%+v (%v)", d, other, err)
 	}
 	dry := copyReview(r)
 	dry.DryRun = !dry.DryRun
-	if other, err := engine.Admit(dry, w.snapshot()); err != nil || !reflect.DeepEqual(other, d) {
+	if other, err := engine.Admit(dry, w.state()); err != nil || !reflect.DeepEqual(other, d) {
 		t.Fatalf("dry run changed the decision:\n%+v\n%+v (%v)", d, other, err)
 	}
 	if r.Kind == policy.KindPersistentVolume && r.PV.Spec.CSI != nil && len(r.PV.Spec.CSI.VolumeAttributes) > 0 {
@@ -385,7 +385,7 @@ func checkAdmit(t *testing.T, engine *policy.Engine, r *policy.Review, w fuzzWor
 		for k := range secret.PV.Spec.CSI.VolumeAttributes {
 			secret.PV.Spec.CSI.VolumeAttributes[k] = sentinel
 		}
-		ds, err := engine.Admit(secret, w.snapshot())
+		ds, err := engine.Admit(secret, w.state())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,7 +439,7 @@ func checkFinding(t *testing.T, cfg *policy.Config, f policy.Finding) {
 	}
 }
 
-// FuzzAudit audits a fuzzed snapshot at a fuzzed time, through Audit and through AuditObject.
+// FuzzAudit audits a fuzzed cluster state at a fuzzed time, through Audit and through AuditObject.
 func FuzzAudit(f *testing.F) {
 	for _, s := range admitSeeds() {
 		w := s.world.deepCopy()
@@ -473,7 +473,7 @@ func FuzzAudit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, worldJSON []byte, hours int32, altConfig bool) {
 		w, ok := decodeWorld(worldJSON)
 		if !ok {
-			t.Skip("snapshot does not decode")
+			t.Skip("state does not decode")
 		}
 		engine := engines[0]
 		if altConfig {
@@ -483,19 +483,19 @@ func FuzzAudit(f *testing.F) {
 	})
 }
 
-// checkAudit asserts what holds for every snapshot: no error from a snapshot; findings filled in,
+// checkAudit asserts what holds for every state: no error from a state; findings filled in,
 // sorted by rule then object, with no rule and message twice, and no transition rule; progress
-// counts every object once; Audit is Merge over AuditObject in the snapshot's order; and both are
-// deterministic and leave the snapshot alone.
+// counts every object once; Audit is Merge over AuditObject in the state's order; and both are
+// deterministic and leave the state alone.
 func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time) {
 	t.Helper()
-	snap, before := w.snapshot(), w.deepCopy()
+	st, before := w.state(), w.deepCopy()
 	var calls []string
-	found, err := engine.Audit(snap, now, func(done, total int) { calls = append(calls, fmt.Sprintf("%d/%d", done, total)) })
+	found, err := engine.Audit(st, now, func(done, total int) { calls = append(calls, fmt.Sprintf("%d/%d", done, total)) })
 	if err != nil {
-		t.Fatalf("Audit of a snapshot failed: %v", err)
+		t.Fatalf("Audit of a state failed: %v", err)
 	}
-	objs := snap.Objects()
+	objs := st.Objects()
 	var want []string
 	for i := range objs {
 		want = append(want, fmt.Sprintf("%d/%d", i+1, len(objs)))
@@ -520,16 +520,16 @@ func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time)
 	}
 	perObject := make([][]policy.Finding, 0, len(objs))
 	for _, o := range objs {
-		one, err := engine.AuditObject(o, snap, now)
+		one, err := engine.AuditObject(o, st, now)
 		if err != nil {
 			t.Fatalf("AuditObject(%T) failed: %v", o, err)
 		}
 		perObject = append(perObject, one)
 	}
 	// As for Admit, no rule reads by an empty name.
-	strict := &testobj.View{State: snap, StrictNames: true}
+	strict := &testobj.View{State: st, StrictNames: true}
 	for _, o := range objs {
-		want, _ := engine.AuditObject(o, snap, now)
+		want, _ := engine.AuditObject(o, st, now)
 		if one, err := engine.AuditObject(o, strict, now); err != nil || !sameFindings(one, want) {
 			t.Fatalf("AuditObject(%T) over a view that refuses empty names: %v (%v), want %v", o, one, err, want)
 		}
@@ -537,7 +537,7 @@ func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time)
 	if merged := policy.Merge(perObject); !sameFindings(merged, found) {
 		t.Fatalf("Audit and Merge(AuditObject) disagree:\n  Audit %v\n  Merge %v", found, merged)
 	}
-	again, err := engine.Audit(w.deepCopy().snapshot(), now, nil)
+	again, err := engine.Audit(w.deepCopy().state(), now, nil)
 	if err != nil || !sameFindings(again, found) {
 		t.Fatalf("Audit is not deterministic:\n %v\n %v (%v)", found, again, err)
 	}
@@ -680,17 +680,17 @@ func checkNormalizeClaimRef(t *testing.T, pv *corev1.PersistentVolume) {
 // names, and a second pass changes nothing.
 func checkAlignClass(t *testing.T, pvc *corev1.PersistentVolumeClaim, w fuzzWorld, cfg *policy.Config) {
 	t.Helper()
-	snap := w.snapshot()
+	st := w.state()
 	before := pvc.DeepCopy()
-	changed, err := policy.AlignPreboundClaimClass(pvc, snap, cfg)
+	changed, err := policy.AlignPreboundClaimClass(pvc, st, cfg)
 	if err != nil {
-		t.Fatalf("AlignPreboundClaimClass over a snapshot failed: %v", err)
+		t.Fatalf("AlignPreboundClaimClass over a state failed: %v", err)
 	}
 	if changed == reflect.DeepEqual(pvc, before) {
 		t.Fatalf("AlignPreboundClaimClass reported changed=%v, but the claim changed=%v", changed, !changed)
 	}
 	if changed {
-		pv, _ := snap.PersistentVolume(pvc.Spec.VolumeName)
+		pv, _ := st.PersistentVolume(pvc.Spec.VolumeName)
 		if pv == nil || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != storage.VolumeClass(pv) {
 			t.Fatalf("claim class set to %v, not the class of volume %q", pvc.Spec.StorageClassName, pvc.Spec.VolumeName)
 		}
@@ -700,11 +700,11 @@ func checkAlignClass(t *testing.T, pvc *corev1.PersistentVolumeClaim, w fuzzWorl
 			t.Fatalf("AlignPreboundClaimClass changed more than the class")
 		}
 	}
-	if again, err := policy.AlignPreboundClaimClass(pvc, snap, cfg); err != nil || again {
+	if again, err := policy.AlignPreboundClaimClass(pvc, st, cfg); err != nil || again {
 		t.Fatalf("AlignPreboundClaimClass is not idempotent: %v, %v", again, err)
 	}
 	// Off by default.
-	if changed, err := policy.AlignPreboundClaimClass(before.DeepCopy(), snap, policy.DefaultConfig()); err != nil || changed {
+	if changed, err := policy.AlignPreboundClaimClass(before.DeepCopy(), st, policy.DefaultConfig()); err != nil || changed {
 		t.Fatalf("class alignment ran with the default config: %v, %v", changed, err)
 	}
 }

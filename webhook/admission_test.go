@@ -12,11 +12,8 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
@@ -39,41 +36,6 @@ func newTestServer(t *testing.T, cfg *policy.Config, view *testobj.View) http.Ha
 		},
 	}).Handler()
 }
-
-// review builds an AdmissionReview body for an object (and optional old object).
-func review(t *testing.T, kind metav1.GroupVersionKind, resource string, op admissionv1.Operation, obj, old runtime.Object, user string) []byte {
-	t.Helper()
-	raw := func(o runtime.Object) runtime.RawExtension {
-		if o == nil {
-			return runtime.RawExtension{}
-		}
-		data, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return runtime.RawExtension{Raw: data}
-	}
-	ar := admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID: types.UID("req-1"), Kind: kind, Operation: op,
-			Resource: metav1.GroupVersionResource{Version: "v1", Resource: resource},
-			Object:   raw(obj), OldObject: raw(old),
-			UserInfo: authenticationv1.UserInfo{Username: user},
-		},
-	}
-	data, err := json.Marshal(ar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-var (
-	pvKind  = metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}
-	pvcKind = metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}
-	podKind = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
-)
 
 // post sends a body and returns the HTTP status and, for 200, the decoded response.
 func post(t *testing.T, h http.Handler, path, contentType string, body io.Reader) (int, *admissionv1.AdmissionResponse) {
@@ -99,9 +61,9 @@ func post(t *testing.T, h http.Handler, path, contentType string, body io.Reader
 
 func TestMalformedRequestsGetAClearAnswer(t *testing.T) {
 	h := newTestServer(t, nil, testobj.NewView())
-	goodPVC := review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c"), nil, "alice")
-	podReview := review(t, podKind, "pods", admissionv1.Create, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, nil, "alice")
-	badObject := bytes.Replace(review(t, pvKind, "persistentvolumes", admissionv1.Create, testobj.PV("pv-1"), nil, "alice"),
+	goodPVC := testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c"), nil, "alice")
+	podReview := testobj.Review(t, testobj.PodKind, "pods", admissionv1.Create, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, nil, "alice")
+	badObject := bytes.Replace(testobj.Review(t, testobj.PVKind, "persistentvolumes", admissionv1.Create, testobj.PV("pv-1"), nil, "alice"),
 		[]byte(`"spec":{`), []byte(`"spec":{"capacity":"lots",`), 1)
 	deep := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":` + strings.Repeat(`{"a":`, 20000) + `1` + strings.Repeat(`}`, 20000) + `}`
 
@@ -179,7 +141,7 @@ func TestDecisionsBecomeDenialsWarningsAndAuditAnnotations(t *testing.T) {
 	h := newTestServer(t, cfg, testobj.NewView(fsPV, testobj.PV("pv-fast", testobj.Class("fast"))))
 
 	// Mode mismatch: denied with the field in the causes, grab recorded as an audit annotation.
-	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create,
+	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create,
 		testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(block), testobj.VolumeName("pv-7")), nil, "alice")))
 	if resp.Allowed || resp.Result.Code != http.StatusForbidden {
 		t.Fatalf("want a 403 denial, got %+v", resp)
@@ -195,7 +157,7 @@ func TestDecisionsBecomeDenialsWarningsAndAuditAnnotations(t *testing.T) {
 	}
 
 	// Class mismatch is a warning and is admitted.
-	_, resp = post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create,
+	_, resp = post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create,
 		testobj.PVC("team-a", "data", testobj.ClaimClass("slow"), testobj.VolumeName("pv-fast")), nil, "alice")))
 	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], "[PVG007 storage-class-match]") {
 		t.Fatalf("want admitted with one PVG007 warning, got allowed=%v warnings=%q", resp.Allowed, resp.Warnings)
@@ -206,7 +168,7 @@ func TestUnreadableRelatedObjectsFailTheReview(t *testing.T) {
 	view := testobj.NewView()
 	view.Err = errors.New("apiserver unavailable")
 	h := newTestServer(t, nil, view)
-	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create,
+	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create,
 		testobj.PVC("team-a", "data", testobj.VolumeName("pv-7")), nil, "alice")))
 	if resp.Allowed || resp.Result.Code != http.StatusInternalServerError || !strings.Contains(resp.Result.Message, "apiserver unavailable") {
 		t.Fatalf("want a 500 naming the cause (so failurePolicy applies), got %+v", resp.Result)
@@ -231,17 +193,17 @@ func TestMutations(t *testing.T) {
 		wantOps []string
 	}{
 		{name: "claimRef kind and apiVersion filled", path: webhook.PathMutatePV,
-			body:    review(t, pvKind, "persistentvolumes", admissionv1.Create, bare, nil, "admin"),
+			body:    testobj.Review(t, testobj.PVKind, "persistentvolumes", admissionv1.Create, bare, nil, "admin"),
 			wantOps: []string{"add /spec/claimRef/apiVersion", "add /spec/claimRef/kind"}},
 		{name: "complete claimRef untouched", path: webhook.PathMutatePV,
-			body: review(t, pvKind, "persistentvolumes", admissionv1.Create, testobj.PV("pv-1", testobj.ClaimRef("ns", "c", "")), nil, "admin")},
+			body: testobj.Review(t, testobj.PVKind, "persistentvolumes", admissionv1.Create, testobj.PV("pv-1", testobj.ClaimRef("ns", "c", "")), nil, "admin")},
 		{name: "pre-bound claim given the default class gets the volume's class", cfg: cfgOn, path: webhook.PathMutatePVC,
-			body:    review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local")), nil, "alice"),
+			body:    testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local")), nil, "alice"),
 			wantOps: []string{"replace /spec/storageClassName"}},
 		{name: "class alignment is off by default", path: webhook.PathMutatePVC,
-			body: review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local")), nil, "alice")},
+			body: testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("fast"), testobj.VolumeName("pv-local")), nil, "alice")},
 		{name: "a chosen non-default class is left alone", cfg: cfgOn, path: webhook.PathMutatePVC,
-			body: review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("gold"), testobj.VolumeName("pv-local")), nil, "alice")},
+			body: testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("ns", "c", testobj.ClaimClass("gold"), testobj.VolumeName("pv-local")), nil, "alice")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, resp := post(t, newTestServer(t, tc.cfg, view), tc.path, "application/json", bytes.NewReader(tc.body))
@@ -293,7 +255,7 @@ func TestMalformedClaimRefIsDeniedByItsRuleNotAnError(t *testing.T) {
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			pv := testobj.PV("pv-7", testobj.ClaimRef(tc.namespace, tc.name, "uid-1"))
-			_, resp := post(t, h, webhook.PathValidatePV, "application/json", bytes.NewReader(review(t, pvKind, "persistentvolumes", admissionv1.Create, pv, nil, "admin")))
+			_, resp := post(t, h, webhook.PathValidatePV, "application/json", bytes.NewReader(testobj.Review(t, testobj.PVKind, "persistentvolumes", admissionv1.Create, pv, nil, "admin")))
 			if resp.Allowed || resp.Result.Code != http.StatusForbidden {
 				t.Fatalf("want a 403 denial, got allowed=%v %+v", resp.Allowed, resp.Result)
 			}
@@ -327,7 +289,7 @@ func TestDenialStandsWhenAnotherRuleCannotJudge(t *testing.T) {
 	}).Handler()
 	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.VolumeName("pv-7"),
 		testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
-	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, claim, nil, "alice")))
+	_, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create, claim, nil, "alice")))
 	if resp.Allowed || resp.Result.Code != http.StatusForbidden {
 		t.Fatalf("want a 403 denial, got allowed=%v %+v", resp.Allowed, resp.Result)
 	}
@@ -358,7 +320,7 @@ func TestDenialIsConfirmedOnFreshReads(t *testing.T) {
 	prime := testobj.PVC("populators", "prime-0f5c3f5e-6b0a-4c47-9d43-7c2f2b1e9a10", testobj.ClaimBoundTo("pv-1"))
 	stale := testobj.NewView(target, prime, testobj.PV("pv-1", testobj.BoundTo(prime)))
 	live := testobj.NewView(target, prime, testobj.PV("pv-1", testobj.BoundTo(target)))
-	bind := review(t, pvcKind, "persistentvolumeclaims", admissionv1.Update, testobj.PVCWith(target, testobj.ClaimBoundTo("pv-1")), target,
+	bind := testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Update, testobj.PVCWith(target, testobj.ClaimBoundTo("pv-1")), target,
 		"system:serviceaccount:kube-system:persistent-volume-binder")
 	for _, tc := range []struct {
 		name    string

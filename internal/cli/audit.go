@@ -24,8 +24,8 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// AuditOptions are the flags of `pvguard audit`.
-type AuditOptions struct {
+// AuditFlags are the flags of `pvguard audit`.
+type AuditFlags struct {
 	Files []string
 	// Kubeconfig audits a live cluster instead of files.
 	Kubeconfig string
@@ -51,7 +51,7 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Msg }
 
 func newAuditCommand() *cobra.Command {
-	o := AuditOptions{Output: "table", Now: time.Now}
+	o := AuditFlags{Output: "table", Now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "audit -f FILE|DIR ...",
 		Short: "Audit manifests against the rule catalogue (offline; no cluster needed)",
@@ -74,7 +74,7 @@ func newAuditCommand() *cobra.Command {
 
 // RunAudit audits the manifests named in o and writes the report to out; problems reading
 // documents go to errOut. The returned error is an *ExitError when the exit code matters.
-func RunAudit(o AuditOptions, out, errOut io.Writer) error {
+func RunAudit(o AuditFlags, out, errOut io.Writer) error {
 	if (len(o.Files) == 0) == (o.Kubeconfig == "") {
 		return errors.New("give either manifests with -f FILE|DIR or a cluster with --kubeconfig")
 	}
@@ -104,7 +104,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 	var (
 		findings []policy.Finding
 		page     web.Page            // the dashboard's bindings and pending claims, read live
-		snap     *clusterstate.State // the manifests read, for the dashboard's bindings and pending claims
+		st       *clusterstate.State // the manifests read, for the dashboard's bindings and pending claims
 		objects  int
 		readErrs []error
 		// ruleErrs are the rules that could not judge an object; the other rules' findings on
@@ -117,7 +117,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 			return err
 		}
 	} else {
-		snap, objects, readErrs = manifests.Load(o.Files)
+		st, objects, readErrs = manifests.Load(o.Files)
 		for _, e := range readErrs {
 			fmt.Fprintln(errOut, "pvguard audit:", e)
 		}
@@ -125,7 +125,7 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 			fmt.Fprintf(errOut, "pvguard audit: auditing %d objects\n", objects)
 		}
 		var err error
-		findings, err = policy.NewEngine(cfg).Audit(snap, now(), progressTo(errOut))
+		findings, err = policy.NewEngine(cfg).Audit(st, now(), progressTo(errOut))
 		if ruleErrs, err = policy.SplitRuleErrors(err); err != nil {
 			return err
 		}
@@ -150,9 +150,9 @@ func RunAudit(o AuditOptions, out, errOut io.Writer) error {
 		if o.Kubeconfig != "" {
 			report.Time = now()
 		}
-		if snap != nil {
-			// Only the dashboard shows them: 10% of an audit of 100k objects.
-			page.Bindings, page.Pending = audit.BindingsOf(snap), audit.PendingOf(snap)
+		if st != nil {
+			// Only the dashboard shows them: the other outputs skip the pass over every volume and claim.
+			page.Bindings, page.Pending = audit.BindingsOf(st), audit.PendingOf(st)
 		}
 		// A file has no explain pages beside it: its pending claims link nowhere.
 		page.Report, page.ExplainLinks = report, false
@@ -187,7 +187,7 @@ func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, e
 	}
 	fmt.Fprintf(errOut, "pvguard audit: reading volumes, claims, classes and nodes from %s\n", rc.Host)
 	engine := policy.NewEngine(cfg)
-	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
 		Log: logr.Discard(), Now: now, Progress: progressTo(errOut)})
 	// The runner publishes what it found even when some rules could not judge an object.
 	ruleErrs, err := policy.SplitRuleErrors(r.RunOnce(context.Background()))

@@ -63,7 +63,7 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-func runAudit(t *testing.T, o cli.AuditOptions) (string, string, error) {
+func runAudit(t *testing.T, o cli.AuditFlags) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	o.Now = func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) }
@@ -89,7 +89,7 @@ func TestAuditManifests(t *testing.T) {
 		"notes.txt":          "not a manifest",
 	})
 
-	out, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "table"})
+	out, errOut, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "table"})
 	if err != nil || errOut != "" {
 		t.Fatalf("audit: %v, stderr %q", err, errOut)
 	}
@@ -99,7 +99,7 @@ func TestAuditManifests(t *testing.T) {
 		}
 	}
 
-	out, _, err = runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "json"})
+	out, _, err = runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestAuditManifests(t *testing.T) {
 		t.Fatalf("unexpected report: %+v", report)
 	}
 
-	out, _, err = runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "report"})
+	out, _, err = runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "report"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +125,11 @@ func TestAuditManifests(t *testing.T) {
 		}
 	}
 
-	if _, _, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "yaml", FailOn: "deny"}); exitCode(err) != cli.ExitFindings {
+	if _, _, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "yaml", FailOn: "deny"}); exitCode(err) != cli.ExitFindings {
 		t.Fatalf("--fail-on=deny with a deny finding: exit %d (%v), want %d", exitCode(err), err, cli.ExitFindings)
 	}
 	clean := writeFiles(t, map[string]string{"ok.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: fine}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\nstatus: {phase: Available}\n"})
-	if _, _, err := runAudit(t, cli.AuditOptions{Files: []string{clean}, Output: "table", FailOn: "warn"}); exitCode(err) != 0 {
+	if _, _, err := runAudit(t, cli.AuditFlags{Files: []string{clean}, Output: "table", FailOn: "warn"}); exitCode(err) != 0 {
 		t.Fatalf("clean manifests: exit %d (%v)", exitCode(err), err)
 	}
 }
@@ -140,7 +140,7 @@ func TestAuditBadDocumentsAreNamedAndTheRestAudited(t *testing.T) {
 		"bad.yaml":    "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: broken}\nspec: {capacity: {storage: lots}}\n---\nkind: [\n",
 		"nokind.yaml": "apiVersion: v1\nmetadata: {name: x}\n",
 	})
-	out, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "table"})
+	out, errOut, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "table"})
 	if exitCode(err) != cli.ExitBadManifest {
 		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, cli.ExitBadManifest)
 	}
@@ -183,7 +183,7 @@ spec:
 status: {phase: Failed}
 `,
 	})
-	out, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "json"})
+	out, errOut, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "json"})
 	if exitCode(err) != cli.ExitBadManifest {
 		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, cli.ExitBadManifest)
 	}
@@ -211,7 +211,7 @@ status: {phase: Failed}
 }
 
 func TestAuditFlags(t *testing.T) {
-	for _, o := range []cli.AuditOptions{
+	for _, o := range []cli.AuditFlags{
 		{Output: "table"},
 		{Files: []string{"x"}, Output: "xml"},
 		{Files: []string{"x"}, Output: "table", FailOn: "sometimes"},
@@ -226,7 +226,7 @@ func TestAuditFlags(t *testing.T) {
 // bindings, and nothing it would have to fetch.
 func TestAuditHTML(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"volumes.yaml": volumes, "claims.json": claims})
-	out, _, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "html"})
+	out, _, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "html"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestAuditProgress(t *testing.T) {
 		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-%d}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\n", i)
 	}
 	dir := writeFiles(t, map[string]string{"many.yaml": b.String()})
-	_, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{dir}, Output: "json"})
+	_, errOut, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestAuditWithoutNodesJudgesNodeAffinity(t *testing.T) {
 	}
 	pvg009 := func(t *testing.T, manifest string) []audit.Finding {
 		t.Helper()
-		out, errOut, err := runAudit(t, cli.AuditOptions{Files: []string{writeFiles(t, map[string]string{"dump.yaml": manifest})}, Output: "json"})
+		out, errOut, err := runAudit(t, cli.AuditFlags{Files: []string{writeFiles(t, map[string]string{"dump.yaml": manifest})}, Output: "json"})
 		if err != nil || errOut != "" {
 			t.Fatalf("audit: %v, stderr %q", err, errOut)
 		}

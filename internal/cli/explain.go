@@ -23,8 +23,8 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// ExplainOptions are the flags of `pvguard explain` (and of `kubectl pvguard explain`).
-type ExplainOptions struct {
+// ExplainFlags are the flags of `pvguard explain` (and of `kubectl pvguard explain`).
+type ExplainFlags struct {
 	// Files are the manifests of an offline explanation (-f); without them, the live cluster.
 	Files []string
 	// Kubeconfig and Overrides are kubectl's connection flags: --kubeconfig, and --context,
@@ -81,7 +81,7 @@ func newExplainCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 	}
 	var (
-		claim, volume           = ExplainOptions{}, ExplainOptions{}
+		claim, volume           = ExplainFlags{}, ExplainFlags{}
 		claimGiven, volumeGiven = bindExplainFlags(pvc.Flags(), &claim), bindExplainFlags(pv.Flags(), &volume)
 	)
 	pvc.RunE = func(cmd *cobra.Command, args []string) error {
@@ -100,7 +100,7 @@ func newExplainCommand() *cobra.Command {
 // -f, -o and kubectl's connection flags (--kubeconfig and client-go's override flags, with -s
 // for --server as kubectl has it). given names the connection flags set on the command line,
 // -n aside: -n also applies to manifests.
-func bindExplainFlags(f *pflag.FlagSet, o *ExplainOptions) (given func() []string) {
+func bindExplainFlags(f *pflag.FlagSet, o *ExplainFlags) (given func() []string) {
 	o.Output = "table"
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
 	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
@@ -131,7 +131,7 @@ func bindExplainFlags(f *pflag.FlagSet, o *ExplainOptions) (given func() []strin
 // clientConfig is the cluster the connection flags name, resolved as kubectl resolves it:
 // --kubeconfig, else $KUBECONFIG, else ~/.kube/config, else in-cluster, with the flags
 // overriding what the kubeconfig's context says.
-func (o ExplainOptions) clientConfig() clientcmd.ClientConfig {
+func (o ExplainFlags) clientConfig() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.Kubeconfig
 	overrides := o.Overrides
@@ -140,7 +140,7 @@ func (o ExplainOptions) clientConfig() clientcmd.ClientConfig {
 
 // cluster is the live cluster to read, or nil to read o.Files; manifests together with
 // connection flags are bad input. Nothing is read yet.
-func (o ExplainOptions) cluster() (clientcmd.ClientConfig, error) {
+func (o ExplainFlags) cluster() (clientcmd.ClientConfig, error) {
 	if len(o.Files) == 0 {
 		return o.clientConfig(), nil
 	}
@@ -169,7 +169,7 @@ func restConfig(cc clientcmd.ClientConfig) (*rest.Config, error) {
 
 // claimRequest resolves what `explain pvc REF` asks for: the claim's namespace and name
 // (claimKey), and the cluster to read (nil: the manifests).
-func (o ExplainOptions) claimRequest(ref string) (namespace, name string, rc *rest.Config, err error) {
+func (o ExplainFlags) claimRequest(ref string) (namespace, name string, rc *rest.Config, err error) {
 	cc, err := o.cluster()
 	if err != nil {
 		return "", "", nil, err
@@ -223,7 +223,7 @@ func claimKey(ref, flagNamespace string, contextNamespace func() (string, error)
 
 // RunExplainClaim explains the claim REF (NAMESPACE/NAME, or NAME: see claimKey) and writes the
 // explanation to out.
-func RunExplainClaim(o ExplainOptions, ref string, out, errOut io.Writer) error {
+func RunExplainClaim(o ExplainFlags, ref string, out, errOut io.Writer) error {
 	if o.Output != "table" && o.Output != "json" {
 		return badInput("-o %s: want table or json", o.Output)
 	}
@@ -266,7 +266,7 @@ func writeExplanation(out io.Writer, output string, e *explain.Explanation) erro
 
 // RunExplainVolume explains the volume NAME and writes the explanation to out. Volumes belong to
 // no namespace: -n is ignored, as kubectl ignores it for them.
-func RunExplainVolume(o ExplainOptions, name string, now time.Time, out, errOut io.Writer) error {
+func RunExplainVolume(o ExplainFlags, name string, now time.Time, out, errOut io.Writer) error {
 	if name == "" || strings.Contains(name, "/") {
 		return badInput("%q: want the name of a PersistentVolume", name)
 	}
@@ -325,7 +325,7 @@ func writeJSON(out io.Writer, v any) error {
 // the one whose pods and events a live read lists ("" for none), and claim the claim explained
 // ("" for none), whose provisioner's Lease a live read looks for. The input carries the policy
 // engine of o's config and the binder's identity.
-func loadInput(o ExplainOptions, rc *rest.Config, namespace, claim string, errOut io.Writer) (explain.Input, error) {
+func loadInput(o ExplainFlags, rc *rest.Config, namespace, claim string, errOut io.Writer) (explain.Input, error) {
 	cfg, err := loadPolicyConfig(o.ConfigFile)
 	if err != nil {
 		return explain.Input{}, badInput("%v", err)
@@ -340,14 +340,14 @@ func loadInput(o ExplainOptions, rc *rest.Config, namespace, claim string, errOu
 			return explain.Input{}, err
 		}
 	} else {
-		snap, _, readErrs := manifests.Load(o.Files)
+		state, _, readErrs := manifests.Load(o.Files)
 		for _, e := range readErrs {
 			fmt.Fprintln(errOut, "pvguard explain:", e)
 		}
 		if len(readErrs) > 0 {
 			return explain.Input{}, badInput("%d document(s) could not be read", len(readErrs))
 		}
-		in = explain.Input{Claims: snap.Claims(), Volumes: snap.Volumes(), Classes: snap.Classes(), Nodes: snap.Nodes()}
+		in = explain.Input{State: state}
 	}
 	in.Policy, in.Identity = policy.NewEngine(cfg), identity
 	return in, nil

@@ -87,7 +87,7 @@ func TestExplainClaimFlags(t *testing.T) {
 			if tc.env != "" {
 				t.Setenv("KUBECONFIG", tc.env)
 			}
-			var o ExplainOptions
+			var o ExplainFlags
 			f := pflag.NewFlagSet("pvc", pflag.ContinueOnError)
 			given := bindExplainFlags(f, &o)
 			if err := f.Parse(tc.args); err != nil {
@@ -142,7 +142,7 @@ func TestExplainVolumeFlags(t *testing.T) {
 		{name: "offline and --user", args: []string{"-f", "x.yaml", "--user", "bob"}, wantErr: "give either manifests with -f or a cluster with --user, not both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var o ExplainOptions
+			var o ExplainFlags
 			f := pflag.NewFlagSet("pv", pflag.ContinueOnError)
 			given := bindExplainFlags(f, &o)
 			if err := f.Parse(tc.args); err != nil {

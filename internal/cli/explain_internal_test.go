@@ -34,12 +34,13 @@ func TestReadInputLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(in.Claims) != 1 || len(in.Volumes) != 1 || len(in.Classes) != 1 || len(in.Nodes) != 1 || len(in.Pods) != 1 || len(in.Events) != 1 {
-		t.Fatalf("read %d claims, %d volumes, %d classes, %d nodes, %d pods, %d events", len(in.Claims), len(in.Volumes),
-			len(in.Classes), len(in.Nodes), len(in.Pods), len(in.Events))
+	s := in.State
+	if len(s.Claims()) != 1 || len(s.Volumes()) != 1 || len(s.Classes()) != 1 || len(s.Nodes()) != 1 || len(in.Pods) != 1 || len(in.Events) != 1 {
+		t.Fatalf("read %d claims, %d volumes, %d classes, %d nodes, %d pods, %d events", len(s.Claims()), len(s.Volumes()),
+			len(s.Classes()), len(s.Nodes()), len(in.Pods), len(in.Events))
 	}
-	if in.Nodes[0].Labels["kubernetes.io/hostname"] != "n1" {
-		t.Errorf("node labels %v", in.Nodes[0].Labels)
+	if s.Nodes()[0].Labels["kubernetes.io/hostname"] != "n1" {
+		t.Errorf("node labels %v", s.Nodes()[0].Labels)
 	}
 	e, err := explain.Claim(in, "team-a", "data")
 	if err != nil {

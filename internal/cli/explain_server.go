@@ -31,7 +31,7 @@ func forbidden(err error) bool { return apierrors.IsForbidden(err) }
 // askServer GETs path (below /api/v1/explain/) from the pvguard server o.Server as the user of
 // rc (their bearer token, token file or exec plugin, as kubectl sends it to the apiserver), and
 // decodes the explanation into v. The server answers what that user's RBAC lets them list.
-func askServer(ctx context.Context, o ExplainOptions, rc *rest.Config, path string, v any) error {
+func askServer(ctx context.Context, o ExplainFlags, rc *rest.Config, path string, v any) error {
 	base, err := url.Parse(o.Server)
 	if err != nil || base.Scheme != "https" || base.Host == "" {
 		return badInput("--pvguard-server %q: want https://HOST[:PORT]", o.Server)

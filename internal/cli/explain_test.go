@@ -18,7 +18,7 @@ const example = "../../docs/examples/explain.yaml"
 
 func TestExplainClaimOffline(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &errOut); err != nil {
+	if err := cli.RunExplainClaim(cli.ExplainFlags{Files: []string{example}, Output: "table"}, "team-a/data", &out, &errOut); err != nil {
 		t.Fatalf("%v (%s)", err, errOut.String())
 	}
 	for _, want := range []string{"external provisioner csi.example.com", "Filesystem != Block", "50Gi < 100Gi",
@@ -31,7 +31,7 @@ func TestExplainClaimOffline(t *testing.T) {
 
 func TestExplainClaimJSON(t *testing.T) {
 	var out bytes.Buffer
-	if err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{example}, Output: "json"}, "team-a/data", &out, &out); err != nil {
+	if err := cli.RunExplainClaim(cli.ExplainFlags{Files: []string{example}, Output: "json"}, "team-a/data", &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	var e explain.Explanation
@@ -47,7 +47,7 @@ func TestExplainClaimBadInput(t *testing.T) {
 	for name, ref := range map[string]string{"unknown claim": "team-a/nope", "no namespace": "data"} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{example}, Output: "table"}, ref, &out, &out)
+			err := cli.RunExplainClaim(cli.ExplainFlags{Files: []string{example}, Output: "table"}, ref, &out, &out)
 			if exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), ref) {
 				t.Fatalf("error %v (exit %d), want exit %d naming %s", err, exitCode(err), cli.ExitBadInput, ref)
 			}
@@ -58,7 +58,7 @@ func TestExplainClaimBadInput(t *testing.T) {
 // TestExplainDocsShowRealOutput keeps docs/explain.md's example the command's real output.
 func TestExplainDocsShowRealOutput(t *testing.T) {
 	var out bytes.Buffer
-	if err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{example}, Output: "table"}, "team-a/data", &out, &out); err != nil {
+	if err := cli.RunExplainClaim(cli.ExplainFlags{Files: []string{example}, Output: "table"}, "team-a/data", &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile("../../docs/explain.md")
@@ -75,7 +75,7 @@ func TestExplainDocsShowRealOutput(t *testing.T) {
 func TestExplainVolumeDocsShowRealOutput(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
-	if err := cli.RunExplainVolume(cli.ExplainOptions{Files: []string{example}, Output: "table"}, "pv-old", now, &out, &out); err != nil {
+	if err := cli.RunExplainVolume(cli.ExplainFlags{Files: []string{example}, Output: "table"}, "pv-old", now, &out, &out); err != nil {
 		t.Fatal(err)
 	}
 	page, err := os.ReadFile("../../docs/explain.md")
@@ -85,7 +85,7 @@ func TestExplainVolumeDocsShowRealOutput(t *testing.T) {
 	if want := "$ pvguard explain pv pv-old -f docs/examples/explain.yaml\n" + out.String() + "```"; !strings.Contains(string(page), want) {
 		t.Errorf("docs/explain.md does not show the output:\n%s", want)
 	}
-	err = cli.RunExplainVolume(cli.ExplainOptions{Files: []string{example}, Output: "table"}, "pv-nope", now, &out, &out)
+	err = cli.RunExplainVolume(cli.ExplainFlags{Files: []string{example}, Output: "table"}, "pv-nope", now, &out, &out)
 	if exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), "pv-nope") {
 		t.Fatalf("error %v, want exit %d naming pv-nope", err, cli.ExitBadInput)
 	}
@@ -159,13 +159,13 @@ status: {phase: Available}
 `), 0o600))
 	must(os.WriteFile(config, []byte("rules:\n  binder-annotations: {action: deny}\n"), 0o600))
 	for name, tc := range map[string]struct {
-		o      cli.ExplainOptions
+		o      cli.ExplainFlags
 		policy string // "" for a pass
 	}{
-		"default config":                    {o: cli.ExplainOptions{}},
-		"--config, pvguard's binder":        {o: cli.ExplainOptions{ConfigFile: config}, policy: "PVG013: " + cli.DefaultBinderIdentity + " added annotation"},
-		"--config, upstream's binder":       {o: cli.ExplainOptions{ConfigFile: config, BinderIdentity: "system:serviceaccount:kube-system:persistent-volume-binder"}},
-		"--config, another service account": {o: cli.ExplainOptions{ConfigFile: config, BinderIdentity: "system:serviceaccount:ops:binder"}, policy: "PVG013: system:serviceaccount:ops:binder"},
+		"default config":                    {o: cli.ExplainFlags{}},
+		"--config, pvguard's binder":        {o: cli.ExplainFlags{ConfigFile: config}, policy: "PVG013: " + cli.DefaultBinderIdentity + " added annotation"},
+		"--config, upstream's binder":       {o: cli.ExplainFlags{ConfigFile: config, BinderIdentity: "system:serviceaccount:kube-system:persistent-volume-binder"}},
+		"--config, another service account": {o: cli.ExplainFlags{ConfigFile: config, BinderIdentity: "system:serviceaccount:ops:binder"}, policy: "PVG013: system:serviceaccount:ops:binder"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := tc.o
@@ -191,11 +191,11 @@ status: {phase: Available}
 		})
 	}
 	var out bytes.Buffer
-	err := cli.RunExplainClaim(cli.ExplainOptions{Files: []string{manifest}, Output: "table", ConfigFile: filepath.Join(dir, "nope.yaml")}, "team-a/data", &out, &out)
+	err := cli.RunExplainClaim(cli.ExplainFlags{Files: []string{manifest}, Output: "table", ConfigFile: filepath.Join(dir, "nope.yaml")}, "team-a/data", &out, &out)
 	if exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), "nope.yaml") {
 		t.Errorf("a missing --config: %v (exit %d), want exit %d naming it", err, exitCode(err), cli.ExitBadInput)
 	}
-	err = cli.RunExplainClaim(cli.ExplainOptions{Files: []string{manifest}, Output: "table", BinderIdentity: "system:serviceaccount:ops"}, "team-a/data", &out, &out)
+	err = cli.RunExplainClaim(cli.ExplainFlags{Files: []string{manifest}, Output: "table", BinderIdentity: "system:serviceaccount:ops"}, "team-a/data", &out, &out)
 	if exitCode(err) != cli.ExitBadInput || !strings.Contains(err.Error(), "--binder-identity") {
 		t.Errorf("a malformed --binder-identity: %v (exit %d), want exit %d naming the flag", err, exitCode(err), cli.ExitBadInput)
 	}

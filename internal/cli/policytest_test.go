@@ -40,7 +40,7 @@ func TestPolicyTestExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		suite  string
-		opts   cli.TestOptions
+		opts   cli.TestFlags
 		code   int // 0: no error
 		stdout string
 		stderr string
@@ -51,9 +51,9 @@ func TestPolicyTestExitCodes(t *testing.T) {
 			stdout: "--- FAIL: s.yaml: mode mismatch: expected allowed, got denied [PVG001]: [PVG001 volume-mode-match]"},
 		{name: "unreadable", suite: strings.Replace(policyTest, "EXPECT", "alowed: true", 1), code: cli.ExitBadInput,
 			stderr: `pvguard test: s.yaml: document 1: unknown field "cases[0].expect.alowed"`},
-		{name: "bad -o", suite: strings.Replace(policyTest, "EXPECT", "allowed: true", 1), opts: cli.TestOptions{Output: "yaml"}, code: cli.ExitBadInput},
-		{name: "bad --run", suite: strings.Replace(policyTest, "EXPECT", "allowed: true", 1), opts: cli.TestOptions{Run: "(("}, code: cli.ExitBadInput},
-		{name: "--run selects none", suite: strings.Replace(policyTest, "EXPECT", "allowed: true", 1), opts: cli.TestOptions{Run: "nothing"},
+		{name: "bad -o", suite: strings.Replace(policyTest, "EXPECT", "allowed: true", 1), opts: cli.TestFlags{Output: "yaml"}, code: cli.ExitBadInput},
+		{name: "bad --run", suite: strings.Replace(policyTest, "EXPECT", "allowed: true", 1), opts: cli.TestFlags{Run: "(("}, code: cli.ExitBadInput},
+		{name: "--run selects none", suite: strings.Replace(policyTest, "EXPECT", "allowed: true", 1), opts: cli.TestFlags{Run: "nothing"},
 			stdout: "ok  \t0 suites, 0 cases passed", stderr: "no case matches --run nothing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,7 +93,7 @@ func TestPolicyTestJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	err := cli.RunTest(context.Background(), cli.TestOptions{Paths: []string{path}, Output: "json"}, &out, &errOut)
+	err := cli.RunTest(context.Background(), cli.TestFlags{Paths: []string{path}, Output: "json"}, &out, &errOut)
 	var exit *cli.ExitError
 	if !errors.As(err, &exit) || exit.Code != cli.ExitFindings {
 		t.Fatalf("error %v, want exit code %d", err, cli.ExitFindings)

@@ -75,8 +75,8 @@ func NewLogger(w io.Writer, verbose bool) logr.Logger {
 
 // ParseServeArgs parses `pvguard serve` arguments (flags only) into options, exactly as the
 // command does: tests run the chart's container arguments through it.
-func ParseServeArgs(args []string) (ServeOptions, error) {
-	o := DefaultServeOptions()
+func ParseServeArgs(args []string) (ServeFlags, error) {
+	o := DefaultServeFlags()
 	f := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	bindServeFlags(f, &o)
 	if err := f.Parse(args); err != nil {
@@ -89,7 +89,7 @@ func ParseServeArgs(args []string) (ServeOptions, error) {
 }
 
 // bindServeFlags defines the flags of `pvguard serve` on f, writing into o.
-func bindServeFlags(f *pflag.FlagSet, o *ServeOptions) {
+func bindServeFlags(f *pflag.FlagSet, o *ServeFlags) {
 	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster, else $KUBECONFIG)")
 	f.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (a quantity such as 1Gi, or bytes); the Go heap's soft limit is set to 90% of it unless GOMEMLIMIT is set")
 	f.StringVar(&o.Listen, "listen", o.Listen, "address of the TLS listener for webhooks, health, readiness and metrics")
@@ -127,7 +127,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeOptions) {
 }
 
 func newServeCommand(logger func(io.Writer) logr.Logger) *cobra.Command {
-	o := DefaultServeOptions()
+	o := DefaultServeFlags()
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the admission webhooks against a cluster",

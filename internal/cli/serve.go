@@ -56,8 +56,8 @@ import (
 	"github.com/pvguard/pvguard/webhook"
 )
 
-// ServeOptions are the flags of `pvguard serve`.
-type ServeOptions struct {
+// ServeFlags are the flags of `pvguard serve`.
+type ServeFlags struct {
 	Kubeconfig string
 	// MemoryLimit is the container's memory limit (the chart passes limits.memory through the
 	// downward API). When set and GOMEMLIMIT is not, the Go heap's soft limit is set to 90% of
@@ -121,9 +121,9 @@ type BinderHooks struct {
 	WrapCache   func(client.Reader) client.Reader
 }
 
-// DefaultServeOptions are the flag defaults.
-func DefaultServeOptions() ServeOptions {
-	return ServeOptions{
+// DefaultServeFlags are the flag defaults.
+func DefaultServeFlags() ServeFlags {
+	return ServeFlags{
 		Listen:           ":9443",
 		SelfSignedHosts:  []string{"localhost", "127.0.0.1"},
 		Binder:           binder.ModeOff,
@@ -152,7 +152,7 @@ func DefaultServeOptions() ServeOptions {
 	}
 }
 
-func (o *ServeOptions) validate() error {
+func (o *ServeFlags) validate() error {
 	var errs []error
 	switch {
 	case o.CertDir == "" && !o.SelfSigned && o.CertSecret == "":
@@ -212,7 +212,7 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 // would queue behind the binder's writes, and a binding backlog at a low QPS (after a leader
 // takes over, say) would hold reviews past the apiserver's webhook timeout, which with
 // failurePolicy Fail refuses the write (TestReviewsDoNotWaitForBinderWrites).
-func withOwnBucket(cfg *rest.Config, o ServeOptions, userAgent string) *rest.Config {
+func withOwnBucket(cfg *rest.Config, o ServeFlags, userAgent string) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
 	cfg.UserAgent = userAgent
@@ -221,7 +221,7 @@ func withOwnBucket(cfg *rest.Config, o ServeOptions, userAgent string) *rest.Con
 
 // reviewLiveReader is the client the webhooks read through when the cache misses (an object
 // created a moment ago), with its own token bucket.
-func reviewLiveReader(cfg *rest.Config, o ServeOptions, mgr ctrl.Manager) (client.Reader, error) {
+func reviewLiveReader(cfg *rest.Config, o ServeFlags, mgr ctrl.Manager) (client.Reader, error) {
 	c, err := client.New(withOwnBucket(cfg, o, "pvguard-webhook"), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("building the webhooks' live reader: %w", err)
@@ -231,7 +231,7 @@ func reviewLiveReader(cfg *rest.Config, o ServeOptions, mgr ctrl.Manager) (clien
 
 // Serve runs pvguard until ctx ends: the webhooks and the audit on every replica, the binder,
 // the report writer and the certificate rotator on the elected one, all over one informer cache.
-func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
+func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func Serve(ctx context.Context, o ServeOptions, log logr.Logger) error {
 }
 
 // serveRESTConfig is the cluster's config with pvguard's user agent and client rate limit.
-func serveRESTConfig(o ServeOptions) (*rest.Config, error) {
+func serveRESTConfig(o ServeFlags) (*rest.Config, error) {
 	cfg, err := RESTConfig(o.Kubeconfig)
 	if err != nil {
 		return nil, err
@@ -357,7 +357,7 @@ func serveRESTConfig(o ServeOptions) (*rest.Config, error) {
 //
 // With leader election the Lease lock is wrapped in a leaseguard.Guard (returned; nil without
 // election), which the binder asks before each write.
-func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager, *leaseguard.Guard, error) {
+func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, *leaseguard.Guard, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, nil, fmt.Errorf("building scheme: %w", err)
@@ -429,7 +429,7 @@ func newManager(cfg *rest.Config, o ServeOptions, log logr.Logger) (ctrl.Manager
 
 // leaseLock is the Lease lock controller-runtime would make (its leaderelection.NewResourceLock):
 // the same identity, user agent and request timeout, so that pvguard can wrap it.
-func leaseLock(cfg *rest.Config, o ServeOptions, namespace string, events record.EventRecorder) (resourcelock.Interface, error) {
+func leaseLock(cfg *rest.Config, o ServeFlags, namespace string, events record.EventRecorder) (resourcelock.Interface, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return nil, fmt.Errorf("naming the leader election identity: %w", err)
@@ -491,12 +491,12 @@ func loadClientCAs(file string) (*x509.CertPool, error) {
 
 // addAudit registers the audit runner (every replica) and the report writer (the elected one),
 // and returns the report and dashboard handlers; all nil when the audit is off.
-func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, err error) {
+func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, err error) {
 	if o.AuditInterval <= 0 {
 		return nil, nil, nil
 	}
 	auditLog := log.WithName("audit")
-	runner := audit.NewRunner(audit.Options{
+	runner := audit.NewRunner(audit.RunnerOptions{
 		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), View: views.View,
 		Engine: engines.Engine, Registry: reg, Log: auditLog,
 	})
@@ -517,7 +517,7 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeOptions, engines *en
 // its in-flight state, so that a page plans as the binder does. Each pair is judged by the
 // current policy as the binder that binds writes it: pvguard's, or with it off upstream's, whose
 // writes the webhook judges all the same. A claim's provisioner's Lease is read live.
-func explainHandlers(mgr ctrl.Manager, o ServeOptions, b *binder.Binder, engines *engineRef, views *webhook.ClusterView, log logr.Logger) (api, pages http.Handler) {
+func explainHandlers(mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines *engineRef, views *webhook.ClusterView, log logr.Logger) (api, pages http.Handler) {
 	if o.AuditInterval <= 0 {
 		return nil, nil
 	}
@@ -574,7 +574,7 @@ func cachedNamespaces(ctx context.Context, c client.Reader) ([]string, error) {
 
 // addPolicySource gives the engines their policy: the --config file, watched and reloaded on
 // every replica, or the defaults.
-func addPolicySource(mgr ctrl.Manager, o ServeOptions, engines *engineRef, srv *web.Server, log logr.Logger) error {
+func addPolicySource(mgr ctrl.Manager, o ServeFlags, engines *engineRef, srv *web.Server, log logr.Logger) error {
 	if o.ConfigFile == "" {
 		engines.src = webhook.StaticEngine{E: policy.NewEngine(nil)}
 		return nil
@@ -593,7 +593,7 @@ func addPolicySource(mgr ctrl.Manager, o ServeOptions, engines *engineRef, srv *
 // servingCertificates sets up where the serving certificate comes from: a directory reloaded on
 // change (--cert-dir, optionally filled by --self-signed), or the self-managed Secret, which the
 // elected replica keeps current and every replica serves from.
-func servingCertificates(ctx context.Context, mgr manager.Manager, o ServeOptions, log logr.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), func() error, error) {
+func servingCertificates(ctx context.Context, mgr manager.Manager, o ServeFlags, log logr.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), func() error, error) {
 	if o.CertSecret == "" {
 		certDir := o.CertDir
 		if o.SelfSigned {
@@ -666,7 +666,7 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // addBinder builds the binder over the manager's cache and registers it; in active mode it runs
 // only on the elected replica. The explain pages read its in-flight state.
-func addBinder(ctx context.Context, mgr manager.Manager, o ServeOptions, lease *leaseguard.Guard, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
+func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *leaseguard.Guard, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
 	identity, err := whoAmI(ctx, mgr.GetConfig())
 	if err != nil {
 		return nil, err

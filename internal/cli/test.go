@@ -12,8 +12,8 @@ import (
 	"github.com/pvguard/pvguard/internal/policytest"
 )
 
-// TestOptions are the flags of `pvguard test`.
-type TestOptions struct {
+// TestFlags are the flags of `pvguard test`.
+type TestFlags struct {
 	// Paths are the suites' files and directories.
 	Paths []string
 	// Output is text or json; Run selects cases by name (a regular expression); Verbose lists
@@ -24,7 +24,7 @@ type TestOptions struct {
 }
 
 func newTestCommand() *cobra.Command {
-	o := TestOptions{Output: "text"}
+	o := TestFlags{Output: "text"}
 	cmd := &cobra.Command{
 		Use:   "test DIR|FILE...",
 		Short: "Test a policy config offline: writes, audits and explanations against fixtures of cluster state",
@@ -53,7 +53,7 @@ func newTestCommand() *cobra.Command {
 // RunTest runs the suites o names and writes the report to out; the suites that cannot be read
 // are named on errOut. The returned error is an *ExitError: ExitFindings when a case failed,
 // ExitBadInput when a suite could not be read (the others still run).
-func RunTest(ctx context.Context, o TestOptions, out, errOut io.Writer) error {
+func RunTest(ctx context.Context, o TestFlags, out, errOut io.Writer) error {
 	if o.Output != "text" && o.Output != "json" {
 		return badInput("-o %s: want text or json", o.Output)
 	}

@@ -33,8 +33,8 @@ import (
 	"github.com/pvguard/pvguard/internal/devcluster"
 )
 
-// DevOptions are the flags of pvguard-dev.
-type DevOptions struct {
+// DevFlags are the flags of pvguard-dev.
+type DevFlags struct {
 	// Assets holds kube-apiserver and etcd (default: $KUBEBUILDER_ASSETS, else bin/).
 	Assets string
 	// Dir receives the kubeconfigs, certificates, policy config and log (default: a new temp dir).
@@ -48,7 +48,7 @@ type DevOptions struct {
 	Logger func(io.Writer) logr.Logger
 }
 
-// devLogFile is the file in DevOptions.Dir that pvguard's logs go to, so that they do not
+// devLogFile is the file in DevFlags.Dir that pvguard's logs go to, so that they do not
 // interleave with the demo's story.
 const devLogFile = "pvguard.log"
 
@@ -57,7 +57,7 @@ const devLogFile = "pvguard.log"
 // `make dev` without).
 func NewRootCommand() *cobra.Command {
 	var verbose bool
-	o := DevOptions{Listen: "127.0.0.1:9443", Logger: func(w io.Writer) logr.Logger { return cli.NewLogger(w, verbose) }}
+	o := DevFlags{Listen: "127.0.0.1:9443", Logger: func(w io.Writer) logr.Logger { return cli.NewLogger(w, verbose) }}
 	cmd := &cobra.Command{
 		Use:           "pvguard-dev",
 		Short:         "Start a local control plane, serve pvguard against it and run the demo",
@@ -89,7 +89,7 @@ const devPolicyHeader = `# pvguard policy config (see docs/configuration.md), as
 // pvguard as that ServiceAccount (a token from the TokenRequest API, the Deployment's arguments,
 // the ConfigMap's policy config) with the chart's webhook configurations installed, and runs the
 // demo scenario. pvguard's logs go to pvguard.log in Dir.
-func Dev(ctx context.Context, o DevOptions) (err error) {
+func Dev(ctx context.Context, o DevFlags) (err error) {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}

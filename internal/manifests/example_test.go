@@ -38,8 +38,8 @@ metadata: {name: pv-2}
 		}
 	}
 
-	snap, n, errs := manifests.Load([]string{dir})
-	fmt.Println(n, "objects:", snap.Claims()[0].Namespace+"/"+snap.Claims()[0].Name, snap.Volumes()[0].Name)
+	st, n, errs := manifests.Load([]string{dir})
+	fmt.Println(n, "objects:", st.Claims()[0].Namespace+"/"+st.Claims()[0].Name, st.Volumes()[0].Name)
 	for _, err := range errs {
 		fmt.Println(strings.TrimPrefix(err.Error(), dir+string(filepath.Separator)))
 	}

@@ -99,15 +99,15 @@ func loadText(t testing.TB, name, text string, workers, batch int) (*clusterstat
 func TestListReader(t *testing.T) {
 	for _, d := range listDocuments(t) {
 		t.Run(d.name, func(t *testing.T) {
-			snap, n, errs := loadText(t, "f.json", d.js, 3, 2)
+			st, n, errs := loadText(t, "f.json", d.js, 3, 2)
 			if d.want == nil {
 				want := byKind(plainItems(t, []byte(d.js)))
-				if got := stateObjects(snap); len(errs) != 0 || !reflect.DeepEqual(got, want) || n != len(want) {
+				if got := stateObjects(st); len(errs) != 0 || !reflect.DeepEqual(got, want) || n != len(want) {
 					t.Fatalf("read %d objects (%v), want the %d items decoded alone", n, errs, len(want))
 				}
 				return
 			}
-			if got := objectNames(snap); !slices.Equal(got, d.want) || n != len(d.want) {
+			if got := objectNames(st); !slices.Equal(got, d.want) || n != len(d.want) {
 				t.Errorf("read %d: %v, want %v", n, got, d.want)
 			}
 			switch {
@@ -200,8 +200,8 @@ func TestLoadLargeLists(t *testing.T) {
 	for name, text := range map[string]string{"f.json": string(js), "f.yaml": string(y), "g.yaml": "---\n" + string(y)} {
 		for _, workers := range []int{1, 4} {
 			t.Run(fmt.Sprint(name, workers), func(t *testing.T) {
-				snap, n, errs := loadText(t, name, text, workers, 7)
-				if got := stateObjects(snap); len(errs) != 0 || n != len(want) || !reflect.DeepEqual(got, want) {
+				st, n, errs := loadText(t, name, text, workers, 7)
+				if got := stateObjects(st); len(errs) != 0 || n != len(want) || !reflect.DeepEqual(got, want) {
 					t.Fatalf("read %d objects (%v), want the %d items decoded alone", n, errs, len(want))
 				}
 			})
@@ -214,14 +214,14 @@ func TestLoadLargeLists(t *testing.T) {
 // gets, errors included.
 func TestLoadInAnyOrder(t *testing.T) {
 	dir := t.TempDir()
-	snap := gen.Inventory(600)
+	st := gen.Inventory(600)
 	for sub, write := range map[string]func(*clusterstate.State, string, int) ([]string, error){
 		"json": gen.WriteJSON, "yaml": gen.WriteYAML, "yaml-list": gen.WriteYAMLList,
 	} {
 		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := write(snap, filepath.Join(dir, sub), 100); err != nil {
+		if _, err := write(st, filepath.Join(dir, sub), 100); err != nil {
 			t.Fatal(err)
 		}
 	}

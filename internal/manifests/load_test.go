@@ -191,8 +191,8 @@ func TestLoad(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeFiles(t, tc.files)
-			snap, objects, errs := manifests.Load([]string{dir})
-			got := names(snap)
+			st, objects, errs := manifests.Load([]string{dir})
+			got := names(st)
 			if !slices.Equal(got, tc.want) || objects != len(tc.want) {
 				t.Errorf("loaded %d: %v, want %v", objects, got, tc.want)
 			}
@@ -210,8 +210,8 @@ func TestLoad(t *testing.T) {
 
 func TestLoadNamedFileAndMissingPath(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"volumes.txt": pvYAML("named")})
-	snap, _, errs := manifests.Load([]string{filepath.Join(dir, "volumes.txt"), filepath.Join(dir, "absent")})
-	if got := names(snap); !slices.Equal(got, []string{"pv/named"}) {
+	st, _, errs := manifests.Load([]string{filepath.Join(dir, "volumes.txt"), filepath.Join(dir, "absent")})
+	if got := names(st); !slices.Equal(got, []string{"pv/named"}) {
 		t.Errorf("a file named directly is read whatever its extension: got %v", got)
 	}
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "absent") {

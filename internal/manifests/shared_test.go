@@ -180,11 +180,11 @@ func TestRepeatsAreShared(t *testing.T) {
 		item("b", `{"app":"db"}`, "1Gi", `["ReadWriteOnce"]`),
 		item("c", `{"app":"web"}`, "2Gi", `["ReadWriteMany"]`),
 	}, ",") + `]}`
-	snap := readList(t, new(decoder), js)
-	if len(snap.Claims()) != 3 {
-		t.Fatalf("%d claims, want 3", len(snap.Claims()))
+	st := readList(t, new(decoder), js)
+	if len(st.Claims()) != 3 {
+		t.Fatalf("%d claims, want 3", len(st.Claims()))
 	}
-	a, b, c := snap.Claims()[0], snap.Claims()[1], snap.Claims()[2]
+	a, b, c := st.Claims()[0], st.Claims()[1], st.Claims()[2]
 	same := func(x, y any) bool { return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() }
 	for _, tc := range []struct {
 		what    string

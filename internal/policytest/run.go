@@ -192,7 +192,7 @@ type auditOnce struct {
 }
 
 // audit audits the fixtures as `pvguard audit -f` audits manifests: the engine's Audit of the
-// snapshot, once per world.
+// state, once per world.
 func (wd *world) audit(now time.Time) ([]policy.Finding, error) {
 	wd.audits.once.Do(func() {
 		wd.audits.findings, wd.audits.err = wd.engines.Engine().Audit(wd.st.cluster, now, nil)

@@ -10,7 +10,7 @@ import (
 
 // state is the fixtures as the engine takes them: the one place that knows which type holds the
 // cluster's objects for the rules, the audit and the explanations. Everything else reads it
-// through view, snapshot and explainInput.
+// through view, cluster and explainInput.
 type state struct {
 	cluster *clusterstate.State
 	view    policy.View
@@ -24,12 +24,12 @@ func stateOf(f *Fixtures) *state {
 	return &state{cluster: cluster, view: cluster}
 }
 
-// explainInput is what explain.Claim reads of the fixtures: the claims, volumes, classes and
-// nodes, the pods, and the Leases (read when the fixtures hold any, so that none of a
-// provisioner's name means it holds none), with the engine and the binder's identity.
+// explainInput is what explain.Claim reads of the fixtures: the cluster state, the pods, and the
+// Leases (read when the fixtures hold any, so that none of a provisioner's name means it holds
+// none), with the engine and the binder's identity.
 func (s *state) explainInput(f *Fixtures, engine *policy.Engine, identity policy.UserInfo, now time.Time) explain.Input {
 	return explain.Input{
-		Claims: f.Claims, Volumes: f.Volumes, Classes: f.Classes, Nodes: f.Nodes, Pods: f.Pods,
+		State: s.cluster, Pods: f.Pods,
 		Leases: f.Leases, LeasesRead: len(f.Leases) > 0,
 		Policy: engine, Identity: identity, View: s.view, Now: now,
 	}

@@ -25,7 +25,7 @@ func TestDashboard(t *testing.T) {
 		testobj.PV("pv-failed", testobj.Phase(corev1.VolumeFailed)),
 	}
 	c := fake.NewClientBuilder().WithObjects(objs[0], objs[1], bound, testobj.PVC("team-b", "lost", testobj.ClaimPhase(corev1.ClaimLost))).Build()
-	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
 		Now: func() time.Time { return time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC) }})
 	if err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
@@ -68,12 +68,12 @@ func TestDashboard(t *testing.T) {
 // bind-completed is not done binding); a file (`pvguard audit -o html`) lists them without links,
 // since no explain pages sit beside it.
 func TestRenderDashboardPending(t *testing.T) {
-	snap := clusterstate.New([]*corev1.PersistentVolumeClaim{
+	st := clusterstate.New([]*corev1.PersistentVolumeClaim{
 		testobj.PVC("team-b", "wait", testobj.ClaimClass("fast"), testobj.Request("5Gi")),
 		testobj.PVC("team-a", "db", testobj.ClaimBoundTo("pv-db")),
 		testobj.PVC("team-a", "half", testobj.ClaimPhase(corev1.ClaimBound)),
 	}, nil, nil, nil)
-	pending := audit.PendingOf(snap)
+	pending := audit.PendingOf(st)
 	if len(pending) != 2 || pending[0].Name != "half" || pending[1] != (audit.PendingClaim{Namespace: "team-b", Name: "wait", Class: "fast", Request: "5Gi"}) {
 		t.Fatalf("pending %+v, want team-a/half and team-b/wait", pending)
 	}

@@ -40,7 +40,7 @@ var readServer = sync.OnceValue(func() http.Handler {
 		testobj.StorageClass("gold", "kubernetes.io/no-provisioner"),
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
-	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
 	if err := r.RunOnce(context.Background()); err != nil {
 		panic(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"math/big"
 	"net"
 	"net/http"
@@ -17,11 +16,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/internal/web"
@@ -46,40 +41,6 @@ func (b *blockingView) PersistentVolume(name string) (*corev1.PersistentVolume, 
 	<-b.release
 	return b.View.PersistentVolume(name)
 }
-
-// review builds an AdmissionReview body for an object (and optional old object).
-func review(t *testing.T, kind metav1.GroupVersionKind, resource string, op admissionv1.Operation, obj, old runtime.Object, user string) []byte {
-	t.Helper()
-	raw := func(o runtime.Object) runtime.RawExtension {
-		if o == nil {
-			return runtime.RawExtension{}
-		}
-		data, err := json.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return runtime.RawExtension{Raw: data}
-	}
-	ar := admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID: types.UID("req-1"), Kind: kind, Operation: op,
-			Resource: metav1.GroupVersionResource{Version: "v1", Resource: resource},
-			Object:   raw(obj), OldObject: raw(old),
-			UserInfo: authenticationv1.UserInfo{Username: user},
-		},
-	}
-	data, err := json.Marshal(ar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-var (
-	pvKind  = metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}
-	pvcKind = metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}
-)
 
 type tlsServer struct {
 	addr   string
@@ -144,7 +105,7 @@ func TestShutdownServesThroughTheDelayThenDrains(t *testing.T) {
 	s := startTLSServer(t, web.Options{Views: fixedViews{view}, ShutdownDelay: 500 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
 	c := s.client(nil)
 
-	body := review(t, pvcKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("team-a", "c", testobj.VolumeName("pv-1")), nil, "alice")
+	body := testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("team-a", "c", testobj.VolumeName("pv-1")), nil, "alice")
 	inFlight := make(chan int, 1)
 	go func() {
 		resp, err := c.Post("https://"+s.addr+webhook.PathValidatePVC, "application/json", bytes.NewReader(body))
@@ -192,7 +153,7 @@ func TestClientCertificateRequiredOnWebhookPaths(t *testing.T) {
 	otherCA, otherKey := testCA(t)
 	stranger := clientCert(t, otherCA, otherKey)
 
-	body := review(t, pvKind, "persistentvolumes", admissionv1.Create, testobj.PV("pv-1"), nil, "alice")
+	body := testobj.Review(t, testobj.PVKind, "persistentvolumes", admissionv1.Create, testobj.PV("pv-1"), nil, "alice")
 	postWith := func(cert *tls.Certificate) (int, error) {
 		resp, err := s.client(cert).Post("https://"+s.addr+webhook.PathValidatePV, "application/json", bytes.NewReader(body))
 		if err != nil {

@@ -33,27 +33,28 @@ func visibilityOf(ctx context.Context, rd *access.Reader, c client.Reader) (*vis
 		}
 		return &visibility{rd: rd, sc: rd.Scrubber(nil, nil), objects: -1}, nil
 	}
-	snap, err := audit.ReadSnapshot(ctx, c)
+	st, err := clusterstate.Read(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	return visibilityOfSnapshot(rd, snap), nil
+	return visibilityOfState(rd, st), nil
 }
 
-func visibilityOfSnapshot(rd *access.Reader, snap *clusterstate.State) *visibility {
-	v := &visibility{rd: rd, sc: rd.Scrubber(snap.Claims(), snap.Volumes())}
-	for _, c := range snap.Claims() {
+// visibilityOfState is the caller's visibility over the cluster state st.
+func visibilityOfState(rd *access.Reader, st *clusterstate.State) *visibility {
+	v := &visibility{rd: rd, sc: rd.Scrubber(st.Claims(), st.Volumes())}
+	for _, c := range st.Claims() {
 		if rd.Claims(c.Namespace) {
 			v.objects++
 		}
 	}
-	for _, pv := range snap.Volumes() {
+	for _, pv := range st.Volumes() {
 		if rd.Volume(pv) {
 			v.objects++
 		}
 	}
 	if rd.Classes {
-		v.objects += len(snap.Classes())
+		v.objects += len(st.Classes())
 	}
 	return v
 }

@@ -61,7 +61,7 @@ func tenants(t *testing.T) (*audit.Runner, client.Client) {
 		testobj.PV("vol-failed", testobj.Phase(corev1.VolumeFailed)),
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
-	r := audit.NewRunner(audit.Options{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
 		Now: func() time.Time { return explainNow }})
 	if err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)

@@ -200,7 +200,7 @@ func TestAuditCLIAgainstTheCluster(t *testing.T) {
 	harness.Must(t, a.Status().Update(ctx, pvc), "marking it Lost")
 
 	var out, errOut bytes.Buffer
-	err := cli.RunAudit(cli.AuditOptions{Kubeconfig: suite.kubeconfig, Output: "json", FailOn: "deny"}, &out, &errOut)
+	err := cli.RunAudit(cli.AuditFlags{Kubeconfig: suite.kubeconfig, Output: "json", FailOn: "deny"}, &out, &errOut)
 	var exit *cli.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("audit: %v", err)

@@ -62,7 +62,7 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 		return nil
 	})
 	var printedOut bytes.Buffer
-	harness.Must(t, cli.RunExplainClaim(cli.ExplainOptions{Kubeconfig: suite.kubeconfig, Output: "json"}, ns+"/data", &printedOut, io.Discard), "pvguard explain pvc -o json")
+	harness.Must(t, cli.RunExplainClaim(cli.ExplainFlags{Kubeconfig: suite.kubeconfig, Output: "json"}, ns+"/data", &printedOut, io.Discard), "pvguard explain pvc -o json")
 	var printed explain.Explanation
 	harness.Must(t, json.Unmarshal(printedOut.Bytes(), &printed), "decoding pvguard explain -o json")
 	if served.State != printed.State || served.WaitingFor != printed.WaitingFor || served.Phase != printed.Phase ||

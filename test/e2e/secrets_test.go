@@ -113,7 +113,7 @@ func TestSecretValuesStayOutOfEveryOutput(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "pv.yaml")
 	harness.Must(t, os.WriteFile(file, manifest, 0o600), "writing the manifest")
 	for _, output := range []string{"table", "json", "yaml", "report", "html"} {
-		for _, o := range []cli.AuditOptions{{Kubeconfig: suite.kubeconfig}, {Files: []string{file}}} {
+		for _, o := range []cli.AuditFlags{{Kubeconfig: suite.kubeconfig}, {Files: []string{file}}} {
 			o.Output = output
 			where := fmt.Sprintf("pvguard audit -o %s --kubeconfig", output)
 			if len(o.Files) > 0 {

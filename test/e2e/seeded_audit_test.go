@@ -307,7 +307,7 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 	runCLI := func() audit.Report {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		err := cli.RunAudit(cli.AuditOptions{Kubeconfig: suite.kubeconfig, Output: "json"}, &out, &errOut)
+		err := cli.RunAudit(cli.AuditFlags{Kubeconfig: suite.kubeconfig, Output: "json"}, &out, &errOut)
 		var exit *cli.ExitError
 		if err != nil && !errors.As(err, &exit) {
 			t.Fatalf("pvguard audit: %v\n%s", err, errOut.String())

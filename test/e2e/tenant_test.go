@@ -260,12 +260,12 @@ func TestExplainAsksTheServerWhenForbidden(t *testing.T) {
 	harness.Must(t, os.WriteFile(ca, suite.caPEM, 0o600), "writing pvguard's CA")
 
 	var out, errOut bytes.Buffer
-	err := cli.RunExplainClaim(cli.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, self.pending, &out, &errOut)
+	err := cli.RunExplainClaim(cli.ExplainFlags{Kubeconfig: kubeconfig, Output: "json"}, self.pending, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "--pvguard-server") {
 		t.Fatalf("explain as the tenant without a server: %v, want the forbidden read and a hint at --pvguard-server", err)
 	}
 
-	o := cli.ExplainOptions{Kubeconfig: kubeconfig, Output: "json", Server: suite.baseURL, ServerCA: ca}
+	o := cli.ExplainFlags{Kubeconfig: kubeconfig, Output: "json", Server: suite.baseURL, ServerCA: ca}
 	out.Reset()
 	harness.Eventually(t, time.Minute, "the server's explanation of the tenant's claim", func(context.Context) error {
 		out.Reset()

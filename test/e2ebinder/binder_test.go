@@ -421,7 +421,7 @@ func TestKilledBetweenWritesCompletes(t *testing.T) {
 			harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, claim))), "creating claim")
 			var killed atomic.Bool
 			kill := make(chan struct{})
-			inst := startBinder(t, "active", func(o *cli.ServeOptions) {
+			inst := startBinder(t, "active", func(o *cli.ServeFlags) {
 				o.BinderHooks.BeforeWrite = func(w string, obj client.Object) error {
 					if w == op && (obj.GetName() == pv || obj.GetName() == claim) {
 						if killed.CompareAndSwap(false, true) {
@@ -454,7 +454,7 @@ func TestTwoReplicasBindNothingTwice(t *testing.T) {
 	log := &writeLog{}
 	var insts []interface{ Stop() error }
 	for _, name := range []string{"a", "b"} {
-		insts = append(insts, startBinder(t, "active", func(o *cli.ServeOptions) {
+		insts = append(insts, startBinder(t, "active", func(o *cli.ServeFlags) {
 			o.LeaderElect = true
 			o.LeaderElectionID = ns + "-binder"
 			o.BinderHooks.BeforeWrite = log.hook(name)
@@ -511,7 +511,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	var hidden atomic.Bool
 	hidden.Store(true)
 	var releases atomic.Int32
-	startBinder(t, "active", func(o *cli.ServeOptions) {
+	startBinder(t, "active", func(o *cli.ServeFlags) {
 		o.BinderHooks.WrapCache = func(r client.Reader) client.Reader { return lagging{Reader: r, hidden: &hidden, name: "late"} }
 		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
 			if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Status.Phase == corev1.VolumeReleased {
@@ -538,7 +538,7 @@ func TestShadowModeWritesNothingAndReportsDisagreement(t *testing.T) {
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
 	var writes atomic.Int32
-	inst := startBinder(t, "shadow", func(o *cli.ServeOptions) {
+	inst := startBinder(t, "shadow", func(o *cli.ServeFlags) {
 		o.BinderHooks.BeforeWrite = func(string, client.Object) error { writes.Add(1); return nil }
 	})
 	c := admin(t)

@@ -69,9 +69,9 @@ func run(m *testing.M) int {
 }
 
 // startBinder runs `pvguard serve --binder=<mode>` until the test ends.
-func startBinder(t *testing.T, mode binder.Mode, mutate func(*cli.ServeOptions)) *harness.Instance {
+func startBinder(t *testing.T, mode binder.Mode, mutate func(*cli.ServeFlags)) *harness.Instance {
 	t.Helper()
-	inst, err := h.Serve(func(o *cli.ServeOptions) {
+	inst, err := h.Serve(func(o *cli.ServeFlags) {
 		o.Binder = mode
 		o.BinderResync = time.Second
 		o.LeaderElect = false

@@ -54,7 +54,7 @@ func TestNewVolumesMarkedAvailable(t *testing.T) {
 
 	var log writeLog
 	record := log.hook("a")
-	startBinder(t, "active", func(o *cli.ServeOptions) {
+	startBinder(t, "active", func(o *cli.ServeFlags) {
 		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
 			if err := record(op, obj); err != nil {
 				return err
@@ -116,7 +116,7 @@ func TestPreboundClaimBindNotRacedByVolumeSync(t *testing.T) {
 	name := ns + "-named"
 	var log writeLog
 	record := log.hook("a")
-	inst := startBinder(t, "active", func(o *cli.ServeOptions) {
+	inst := startBinder(t, "active", func(o *cli.ServeFlags) {
 		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
 			if err := record(op, obj); err != nil {
 				return err

@@ -118,13 +118,13 @@ func (f *fleet) hook(r *replica) func(op string, obj client.Object) error {
 
 // start runs an in-process replica; armed ones die at a random write attempt. tune, if given,
 // adjusts its options last.
-func (f *fleet) start(name string, armed bool, tune ...func(*cli.ServeOptions)) *replica {
+func (f *fleet) start(name string, armed bool, tune ...func(*cli.ServeFlags)) *replica {
 	f.t.Helper()
 	r := &replica{name: name, fired: make(chan struct{})}
 	if armed {
 		r.killAt = int64(1 + f.rng.IntN(40))
 	}
-	inst, err := cluster(f.t).Serve(func(o *cli.ServeOptions) {
+	inst, err := cluster(f.t).Serve(func(o *cli.ServeFlags) {
 		o.Binder = "active"
 		o.BinderResync = time.Second
 		o.AuditInterval = 0
@@ -192,7 +192,7 @@ func (f *fleet) chaos(kills int) {
 // calm runs two unarmed replicas (conflicts are still injected) until the test ends.
 func (f *fleet) calm() {
 	for _, name := range []string{"calm-a", "calm-b"} {
-		r := f.start(name, false, func(o *cli.ServeOptions) {
+		r := f.start(name, false, func(o *cli.ServeFlags) {
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = chaosLeaseDuration, chaosRenewDeadline, chaosRetryPeriod
 		})
 		f.t.Cleanup(func() { _ = r.inst.Stop() })

@@ -24,7 +24,7 @@ func TestVolumeGrabDenyStillBindsPoolClaims(t *testing.T) {
 	h := cluster(t)
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
-	inst, err := h.Serve(func(o *cli.ServeOptions) {
+	inst, err := h.Serve(func(o *cli.ServeFlags) {
 		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
 	})
 	harness.Must(t, err, "starting binder")

@@ -28,7 +28,7 @@ func TestCrashedBindResumesOnItsVolume(t *testing.T) {
 	harness.Must(t, seed(t).Create(ctx, v), "creating the half-bound volume")
 	v.Status.Phase = "Available"
 	harness.Must(t, seed(t).Status().Update(ctx, v), "marking it Available")
-	inst, err := h.Serve(func(o *cli.ServeOptions) {
+	inst, err := h.Serve(func(o *cli.ServeFlags) {
 		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
 	})
 	harness.Must(t, err, "starting binder")

@@ -171,7 +171,7 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	)
 	stale := newStaleCache(nil)
 	var snapshot *corev1.PersistentVolume // s9's volume as the cache will keep showing it
-	inst, err := cluster(t).Serve(func(o *cli.ServeOptions) {
+	inst, err := cluster(t).Serve(func(o *cli.ServeFlags) {
 		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
 		o.BinderHooks.WrapCache = func(r client.Reader) client.Reader { stale.Reader = r; return stale }
 		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {

@@ -90,7 +90,7 @@ func run(m *testing.M) (code int, err error) {
 	if err := csisidecars.ServiceAccountKubeconfig(ctx, w.h.Config, devcluster.ChartNamespace, chart.serviceAccount, pvguardKubeconfig); err != nil {
 		return 1, err
 	}
-	if w.pvguard, err = w.h.Serve(func(o *cli.ServeOptions) {
+	if w.pvguard, err = w.h.Serve(func(o *cli.ServeFlags) {
 		o.Kubeconfig = pvguardKubeconfig
 		o.Binder = "active"
 		o.LeaderElect = false

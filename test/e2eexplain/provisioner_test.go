@@ -91,7 +91,7 @@ func TestExplainSaysWhetherTheProvisionerRuns(t *testing.T) {
 	explained := func(running string, state ...string) func(context.Context) (bool, error) {
 		return func(context.Context) (bool, error) {
 			var out, errOut bytes.Buffer
-			if err := cli.RunExplainClaim(cli.ExplainOptions{Kubeconfig: kubeconfig, Output: "json"}, "team-a/data", &out, &errOut); err != nil {
+			if err := cli.RunExplainClaim(cli.ExplainFlags{Kubeconfig: kubeconfig, Output: "json"}, "team-a/data", &out, &errOut); err != nil {
 				return false, fmt.Errorf("%w (%s)", err, errOut.String())
 			}
 			var e explain.Explanation

@@ -56,7 +56,7 @@ func run(m *testing.M) int {
 // replicas starts n pvguard replicas with self-managed certificates in Secret secret, behind a
 // balancer, and points the webhook configurations at the balancer with no caBundle: the
 // elected replica must fill it in before any review can pass.
-func replicas(t *testing.T, n int, secret string, mutate func(*cli.ServeOptions)) (*harness.Balancer, []*harness.Instance) {
+func replicas(t *testing.T, n int, secret string, mutate func(*cli.ServeFlags)) (*harness.Balancer, []*harness.Instance) {
 	t.Helper()
 	lb, err := harness.NewBalancer(100 * time.Millisecond)
 	if err != nil {
@@ -77,9 +77,9 @@ func replicas(t *testing.T, n int, secret string, mutate func(*cli.ServeOptions)
 
 // startReplica starts one replica as replicas does and puts it behind lb; a rolling update
 // starts its new pods the same way. It is stopped when the test ends, if not before.
-func startReplica(t *testing.T, lb *harness.Balancer, secret string, mutate func(*cli.ServeOptions)) *harness.Instance {
+func startReplica(t *testing.T, lb *harness.Balancer, secret string, mutate func(*cli.ServeFlags)) *harness.Instance {
 	t.Helper()
-	inst, err := h.Serve(func(o *cli.ServeOptions) {
+	inst, err := h.Serve(func(o *cli.ServeFlags) {
 		o.CertDir, o.CertSecret, o.Namespace = "", secret, namespace
 		o.CertHosts = []string{"127.0.0.1"}
 		o.CertCheckInterval = time.Second
@@ -199,7 +199,7 @@ func TestGracefulStopLosesNoReview(t *testing.T) {
 // switched to), and checks that no review fails.
 func TestRotationWhileReviewsFlowLosesNone(t *testing.T) {
 	const secret = "ha-rotate-tls"
-	_, _ = replicas(t, 2, secret, func(o *cli.ServeOptions) {
+	_, _ = replicas(t, 2, secret, func(o *cli.ServeFlags) {
 		o.CertValidity, o.CAValidity, o.CAOverlap = 15*time.Second, 30*time.Second, 3*time.Second
 	})
 	c, err := client.New(h.Config, client.Options{})

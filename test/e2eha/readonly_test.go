@@ -34,7 +34,7 @@ import (
 func TestReadEndpointsRefuseWrites(t *testing.T) {
 	ctx := context.Background()
 	plainAddr := freePort(t)
-	inst, err := h.Serve(func(o *cli.ServeOptions) {
+	inst, err := h.Serve(func(o *cli.ServeFlags) {
 		o.AuditInterval = time.Second
 		o.LeaderElect = false
 		o.MetricsListen = plainAddr

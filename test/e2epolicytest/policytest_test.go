@@ -165,7 +165,7 @@ func serve(t *testing.T, admin client.Client, s *policytest.Suite) func() {
 	if err := os.WriteFile(cfg, config, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	inst, err := h.Serve(func(o *cli.ServeOptions) { o.ConfigFile = cfg })
+	inst, err := h.Serve(func(o *cli.ServeFlags) { o.ConfigFile = cfg })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,8 +106,8 @@ type Instance struct {
 
 // Serve starts a pvguard serve instance on a free loopback port; mutate adjusts its options.
 // It returns once the instance is ready.
-func (h *Harness) Serve(mutate func(*cli.ServeOptions)) (*Instance, error) {
-	opts := cli.DefaultServeOptions()
+func (h *Harness) Serve(mutate func(*cli.ServeFlags)) (*Instance, error) {
+	opts := cli.DefaultServeFlags()
 	opts.Kubeconfig = h.Kubeconfig
 	opts.Listen = "127.0.0.1:0"
 	opts.CertDir = h.CertDir

@@ -65,7 +65,7 @@ func repoFacts(t *testing.T, root string) facts {
 	if mod.Go == nil {
 		t.Fatal("go.mod has no go directive")
 	}
-	return facts{goDirective: mod.Go.Version, listen: cli.DefaultServeOptions().Listen}
+	return facts{goDirective: mod.Go.Version, listen: cli.DefaultServeFlags().Listen}
 }
 
 func TestDockerfile(t *testing.T) {

@@ -102,7 +102,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 		live := fake.NewClientBuilder().WithObjects(gold.DeepCopy(), late.DeepCopy(), silverPV.DeepCopy(), latePV.DeepCopy(), goldPV.DeepCopy()).Build()
 		reg := prometheus.NewRegistry()
 		now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-		r := audit.NewRunner(audit.Options{Cache: cache, Live: live, Engine: func() *policy.Engine { return engine },
+		r := audit.NewRunner(audit.RunnerOptions{Cache: cache, Live: live, Engine: func() *policy.Engine { return engine },
 			Registry: reg, Log: logr.Discard(), Now: func() time.Time { return now }})
 		if err := r.RunOnce(context.Background()); err != nil {
 			t.Fatalf("RunOnce: %v", err)

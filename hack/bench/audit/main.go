@@ -1,5 +1,5 @@
 // Command audit measures pvguard's audit at scale on synthetic clusters (test/gen.Inventory):
-// for each size it times (a) Engine.Audit over the in-memory snapshot, (b) the offline path,
+// for each size it times (a) Engine.Audit over the in-memory cluster state, (b) the offline path,
 // `pvguard audit -f DIR -o json` (cli.RunAudit) over the same objects written as multi-document
 // YAML files, and (c) of that, manifests.Load alone. Each measurement runs in a child process
 // of its own, so its peak RSS (getrusage maxrss) is its own; the peak Go heap is sampled with
@@ -36,9 +36,9 @@ import (
 // result is what a child reports.
 type result struct {
 	Wall       time.Duration
-	HeapBefore uint64 // live heap when the timed part starts (the snapshot, for the engine)
+	HeapBefore uint64 // live heap when the timed part starts (the cluster state, for the engine)
 	PeakHeap   uint64 // peak HeapAlloc sampled during the timed part
-	RSSBefore  uint64 // maxrss when the timed part starts (program, and for the engine the snapshot)
+	RSSBefore  uint64 // maxrss when the timed part starts (program, and for the engine the cluster state)
 	MaxRSS     uint64 // bytes, for the whole child process
 	Findings   int
 }
@@ -173,15 +173,15 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 	var run func() (int, error)
 	switch mode {
 	case "engine":
-		snap := generate(n, unique)
+		st := generate(n, unique)
 		engine := policy.NewEngine(nil)
 		run = func() (int, error) {
-			found, err := engine.Audit(snap, gen.InventoryNow, nil)
+			found, err := engine.Audit(st, gen.InventoryNow, nil)
 			return len(found), err
 		}
 	case "offline":
 		run = func() (int, error) {
-			err := cli.RunAudit(cli.AuditOptions{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
+			err := cli.RunAudit(cli.AuditFlags{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
 			return gen.InventoryFindings(n), err
 		}
 	case "load":

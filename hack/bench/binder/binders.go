@@ -118,8 +118,8 @@ type pvguard struct {
 	err        error
 }
 
-func (p *pvguard) options(q rate) cli.ServeOptions {
-	o := cli.DefaultServeOptions()
+func (p *pvguard) options(q rate) cli.ServeFlags {
+	o := cli.DefaultServeFlags()
 	o.Kubeconfig = p.kubeconfig
 	o.Binder = "active"
 	o.LeaderElect = false

@@ -99,7 +99,7 @@ func main() {
 
 		runtime.GC()
 		t3 := time.Now()
-		err := cli.RunTest(context.Background(), cli.TestOptions{Paths: []string{dir}, Output: "text"}, io.Discard, os.Stderr)
+		err := cli.RunTest(context.Background(), cli.TestFlags{Paths: []string{dir}, Output: "text"}, io.Discard, os.Stderr)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func main() {
 
 		runtime.GC()
 		t4 := time.Now()
-		err = cli.RunAudit(cli.AuditOptions{Files: []string{filepath.Join(dir, "fixtures.json")}, Output: "json",
+		err = cli.RunAudit(cli.AuditFlags{Files: []string{filepath.Join(dir, "fixtures.json")}, Output: "json",
 			Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
 		if err != nil {
 			log.Fatal(err)
@@ -196,8 +196,8 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Micros
 // write cases spread over the cluster's healthy bound pairs, five kinds in turn, each with the
 // answer a default install gives it. It returns the number of fixture objects.
 func generate(dir string, n, cases int) (int, error) {
-	snap := gen.Inventory(n)
-	files, err := gen.WriteJSON(snap, dir, 1<<30)
+	st := gen.Inventory(n)
+	files, err := gen.WriteJSON(st, dir, 1<<30)
 	if err != nil {
 		return 0, err
 	}
@@ -206,7 +206,7 @@ func generate(dir string, n, cases int) (int, error) {
 	}
 	// Healthy pairs: auditgen puts a violation in the first slots of every 20 pairs.
 	var healthy []int
-	for i := range snap.Volumes() {
+	for i := range st.Volumes() {
 		if i%20 >= 5 {
 			healthy = append(healthy, i)
 		}
@@ -229,7 +229,7 @@ func generate(dir string, n, cases int) (int, error) {
 	var list []obj
 	for c := range cases {
 		i := healthy[(c*7919)%len(healthy)]
-		pv, pvc := snap.Volumes()[i], snap.Claims()[i]
+		pv, pvc := st.Volumes()[i], st.Claims()[i]
 		claimRef := "PersistentVolumeClaim/" + pvc.Namespace + "/" + pvc.Name
 		local := pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain
 		var kase obj
@@ -240,10 +240,10 @@ func generate(dir string, n, cases int) (int, error) {
 				"expect": obj{"allowed": true}}
 		case 1: // the bound volume re-pointed at another pair's claim of its kind: refused
 			j := healthy[(c*104729+1)%len(healthy)]
-			for j == i || (snap.Volumes()[j].Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain) != local {
+			for j == i || (st.Volumes()[j].Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain) != local {
 				j = healthy[(slices.Index(healthy, j)+1)%len(healthy)]
 			}
-			other := snap.Claims()[j]
+			other := st.Claims()[j]
 			kase = obj{"write": with(admin, obj{"operation": "UPDATE", "oldFixture": "PersistentVolume/" + pv.Name,
 				"patch": obj{"spec": obj{"claimRef": obj{"namespace": other.Namespace, "name": other.Name, "uid": string(other.UID)}}}}),
 				"expect": obj{"denied": []string{"PVG002", "PVG004"}}}
@@ -278,5 +278,5 @@ func generate(dir string, n, cases int) (int, error) {
 	if err := os.WriteFile(filepath.Join(dir, "suite.json"), data, 0o644); err != nil {
 		return 0, err
 	}
-	return len(snap.Volumes()) + len(snap.Claims()) + len(snap.Classes()) + len(snap.Nodes()), nil
+	return len(st.Volumes()) + len(st.Claims()) + len(st.Classes()) + len(st.Nodes()), nil
 }

@@ -1,0 +1,56 @@
+package clusterstate_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/pvguard/pvguard/clusterstate"
+)
+
+// TestRead: a state read from a client holds its claims, volumes and classes, and of its nodes
+// the metadata (names and labels); a list that fails is an error naming what was listed.
+func TestRead(t *testing.T) {
+	objs := []client.Object{
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}},
+		&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}, Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{Namespace: "ns", Name: "c"}}},
+		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"}, Provisioner: "csi.example.com"},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"kubernetes.io/hostname": "n1"}},
+			Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"}},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
+	s, err := clusterstate.Read(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Claims()) != 1 || len(s.Volumes()) != 1 || len(s.Classes()) != 1 || len(s.Nodes()) != 1 {
+		t.Fatalf("read %d claims, %d volumes, %d classes, %d nodes; want one each", len(s.Claims()), len(s.Volumes()), len(s.Classes()), len(s.Nodes()))
+	}
+	if n, _ := s.Node("n1"); n == nil || n.Labels["kubernetes.io/hostname"] != "n1" || n.Spec.PodCIDR != "" {
+		t.Errorf("node n1 read as %+v, want its metadata only", n)
+	}
+	if pvs, _ := s.VolumesClaiming("ns", "c"); len(pvs) != 1 || pvs[0].Name != "pv-1" {
+		t.Errorf("VolumesClaiming(ns, c) = %v", pvs)
+	}
+
+	failing := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*storagev1.StorageClassList); ok {
+				return errors.New("forbidden")
+			}
+			return c.List(ctx, list, opts...)
+		},
+	}).Build()
+	if _, err := clusterstate.Read(context.Background(), failing); err == nil || !strings.Contains(err.Error(), "listing storage classes: forbidden") {
+		t.Errorf("Read with classes forbidden: %v", err)
+	}
+}
