@@ -146,8 +146,8 @@ func (s *Server) routes() chi.Router {
 	if s.opts.Dashboard != nil {
 		r.With(guarded).Method(http.MethodGet, "/", s.opts.Dashboard)
 	}
-	// An explanation plans the whole pool, as the binder does: at 100,000 volumes a plan takes
-	// about 0.3 s of a core and 140 MB of allocations (docs/benchmarks.md). The pages and the API
+	// An explanation plans the whole pool, as the binder does (its cost: docs/benchmarks.md,
+	// "Admission while callers ask for explanations"). The pages and the API
 	// share one slot, with a short queue, so that a dashboard reloaded in many tabs cannot take
 	// the memory the webhooks need; requests beyond the queue get 429 and try again. Each
 	// caller has a rate of their own besides, so that one caller cannot keep the slot.
