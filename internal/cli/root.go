@@ -55,7 +55,7 @@ func NewRootCommandFor(argv0 string) *cobra.Command {
 	if IsPlugin(argv0) {
 		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pvguard"}
 	}
-	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level")
+	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level; for pvguard test, list the passing cases too")
 	logger := func(w io.Writer) logr.Logger { return NewLogger(w, verbose) }
 	root.AddCommand(newServeCommand(logger), newAuditCommand(), newExplainCommand(), newTestCommand(), newCertsCommand(), newAdmissionPoliciesCommand(), newVersionCommand())
 	return root
