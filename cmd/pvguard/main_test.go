@@ -13,6 +13,8 @@ import (
 var notShipped = []string{
 	"github.com/pvguard/pvguard/test/",
 	"github.com/pvguard/pvguard/hack/",
+	"github.com/pvguard/pvguard/internal/devcli",
+	"github.com/pvguard/pvguard/internal/devcluster",
 	"sigs.k8s.io/controller-runtime/pkg/envtest",
 	"helm.sh/",
 }
