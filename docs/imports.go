@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -108,6 +109,42 @@ func CheckImports(rules ImportRules, imports map[string][]string) []error {
 				errs = append(errs, fmt.Errorf("%s imports %s, which development.md's %s block does not allow (allowed: %s)",
 					p, imported, importsFence, strings.Join(allowed, " ")))
 			}
+		}
+	}
+	return errs
+}
+
+// CheckDeclaredUsed lists the declared lines that match no package and, for the lines naming one
+// package, the allowed imports it does not make: a declaration wider than the graph would let a
+// new arrow in unseen. Pattern lines ("prefix/...") and "*" are not held to this.
+func CheckDeclaredUsed(rules ImportRules, imports map[string][]string) []error {
+	var errs []error
+	lines := make([]string, 0, len(rules))
+	for l := range rules {
+		lines = append(lines, l)
+	}
+	sort.Strings(lines)
+	for _, line := range lines {
+		if prefix, ok := strings.CutSuffix(line, "/..."); ok {
+			matched := false
+			for p := range imports {
+				matched = matched || p == prefix || strings.HasPrefix(p, prefix+"/")
+			}
+			if !matched {
+				errs = append(errs, fmt.Errorf("development.md's %s block declares %s, which matches no package", importsFence, line))
+			}
+			continue
+		}
+		made, ok := imports[line]
+		if !ok {
+			errs = append(errs, fmt.Errorf("development.md's %s block declares %s, which is no package of the module", importsFence, line))
+			continue
+		}
+		for _, a := range rules[line] {
+			if a == "*" || strings.HasSuffix(a, "/...") || slices.Contains(made, a) {
+				continue
+			}
+			errs = append(errs, fmt.Errorf("development.md's %s block lets %s import %s, which it does not: remove the arrow", importsFence, line, a))
 		}
 	}
 	return errs

@@ -48,6 +48,26 @@ func TestImportGraphIsTheDeclaredOne(t *testing.T) {
 	for _, err := range CheckImports(rules, imports) {
 		t.Error(err)
 	}
+	for _, err := range CheckDeclaredUsed(rules, imports) {
+		t.Error(err)
+	}
+}
+
+// TestCheckDeclaredUsedFindsWideDeclarations: an allowed import a package does not make, and a
+// line for no package, are reported; patterns are not held to it.
+func TestCheckDeclaredUsedFindsWideDeclarations(t *testing.T) {
+	rules := ImportRules{"storage": nil, "policy": {"storage", "clusterstate"}, "gone": nil, "test/...": {"*"}, "tools/...": {"*"}}
+	imports := map[string][]string{"storage": nil, "policy": {"storage"}, "test/e2e": {"policy"}}
+	errs := CheckDeclaredUsed(rules, imports)
+	want := []string{"declares gone, which is no package", "lets policy import clusterstate", "declares tools/..., which matches no package"}
+	if len(errs) != len(want) {
+		t.Fatalf("errors %v, want %d", errs, len(want))
+	}
+	for i, err := range errs {
+		if !strings.Contains(err.Error(), want[i]) {
+			t.Errorf("error %q, want one containing %q", err, want[i])
+		}
+	}
 }
 
 // TestCheckImportsFindsNewArrows: an arrow the declaration does not allow, and a package it does
