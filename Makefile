@@ -64,16 +64,16 @@ e2e: tools browser
 	$(GO) test -count=1 -v $$($(GO) list ./test/... | grep /test/e2e)
 	$(GO) test -count=1 -v -run '$(CONTROL_PLANE_TESTS)' ./internal/devcluster/ ./test/localstatic/
 
-## race: the unit tests of the binder, webhook, policy, certificates, commands and manifests, and the
-## binder end-to-end suite, under the race detector
+## race: the unit tests of the packages that run work concurrently (the state's indexes, the binder,
+## admission, the audit, explanations, the HTTP layer, certificates, the commands, the manifest and
+## policy-test readers), and the binder end-to-end suite, under the race detector
 race: tools
-	$(GO) test -race -count=1 ./storage/ ./clusterstate/ ./binder/ ./webhook/ ./internal/web/ ./policy/ ./certs/ ./internal/cli/ ./internal/devcli/ ./cmd/pvguard/ ./internal/manifests/ ./test/e2ebinder/
+	$(GO) test -race -count=1 ./storage/ ./clusterstate/ ./binder/ ./webhook/ ./audit/ ./explain/ ./internal/web/ ./policy/ ./certs/ ./internal/cli/ ./internal/devcli/ ./cmd/pvguard/ ./internal/manifests/ ./internal/policytest/ ./test/e2ebinder/
 
-## bench: every benchmark of docs/benchmarks.md at a size that finishes in minutes; BENCH_LARGE=1
-## for the documented sizes (100k-object audit, 1,000-pair binder race, pvguard serve against
-## 10k-100k pairs)
+## bench: the benchmarks behind docs/benchmarks.md's targets at a size that finishes in minutes;
+## BENCH_LARGE=1 for the documented sizes (100k-object audit, 1,000-pair binder race, pvguard serve
+## against 10k-100k pairs, 10,000 policy test cases). The other tables give their own commands.
 bench: tools
-	hack/build-tools.sh --with-controller-manager
 	$(GO) test -run '^$$' -bench 'Assign|Audit|AdmissionHandler|AdmissionTLS' -benchmem ./binder/ ./policy/ ./webhook/
 	$(GO) test -run '^$$' -bench 'PlanAtScale/volumes=$(if $(BENCH_LARGE),(10|50|100)000,10000)/' -benchtime 3x -benchmem ./binder/
 	$(GO) run ./hack/bench/admission $(if $(BENCH_LARGE),,-duration 3s -rounds 3)

@@ -12,34 +12,14 @@
 # is rebuilt only when its own pins change. Every run then checks that each binary starts and
 # reports its pinned version (a fraction of a second), and fails naming the one that does not.
 #
-# Cold build times, measured with the Go modules already downloaded and an empty build cache
-# (GOCACHE), on 2 cores shared with other agents' builds (load average 5-9), so an idle machine
-# is faster and these vary by a third from run to run: the whole script on a fresh clone, 16.5
-# minutes (etcd 1, kube-apiserver 4, kube-controller-manager 3.3, kube-scheduler 0.3,
-# csi-provisioner 4.9, csi-resizer 3.3, each reusing what the ones before it compiled; the three
-# Kubernetes components share most packages, the sidecars pin older k8s.io modules and share
-# little). Each alone from an empty cache: kube-controller-manager 7.7 minutes, kube-scheduler 4.9,
-# csi-provisioner 3.3, csi-resizer 2.9. kubectl, added later, took 28 seconds with the other
-# Kubernetes components already in the build cache (adding it to go.mod restamped them, and
-# their rebuild was a second each from the cache: it only added modules, changed no version).
-# snapshot-controller v8.7.0, added later still, took 4.4 minutes from an empty cache (load
-# average 5-7), and csi-snapshotter 9 seconds after it: both commands are in one module, so the
-# second has only its own packages left to compile; csi-snapshotter alone from an empty cache
-# took 5.6 minutes (load average 7-11; the same 4 minutes of CPU as snapshot-controller). They
-# share few packages with the others (they pin k8s.io v0.37.0 modules, which nothing else here
-# uses), so `make tools` on a fresh clone takes about 21 minutes.
-# promtool (github.com/prometheus/prometheus v0.316.0, about 1,360 packages: Prometheus' service
-# discovery pulls in cloud SDKs and its own client-go), added later: 8.2 minutes from an empty
-# build cache on the same shared machine (load average 7-10), after 35 seconds of `go mod
-# download`. Measured alone, so it bounds what promtool adds to a cold run of the whole script
-# (which can reuse, at most, the standard library and a few common modules) and to CI's: about 8
-# minutes more, well inside CI's 90. Relinked from a warm build cache, 8 seconds.
+# Cold, with the Go modules downloaded and an empty build cache, the whole script takes about half
+# an hour on two cores; etcd and kube-apiserver alone (`make demo`) about 5 minutes; a relink from
+# a warm build cache, seconds. Kubernetes' own components share most packages; the CSI sidecars,
+# external-snapshotter and promtool pin other k8s.io versions and share little.
 #
 # Arguments name the tools to build and check, and only those (`make demo` and `make dev` name
 # etcd and kube-apiserver, all the local control plane runs): etcd and kube-apiserver are one
-# group, so naming either builds both. With no argument, every tool is. --with-controller-manager
-# is accepted for older callers (make bench, hack/bench/binder) and selects nothing by itself:
-# with no tool named, the controller manager is built with everything else.
+# group, so naming either builds both. With no argument, every tool is.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin="$root/bin"
@@ -48,12 +28,11 @@ tools="$root/hack/tools"
 k8s_tools="kube-controller-manager kube-scheduler kubectl"
 pin_tools=$(sed -n 's/^\([a-z][^[:space:]#]*\)[[:space:]].*/\1/p' "$tools/pins" | tr '\n' ' ')
 known="etcd kube-apiserver $k8s_tools $pin_tools"
-usage() { echo "usage: hack/build-tools.sh [--with-controller-manager] [TOOL...], TOOL one of: $known" >&2; exit 2; }
+usage() { echo "usage: hack/build-tools.sh [TOOL...], TOOL one of: $known" >&2; exit 2; }
 # selected[NAME] is set for each tool named; none named means all.
 declare -A selected=()
 for arg in "$@"; do
   case $arg in
-    --with-controller-manager) ;;
     -*) usage ;;
     *)
       [[ " $known " == *" $arg "* ]] || { echo "build-tools: unknown tool $arg" >&2; usage; }

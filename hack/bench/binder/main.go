@@ -138,8 +138,8 @@ func run(ctx context.Context, c config) error {
 	kcm := filepath.Join(root, "bin", "kube-controller-manager")
 	if slices.Contains(c.binders, "upstream") {
 		if _, err := os.Stat(kcm); err != nil {
-			fmt.Fprintln(os.Stderr, "no bin/kube-controller-manager: running hack/build-tools.sh --with-controller-manager")
-			cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-tools.sh"), "--with-controller-manager")
+			fmt.Fprintln(os.Stderr, "no bin/kube-controller-manager: running hack/build-tools.sh kube-controller-manager")
+			cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "build-tools.sh"), "kube-controller-manager")
 			cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
 			if err := cmd.Run(); err != nil {
 				return fmt.Errorf("building kube-controller-manager: %w", err)
