@@ -17,8 +17,8 @@ import (
 // claimRef, not being deleted.
 //
 // Asking the predicate about every pair is claims × volumes questions, and the dense relation as
-// large. But the predicate reads little of either side,
-// and a pool's claims mostly ask alike: so claims of one kind (same demand, selector and node)
+// large. But the predicate reads little of either side, and a pool's claims mostly ask alike: so
+// claims of one kind (same demand, selector and node)
 // share one list, built once, and storage.Satisfies is asked once per demand and kind of volume.
 // Only what depends on the claim's uid (a bind in flight to one claim, pairs policy denied) is
 // asked per pair, and only for the few claims it concerns, which get lists of their own.

@@ -235,8 +235,8 @@ func IsDefaultClass(sc *storagev1.StorageClass) bool {
 }
 
 // SelectorMatches matches a label selector against labels as the labels.Selector that
-// metav1.LabelSelectorAsSelector builds would, without building it (which cost a review of a
-// selecting claim 11 allocations, most of its rules' share). ok is false for a selector it does
+// metav1.LabelSelectorAsSelector builds would, without building it (building it was most of a
+// selecting claim's allocations in admission). ok is false for a selector it does
 // not judge, one with an invalid key, value or operator: LabelSelectorAsSelector refuses those,
 // and the caller builds it for the error.
 func SelectorMatches(sel *metav1.LabelSelector, set map[string]string) (match, ok bool) {

@@ -1,7 +1,7 @@
 // Command pvguard guards the binding of Kubernetes PersistentVolumes and PersistentVolumeClaims:
 // `pvguard serve` runs the admission webhooks, the live audit and the binder; `pvguard audit`
 // audits manifests or a cluster from the command line; `pvguard explain` tells why a claim or
-// volume is (not) bound; `pvguard certs` writes a CA and serving certificate. The commands are
+// volume is (not) bound; `pvguard test` runs policy test suites offline; `pvguard certs` writes a CA and serving certificate. The commands are
 // wired in package internal/cli. Installed as kubectl-pvguard (a link to the same binary) it is
 // the kubectl plugin `kubectl pvguard`. The local control plane and demo are a binary of their
 // own, pvguard-dev.

@@ -169,9 +169,8 @@ func TestPVG006AccessModes(t *testing.T) {
 // WaitForFirstConsumer class to ask for provisioning on that node (it binds static volumes
 // itself, through the volume's claimRef, and never sets selected-node for them), a provisioner
 // creates a volume pre-bound to the claim, and the PV controller completes the binding. A
-// provisioner that made the volume for another node is refused. (This test used to set
-// selected-node and have the PV controller bind a free static volume, which no real component
-// does.)
+// provisioner that made the volume for another node is refused. It does not set selected-node
+// and have the PV controller bind a free static volume: no real component does.
 func TestPVG009NodeAffinity(t *testing.T) {
 	ctx := context.Background()
 	a := admin(t)

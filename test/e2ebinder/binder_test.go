@@ -111,9 +111,9 @@ func TestPreboundClaimAndVolume(t *testing.T) {
 // volume giving it a claimRef with the claim's uid and pv.kubernetes.io/bound-by-controller, then
 // it waits for the binder to complete the binding (volume status, claim volumeName with
 // bind-completed, claim status). It sets volume.kubernetes.io/selected-node on the claim only
-// when no static volume fits on the node it picked, and that asks for provisioning there.
-// (This test used to set selected-node and expect pvguard to bind a free static volume: a state
-// the real scheduler never produces, and the misbind upstream's binder was fixed not to make.)
+// when no static volume fits on the node it picked, and that asks for provisioning there. It
+// never sets selected-node and expects a free static volume bound: the real scheduler never
+// produces that state, and upstream's binder does not bind it.
 func TestWaitForFirstConsumer(t *testing.T) {
 	startBinder(t, "active", nil)
 	ctx := context.Background()

@@ -38,8 +38,8 @@ func TestNewVolumesMarkedAvailable(t *testing.T) {
 	sparePV.Spec.StorageClassName = ns + "-other"
 	harness.Must(t, c.Create(ctx, sparePV), "creating the spare volume")
 	// The blocked volume is given to a claim whose binding cannot be written (its first write is
-	// refused): it must be Available all the same. pvguard used to hold it Pending for as long
-	// as a plan gave it to a claim.
+	// refused): it must be Available all the same, not held Pending for as long as a plan gives
+	// it to a claim.
 	blocked := ns + "-blocked"
 	blockedPV := fresh(ns, testobj.PV(blocked))
 	blockedPV.Spec.StorageClassName = ns + "-blocked"

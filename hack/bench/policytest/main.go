@@ -1,5 +1,5 @@
 // Command policytest measures `pvguard test` at scale: it generates a suite of -cases write cases
-// over -objects fixture objects (hack/bench/auditgen's cluster, written as one `kubectl get -o
+// over -objects fixture objects (test/gen.Inventory's cluster, written as one `kubectl get -o
 // json` List), then times reading the suite (policytest.Load: the suite, the fixtures, every case
 // checked and resolved), running it (policytest.Run: each write through pvguard's mutating and
 // validating webhook handlers), and `pvguard test DIR` as a whole (cli.RunTest). Anchors: the
@@ -192,7 +192,7 @@ func median(d []time.Duration) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
 
-// generate writes fixtures.json (auditgen's cluster of n objects, one List) and suite.json: cases
+// generate writes fixtures.json (test/gen.Inventory's cluster of n objects, one List) and suite.json: cases
 // write cases spread over the cluster's healthy bound pairs, five kinds in turn, each with the
 // answer a default install gives it. It returns the number of fixture objects.
 func generate(dir string, n, cases int) (int, error) {
@@ -204,7 +204,7 @@ func generate(dir string, n, cases int) (int, error) {
 	if err := os.Rename(files[0], filepath.Join(dir, "fixtures.json")); err != nil {
 		return 0, err
 	}
-	// Healthy pairs: auditgen puts a violation in the first slots of every 20 pairs.
+	// Healthy pairs: gen.Inventory puts a violation in the first slots of every 20 pairs.
 	var healthy []int
 	for i := range st.Volumes() {
 		if i%20 >= 5 {
