@@ -459,7 +459,7 @@ func BenchmarkAssignSparse5000(b *testing.B) {
 }
 
 // TestAssignSharedListsAgree: claims that share one adjacency list (assignLists, as the planner
-// passes them) get exactly what the dense relation gives them in the old matching (oracleAssign),
+// passes them) get exactly what the dense relation gives them in the straightforward matching (oracleAssign),
 // on random instances where many claims are of a few kinds, some pairs are taken out for single
 // claims (as binds in flight and denied pairs are), and requests tie.
 func TestAssignSharedListsAgree(t *testing.T) {

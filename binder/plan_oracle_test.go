@@ -223,10 +223,10 @@ func oracleState(rng *rand.Rand, b *Binder, objs []client.Object) {
 	}
 }
 
-// TestPlanAgreesWithTheOldPlanner: runPlan makes exactly the plan of the straightforward
+// TestPlanAgreesWithTheOraclePlanner: runPlan makes exactly the plan of the straightforward
 // planner (oraclePlan) on generated clusters, in active and shadow mode (which differ in whether
 // Pending volumes are free).
-func TestPlanAgreesWithTheOldPlanner(t *testing.T) {
+func TestPlanAgreesWithTheOraclePlanner(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(16, 16))
 	var planned, pending int
@@ -261,9 +261,9 @@ func TestPlanAgreesWithTheOldPlanner(t *testing.T) {
 	t.Logf("%d of %d pending claims planned", planned, pending)
 }
 
-// TestPlanAgreesWithTheOldPlannerAtScale compares the two on the benchmark's cluster at its
+// TestPlanAgreesWithTheOraclePlannerAtScale compares the two on the benchmark's cluster at its
 // smallest size (1,000 pending claims, 2,000 volumes).
-func TestPlanAgreesWithTheOldPlannerAtScale(t *testing.T) {
+func TestPlanAgreesWithTheOraclePlannerAtScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a few seconds")
 	}

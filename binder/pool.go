@@ -18,8 +18,8 @@ import (
 //
 // Asking the predicate about every pair is claims × volumes questions, and the dense relation as
 // large. But the predicate reads little of either side, and a pool's claims mostly ask alike: so
-// claims of one kind (same demand, selector and node)
-// share one list, built once, and storage.Satisfies is asked once per demand and kind of volume.
+// claims of one kind (same demand, selector and node) share one list, built once, and
+// storage.Satisfies is asked once per demand and kind of volume.
 // Only what depends on the claim's uid (a bind in flight to one claim, pairs policy denied) is
 // asked per pair, and only for the few claims it concerns, which get lists of their own.
 func (pl *poolPlanner) poolLists(claims []pending, volumes []*corev1.PersistentVolume, order []int32) (lists [][]int32, listOf []int32) {
@@ -258,7 +258,7 @@ func (a answer) yes() bool   { return a == 1 }
 
 // claimDemand is what storage.Satisfies reads of a claim, apart from its class (which a pool's
 // claims share): claims with equal demands are satisfied by the same volumes. It must name
-// every field Satisfies reads (TestPlanAgreesWithTheOldPlanner varies others too); it may tell
+// every field Satisfies reads (TestPlanAgreesWithTheOraclePlanner varies others too); it may tell
 // apart claims that ask the same (a request written differently), which only costs sharing.
 type claimDemand struct {
 	request         exactQuantity
