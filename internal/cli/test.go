@@ -32,7 +32,7 @@ func newTestCommand() *cobra.Command {
 			"each write goes through pvguard's own webhook handlers under the suite's policy config, with the\n" +
 			"fixtures as the cluster state; audit and explain cases run the audit and explain over the fixtures.\n" +
 			"Directories are searched for suite files; -v lists the cases that pass too. Exit code 1 when a case\n" +
-			"fails, 2 when a suite cannot be read.",
+			"fails, 2 when a suite cannot be read or a flag or argument is bad.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Paths = args
