@@ -86,20 +86,21 @@ func Load(paths []string) ([]*Suite, []error) {
 	return suites, errs
 }
 
-// suiteLine is an apiVersion line of pvguard.io's group, YAML or JSON.
-var suiteLine = regexp.MustCompile(`(?m)^\s*"?apiVersion"?\s*:\s*"?pvguard\.io/`)
+// suiteLine is an apiVersion line of pvguard.io's group, or a kind: PolicyTest line, YAML or JSON.
+var suiteLine = regexp.MustCompile(`(?m)^\s*"?(apiVersion"?\s*:\s*"?pvguard\.io/|kind"?\s*:\s*"?PolicyTest\b)`)
 
 // suiteGroup is the API group of pvguard's own documents: a file that names it holds suites.
 const suiteGroup = "pvguard.io/"
 
-// loadFile reads the suites of one file. Found in a directory walk (named false), a file that
-// names no pvguard.io apiVersion is not a suite file and is skipped.
+// loadFile reads the suites of one file. Found in a directory walk (named false), a file is a
+// suite file when a document in it has kind PolicyTest or an apiVersion of pvguard.io's group;
+// any other file (fixtures, configs) is skipped.
 func loadFile(path string, named bool) ([]*Suite, []error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, []error{err}
 	}
-	if !named && !bytes.Contains(data, []byte(suiteGroup)) {
+	if !named && !bytes.Contains(data, []byte(suiteGroup)) && !bytes.Contains(data, []byte(Kind)) {
 		return nil, nil // fixtures, configs: not read twice
 	}
 	docs, splitErr := splitDocuments(data)
@@ -137,8 +138,8 @@ func loadFile(path string, named bool) ([]*Suite, []error) {
 	return suites, errs
 }
 
-// anySuite reports whether a document names pvguard.io's API group: in its apiVersion, or, for
-// a document that could not be read, in a line that looks like one.
+// anySuite reports whether a document has kind PolicyTest or names pvguard.io's API group in its
+// apiVersion, or, for a document that could not be read, has a line that looks like either.
 func anySuite(docs []document) bool {
 	for _, d := range docs {
 		if d.err != nil {
@@ -147,7 +148,7 @@ func anySuite(docs []document) bool {
 			}
 			continue
 		}
-		if h, err := readHeader(d.js); err == nil && strings.HasPrefix(h.APIVersion, suiteGroup) {
+		if h, err := readHeader(d.js); err == nil && (h.Kind == Kind || strings.HasPrefix(h.APIVersion, suiteGroup)) {
 			return true
 		}
 	}

@@ -131,6 +131,26 @@ func TestStrictReading(t *testing.T) {
 			suites: 1,
 		},
 		{
+			name:  "kind PolicyTest without apiVersion",
+			files: map[string]string{"s.yaml": "kind: PolicyTest\ncases: []\n"},
+			want:  `s\.yaml: document 1: apiVersion "" kind "PolicyTest": want apiVersion pvguard\.io/v1alpha1, kind PolicyTest`,
+		},
+		{
+			name:  "kind PolicyTest of a misspelled group",
+			files: map[string]string{"s.yaml": "apiVersion: pvgaurd.io/v1alpha1\nkind: PolicyTest\ncases: []\n"},
+			want:  `s\.yaml: document 1: apiVersion "pvgaurd\.io/v1alpha1" kind "PolicyTest": want`,
+		},
+		{
+			name:  "kind PolicyTest without apiVersion in JSON",
+			files: map[string]string{"s.json": `{"kind": "PolicyTest", "cases": []}`},
+			want:  `s\.json: document 1: apiVersion "" kind "PolicyTest": want`,
+		},
+		{
+			name:  "kind PolicyTest in a document that is no YAML",
+			files: map[string]string{"s.yaml": "kind: PolicyTest\ncases: [a\n"},
+			want:  `s\.yaml: document 1: `,
+		},
+		{
 			name:  "a fixture of a kind pvguard does not read",
 			files: map[string]string{"s.yaml": suite("", "- name: a\n  audit: {exact: true}\n"), "extra.yaml": "", "cluster.yaml": fixtures + "- {apiVersion: v1, kind: Secret, metadata: {name: s}}\n"},
 			want:  `cluster\.yaml: document 1: items\[5\]: apiVersion "v1" kind "Secret" is not what pvguard reads here`,
@@ -227,6 +247,15 @@ func TestSuiteFilesFound(t *testing.T) {
 	})
 	suites, errs := policytest.Load([]string{dir})
 	if len(errs) != 0 || len(suites) != 1 {
+		t.Fatalf("got %d suites, errors %v; want the one suite", len(suites), errs)
+	}
+	// A fixture that names pvguard.io in an annotation, or PolicyTest in a value, is no suite.
+	dir = writeFiles(t, map[string]string{
+		"cluster.yaml": fixtures,
+		"more.yaml":    "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-x, annotations: {pvguard.io/note: PolicyTest}}\nspec: {capacity: {storage: 1Gi}, hostPath: {path: /x}}\n",
+		"s.yaml":       suite("", "- name: a\n  audit: {exact: true}\n"),
+	})
+	if suites, errs = policytest.Load([]string{dir}); len(errs) != 0 || len(suites) != 1 {
 		t.Fatalf("got %d suites, errors %v; want the one suite", len(suites), errs)
 	}
 	_, errs = policytest.Load([]string{filepath.Join(dir, "cluster.yaml")})
