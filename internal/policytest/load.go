@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
@@ -244,16 +245,46 @@ func loadEngine(dir string, doc suiteDoc) (webhook.EngineSource, []byte, error) 
 		}
 		cf, err := webhook.LoadConfigFile(path, nil, logr.Discard())
 		if err != nil {
-			return nil, nil, fmt.Errorf("configFile: %w", err)
+			data, _ := os.ReadFile(path)
+			return nil, nil, fmt.Errorf("configFile: %w", configFieldError(err, data))
 		}
 		data, err := os.ReadFile(path)
 		return cf, data, err
 	case inline:
 		cfg, err := policy.ParseConfig(doc.Config)
 		if err != nil {
-			return nil, nil, fmt.Errorf("config: %w", err)
+			return nil, nil, fmt.Errorf("config: %w", configFieldError(err, doc.Config))
 		}
 		return webhook.StaticEngine{E: policy.NewEngine(cfg)}, doc.Config, nil
 	}
 	return webhook.StaticEngine{E: policy.NewEngine(nil)}, nil, nil
+}
+
+// unknownField is the unknown field policy.ParseConfig names, without its path.
+var unknownField = regexp.MustCompile(`unknown field "([^"]*)"$`)
+
+// configFieldError is err, policy.ParseConfig's error on the config data (YAML or JSON), with an
+// unknown field named by its path in the config (rules.PVG001.actoin) rather than its name alone.
+// Any other error is err as it is.
+func configFieldError(err error, data []byte) error {
+	const parsing = "parsing policy config: "
+	msg := err.Error()
+	m := unknownField.FindStringSubmatch(msg)
+	i := strings.Index(msg, parsing)
+	if m == nil || i < 0 {
+		return err
+	}
+	js, jsErr := yaml.YAMLToJSON(data)
+	if jsErr != nil {
+		return err
+	}
+	strictErr := decodeStrict(js, &policy.Config{}, "")
+	if strictErr == nil {
+		return err
+	}
+	sm := unknownField.FindStringSubmatch(strictErr.Error())
+	if sm == nil || (sm[1] != m[1] && !strings.HasSuffix(sm[1], "."+m[1])) {
+		return err
+	}
+	return errors.New(msg[:i+len(parsing)] + strictErr.Error())
 }

@@ -117,7 +117,17 @@ func TestStrictReading(t *testing.T) {
 		{
 			name:  "unknown field in the object written",
 			files: map[string]string{"s.yaml": suite("", strings.Replace(steal, "    oldFixture: PersistentVolume/pv-data\n", "    oldObject: {apiVersion: v1, kind: PersistentVolume, metadata: {name: pv-data}, spec: {capacty: {}}}\n", 1)+"  expect: {denied: [PVG002]}\n")},
-			want:  `s\.yaml: document 1: .*unknown field "cases\[0\]\.write\.oldObject\.spec\.capacty"`,
+			want:  `^s\.yaml: document 1: cases\[0\]\.write\.oldObject: PersistentVolume pv-data: unknown field "spec\.capacty"$`,
+		},
+		{
+			name:  "unknown field in the object written, of a claim",
+			files: map[string]string{"s.yaml": suite("", "- name: c\n  write: {operation: CREATE, user: alice, object: {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {namespace: ns, name: c}, spec: {volumeNam: x}}}\n  expect: {allowed: true}\n")},
+			want:  `^s\.yaml: document 1: cases\[0\]\.write\.object: PersistentVolumeClaim ns/c: unknown field "spec\.volumeNam"$`,
+		},
+		{
+			name:  "an object written without kind",
+			files: map[string]string{"s.yaml": suite("", "- name: c\n  write: {operation: CREATE, user: alice, object: {apiVersion: v1, metadata: {namespace: ns, name: c}}}\n  expect: {allowed: true}\n")},
+			want:  `^s\.yaml: document 1: cases\[0\]\.write\.object: no kind \(want `,
 		},
 		{
 			name:  "wrong kind",
@@ -209,6 +219,16 @@ func TestStrictReading(t *testing.T) {
 			name:  "a bad policy config",
 			files: map[string]string{"s.yaml": suite("config: {rules: {PVG999: {action: off}}}\n", "- name: a\n  audit: {exact: true}\n")},
 			want:  `s\.yaml: document 1: config: .*PVG999`,
+		},
+		{
+			name:  "an unknown field of the policy config",
+			files: map[string]string{"s.yaml": suite("config: {rules: {PVG001: {actoin: off}}}\n", "- name: a\n  audit: {exact: true}\n")},
+			want:  `^s\.yaml: document 1: config: parsing policy config: unknown field "rules\.PVG001\.actoin"$`,
+		},
+		{
+			name:  "an unknown field of the policy config file",
+			files: map[string]string{"s.yaml": suite("configFile: p.yaml\n", "- name: a\n  audit: {exact: true}\n"), "p.yaml": "rules:\n  PVG001: {actoin: off}\n"},
+			want:  `^s\.yaml: document 1: configFile: loading policy config .*p\.yaml: parsing policy config: unknown field "rules\.PVG001\.actoin"$`,
 		},
 		{
 			name:  "two cases of one name",
