@@ -39,11 +39,19 @@ func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr
 // hands the request to h through controller-runtime's admission.Webhook, which recovers panics,
 // with each request's logger built lazily (requestLogger).
 func Review(h admission.Handler, log logr.Logger) http.Handler {
+	return reviewGuard(reviewHandler{wh: AdmissionWebhook(h, log), log: log})
+}
+
+// AdmissionWebhook is the controller-runtime admission.Webhook through which Review hands h each
+// decoded request: it answers a panic in h with an error (code 500) and completes the response
+// (uid, code, patch), with each request's logger built lazily (requestLogger). pvguard test
+// judges writes through it too.
+func AdmissionWebhook(h admission.Handler, log logr.Logger) *admission.Webhook {
 	wh := &admission.Webhook{Handler: h, RecoverPanic: ptr(true)}
 	wh.LogConstructor = func(base logr.Logger, req *admission.Request) logr.Logger {
 		return requestLogger(log, req)
 	}
-	return reviewGuard(reviewHandler{wh: wh, log: log})
+	return wh
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -8,7 +8,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -19,10 +18,6 @@ func main() {
 	root := cli.NewRootCommandFor(os.Args[0])
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, root.DisplayName()+":", err)
-		var exit *cli.ExitError
-		if errors.As(err, &exit) {
-			os.Exit(exit.Code)
-		}
-		os.Exit(1)
+		os.Exit(cli.ExitCode(err))
 	}
 }

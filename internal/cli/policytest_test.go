@@ -111,6 +111,41 @@ func TestPolicyTestJSON(t *testing.T) {
 	}
 }
 
+// TestPolicyTestJSONBadInput: -o json prints its report, with the errors, when there is no suite
+// to run, the input cannot be read or --run is bad.
+func TestPolicyTestJSONBadInput(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fixture.yaml"), []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		o    cli.TestFlags
+		want string
+	}{
+		{name: "no suites", o: cli.TestFlags{Paths: []string{dir}}, want: "no PolicyTest suites in " + dir},
+		{name: "no such file", o: cli.TestFlags{Paths: []string{filepath.Join(dir, "nope.yaml")}}, want: "no such file"},
+		{name: "bad --run", o: cli.TestFlags{Paths: []string{dir}, Run: "(("}, want: "--run: error parsing regexp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Output = "json"
+			var out, errOut bytes.Buffer
+			err := cli.RunTest(context.Background(), tc.o, &out, &errOut)
+			var exit *cli.ExitError
+			if !errors.As(err, &exit) || exit.Code != cli.ExitBadInput {
+				t.Fatalf("error %v, want exit code %d", err, cli.ExitBadInput)
+			}
+			var rep policytest.JSONReport
+			if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+				t.Fatalf("stdout is no JSON report: %v: %q", err, out.String())
+			}
+			if rep.OK || len(rep.Errors) != 1 || !strings.Contains(rep.Errors[0], tc.want) || rep.Suites == nil {
+				t.Errorf("report %+v, want one error with %q", rep, tc.want)
+			}
+		})
+	}
+}
+
 // TestPolicyTestCommand runs `pvguard test` through the command tree, the starter suites with -v.
 func TestPolicyTestCommand(t *testing.T) {
 	root := cli.NewRootCommand()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,8 +58,52 @@ func NewRootCommandFor(argv0 string) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log at debug level; for pvguard test, list the passing cases too")
 	logger := func(w io.Writer) logr.Logger { return NewLogger(w, verbose) }
-	root.AddCommand(newServeCommand(logger), newAuditCommand(), newExplainCommand(), newTestCommand(), newCertsCommand(), newAdmissionPoliciesCommand(), newVersionCommand())
+	explain, test := newExplainCommand(), newTestCommand()
+	// explain and test exit ExitBadInput on bad input, a bad flag or argument included; audit's
+	// exit 2 says that documents could not be read, and its usage errors exit 1.
+	badFlagsAndArgs(explain)
+	badFlagsAndArgs(test)
+	root.AddCommand(newServeCommand(logger), newAuditCommand(), explain, test, newCertsCommand(), newAdmissionPoliciesCommand(), newVersionCommand())
 	return root
+}
+
+// badFlagsAndArgs makes a bad flag or a wrong number of arguments, of cmd and every command
+// under it, an *ExitError with ExitBadInput, as the commands' own bad input is.
+func badFlagsAndArgs(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return badInput("%v", err)
+	})
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if args := c.Args; args != nil {
+			c.Args = func(c *cobra.Command, a []string) error {
+				if err := args(c, a); err != nil {
+					return badInput("%v", err)
+				}
+				return nil
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(cmd)
+}
+
+// ExitCode is the exit status of the binary whose command returned err: 0 for none, the code of
+// an *ExitError, else 1.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		return exit.Code
+	}
+	return 1
 }
 
 // NewLogger is pvguard's logger: JSON lines to w, at debug level when verbose. controller-runtime's

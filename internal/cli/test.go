@@ -32,7 +32,7 @@ func newTestCommand() *cobra.Command {
 			"each write goes through pvguard's own webhook handlers under the suite's policy config, with the\n" +
 			"fixtures as the cluster state; audit and explain cases run the audit and explain over the fixtures.\n" +
 			"Directories are searched for suite files; -v lists the cases that pass too. Exit code 1 when a case\n" +
-			"fails, 2 when a suite cannot be read.",
+			"fails, 2 when a suite cannot be read or a flag or argument is bad.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Paths = args
@@ -57,11 +57,20 @@ func RunTest(ctx context.Context, o TestFlags, out, errOut io.Writer) error {
 	if o.Output != "text" && o.Output != "json" {
 		return badInput("-o %s: want text or json", o.Output)
 	}
+	// fail ends a run that cannot start; -o json reports it all the same, in the report's errors.
+	fail := func(err error) error {
+		if o.Output == "json" {
+			if werr := policytest.WriteJSON(out, policytest.Report{}, []error{err}); werr != nil {
+				return werr
+			}
+		}
+		return err
+	}
 	var run *regexp.Regexp
 	if o.Run != "" {
 		var err error
 		if run, err = regexp.Compile(o.Run); err != nil {
-			return badInput("--run: %v", err)
+			return fail(badInput("--run: %v", err))
 		}
 	}
 	suites, errs := policytest.Load(o.Paths)
@@ -69,7 +78,7 @@ func RunTest(ctx context.Context, o TestFlags, out, errOut io.Writer) error {
 		fmt.Fprintln(errOut, "pvguard test:", e)
 	}
 	if len(suites) == 0 && len(errs) == 0 {
-		return badInput("no %s suites in %s", policytest.Kind, strings.Join(o.Paths, ", "))
+		return fail(badInput("no %s suites in %s", policytest.Kind, strings.Join(o.Paths, ", ")))
 	}
 	rep := policytest.Run(ctx, suites, policytest.Options{Run: run})
 	if rep.Cases == 0 && run != nil {

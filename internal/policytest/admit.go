@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,7 +20,9 @@ import (
 )
 
 // hooks are the webhook handlers `pvguard serve` mounts, over a suite's engine and fixtures: the
-// validating handler of each kind and the mutating handlers of volumes and claims.
+// validating handler of each kind and the mutating handlers of volumes and claims, each behind
+// the admission.Webhook serve hands requests through (webhook.AdmissionWebhook), which answers a
+// panic with an error.
 type hooks struct {
 	validators map[policy.Kind]admission.Handler
 	mutators   map[policy.Kind]admission.Handler
@@ -34,10 +37,10 @@ func newHooks(engines webhook.EngineSource, view policy.View) *hooks {
 	views := fixedView{view}
 	h := &hooks{validators: map[policy.Kind]admission.Handler{}, mutators: map[policy.Kind]admission.Handler{}}
 	for _, k := range []policy.Kind{policy.KindPersistentVolume, policy.KindPersistentVolumeClaim, policy.KindStorageClass} {
-		h.validators[k] = webhook.NewValidator(k, engines, views, nil)
+		h.validators[k] = webhook.AdmissionWebhook(webhook.NewValidator(k, engines, views, nil), logr.Discard())
 	}
 	for _, k := range []policy.Kind{policy.KindPersistentVolume, policy.KindPersistentVolumeClaim} {
-		h.mutators[k] = webhook.NewMutator(k, engines, views, nil)
+		h.mutators[k] = webhook.AdmissionWebhook(webhook.NewMutator(k, engines, views, nil), logr.Discard())
 	}
 	return h
 }

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // loadOne loads a suite file written from text.
@@ -68,5 +71,23 @@ func TestMutatingWebhookRuns(t *testing.T) {
 	}
 	if pv.Status.Phase != corev1.VolumeAvailable {
 		t.Errorf("phase %s: an update of the main resource keeps the stored status", pv.Status.Phase)
+	}
+}
+
+// panicking is an engine source whose engine panics when a handler asks for it, as a rule that
+// panics would.
+type panicking struct{}
+
+func (panicking) Engine() *policy.Engine { panic("a rule panicked") }
+
+// TestPanicIsAnError: a handler that panics answers the write with an error, as `pvguard serve`
+// answers it, and the case errs; the run goes on.
+func TestPanicIsAnError(t *testing.T) {
+	s := loadOne(t, twoObjects)
+	wd := s.initial
+	wd.hooks = newHooks(panicking{}, wd.st.view)
+	v, _ := wd.admit(context.Background(), s.Cases[0].Write)
+	if !strings.Contains(v.Error, "panic: a rule panicked [recovered]") {
+		t.Fatalf("verdict %s, want an error naming the panic", v)
 	}
 }

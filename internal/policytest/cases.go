@@ -435,11 +435,10 @@ func decodeWriteObject(js []byte, at string) (metav1.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", at, fieldError(err, ""))
 	}
-	obj, err := decodeObject(js, h, writeKinds, writeKindList, at)
+	// The path is named once, before the object; field paths are the object's own, as in a
+	// fixture's errors.
+	obj, err := decodeObject(js, h, writeKinds, writeKindList, "")
 	if err != nil {
-		if strings.HasPrefix(err.Error(), at) {
-			return nil, err
-		}
 		return nil, fmt.Errorf("%s: %w", at, err)
 	}
 	return obj, nil

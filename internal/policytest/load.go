@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
@@ -86,20 +87,21 @@ func Load(paths []string) ([]*Suite, []error) {
 	return suites, errs
 }
 
-// suiteLine is an apiVersion line of pvguard.io's group, YAML or JSON.
-var suiteLine = regexp.MustCompile(`(?m)^\s*"?apiVersion"?\s*:\s*"?pvguard\.io/`)
+// suiteLine is an apiVersion line of pvguard.io's group, or a kind: PolicyTest line, YAML or JSON.
+var suiteLine = regexp.MustCompile(`(?m)^\s*"?(apiVersion"?\s*:\s*"?pvguard\.io/|kind"?\s*:\s*"?PolicyTest\b)`)
 
 // suiteGroup is the API group of pvguard's own documents: a file that names it holds suites.
 const suiteGroup = "pvguard.io/"
 
-// loadFile reads the suites of one file. Found in a directory walk (named false), a file that
-// names no pvguard.io apiVersion is not a suite file and is skipped.
+// loadFile reads the suites of one file. Found in a directory walk (named false), a file is a
+// suite file when a document in it has kind PolicyTest or an apiVersion of pvguard.io's group;
+// any other file (fixtures, configs) is skipped.
 func loadFile(path string, named bool) ([]*Suite, []error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, []error{err}
 	}
-	if !named && !bytes.Contains(data, []byte(suiteGroup)) {
+	if !named && !bytes.Contains(data, []byte(suiteGroup)) && !bytes.Contains(data, []byte(Kind)) {
 		return nil, nil // fixtures, configs: not read twice
 	}
 	docs, splitErr := splitDocuments(data)
@@ -137,8 +139,8 @@ func loadFile(path string, named bool) ([]*Suite, []error) {
 	return suites, errs
 }
 
-// anySuite reports whether a document names pvguard.io's API group: in its apiVersion, or, for
-// a document that could not be read, in a line that looks like one.
+// anySuite reports whether a document has kind PolicyTest or names pvguard.io's API group in its
+// apiVersion, or, for a document that could not be read, has a line that looks like either.
 func anySuite(docs []document) bool {
 	for _, d := range docs {
 		if d.err != nil {
@@ -147,7 +149,7 @@ func anySuite(docs []document) bool {
 			}
 			continue
 		}
-		if h, err := readHeader(d.js); err == nil && strings.HasPrefix(h.APIVersion, suiteGroup) {
+		if h, err := readHeader(d.js); err == nil && (h.Kind == Kind || strings.HasPrefix(h.APIVersion, suiteGroup)) {
 			return true
 		}
 	}
@@ -243,16 +245,46 @@ func loadEngine(dir string, doc suiteDoc) (webhook.EngineSource, []byte, error) 
 		}
 		cf, err := webhook.LoadConfigFile(path, nil, logr.Discard())
 		if err != nil {
-			return nil, nil, fmt.Errorf("configFile: %w", err)
+			data, _ := os.ReadFile(path)
+			return nil, nil, fmt.Errorf("configFile: %w", configFieldError(err, data))
 		}
 		data, err := os.ReadFile(path)
 		return cf, data, err
 	case inline:
 		cfg, err := policy.ParseConfig(doc.Config)
 		if err != nil {
-			return nil, nil, fmt.Errorf("config: %w", err)
+			return nil, nil, fmt.Errorf("config: %w", configFieldError(err, doc.Config))
 		}
 		return webhook.StaticEngine{E: policy.NewEngine(cfg)}, doc.Config, nil
 	}
 	return webhook.StaticEngine{E: policy.NewEngine(nil)}, nil, nil
+}
+
+// unknownField is the unknown field policy.ParseConfig names, without its path.
+var unknownField = regexp.MustCompile(`unknown field "([^"]*)"$`)
+
+// configFieldError is err, policy.ParseConfig's error on the config data (YAML or JSON), with an
+// unknown field named by its path in the config (rules.PVG001.actoin) rather than its name alone.
+// Any other error is err as it is.
+func configFieldError(err error, data []byte) error {
+	const parsing = "parsing policy config: "
+	msg := err.Error()
+	m := unknownField.FindStringSubmatch(msg)
+	i := strings.Index(msg, parsing)
+	if m == nil || i < 0 {
+		return err
+	}
+	js, jsErr := yaml.YAMLToJSON(data)
+	if jsErr != nil {
+		return err
+	}
+	strictErr := decodeStrict(js, &policy.Config{}, "")
+	if strictErr == nil {
+		return err
+	}
+	sm := unknownField.FindStringSubmatch(strictErr.Error())
+	if sm == nil || (sm[1] != m[1] && !strings.HasSuffix(sm[1], "."+m[1])) {
+		return err
+	}
+	return errors.New(msg[:i+len(parsing)] + strictErr.Error())
 }

@@ -117,7 +117,17 @@ func TestStrictReading(t *testing.T) {
 		{
 			name:  "unknown field in the object written",
 			files: map[string]string{"s.yaml": suite("", strings.Replace(steal, "    oldFixture: PersistentVolume/pv-data\n", "    oldObject: {apiVersion: v1, kind: PersistentVolume, metadata: {name: pv-data}, spec: {capacty: {}}}\n", 1)+"  expect: {denied: [PVG002]}\n")},
-			want:  `s\.yaml: document 1: .*unknown field "cases\[0\]\.write\.oldObject\.spec\.capacty"`,
+			want:  `^s\.yaml: document 1: cases\[0\]\.write\.oldObject: PersistentVolume pv-data: unknown field "spec\.capacty"$`,
+		},
+		{
+			name:  "unknown field in the object written, of a claim",
+			files: map[string]string{"s.yaml": suite("", "- name: c\n  write: {operation: CREATE, user: alice, object: {apiVersion: v1, kind: PersistentVolumeClaim, metadata: {namespace: ns, name: c}, spec: {volumeNam: x}}}\n  expect: {allowed: true}\n")},
+			want:  `^s\.yaml: document 1: cases\[0\]\.write\.object: PersistentVolumeClaim ns/c: unknown field "spec\.volumeNam"$`,
+		},
+		{
+			name:  "an object written without kind",
+			files: map[string]string{"s.yaml": suite("", "- name: c\n  write: {operation: CREATE, user: alice, object: {apiVersion: v1, metadata: {namespace: ns, name: c}}}\n  expect: {allowed: true}\n")},
+			want:  `^s\.yaml: document 1: cases\[0\]\.write\.object: no kind \(want `,
 		},
 		{
 			name:  "wrong kind",
@@ -129,6 +139,26 @@ func TestStrictReading(t *testing.T) {
 			files:  map[string]string{"s.yaml": suite("", "- name: a\n  audit: {exact: true}\n") + "---\napiVersion: pvguard.io/v2\nkind: PolicyTest\n"},
 			want:   `s\.yaml: document 2: apiVersion "pvguard\.io/v2" kind "PolicyTest": want`,
 			suites: 1,
+		},
+		{
+			name:  "kind PolicyTest without apiVersion",
+			files: map[string]string{"s.yaml": "kind: PolicyTest\ncases: []\n"},
+			want:  `s\.yaml: document 1: apiVersion "" kind "PolicyTest": want apiVersion pvguard\.io/v1alpha1, kind PolicyTest`,
+		},
+		{
+			name:  "kind PolicyTest of a misspelled group",
+			files: map[string]string{"s.yaml": "apiVersion: pvgaurd.io/v1alpha1\nkind: PolicyTest\ncases: []\n"},
+			want:  `s\.yaml: document 1: apiVersion "pvgaurd\.io/v1alpha1" kind "PolicyTest": want`,
+		},
+		{
+			name:  "kind PolicyTest without apiVersion in JSON",
+			files: map[string]string{"s.json": `{"kind": "PolicyTest", "cases": []}`},
+			want:  `s\.json: document 1: apiVersion "" kind "PolicyTest": want`,
+		},
+		{
+			name:  "kind PolicyTest in a document that is no YAML",
+			files: map[string]string{"s.yaml": "kind: PolicyTest\ncases: [a\n"},
+			want:  `s\.yaml: document 1: `,
 		},
 		{
 			name:  "a fixture of a kind pvguard does not read",
@@ -191,6 +221,16 @@ func TestStrictReading(t *testing.T) {
 			want:  `s\.yaml: document 1: config: .*PVG999`,
 		},
 		{
+			name:  "an unknown field of the policy config",
+			files: map[string]string{"s.yaml": suite("config: {rules: {PVG001: {actoin: off}}}\n", "- name: a\n  audit: {exact: true}\n")},
+			want:  `^s\.yaml: document 1: config: parsing policy config: unknown field "rules\.PVG001\.actoin"$`,
+		},
+		{
+			name:  "an unknown field of the policy config file",
+			files: map[string]string{"s.yaml": suite("configFile: p.yaml\n", "- name: a\n  audit: {exact: true}\n"), "p.yaml": "rules:\n  PVG001: {actoin: off}\n"},
+			want:  `^s\.yaml: document 1: configFile: loading policy config .*p\.yaml: parsing policy config: unknown field "rules\.PVG001\.actoin"$`,
+		},
+		{
 			name:  "two cases of one name",
 			files: map[string]string{"s.yaml": suite("", "- name: a\n  audit: {exact: true}\n- name: a\n  audit: {exact: true}\n")},
 			want:  `cases\[1\]\.name: "a" is also the name of cases\[0\]`,
@@ -227,6 +267,15 @@ func TestSuiteFilesFound(t *testing.T) {
 	})
 	suites, errs := policytest.Load([]string{dir})
 	if len(errs) != 0 || len(suites) != 1 {
+		t.Fatalf("got %d suites, errors %v; want the one suite", len(suites), errs)
+	}
+	// A fixture that names pvguard.io in an annotation, or PolicyTest in a value, is no suite.
+	dir = writeFiles(t, map[string]string{
+		"cluster.yaml": fixtures,
+		"more.yaml":    "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-x, annotations: {pvguard.io/note: PolicyTest}}\nspec: {capacity: {storage: 1Gi}, hostPath: {path: /x}}\n",
+		"s.yaml":       suite("", "- name: a\n  audit: {exact: true}\n"),
+	})
+	if suites, errs = policytest.Load([]string{dir}); len(errs) != 0 || len(suites) != 1 {
 		t.Fatalf("got %d suites, errors %v; want the one suite", len(suites), errs)
 	}
 	_, errs = policytest.Load([]string{filepath.Join(dir, "cluster.yaml")})
