@@ -13,6 +13,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/internal/cli"
+	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -205,6 +206,11 @@ func TestAuditFlags(t *testing.T) {
 		if _, _, err := runAudit(t, o); err == nil || exitCode(err) != -1 {
 			t.Errorf("options %+v: want a usage error, got %v", o, err)
 		}
+	}
+	// An action that is not a threshold is refused too, and the error names the flag.
+	o := cli.AuditFlags{Files: []string{"x"}, Output: "table", FailOn: policy.ActionAudit}
+	if _, _, err := runAudit(t, o); err == nil || !strings.Contains(err.Error(), "--fail-on=audit") {
+		t.Errorf("--fail-on=audit: want an error naming the flag, got %v", err)
 	}
 }
 
