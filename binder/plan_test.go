@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -272,7 +273,7 @@ func TestBindRecordsTheVolumeAttributesClass(t *testing.T) {
 		pv   *corev1.PersistentVolume
 		want *string
 	}{
-		{name: "gold", pv: testobj.PV("pv-1", testobj.Phase(corev1.VolumeAvailable), testobj.VolumeAttributesClass("gold")), want: ptrTo("gold")},
+		{name: "gold", pv: testobj.PV("pv-1", testobj.Phase(corev1.VolumeAvailable), testobj.VolumeAttributesClass("gold")), want: ptr.To("gold")},
 		{name: "none", pv: testobj.PV("pv-1", testobj.Phase(corev1.VolumeAvailable))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,8 +307,6 @@ func TestBindRecordsTheVolumeAttributesClass(t *testing.T) {
 		})
 	}
 }
-
-func ptrTo(s string) *string { return &s }
 
 func deref(s *string) string {
 	if s == nil {

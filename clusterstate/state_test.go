@@ -180,20 +180,16 @@ func TestLookupsDoNotAllocate(t *testing.T) {
 	}
 }
 
-func TestKeyOf(t *testing.T) {
+func TestKeys(t *testing.T) {
 	for _, tc := range []struct {
-		obj  any
-		want clusterstate.Key
-		ok   bool
+		got, want clusterstate.Key
 	}{
-		{&corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"}}, clusterstate.VolumeKey("pv-1"), true},
-		{&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}, clusterstate.ClaimKey("ns", "c"), true},
-		{&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"}}, clusterstate.ClassKey("fast"), true},
-		{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, clusterstate.NodeKey("n1"), true},
-		{&corev1.Pod{}, clusterstate.Key{}, false},
+		{clusterstate.VolumeKey("pv-1"), clusterstate.Key{Kind: "PersistentVolume", Name: "pv-1"}},
+		{clusterstate.ClaimKey("ns", "c"), clusterstate.Key{Kind: "PersistentVolumeClaim", Namespace: "ns", Name: "c"}},
+		{clusterstate.ClassKey("fast"), clusterstate.Key{Kind: "StorageClass", Name: "fast"}},
 	} {
-		if got, ok := clusterstate.KeyOf(tc.obj); got != tc.want || ok != tc.ok {
-			t.Errorf("KeyOf(%T) = %v, %v; want %v, %v", tc.obj, got, ok, tc.want, tc.ok)
+		if tc.got != tc.want {
+			t.Errorf("key %v, want %v", tc.got, tc.want)
 		}
 	}
 	if clusterstate.ClaimKey("ns", "c") == (clusterstate.Key{Namespace: "ns", Name: "c"}) {

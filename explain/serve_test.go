@@ -26,12 +26,9 @@ import (
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
-	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
-
-var explainNow = time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
 
 // explainCluster is a class "local" whose only volume of the claim's size is Filesystem while
 // the claim asks for Block, a Block volume too small, and a volume of another class.
@@ -47,7 +44,7 @@ func explainCluster() []client.Object {
 
 func explainOptions(objs ...client.Object) explain.ServeOptions {
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
-	return explain.ServeOptions{Cache: c, Now: func() time.Time { return explainNow }, Log: logr.Discard()}
+	return explain.ServeOptions{Cache: c, Now: func() time.Time { return ExplainNow }, Log: logr.Discard()}
 }
 
 // want is what `pvguard explain` computes from the same objects: the endpoints must answer the
@@ -63,7 +60,7 @@ func want(t *testing.T, objs []client.Object, kind, ns, name string) string {
 	if kind == "pvc" {
 		v, err = explain.Claim(in, ns, name)
 	} else {
-		v, err = explain.Volume(in, name, explainNow)
+		v, err = explain.Volume(in, name, ExplainNow)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -73,19 +70,6 @@ func want(t *testing.T, objs []client.Object, kind, ns, name string) string {
 		t.Fatal(err)
 	}
 	return string(data)
-}
-
-// serve is GET path as a caller who may read everything.
-func serve(h http.Handler, path string) *httptest.ResponseRecorder {
-	return serveAs(access.Everything("admin"), h, path)
-}
-
-// serveAs is GET path as a caller with reader rd, as the server's guard passes it on.
-func serveAs(rd *access.Reader, h http.Handler, path string) *httptest.ResponseRecorder {
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, path, nil)
-	h.ServeHTTP(rec, req.WithContext(access.WithReader(req.Context(), rd)))
-	return rec
 }
 
 // TestExplainAPI: the JSON endpoints answer what `pvguard explain -o json` prints for a claim or
@@ -110,7 +94,7 @@ func TestExplainAPI(t *testing.T) {
 		"no name":             {"/pvc/team-a", http.StatusNotFound, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			rec := serve(h, tc.path)
+			rec := HTTPGet(h, tc.path)
 			if rec.Code != tc.status {
 				t.Fatalf("GET %s: HTTP %d, want %d: %s", tc.path, rec.Code, tc.status, rec.Body)
 			}
@@ -169,7 +153,7 @@ func TestExplainAPIReadsTheBindersState(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			o.PlanState = tc.state
-			rec := serve(explain.API(o), "/pvc/team-a/data")
+			rec := HTTPGet(explain.API(o), "/pvc/team-a/data")
 			var e explain.Explanation
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
 				t.Fatalf("HTTP %d: %v", rec.Code, err)
@@ -222,7 +206,7 @@ func TestExplainPages(t *testing.T) {
 		"malformed":      {"/pvc/team-a/%3Cscript%3E", http.StatusBadRequest, []string{`name &#34;&lt;script&gt;&#34; is not valid`}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			rec := serve(h, tc.path)
+			rec := HTTPGet(h, tc.path)
 			if rec.Code != tc.status {
 				t.Fatalf("GET %s: HTTP %d, want %d", tc.path, rec.Code, tc.status)
 			}
@@ -262,7 +246,7 @@ func TestExplainPageMatchesTheText(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As a browser shows it: the escaping undone.
-	page := html.UnescapeString(serve(explain.Pages(explainOptions(objs...)), "/pvc/team-a/data").Body.String())
+	page := html.UnescapeString(HTTPGet(explain.Pages(explainOptions(objs...)), "/pvc/team-a/data").Body.String())
 	rows, others := e.Table()
 	if len(rows) != 2 || others == "" {
 		t.Fatalf("rows %d, others %q: the fixture should give two rows and another class", len(rows), others)
@@ -309,7 +293,7 @@ func TestExplainAPIJudgesPairsByThePolicy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := explainOptions(objs...)
 			o.Engine, o.Identity = func() *policy.Engine { return policy.NewEngine(cfg) }, tc.identity
-			rec := serve(explain.API(o), "/pvc/team-a/data")
+			rec := HTTPGet(explain.API(o), "/pvc/team-a/data")
 			var e explain.Explanation
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
 				t.Fatalf("HTTP %d: %v", rec.Code, err)

@@ -22,15 +22,11 @@ import (
 	"github.com/pvguard/pvguard/webhook"
 )
 
-type fixedViews struct{ v policy.View }
-
-func (f fixedViews) View(context.Context) policy.View { return f.v }
-
 func newTestServer(t *testing.T, cfg *policy.Config, view *testobj.View) http.Handler {
 	t.Helper()
 	return web.NewServer(web.Options{
 		Engines: webhook.StaticEngine{E: policy.NewEngine(cfg)},
-		Views:   fixedViews{view},
+		Views:   webhook.StaticView{V: view},
 		ReadyChecks: map[string]func() error{
 			"cache": func() error { return nil },
 		},
@@ -285,7 +281,7 @@ func (nodesDown) Node(string) (*corev1.Node, error) {
 func TestDenialStandsWhenAnotherRuleCannotJudge(t *testing.T) {
 	h := web.NewServer(web.Options{
 		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)},
-		Views:   fixedViews{nodesDown{testobj.NewView(testobj.PV("pv-7", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-a")))}},
+		Views:   webhook.StaticView{V: nodesDown{testobj.NewView(testobj.PV("pv-7", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-a")))}},
 	}).Handler()
 	claim := testobj.PVC("team-a", "data", testobj.ClaimVolumeMode(corev1.PersistentVolumeBlock), testobj.VolumeName("pv-7"),
 		testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
@@ -329,7 +325,7 @@ func TestDenialIsConfirmedOnFreshReads(t *testing.T) {
 	}{
 		{"stale cache, live objects show the hand-off", freshViews{stale, live}, true},
 		{"the live objects confirm the denial", freshViews{stale, stale}, false},
-		{"a view source without fresh reads", fixedViews{stale}, false},
+		{"a view source without fresh reads", webhook.StaticView{V: stale}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := web.NewServer(web.Options{

@@ -35,6 +35,13 @@ type StaticEngine struct{ E *policy.Engine }
 // Engine implements EngineSource.
 func (s StaticEngine) Engine() *policy.Engine { return s.E }
 
+// StaticView is a ViewSource with a fixed view: every request reads the same state. Tests,
+// benchmarks and pvguard test use it.
+type StaticView struct{ V policy.View }
+
+// View implements ViewSource.
+func (s StaticView) View(context.Context) policy.View { return s.V }
+
 // LoadConfigFile reads the config once; an invalid file at start-up is an error.
 func LoadConfigFile(path string, m *Metrics, log logr.Logger) (*ConfigFile, error) {
 	cf := &ConfigFile{path: path, metrics: m, log: log}

@@ -80,7 +80,7 @@ func fuzzServer(tb testing.TB) http.Handler {
 		testobj.Node("node-1", nil))
 	return web.NewServer(web.Options{
 		Engines: webhook.StaticEngine{E: policy.NewEngine(cfg)},
-		Views:   fixedViews{view},
+		Views:   webhook.StaticView{V: view},
 	}).Handler()
 }
 

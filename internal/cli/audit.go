@@ -30,7 +30,8 @@ type AuditFlags struct {
 	// Kubeconfig audits a live cluster instead of files.
 	Kubeconfig string
 	Output     string
-	FailOn     string
+	// FailOn is the action at or above which a finding fails the audit (deny or warn), or none.
+	FailOn     policy.Action
 	ConfigFile string
 	Now        func() time.Time
 }
@@ -67,7 +68,7 @@ func newAuditCommand() *cobra.Command {
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "audit the live cluster of this kubeconfig instead of files")
 	f.StringVarP(&o.Output, "output", "o", o.Output, "table, json, yaml, report (openreports.io Report and ClusterReport objects) or html (the dashboard page as one file)")
-	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding's action is at least this: deny or warn")
+	f.StringVar((*string)(&o.FailOn), "fail-on", "", "exit 1 when a finding's action is at least this: deny or warn")
 	f.StringVar(&o.ConfigFile, "config", "", "policy config file (actions and exemptions as at admission)")
 	return cmd
 }
@@ -86,9 +87,9 @@ func RunAudit(o AuditFlags, out, errOut io.Writer) error {
 	var failAt map[policy.Action]bool
 	switch o.FailOn {
 	case "":
-	case "deny":
+	case policy.ActionDeny:
 		failAt = map[policy.Action]bool{policy.ActionDeny: true}
-	case "warn":
+	case policy.ActionWarn:
 		failAt = map[policy.Action]bool{policy.ActionDeny: true, policy.ActionWarn: true}
 	default:
 		return fmt.Errorf("--fail-on=%s: want deny or warn", o.FailOn)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/internal/cli"
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
 )
 
 const volumes = `apiVersion: v1
@@ -48,21 +50,6 @@ const claims = `{"apiVersion": "v1", "kind": "List", "items": [
    "status": {"phase": "Bound"}}
 ]}`
 
-func writeFiles(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 func runAudit(t *testing.T, o cli.AuditFlags) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -83,7 +70,7 @@ func exitCode(err error) int {
 }
 
 func TestAuditManifests(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := testobj.WriteFiles(t, map[string]string{
 		"volumes.yaml":       volumes,
 		"nested/claims.json": claims,
 		"notes.txt":          "not a manifest",
@@ -128,14 +115,14 @@ func TestAuditManifests(t *testing.T) {
 	if _, _, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "yaml", FailOn: "deny"}); exitCode(err) != cli.ExitFindings {
 		t.Fatalf("--fail-on=deny with a deny finding: exit %d (%v), want %d", exitCode(err), err, cli.ExitFindings)
 	}
-	clean := writeFiles(t, map[string]string{"ok.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: fine}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\nstatus: {phase: Available}\n"})
+	clean := testobj.WriteFiles(t, map[string]string{"ok.yaml": "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: fine}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\nstatus: {phase: Available}\n"})
 	if _, _, err := runAudit(t, cli.AuditFlags{Files: []string{clean}, Output: "table", FailOn: "warn"}); exitCode(err) != 0 {
 		t.Fatalf("clean manifests: exit %d (%v)", exitCode(err), err)
 	}
 }
 
 func TestAuditBadDocumentsAreNamedAndTheRestAudited(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := testobj.WriteFiles(t, map[string]string{
 		"good.yaml":   volumes,
 		"bad.yaml":    "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: broken}\nspec: {capacity: {storage: lots}}\n---\nkind: [\n",
 		"nokind.yaml": "apiVersion: v1\nmetadata: {name: x}\n",
@@ -159,7 +146,7 @@ func TestAuditBadDocumentsAreNamedAndTheRestAudited(t *testing.T) {
 // document and field, the exit code is 2, and every other object is still audited, in the same
 // file and in others.
 func TestAuditRefusesRepeatedKeys(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := testobj.WriteFiles(t, map[string]string{
 		"volumes.yaml": volumes,
 		"claims.json":  claims,
 		"dup.yaml": `apiVersion: v1
@@ -220,12 +207,17 @@ func TestAuditFlags(t *testing.T) {
 			t.Errorf("options %+v: want a usage error, got %v", o, err)
 		}
 	}
+	// An action that is not a threshold is refused too, and the error names the flag.
+	o := cli.AuditFlags{Files: []string{"x"}, Output: "table", FailOn: policy.ActionAudit}
+	if _, _, err := runAudit(t, o); err == nil || !strings.Contains(err.Error(), "--fail-on=audit") {
+		t.Errorf("--fail-on=audit: want an error naming the flag, got %v", err)
+	}
 }
 
 // TestAuditHTML: -o html writes the dashboard page as one file, with the findings and the
 // bindings, and nothing it would have to fetch.
 func TestAuditHTML(t *testing.T) {
-	dir := writeFiles(t, map[string]string{"volumes.yaml": volumes, "claims.json": claims})
+	dir := testobj.WriteFiles(t, map[string]string{"volumes.yaml": volumes, "claims.json": claims})
 	out, _, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "html"})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +240,7 @@ func TestAuditProgress(t *testing.T) {
 	for i := range 1500 {
 		fmt.Fprintf(&b, "---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-%d}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], hostPath: {path: /x}}\n", i)
 	}
-	dir := writeFiles(t, map[string]string{"many.yaml": b.String()})
+	dir := testobj.WriteFiles(t, map[string]string{"many.yaml": b.String()})
 	_, errOut, err := runAudit(t, cli.AuditFlags{Files: []string{dir}, Output: "json"})
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +263,7 @@ func TestAuditWithoutNodesJudgesNodeAffinity(t *testing.T) {
 	}
 	pvg009 := func(t *testing.T, manifest string) []audit.Finding {
 		t.Helper()
-		out, errOut, err := runAudit(t, cli.AuditFlags{Files: []string{writeFiles(t, map[string]string{"dump.yaml": manifest})}, Output: "json"})
+		out, errOut, err := runAudit(t, cli.AuditFlags{Files: []string{testobj.WriteFiles(t, map[string]string{"dump.yaml": manifest})}, Output: "json"})
 		if err != nil || errOut != "" {
 			t.Fatalf("audit: %v, stderr %q", err, errOut)
 		}

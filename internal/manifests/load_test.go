@@ -2,7 +2,6 @@ package manifests_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,23 +9,8 @@ import (
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/manifests"
+	"github.com/pvguard/pvguard/test/testobj"
 )
-
-// writeFiles writes files (name: content, names may hold directories) into a new directory.
-func writeFiles(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 func names(s *clusterstate.State) []string {
 	var out []string
@@ -190,7 +174,7 @@ func TestLoad(t *testing.T) {
 		}(),
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := writeFiles(t, tc.files)
+			dir := testobj.WriteFiles(t, tc.files)
 			st, objects, errs := manifests.Load([]string{dir})
 			got := names(st)
 			if !slices.Equal(got, tc.want) || objects != len(tc.want) {
@@ -209,7 +193,7 @@ func TestLoad(t *testing.T) {
 }
 
 func TestLoadNamedFileAndMissingPath(t *testing.T) {
-	dir := writeFiles(t, map[string]string{"volumes.txt": pvYAML("named")})
+	dir := testobj.WriteFiles(t, map[string]string{"volumes.txt": pvYAML("named")})
 	st, _, errs := manifests.Load([]string{filepath.Join(dir, "volumes.txt"), filepath.Join(dir, "absent")})
 	if got := names(st); !slices.Equal(got, []string{"pv/named"}) {
 		t.Errorf("a file named directly is read whatever its extension: got %v", got)

@@ -28,13 +28,8 @@ type hooks struct {
 	mutators   map[policy.Kind]admission.Handler
 }
 
-// fixedView is the ViewSource of the fixtures: every request reads the same state.
-type fixedView struct{ v policy.View }
-
-func (f fixedView) View(context.Context) policy.View { return f.v }
-
 func newHooks(engines webhook.EngineSource, view policy.View) *hooks {
-	views := fixedView{view}
+	views := webhook.StaticView{V: view}
 	h := &hooks{validators: map[policy.Kind]admission.Handler{}, mutators: map[policy.Kind]admission.Handler{}}
 	for _, k := range []policy.Kind{policy.KindPersistentVolume, policy.KindPersistentVolumeClaim, policy.KindStorageClass} {
 		h.validators[k] = webhook.AdmissionWebhook(webhook.NewValidator(k, engines, views, nil), logr.Discard())

@@ -55,11 +55,6 @@ func (f *Fixtures) index() map[objectRef]metav1.Object {
 	return f.byRef
 }
 
-// Len is the number of fixture objects.
-func (f *Fixtures) Len() int {
-	return len(f.Volumes) + len(f.Claims) + len(f.Classes) + len(f.Nodes) + len(f.AttributesClasses) + len(f.Leases) + len(f.Pods)
-}
-
 // fixtureKinds are the kinds a fixture may be, by apiVersion and kind.
 var fixtureKinds = map[header]func() metav1.Object{
 	{"v1", "PersistentVolume"}:                     func() metav1.Object { return &corev1.PersistentVolume{} },

@@ -3,30 +3,14 @@ package policytest_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/pvguard/pvguard/internal/policytest"
+	"github.com/pvguard/pvguard/test/testobj"
 )
-
-// writeFiles writes files (name -> content) into a new directory and returns it.
-func writeFiles(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // fixtures is a small cluster: a bound pair, a free volume and a Pending claim of another mode.
 const fixtures = `
@@ -241,7 +225,7 @@ func TestStrictReading(t *testing.T) {
 			for k, v := range tc.files {
 				files[k] = v
 			}
-			dir := writeFiles(t, files)
+			dir := testobj.WriteFiles(t, files)
 			suites, errs := policytest.Load([]string{dir})
 			if len(errs) != 1 {
 				t.Fatalf("errors %v, want one matching %s", errs, tc.want)
@@ -260,7 +244,7 @@ func TestStrictReading(t *testing.T) {
 // TestSuiteFilesFound: a directory's fixture and config files are not suites; a file named
 // directly must be one.
 func TestSuiteFilesFound(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := testobj.WriteFiles(t, map[string]string{
 		"cluster.yaml": fixtures,
 		"policy.yaml":  "rules: {PVG010: {action: deny}}\n",
 		"sub/s.yaml":   strings.Replace(suite("configFile: ../policy.yaml\n", "- name: a\n  audit: {exact: true}\n"), "[cluster.yaml]", "[../cluster.yaml]", 1),
@@ -290,7 +274,7 @@ func run(t *testing.T, files map[string]string, o policytest.Options) policytest
 	if _, ok := files["cluster.yaml"]; !ok {
 		files["cluster.yaml"] = fixtures
 	}
-	dir := writeFiles(t, files)
+	dir := testobj.WriteFiles(t, files)
 	suites, errs := policytest.Load([]string{dir})
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ var whoami = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 // and probes take none.
 func TestReadEndpointsNeedAToken(t *testing.T) {
 	opts := web.Options{Report: whoami, Dashboard: whoami, ExplainAPI: whoami, ExplainPages: whoami, Access: testGuard(),
-		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: fixedViews{testobj.NewView()}}
+		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: webhook.StaticView{V: testobj.NewView()}}
 	h := web.NewServer(opts).Handler()
 	read := []string{"/", "/api/v1/report", web.PathExplainAPI + "/pvc/team-a/data", web.PathExplainPages + "/pv/pv-1"}
 	for _, path := range read {

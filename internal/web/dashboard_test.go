@@ -32,7 +32,7 @@ func TestDashboard(t *testing.T) {
 	}
 	h := web.DashboardHandler(r, c, logr.Discard())
 
-	rec := serve(h, "/")
+	rec := testobj.HTTPGet(h, "/")
 	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
 		t.Fatalf("GET /: %d %s", rec.Code, rec.Header().Get("Content-Type"))
 	}
@@ -58,7 +58,7 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("no restrictive CSP: %q", csp)
 	}
 
-	rec = serve(h, "/nope")
+	rec = testobj.HTTPGet(h, "/nope")
 	if rec.Code != http.StatusNotFound {
 		t.Errorf("GET /nope: %d", rec.Code)
 	}

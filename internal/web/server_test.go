@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -18,19 +17,15 @@ import (
 	"github.com/pvguard/pvguard/webhook"
 )
 
-type fixedViews struct{ v policy.View }
-
-func (f fixedViews) View(context.Context) policy.View { return f.v }
-
 func TestHealthAndReadiness(t *testing.T) {
 	notReady := web.NewServer(web.Options{
 		Engines:     webhook.StaticEngine{E: policy.NewEngine(nil)},
-		Views:       fixedViews{testobj.NewView()},
+		Views:       webhook.StaticView{V: testobj.NewView()},
 		ReadyChecks: map[string]func() error{"informer cache": func() error { return errors.New("not synced yet") }},
 	}).Handler()
 	ready := web.NewServer(web.Options{
 		Engines:     webhook.StaticEngine{E: policy.NewEngine(nil)},
-		Views:       fixedViews{testobj.NewView()},
+		Views:       webhook.StaticView{V: testobj.NewView()},
 		ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
 	}).Handler()
 	for _, tc := range []struct {

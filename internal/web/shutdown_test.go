@@ -65,7 +65,7 @@ func startTLSServer(t *testing.T, opts web.Options) *tlsServer {
 		opts.Engines = webhook.StaticEngine{E: policy.NewEngine(nil)}
 	}
 	if opts.Views == nil {
-		opts.Views = fixedViews{testobj.NewView()}
+		opts.Views = webhook.StaticView{V: testobj.NewView()}
 	}
 	srv := web.NewServer(opts)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -102,7 +102,7 @@ func (s *tlsServer) get(t *testing.T, c *http.Client, path string) int {
 // finishes a review that was in flight before it returns.
 func TestShutdownServesThroughTheDelayThenDrains(t *testing.T) {
 	view := &blockingView{View: testobj.NewView(), entered: make(chan struct{}, 1), release: make(chan struct{})}
-	s := startTLSServer(t, web.Options{Views: fixedViews{view}, ShutdownDelay: 500 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
+	s := startTLSServer(t, web.Options{Views: webhook.StaticView{V: view}, ShutdownDelay: 500 * time.Millisecond, ShutdownTimeout: 10 * time.Second})
 	c := s.client(nil)
 
 	body := testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create, testobj.PVC("team-a", "c", testobj.VolumeName("pv-1")), nil, "alice")

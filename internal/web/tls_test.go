@@ -47,7 +47,7 @@ func TestServingCertificateHotReloads(t *testing.T) {
 		Listen:         "127.0.0.1:0",
 		GetCertificate: w.GetCertificate,
 		Engines:        webhook.StaticEngine{E: policy.NewEngine(nil)},
-		Views:          fixedViews{testobj.NewView()},
+		Views:          webhook.StaticView{V: testobj.NewView()},
 	})
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()

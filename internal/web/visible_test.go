@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -22,21 +21,6 @@ import (
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
 )
-
-var explainNow = time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
-
-// serve is GET path as a caller who may read everything.
-func serve(h http.Handler, path string) *httptest.ResponseRecorder {
-	return serveAs(access.Everything("admin"), h, path)
-}
-
-// serveAs is GET path as a caller with reader rd, as the server's guard passes it on.
-func serveAs(rd *access.Reader, h http.Handler, path string) *httptest.ResponseRecorder {
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, path, nil)
-	h.ServeHTTP(rec, req.WithContext(access.WithReader(req.Context(), rd)))
-	return rec
-}
 
 const (
 	uidOfA = "aaaaaaaa-0000-4000-8000-00000000000a"
@@ -62,7 +46,7 @@ func tenants(t *testing.T) (*audit.Runner, client.Client) {
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
 	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
-		Now: func() time.Time { return explainNow }})
+		Now: func() time.Time { return testobj.ExplainNow }})
 	if err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +58,7 @@ func tenants(t *testing.T) (*audit.Runner, client.Client) {
 // team-b's, even where team-b's volumes are candidates for its claim; a cluster reader gets all.
 func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	r, c := tenants(t)
-	eo := explain.ServeOptions{Cache: c, Now: func() time.Time { return explainNow }, Log: logr.Discard()}
+	eo := explain.ServeOptions{Cache: c, Now: func() time.Time { return testobj.ExplainNow }, Log: logr.Discard()}
 	handlers := map[string]http.Handler{"report": web.ReportHandler(r, c, logr.Discard()), "dashboard": web.DashboardHandler(r, c, logr.Discard()),
 		"api": explain.API(eo), "pages": explain.Pages(eo)}
 	type get struct{ handler, path string }
@@ -85,7 +69,7 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	tenant := access.NewReader("tenant-a", false, []string{"team-a"}, false, false)
 	bodies := map[get]string{}
 	for _, g := range own {
-		rec := serveAs(tenant, handlers[g.handler], g.path)
+		rec := testobj.HTTPGetAs(tenant, handlers[g.handler], g.path)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("%s %s as the tenant: HTTP %d: %s", g.handler, g.path, rec.Code, rec.Body)
 		}
@@ -133,14 +117,14 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	// team-b's objects: its claims are forbidden, its volumes do not exist for team-a.
 	for g, want := range map[get]int{{"api", "/pvc/team-b/claim-of-b"}: 403, {"pages", "/pvc/team-b/pending-of-b"}: 403,
 		{"api", "/pv/vol-b"}: 404, {"pages", "/pv/vol-b-reserved"}: 404, {"api", "/pv/vol-failed"}: 404} {
-		if rec := serveAs(tenant, handlers[g.handler], g.path); rec.Code != want {
+		if rec := testobj.HTTPGetAs(tenant, handlers[g.handler], g.path); rec.Code != want {
 			t.Errorf("%s %s as team-a's tenant: HTTP %d, want %d", g.handler, g.path, rec.Code, want)
 		}
 	}
 
 	// A tenant who may list volumes too sees them all, but still not team-b's claims.
 	withVolumes := access.NewReader("tenant-a", false, []string{"team-a"}, true, false)
-	dash := serveAs(withVolumes, handlers["dashboard"], "/").Body.String()
+	dash := testobj.HTTPGetAs(withVolumes, handlers["dashboard"], "/").Body.String()
 	for _, s := range []string{"<td>vol-b</td>", "<td>vol-failed</td>", access.Hidden} {
 		if !strings.Contains(dash, s) {
 			t.Errorf("the dashboard for a tenant who may list volumes lacks %q", s)
@@ -153,7 +137,7 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	// The cluster reader sees everything, and nothing is said to be filtered.
 	reader := access.Everything("reader")
 	for _, g := range []get{{"report", "/"}, {"dashboard", "/"}, {"api", "/pvc/team-b/pending-of-b"}} {
-		body := serveAs(reader, handlers[g.handler], g.path).Body.String()
+		body := testobj.HTTPGetAs(reader, handlers[g.handler], g.path).Body.String()
 		for _, s := range []string{"team-b", "claim-of-b"} {
 			if g.handler != "api" && !strings.Contains(body, s) {
 				t.Errorf("%s %s as a cluster reader lacks %q", g.handler, g.path, s)
@@ -163,12 +147,12 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 			t.Errorf("%s %s as a cluster reader says something was filtered", g.handler, g.path)
 		}
 	}
-	if body := serveAs(reader, handlers["api"], "/pvc/team-b/pending-of-b").Body.String(); !strings.Contains(body, "node-of-b") {
+	if body := testobj.HTTPGetAs(reader, handlers["api"], "/pvc/team-b/pending-of-b").Body.String(); !strings.Contains(body, "node-of-b") {
 		t.Error("a cluster reader's explanation of team-b's pending claim lacks its selected node")
 	}
 
 	// A request that reached a handler without the guard reads nothing.
-	rec := serveAs(&access.Reader{}, handlers["api"], "/pvc/team-a/claim-of-a")
+	rec := testobj.HTTPGetAs(&access.Reader{}, handlers["api"], "/pvc/team-a/claim-of-a")
 	if rec.Code != http.StatusForbidden {
 		t.Errorf("an explanation without a reader: HTTP %d, want 403", rec.Code)
 	}

@@ -69,14 +69,10 @@ func PVGuard(t *TLS, view policy.View, log logr.Logger) *web.Server {
 		Listen:         "127.0.0.1:0",
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &t.Cert, nil },
 		Engines:        webhook.StaticEngine{E: policy.NewEngine(nil)},
-		Views:          fixedView{view},
+		Views:          webhook.StaticView{V: view},
 		Log:            log,
 	})
 }
-
-type fixedView struct{ v policy.View }
-
-func (f fixedView) View(context.Context) policy.View { return f.v }
 
 // Noop is the baseline: controller-runtime's admission.Webhook with a handler that allows every
 // request, mounted on the same endpoints of a chi router with the same middleware as pvguard's.

@@ -36,7 +36,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -45,6 +44,7 @@ import (
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/internal/devcluster"
+	"github.com/pvguard/pvguard/test/harness"
 )
 
 // Mode says which binder the cluster runs.
@@ -403,16 +403,11 @@ func (c *Cluster) ensureNamespace(ctx context.Context, name string) error {
 	return nil
 }
 
-// poll waits for cond; a failure names what was awaited, the last error and the logs.
+// poll waits for cond with harness.Poll; a failure names what was awaited, the last error and
+// the logs.
 func (c *Cluster) poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, err := cond(ctx)
-		last = err
-		return ok, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting for %s: %w (last error: %v; %s)", what, err, last, c.Logs())
+	if err := harness.Poll(ctx, harness.PollInterval, timeout, cond); err != nil {
+		return fmt.Errorf("waiting for %s: %w (%s)", what, err, c.Logs())
 	}
 	return nil
 }

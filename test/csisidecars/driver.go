@@ -8,6 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -35,8 +36,8 @@ func RegisterDriver(ctx context.Context, c client.Client, d Driver) error {
 		ObjectMeta: metav1.ObjectMeta{Name: d.Name},
 		Spec: storagev1.CSIDriverSpec{
 			// The plugin has no PUBLISH_UNPUBLISH_VOLUME: nothing attaches its volumes.
-			AttachRequired:       ptrTo(false),
-			PodInfoOnMount:       ptrTo(false),
+			AttachRequired:       ptr.To(false),
+			PodInfoOnMount:       ptr.To(false),
 			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent},
 		},
 	}
@@ -99,5 +100,3 @@ func publishOnCSINode(ctx context.Context, c client.Client, node *corev1.Node, d
 	}
 	return nil
 }
-
-func ptrTo[T any](v T) *T { return &v }

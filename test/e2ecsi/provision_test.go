@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/internal/devcluster"
@@ -148,9 +149,9 @@ func (f *flow) class(suffix string, params map[string]string) *storagev1.Storage
 		ObjectMeta:           metav1.ObjectMeta{Name: f.ns + "-" + suffix},
 		Provisioner:          w.plugin.Name(),
 		Parameters:           p,
-		ReclaimPolicy:        ptrTo(corev1.PersistentVolumeReclaimDelete),
-		VolumeBindingMode:    ptrTo(storagev1.VolumeBindingImmediate),
-		AllowVolumeExpansion: ptrTo(true),
+		ReclaimPolicy:        ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingImmediate),
+		AllowVolumeExpansion: ptr.To(true),
 	}
 	harness.Must(f.t, f.user.Create(f.ctx, class), "creating class "+class.Name)
 	f.t.Cleanup(func() { _ = f.user.Delete(context.Background(), class) })
@@ -166,7 +167,7 @@ func (f *flow) provision(class *storagev1.StorageClass, size string) (*corev1.Pe
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: ptrTo(class.Name),
+			StorageClassName: ptr.To(class.Name),
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
 		},
@@ -419,5 +420,3 @@ func dumpOnFailure(t *testing.T) {
 	}
 	t.Logf("CSI calls: %v", w.plugin.AllCalls())
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -83,7 +83,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 	t.Run("admission and its metrics", func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		h := web.NewServer(web.Options{
-			Engines: webhook.StaticEngine{E: engine}, Views: views{testobj.NewView(gold)}, Registry: reg,
+			Engines: webhook.StaticEngine{E: engine}, Views: webhook.StaticView{V: testobj.NewView(gold)}, Registry: reg,
 			ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
 		}).Handler()
 		if resp := admit(t, h, silverPV); resp.Allowed || !strings.Contains(resp.Result.Message, "[PVG099 class-exists] PersistentVolume pv-silver names StorageClass silver") {
@@ -161,10 +161,6 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 		}
 	})
 }
-
-type views struct{ v policy.View }
-
-func (f views) View(context.Context) policy.View { return f.v }
 
 // admit sends the creation of a volume to the validating webhook and returns its answer.
 func admit(t *testing.T, h http.Handler, pv *corev1.PersistentVolume) *admissionv1.AdmissionResponse {

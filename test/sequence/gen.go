@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // Gen makes random starting clusters and random writes from one seed.
@@ -54,8 +55,6 @@ func (g *Gen) vac() *string {
 	return &v
 }
 
-func ptrTo[T any](v T) *T { return &v }
-
 func bigger(a, b string) bool { q, r := Quantity(a), Quantity(b); return q.Cmp(r) > 0 }
 
 // newClaim is a pending claim of a fresh name and uid.
@@ -64,7 +63,7 @@ func (g *Gen) newClaim(class string) *corev1.PersistentVolumeClaim {
 	// uids are in the apiserver's form: a populator's claim is named after one.
 	c := Claim(g.ns(), fmt.Sprintf("c-%d", n), fmt.Sprintf("00000000-0000-4000-8000-%012d", n), g.size(), class, g.modes()...)
 	if g.chance(10) {
-		c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptrTo("example.io"), Kind: "Hello", Name: "hello"}
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("example.io"), Kind: "Hello", Name: "hello"}
 	}
 	if g.chance(8) {
 		block := corev1.PersistentVolumeBlock
@@ -280,7 +279,7 @@ func (g *Gen) piece(w *World) {
 		// it made for it (named after its uid) is bound to the volume it fills
 		pv, prime := g.pair()
 		target := g.newClaim(className(prime))
-		target.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptrTo("example.io"), Kind: "Hello", Name: "hello"}
+		target.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("example.io"), Kind: "Hello", Name: "hello"}
 		target.Spec.Resources = *prime.Spec.Resources.DeepCopy()
 		target.Spec.AccessModes = prime.Spec.AccessModes
 		target.Spec.VolumeMode = prime.Spec.VolumeMode

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	pvbinder "github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/internal/cli"
 )
 
@@ -121,7 +122,7 @@ type pvguard struct {
 func (p *pvguard) options(q rate) cli.ServeFlags {
 	o := cli.DefaultServeFlags()
 	o.Kubeconfig = p.kubeconfig
-	o.Binder = "active"
+	o.Binder = pvbinder.ModeActive
 	o.LeaderElect = false
 	o.AuditInterval = 0
 	o.SelfSigned = true

@@ -132,7 +132,7 @@ func reviewDirect(s *policytest.Suite) time.Duration {
 	engines := webhook.StaticEngine{E: policy.NewEngine(nil)}
 	validators := map[policy.Kind]*webhook.Validator{}
 	for _, k := range []policy.Kind{policy.KindPersistentVolume, policy.KindPersistentVolumeClaim, policy.KindStorageClass} {
-		validators[k] = webhook.NewValidator(k, engines, fixed{view}, nil)
+		validators[k] = webhook.NewValidator(k, engines, webhook.StaticView{V: view}, nil)
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -152,10 +152,6 @@ func reviewDirect(s *policytest.Suite) time.Duration {
 	wg.Wait()
 	return time.Since(start)
 }
-
-type fixed struct{ v policy.View }
-
-func (f fixed) View(context.Context) policy.View { return f.v }
 
 // sampleHeap samples the live heap every 10 ms until the returned function is called, which
 // returns the largest sample.
