@@ -254,7 +254,7 @@ func TestSuiteFilesFound(t *testing.T) {
 		t.Fatalf("got %d suites, errors %v; want the one suite", len(suites), errs)
 	}
 	// A fixture that names pvguard.io in an annotation, or PolicyTest in a value, is no suite.
-	dir = writeFiles(t, map[string]string{
+	dir = testobj.WriteFiles(t, map[string]string{
 		"cluster.yaml": fixtures,
 		"more.yaml":    "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-x, annotations: {pvguard.io/note: PolicyTest}}\nspec: {capacity: {storage: 1Gi}, hostPath: {path: /x}}\n",
 		"s.yaml":       suite("", "- name: a\n  audit: {exact: true}\n"),
