@@ -20,13 +20,13 @@ func fieldError(err error) error {
 	var syn *jsontext.SyntacticError
 	switch {
 	case errors.As(err, &sem) && sem.Err == json.ErrUnknownName:
-		return fmt.Errorf("unknown field %q", fieldPath(sem.JSONPointer))
+		return fmt.Errorf("unknown field %q", FieldPath(sem.JSONPointer))
 	case errors.As(err, &syn) && syn.Err == jsontext.ErrDuplicateName:
-		return duplicateError(fieldPath(syn.JSONPointer))
+		return duplicateError(FieldPath(syn.JSONPointer))
 	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.Err != nil:
-		return fmt.Errorf("%s: %w", fieldPath(sem.JSONPointer), sem.Err)
+		return fmt.Errorf("%s: %w", FieldPath(sem.JSONPointer), sem.Err)
 	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.GoType != nil:
-		return fmt.Errorf("%s: a JSON %s where %s was expected", fieldPath(sem.JSONPointer), sem.JSONKind, sem.GoType)
+		return fmt.Errorf("%s: a JSON %s where %s was expected", FieldPath(sem.JSONPointer), sem.JSONKind, sem.GoType)
 	}
 	return err
 }
@@ -36,8 +36,8 @@ func duplicateError(path string) error {
 	return fmt.Errorf("duplicate field %q", path)
 }
 
-// fieldPath turns a JSON pointer into a field path.
-func fieldPath(p jsontext.Pointer) string {
+// FieldPath turns a JSON pointer into a field path: /cases/2/name is cases[2].name.
+func FieldPath(p jsontext.Pointer) string {
 	var b strings.Builder
 	for tok := range p.Tokens() {
 		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {

@@ -51,16 +51,16 @@ func yamlToJSON(doc []byte) ([]byte, []string, error) {
 	// No repeated key means go-yaml's strictness took a merge key's override ("<<: *base"
 	// then one of base's keys) for a repeat. YAML says the explicit key wins, and the plain
 	// conversion, which kubectl uses, gives it.
-	return js, duplicateKeys(doc), nil
+	return js, DuplicateKeys(doc), nil
 }
 
-// duplicateKeys returns the field paths of the keys a YAML document repeats in one mapping
+// DuplicateKeys returns the field paths of the keys a YAML document repeats in one mapping
 // ("items[3].spec.volumeMode"). It is only called for a document that failed the strict
 // conversion, so its cost (go-yaml v3 builds the document's node tree, which has the positions
 // and keys that the strict conversion's error only gives as a line number) is paid once per
 // broken document. Aliases and merge keys are not followed: a repeat inside an anchored mapping
 // is found where the anchor is, and a key that overrides a merged one is no repeat.
-func duplicateKeys(doc []byte) []string {
+func DuplicateKeys(doc []byte) []string {
 	var root yamlnodes.Node
 	if yamlnodes.Unmarshal(doc, &root) != nil {
 		return nil

@@ -6,14 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	yamlnodes "go.yaml.in/yaml/v3"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/pvguard/pvguard/internal/manifests"
 )
 
 // Every document, whatever its format on disk, is turned into JSON and decoded strictly: YAML by
@@ -94,7 +94,7 @@ func yamlToJSON(doc []byte) ([]byte, error) {
 	if err == nil {
 		return js, nil
 	}
-	if dups := duplicateKeys(doc); len(dups) > 0 {
+	if dups := manifests.DuplicateKeys(doc); len(dups) > 0 {
 		return nil, duplicateError(dups[0])
 	}
 	// No repeated key: go-yaml's strictness took a merge key's override ("<<: *base" then one
@@ -104,42 +104,6 @@ func yamlToJSON(doc []byte) ([]byte, error) {
 		return nil, err2
 	}
 	return js, nil
-}
-
-// duplicateKeys returns the field paths of the keys a YAML document repeats in one mapping
-// ("cases[3].write.user"). Aliases and merge keys are not followed.
-func duplicateKeys(doc []byte) []string {
-	var root yamlnodes.Node
-	if yamlnodes.Unmarshal(doc, &root) != nil {
-		return nil
-	}
-	var dups []string
-	var walk func(n *yamlnodes.Node, path string)
-	walk = func(n *yamlnodes.Node, path string) {
-		switch n.Kind {
-		case yamlnodes.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, path)
-			}
-		case yamlnodes.SequenceNode:
-			for i, c := range n.Content {
-				walk(c, path+"["+strconv.Itoa(i)+"]")
-			}
-		case yamlnodes.MappingNode:
-			seen := make(map[string]bool, len(n.Content)/2)
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				key := n.Content[i].Value
-				p := joinPath(path, key)
-				if seen[key] {
-					dups = append(dups, p)
-				}
-				seen[key] = true
-				walk(n.Content[i+1], p)
-			}
-		}
-	}
-	walk(&root, "")
-	return dups
 }
 
 // decodeStrict decodes JSON into v, refusing unknown and repeated fields; errors name the field
@@ -157,13 +121,13 @@ func fieldError(err error, prefix string) error {
 	var syn *jsontext.SyntacticError
 	switch {
 	case errors.As(err, &sem) && errors.Is(sem.Err, json.ErrUnknownName):
-		return fmt.Errorf("unknown field %q", joinPath(prefix, fieldPath(sem.JSONPointer)))
+		return fmt.Errorf("unknown field %q", joinPath(prefix, manifests.FieldPath(sem.JSONPointer)))
 	case errors.As(err, &syn) && errors.Is(syn.Err, jsontext.ErrDuplicateName):
-		return duplicateError(joinPath(prefix, fieldPath(syn.JSONPointer)))
+		return duplicateError(joinPath(prefix, manifests.FieldPath(syn.JSONPointer)))
 	case errors.As(err, &sem) && sem.JSONPointer != "" && sem.Err != nil:
-		return fmt.Errorf("%s: %w", joinPath(prefix, fieldPath(sem.JSONPointer)), sem.Err)
+		return fmt.Errorf("%s: %w", joinPath(prefix, manifests.FieldPath(sem.JSONPointer)), sem.Err)
 	case errors.As(err, &sem) && sem.GoType != nil:
-		at := joinPath(prefix, fieldPath(sem.JSONPointer))
+		at := joinPath(prefix, manifests.FieldPath(sem.JSONPointer))
 		if at == "" {
 			at = "the document"
 		}
@@ -176,22 +140,6 @@ func fieldError(err error, prefix string) error {
 }
 
 func duplicateError(path string) error { return fmt.Errorf("duplicate field %q", path) }
-
-// fieldPath turns a JSON pointer into a field path: /cases/2/name is cases[2].name.
-func fieldPath(p jsontext.Pointer) string {
-	var b strings.Builder
-	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
-	}
-	return b.String()
-}
 
 // joinPath joins a field path and a field below it.
 func joinPath(prefix, field string) string {
