@@ -176,7 +176,7 @@ func (f *flow) provision(class *storagev1.StorageClass, size string) (*corev1.Pe
 	f.noWarnings("creating the claim")
 	pvName := "pvc-" + string(claim.UID)
 	harness.WaitFor(t, 2*time.Minute, "the claim provisioned and bound to "+pvName, func(context.Context) (bool, error) {
-		return bound(f.ctx, f.user, f.ns, claim.Name, pvName)
+		return harness.BoundTo(f.user, f.ns, claim.Name, pvName)(f.ctx)
 	})
 	pvc, pv := harness.GetPVC(t, f.user, f.ns, claim.Name), harness.GetPV(t, f.user, pvName)
 	if pvc.Annotations[annStorageProvisioner] != w.plugin.Name() {
@@ -324,21 +324,6 @@ func affinity(pv *corev1.PersistentVolume) string {
 		}
 	}
 	return strings.Join(terms, "; ")
-}
-
-// bound reports whether the claim and the volume are bound to each other, both Bound.
-func bound(ctx context.Context, c client.Client, ns, claim, volume string) (bool, error) {
-	pvc, pv := &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim}, pvc); err != nil {
-		return false, err
-	}
-	if err := c.Get(ctx, client.ObjectKey{Name: volume}, pv); err != nil {
-		return false, err
-	}
-	ref := pv.Spec.ClaimRef
-	return pvc.Spec.VolumeName == volume && pvc.Status.Phase == corev1.ClaimBound &&
-		pvc.Annotations["pv.kubernetes.io/bind-completed"] == "yes" &&
-		ref != nil && ref.UID == pvc.UID && pv.Status.Phase == corev1.VolumeBound, nil
 }
 
 // watchPhases watches a volume and returns a function that gives the phases it went through
