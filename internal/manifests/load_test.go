@@ -7,27 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/manifests"
 	"github.com/pvguard/pvguard/test/testobj"
 )
-
-func names(s *clusterstate.State) []string {
-	var out []string
-	for _, v := range s.Volumes() {
-		out = append(out, "pv/"+v.Name)
-	}
-	for _, c := range s.Claims() {
-		out = append(out, "pvc/"+c.Namespace+"/"+c.Name)
-	}
-	for _, sc := range s.Classes() {
-		out = append(out, "sc/"+sc.Name)
-	}
-	for _, n := range s.Nodes() {
-		out = append(out, "node/"+n.Name)
-	}
-	return out
-}
 
 // yamlItem makes a YAML document an item of a List's items.
 func yamlItem(doc string) string {
@@ -176,7 +158,7 @@ func TestLoad(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := testobj.WriteFiles(t, tc.files)
 			st, objects, errs := manifests.Load([]string{dir})
-			got := names(st)
+			got := manifests.ObjectNames(st)
 			if !slices.Equal(got, tc.want) || objects != len(tc.want) {
 				t.Errorf("loaded %d: %v, want %v", objects, got, tc.want)
 			}
@@ -195,7 +177,7 @@ func TestLoad(t *testing.T) {
 func TestLoadNamedFileAndMissingPath(t *testing.T) {
 	dir := testobj.WriteFiles(t, map[string]string{"volumes.txt": pvYAML("named")})
 	st, _, errs := manifests.Load([]string{filepath.Join(dir, "volumes.txt"), filepath.Join(dir, "absent")})
-	if got := names(st); !slices.Equal(got, []string{"pv/named"}) {
+	if got := manifests.ObjectNames(st); !slices.Equal(got, []string{"pv/named"}) {
 		t.Errorf("a file named directly is read whatever its extension: got %v", got)
 	}
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "absent") {

@@ -1,0 +1,4 @@
+package manifests
+
+// ObjectNames lets the external tests name a state's objects as the internal ones do.
+var ObjectNames = objectNames
