@@ -60,8 +60,11 @@ type chartCase struct {
 	failurePolicy   admissionregistrationv1.FailurePolicyType
 	// componentsFailurePolicy is the components' webhooks' (default Ignore).
 	componentsFailurePolicy admissionregistrationv1.FailurePolicyType
-	timeoutSeconds          int32
-	claimSelector           []metav1.LabelSelectorRequirement // beyond the own-namespace exclusion
+	// component is the CEL condition that sends a write to the components' webhooks (default:
+	// defaultComponents, or activeComponents with binder active).
+	component      string
+	timeoutSeconds int32
+	claimSelector  []metav1.LabelSelectorRequirement // beyond the own-namespace exclusion
 }
 
 // chartCases covers the defaults and every toggle; the defaults are filled in by withDefaults.
@@ -109,6 +112,24 @@ func chartCases() map[string]chartCase {
 			failurePolicy: admissionregistrationv1.Ignore, timeoutSeconds: 10,
 			claimSelector: []metav1.LabelSelectorRequirement{{Key: "pvguard.io/skip", Operator: metav1.LabelSelectorOpDoesNotExist}},
 		},
+		"components listed": {
+			values: vals("webhook.components.identities", []any{
+				map[string]any{"user": "system:kube-controller-manager"},
+				map[string]any{"serviceAccount": "velero/velero"},
+				map[string]any{"namespace": "csi-drivers"},
+				map[string]any{"namespace": "populator-*"},
+				map[string]any{"group": "storage-ops"},
+				map[string]any{"user": `o'brien\`},
+			}),
+			component: `request.userInfo.username in ['system:kube-controller-manager', 'system:serviceaccount:velero:velero', 'o\'brien\\'] || ` +
+				`request.userInfo.username.startsWith('system:serviceaccount:csi-drivers:') || request.userInfo.username.startsWith('system:serviceaccount:populator-') || ` +
+				`(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ['storage-ops']))`,
+		},
+		"no components": {values: vals("webhook.components.identities", []any{}), component: "false"},
+		"every ServiceAccount, allowed": {
+			values:    vals("webhook.components.identities", []any{map[string]any{"namespace": "*"}}, "webhook.components.allowAllServiceAccounts", true),
+			component: "request.userInfo.username.startsWith('system:serviceaccount:')",
+		},
 		"everything": {
 			values: vals("certManager.enabled", true, "binder.mode", "active", "audit.interval", "0",
 				"metrics.serviceMonitor.enabled", true, "metrics.plainPort", 8080, "networkPolicy.enabled", true,
@@ -146,8 +167,26 @@ func (c chartCase) withDefaults() chartCase {
 	if c.timeoutSeconds == 0 {
 		c.timeoutSeconds = 2
 	}
+	if c.component == "" {
+		c.component = defaultComponents
+		if c.binder == "active" {
+			c.component = activeComponents
+		}
+	}
 	return c
 }
+
+// The components by default: kube-controller-manager, kube-scheduler, the nodes and
+// kube-system's ServiceAccounts (kube-controller-manager's controllers); with binder active,
+// pvguard's own ServiceAccount too. Any other ServiceAccount is not one.
+const (
+	defaultComponents = "request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler'] || " +
+		"request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || " +
+		"(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ['system:nodes']))"
+	activeComponents = "request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler', 'system:serviceaccount:" + namespace + ":" + fullname + "'] || " +
+		"request.userInfo.username.startsWith('system:serviceaccount:kube-system:') || " +
+		"(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ['system:nodes']))"
+)
 
 // vals builds a values map from dotted keys and values.
 func vals(kv ...any) map[string]any {
@@ -722,7 +761,7 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 	}
 	// Each webhook is there twice: for people (failurePolicy) and for the cluster's components
 	// (componentsFailurePolicy), told apart by the requester.
-	const component = "request.userInfo.username.startsWith('system:serviceaccount:') || request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler'] || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g == 'system:nodes'))"
+	component := c.component
 	validating := func(name, urlPath string, r []admissionregistrationv1.RuleWithOperations, sel *metav1.LabelSelector, mc []admissionregistrationv1.MatchCondition) admissionregistrationv1.ValidatingWebhook {
 		policy, who := c.failurePolicy, admissionregistrationv1.MatchCondition{Name: "not-a-component", Expression: "!(" + component + ")"}
 		if strings.HasSuffix(name, "-components.pvguard.io") {
@@ -973,6 +1012,12 @@ func TestValuesSchema(t *testing.T) {
 		"monitoring values":        {vals("metrics.prometheusRule.alerts.certificateExpiry.days", 30, "metrics.grafanaDashboard.labelValue", "pvguard"), nil},
 		"audit interval integer 0": {vals("audit.interval", 0), nil},
 		"binder mode shadow":       {vals("binder.mode", "shadow"), nil},
+		"component of two kinds":   {vals("webhook.components.identities", []any{map[string]any{"user": "a", "group": "b"}}), []string{"identities"}},
+		"component ServiceAccount without its namespace": {
+			vals("webhook.components.identities", []any{map[string]any{"serviceAccount": "velero"}}), []string{"serviceAccount"},
+		},
+		"component namespace pattern inside": {vals("webhook.components.identities", []any{map[string]any{"namespace": "team-*-csi"}}), []string{"namespace"}},
+		"unknown component kind":             {vals("webhook.components.identities", []any{map[string]any{"namespaces": "csi"}}), []string{"namespaces"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := charts.Render(release, namespace, tc.values)
@@ -988,6 +1033,36 @@ func TestValuesSchema(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChartRefusesComponentsMatchingEveryServiceAccount: a components list that makes every
+// ServiceAccount a component (so any tenant's writes fail open) is refused, naming the value
+// that accepts it; with that value it renders.
+func TestChartRefusesComponentsMatchingEveryServiceAccount(t *testing.T) {
+	for name, identity := range map[string]map[string]any{
+		"every namespace":              {"namespace": "*"},
+		"group system:serviceaccounts": {"group": "system:serviceaccounts"},
+		"group system:authenticated":   {"group": "system:authenticated"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			identities := []any{map[string]any{"user": "system:kube-scheduler"}, identity}
+			_, err := charts.Render(release, namespace, vals("webhook.components.identities", identities))
+			if err == nil || !strings.Contains(err.Error(), "matches every ServiceAccount") || !strings.Contains(err.Error(), "webhook.components.allowAllServiceAccounts") {
+				t.Fatalf("err = %v, want a refusal naming webhook.components.allowAllServiceAccounts", err)
+			}
+			v, _, err := charts.WebhookConfigurations(release, namespace, vals("webhook.components.identities", identities, "webhook.components.allowAllServiceAccounts", true))
+			if err != nil {
+				t.Fatalf("with allowAllServiceAccounts: %v", err)
+			}
+			if got := v.Webhooks[1].MatchConditions[0]; got.Name != "a-component" || !strings.Contains(got.Expression, "system:kube-scheduler") {
+				t.Errorf("with allowAllServiceAccounts, the components' condition is %+v", got)
+			}
+		})
+	}
+	// A listed namespace, however broad its prefix, is not every namespace.
+	if _, err := charts.Render(release, namespace, vals("webhook.components.identities", []any{map[string]any{"namespace": "k*"}})); err != nil {
+		t.Errorf("a namespace prefix: %v", err)
 	}
 }
 

@@ -131,16 +131,78 @@ namespaceSelector:
 {{- end }}
 
 {{/*
-Who is a component: the writes of the cluster's own components (any ServiceAccount: the CSI
-sidecars, operators and controllers of every kind; kube-controller-manager and kube-scheduler by
-their users; kubelets by their group) go to the components' webhooks, whose failure policy is
+Who is a component: the identities webhook.components.identities lists (by default
+kube-controller-manager, kube-scheduler, the nodes and kube-system's ServiceAccounts, where
+kube-controller-manager's controllers run with --use-service-account-credentials), plus pvguard's
+own ServiceAccount when its binder binds (binder.mode active: it replaces kube-controller-manager's
+binder). Their writes go to the components' webhooks, whose failure policy is
 webhook.componentsFailurePolicy (default Ignore: the cluster's storage never waits on pvguard);
-everyone else's (people, with kubectl or a GitOps tool under their own name) go to the people's
-webhooks, with webhook.failurePolicy (default Fail). docs/reliability.md says what each choice
-loses; the guards that need only the object hold in the apiserver either way (admissionPolicies).
+everyone else's (people, tenants' ServiceAccounts, any tool not listed) go to the people's webhooks,
+with webhook.failurePolicy (default Fail). This is not an identity the rules trust: pvguard judges a
+component's write by the state it leaves, as anyone's; only what happens while pvguard does not
+answer differs. docs/reliability.md says what each choice costs.
+
+The chart refuses a list that matches every ServiceAccount (a namespace "*", the groups
+system:serviceaccounts or system:authenticated) unless webhook.components.allowAllServiceAccounts
+says so: then any tenant's ServiceAccount fails open, and a tenant who floods or hangs pvguard
+makes its own writes pass unjudged.
 */}}
 {{- define "pvguard.isComponent" -}}
-request.userInfo.username.startsWith('system:serviceaccount:') || request.userInfo.username in ['system:kube-controller-manager', 'system:kube-scheduler'] || (has(request.userInfo.groups) && request.userInfo.groups.exists(g, g == 'system:nodes'))
+{{- $c := .Values.webhook.components -}}
+{{- $users := list -}}
+{{- $groups := list -}}
+{{- $prefixes := list -}}
+{{- $all := list -}}
+{{- range $c.identities -}}
+{{- if hasKey . "user" -}}
+{{- $users = append $users .user -}}
+{{- else if hasKey . "serviceAccount" -}}
+{{- $users = append $users (printf "system:serviceaccount:%s" (replace "/" ":" .serviceAccount)) -}}
+{{- else if hasKey . "group" -}}
+{{- if has .group (list "system:serviceaccounts" "system:authenticated") -}}
+{{- $all = append $all (printf "group %s" .group) -}}
+{{- end -}}
+{{- $groups = append $groups .group -}}
+{{- else if hasKey . "namespace" -}}
+{{- if eq .namespace "*" -}}
+{{- $all = append $all `namespace "*"` -}}
+{{- $prefixes = append $prefixes "system:serviceaccount:" -}}
+{{- else if hasSuffix "*" .namespace -}}
+{{- $prefixes = append $prefixes (printf "system:serviceaccount:%s" (trimSuffix "*" .namespace)) -}}
+{{- else -}}
+{{- $prefixes = append $prefixes (printf "system:serviceaccount:%s:" .namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $all (not $c.allowAllServiceAccounts) -}}
+{{- fail (printf "webhook.components.identities matches every ServiceAccount (%s): every tenant's ServiceAccount would be a component, whose writes pass unjudged while pvguard does not answer. List the storage stack's namespaces and ServiceAccounts instead, or set webhook.components.allowAllServiceAccounts=true to accept that (docs/reliability.md)" (join ", " $all)) -}}
+{{- end -}}
+{{- if eq .Values.binder.mode "active" -}}
+{{- $users = append $users (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "pvguard.serviceAccountName" .)) -}}
+{{- end -}}
+{{- $terms := list -}}
+{{- if $users -}}
+{{- $terms = append $terms (printf "request.userInfo.username in [%s]" (include "pvguard.celStrings" (uniq $users))) -}}
+{{- end -}}
+{{- range uniq $prefixes -}}
+{{- $terms = append $terms (printf "request.userInfo.username.startsWith(%s)" (include "pvguard.celStrings" (list .))) -}}
+{{- end -}}
+{{- if $groups -}}
+{{- $terms = append $terms (printf "(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in [%s]))" (include "pvguard.celStrings" (uniq $groups))) -}}
+{{- end -}}
+{{- if $terms }}{{ join " || " $terms }}{{ else }}false{{ end -}}
+{{- end }}
+
+{{/*
+A list of strings as CEL string literals, comma separated: single-quoted, with backslashes and
+single quotes escaped, so that no identity can end the literal.
+*/}}
+{{- define "pvguard.celStrings" -}}
+{{- $out := list -}}
+{{- range . -}}
+{{- $out = append $out (printf "'%s'" (. | replace "\\" "\\\\" | replace "'" "\\'")) -}}
+{{- end -}}
+{{- join ", " $out -}}
 {{- end }}
 
 {{/*
