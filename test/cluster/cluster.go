@@ -89,9 +89,15 @@ type Options struct {
 	CSI bool
 	// Snapshots adds the snapshot path to the CSI one (see CSI); it needs CSI.
 	Snapshots bool
-	// ChartValues, when set, edits the chart values pvguard is installed with (after binder.mode
-	// and certManager.enabled are set), e.g. binder.noVolumeFitsAfter or policy.
+	// ChartValues, when set, edits the chart values pvguard is installed with (after binder.mode,
+	// certManager.enabled and webhook.components are set), e.g. binder.noVolumeFitsAfter or
+	// policy.
 	ChartValues func(values map[string]any)
+	// Components are identities added to the chart's webhook.components.identities (entries
+	// such as {"namespace": "velero"} or {"serviceAccount": "gitops/deployer"}): the storage
+	// stack the tests run as ServiceAccounts besides the CSI sidecars, whose writes must go to
+	// the components' webhooks as in a cluster whose installer listed them.
+	Components []map[string]string
 }
 
 // Cluster is the running control plane and components.
@@ -123,6 +129,7 @@ type Cluster struct {
 	files     files
 
 	chartValues func(map[string]any) // Options.ChartValues
+	components  []map[string]string  // Options.Components
 	// webhookValues are the chart values pvguard's webhook configurations were last rendered
 	// with; stoppedBinder is the --binder of a pvguard StopPVGuard stopped ("" when none was).
 	webhookValues map[string]any
@@ -168,7 +175,7 @@ func Start(o Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (logs in %s)", err, o.LogDir)
 	}
-	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs, shadow: o.UpstreamPVGuardBinder == binder.ModeShadow, chartValues: o.ChartValues}
+	c := &Cluster{LogDir: o.LogDir, Admin: rest.CopyConfig(cp.Config), Nodes: o.Nodes, assets: assets, cp: cp, kcmExtra: o.ControllerManagerArgs, shadow: o.UpstreamPVGuardBinder == binder.ModeShadow, chartValues: o.ChartValues, components: o.Components}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())

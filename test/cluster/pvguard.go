@@ -170,6 +170,7 @@ func (c *Cluster) installChart(ctx context.Context, mode binder.Mode) (args []st
 	values = map[string]any{
 		"binder":      map[string]any{"mode": string(mode)},
 		"certManager": map[string]any{"enabled": true},
+		"webhook":     map[string]any{"components": map[string]any{"identities": c.componentIdentities()}},
 	}
 	if c.chartValues != nil {
 		c.chartValues(values)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/pvguard/pvguard/test/csisidecars"
 )
 
 // SetChartValues reinstalls pvguard in the current mode with the chart values edited by values
@@ -35,3 +37,31 @@ func (c *Cluster) SetChartValues(values func(map[string]any)) error {
 
 // ChartValues are the chart value edits pvguard is installed with now.
 func (c *Cluster) ChartValues() func(map[string]any) { return c.chartValues }
+
+// ChartComponents are the chart's default webhook.components.identities: kube-controller-manager,
+// kube-scheduler, the nodes and kube-system's ServiceAccounts (kube-controller-manager's
+// controllers and the snapshot-controller run as those here).
+var ChartComponents = []map[string]string{
+	{"user": ControllerManagerUser},
+	{"user": SchedulerUser},
+	{"group": "system:nodes"},
+	{"namespace": "kube-system"},
+}
+
+// componentIdentities are the chart's webhook.components.identities pvguard is installed with:
+// the chart's defaults, the CSI sidecars' namespace and Options.Components. A ServiceAccount of
+// any other namespace (a test's own, a tenant's) is not a component: its writes go to the
+// people's webhooks.
+func (c *Cluster) componentIdentities() []any {
+	var out []any
+	for _, l := range [][]map[string]string{ChartComponents, {{"namespace": csisidecars.DefaultNamespace}}, c.components} {
+		for _, id := range l {
+			m := map[string]any{}
+			for k, v := range id {
+				m[k] = v
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -12,14 +12,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// DefaultNamespace holds the sidecars' ServiceAccounts unless Options.Namespace names another:
+// the namespace an installer lists among pvguard's components (the chart's
+// webhook.components.identities), as the storage stack's.
+const DefaultNamespace = "csi-default"
+
 // Options say where and how the sidecars run.
 type Options struct {
 	// Admin reaches the apiserver as a cluster admin: it installs the RBAC and mints the tokens.
 	Admin *rest.Config
 	// CSIAddress is the plugin's socket (unix:///path).
 	CSIAddress string
-	// Namespace holds the sidecars' ServiceAccounts (default "csi-default"). pvguard's policy
-	// config should not list them: a default install does not know them.
+	// Namespace holds the sidecars' ServiceAccounts (default DefaultNamespace). pvguard's
+	// policy config should not list them: a default install does not know them.
 	Namespace string
 	// Dir receives the kubeconfigs and the log files (required).
 	Dir string
@@ -36,7 +41,7 @@ func (o *Options) defaults() error {
 		return errors.New("csisidecars: Options.Admin and Dir are required")
 	}
 	if o.Namespace == "" {
-		o.Namespace = "csi-default"
+		o.Namespace = DefaultNamespace
 	}
 	if o.BinDir == "" {
 		o.BinDir = filepath.Join(RepoRoot(), "bin")

@@ -1,9 +1,10 @@
 // Package e2ecluster runs pvguard beside the real components of the storage path on one real
 // control plane (test/cluster): etcd, kube-apiserver, kube-scheduler and kube-controller-manager
 // v1.37.2 from bin/, Node objects, and `pvguard serve` installed as the Helm chart installs it
-// (its ServiceAccount, RBAC, default policy config and webhook configurations). Nothing that can
-// run here is impersonated: every write comes from the component that makes it in a cluster,
-// and pvguard's webhooks judge them all.
+// (its ServiceAccount, RBAC, default policy config and webhook configurations, whose components
+// list names the storage stack the suite runs as ServiceAccounts, as an installer lists it). Nothing
+// that can run here is impersonated: every write comes from the component that makes it in a
+// cluster, and pvguard's webhooks judge them all.
 //
 // Each flow runs twice: with pvguard's binder (kube-controller-manager without its
 // persistentvolume-binder-controller, pvguard --binder=active) and with kube-controller-manager's
@@ -57,7 +58,8 @@
 //     still registered, in ModeUpstream: a static bind, a WaitForFirstConsumer provisioning, an
 //     expansion and a deletion, each a component's work, take what they take with pvguard up;
 //     a person's destructive writes are refused by the admission policies and a person's other
-//     writes by the people's webhooks failing closed; a component's misbinding is admitted and
+//     writes, and a tenant ServiceAccount's claim, by the people's webhooks failing closed; a
+//     component's claim is admitted, and a component's misbinding is admitted and
 //     reported by the audit once pvguard is back. pvguard hung (TestHungPVGuard): the webhooks
 //     pointed at a listener that never answers; a component's write is admitted after the
 //     timeout, a person's refused after it, a destructive write refused by a policy at once.

@@ -28,10 +28,10 @@ const timeoutSeconds = 2 * time.Second
 // listener that completes the TLS handshake, reads the review and never answers, as a pvguard
 // stuck in a deadlock or starved of CPU would, and measures what each kind of write costs:
 //
-//   - a component's write (a ServiceAccount's) waits out the timeout once and is admitted
-//     (componentsFailurePolicy Ignore): at most timeoutSeconds plus a small margin, for a claim
-//     and for a volume alike (one webhook call each: the volume mutating webhook sees only
-//     volumes whose claimRef it completes);
+//   - a component's write (the deployer's, a ServiceAccount the install lists) waits out the
+//     timeout once and is admitted (componentsFailurePolicy Ignore): at most timeoutSeconds plus
+//     a small margin, for a claim and for a volume alike (one webhook call each: the volume
+//     mutating webhook sees only volumes whose claimRef it completes);
 //   - a person's write waits out the timeout and is refused (failurePolicy Fail);
 //   - a destructive write the admission policies judge, a person's or a component's, is refused
 //     by the policy at once: no webhook is called before the policies for it.

@@ -12,6 +12,7 @@ import (
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/test/cluster"
 	"github.com/pvguard/pvguard/test/harness"
+	"github.com/pvguard/pvguard/test/populators"
 )
 
 // cl is the suite's one cluster; each test switches it between modes with cl.Use.
@@ -32,6 +33,15 @@ func run(m *testing.M) int {
 		UpstreamPVGuardBinder: binder.Mode(os.Getenv("PVGUARD_CLUSTER_UPSTREAM_PVGUARD")),
 		CSI:                   true,
 		Snapshots:             true,
+		// The storage stack these tests run as ServiceAccounts, listed as an installer lists
+		// it; the CSI sidecars' namespace and kube-system are listed by the cluster.
+		Components: []map[string]string{
+			{"serviceAccount": populators.CDINamespace + "/" + populators.CDIServiceAccount},
+			{"serviceAccount": populators.VeleroNamespace + "/" + populators.VeleroServiceAccount},
+			{"serviceAccount": populators.HelloPopulator().Namespace + "/" + populators.HelloPopulator().ServiceAccount},
+			{"namespace": localProvisionerNamespace},
+			{"serviceAccount": deployerNamespace + "/" + deployerAccount},
+		},
 	}
 	if cl, err = cluster.Start(opts); err != nil {
 		fmt.Fprintln(os.Stderr, "e2ecluster:", err)

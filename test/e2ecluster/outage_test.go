@@ -43,11 +43,13 @@ const person = "pat@example.com"
 //
 // With pvguard down each step must take about what it took with pvguard up (the apiserver fails
 // a call to a closed port at once, and the components' webhooks fail open), and no component may
-// be refused a write. Meanwhile, as a person: clearing the claimRef of the Bound static volume
-// is refused by the admission policy ("[PVG002"), Retain->Delete without confirmation too
-// ("[PVG011"), as are dropping the claim's bind-completed annotation ("[PVG003") and its
-// pvc-protection finalizer ("[PVG012"); and a claim naming the Bound volume, which only pvguard
-// judges (PVG004), is refused because the people's webhooks fail closed. A component's claim
+// be refused a write. A tenant's ServiceAccount is no component: its claim is refused for want
+// of the webhook, the same claim from the deployer admitted. Meanwhile, as a person: clearing
+// the claimRef of the Bound static volume is refused by the admission policy ("[PVG002"),
+// Retain->Delete without confirmation too ("[PVG011"), as are dropping the claim's
+// bind-completed annotation ("[PVG003") and its pvc-protection finalizer ("[PVG012"); and a
+// claim naming the Bound volume, which only pvguard judges (PVG004), is refused because the
+// people's webhooks fail closed. A component's claim
 // naming the Bound volume is admitted (what failing open costs); once pvguard is started
 // again, its audit reports that claim under PVG004 and nothing else in the namespace.
 func TestComponentsProceedWithPVGuardDown(t *testing.T) {
@@ -68,6 +70,7 @@ func TestComponentsProceedWithPVGuardDown(t *testing.T) {
 	csiClass(t, wffc, storagev1.VolumeBindingWaitForFirstConsumer)
 	deployer := deployerClient(t, ns)
 	pat := personClient(t)
+	app := tenantAppClient(t, ns)
 
 	up := runOutageFlow(t, f, deployer, wffc, "up")
 
@@ -154,6 +157,28 @@ func TestComponentsProceedWithPVGuardDown(t *testing.T) {
 	// A component's, for which the webhooks fail open, is admitted: the audit must catch it.
 	if err := deployer.Create(ctx, grab.DeepCopy()); err != nil {
 		t.Fatalf("with pvguard down, a component's claim naming the Bound volume: %v, want it admitted (componentsFailurePolicy Ignore)", err)
+	}
+	// A tenant's ServiceAccount is not a component: its writes go to the people's webhooks,
+	// which fail closed, so a tenant cannot make its own writes pass unjudged by taking pvguard
+	// down (or by flooding it). The same claim from a component proceeds. The claim names a
+	// class nothing serves and selects no volume: nothing binds or provisions it.
+	plain := claim(ns, "tenant-app", "outage-nothing", "10Mi")
+	plain.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"outage.pvguard.io/none": "none"}}
+	start = time.Now()
+	err = app.Create(ctx, plain.DeepCopy())
+	switch {
+	case err == nil:
+		t.Errorf("with pvguard down, a tenant ServiceAccount's claim was admitted: it went to the components' webhooks, which fail open")
+	case !harness.WebhookUnreachable(err):
+		t.Errorf("with pvguard down, a tenant ServiceAccount's claim: %v, want it refused for want of pvguard's webhook", err)
+	default:
+		t.Logf("down: a tenant ServiceAccount's claim refused in %v: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	plain.Name = "component-app"
+	if err := deployer.Create(ctx, plain.DeepCopy()); err != nil {
+		t.Errorf("with pvguard down, a component's claim: %v, want it admitted (componentsFailurePolicy Ignore)", err)
+	} else if err := deployer.Delete(ctx, plain); err != nil {
+		t.Errorf("deleting the component's claim: %v", err)
 	}
 	checkNoComponentRefused(t, logs)
 	for _, s := range []struct{ pv, claim string }{{harness.GetPVC(t, cl.Client, ns, "static-up").Spec.VolumeName, "static-up"}, {staticPV, "static-down"}} {
@@ -377,26 +402,69 @@ func checkNoComponentRefused(t *testing.T, from map[string]int64) {
 	}
 }
 
-// deployerClient is a ServiceAccount of ns that creates, updates and deletes volumes, claims
-// and pods: a component (a GitOps controller, an operator, a static provisioner), for which
-// pvguard's components' webhooks (webhook.componentsFailurePolicy, Ignore) judge every write.
+// The deployer: a ServiceAccount of its own namespace that the suite's install lists among the
+// components (cluster.Options.Components), as an installer lists a GitOps controller or an
+// operator that writes volumes and claims.
+const (
+	deployerNamespace = "gitops"
+	deployerAccount   = "deployer"
+)
+
+// deployerClient is the deployer, allowed to create, update and delete volumes, claims and pods
+// in ns (and any namespace): a component, for which pvguard's components' webhooks
+// (webhook.componentsFailurePolicy, Ignore) judge every write.
 func deployerClient(t *testing.T, ns string) client.Client {
 	t.Helper()
+	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	return serviceAccountClient(t, deployerNamespace, deployerAccount, "outage-deployer-"+ns, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumes", "persistentvolumeclaims", "pods"}, Verbs: all},
+	})
+}
+
+// tenantAppClient is a ServiceAccount "app" of the tenant namespace ns that may create, read,
+// update and delete the claims of ns (a Role): a tenant's workload, not a component, for which
+// pvguard's people's webhooks (webhook.failurePolicy, Fail) judge every write.
+func tenantAppClient(t *testing.T, ns string) client.Client {
+	t.Helper()
 	ctx := context.Background()
-	cfg, err := cl.ServiceAccountConfig(ctx, ns, "deployer")
+	cfg, err := cl.ServiceAccountConfig(ctx, ns, "app")
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
-	bindClusterRole(t, "outage-deployer-"+ns, rbacv1.Subject{Kind: "ServiceAccount", Namespace: ns, Name: "deployer"}, []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumes", "persistentvolumeclaims", "pods"}, Verbs: all},
-	})
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-claims"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-claims"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "app"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}}
+	create(t, role, binding)
 	c, err := devcluster.NewClient(cfg, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitFor(t, time.Minute, "the deployer's RBAC in effect", func(ctx context.Context) (bool, error) {
-		err := c.List(ctx, &corev1.PersistentVolumeList{}, client.Limit(1))
+	harness.WaitFor(t, time.Minute, "the tenant's RBAC in effect", func(ctx context.Context) (bool, error) {
+		err := c.List(ctx, &corev1.PersistentVolumeClaimList{}, client.InNamespace(ns), client.Limit(1))
+		return err == nil, err
+	})
+	return c
+}
+
+// serviceAccountClient creates the ServiceAccount namespace/name, grants it rules through a
+// ClusterRole called role (removed when the test ends) and returns a client acting as it once
+// its RBAC is in effect.
+func serviceAccountClient(t *testing.T, namespace, name, role string, rules []rbacv1.PolicyRule) client.Client {
+	t.Helper()
+	cfg, err := cl.ServiceAccountConfig(context.Background(), namespace, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindClusterRole(t, role, rbacv1.Subject{Kind: "ServiceAccount", Namespace: namespace, Name: name}, rules)
+	c, err := devcluster.NewClient(cfg, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitFor(t, time.Minute, "the RBAC of "+namespace+"/"+name+" in effect", func(ctx context.Context) (bool, error) {
+		err := c.List(ctx, &corev1.PersistentVolumeClaimList{}, client.Limit(1))
 		return err == nil, err
 	})
 	return c

@@ -41,12 +41,16 @@ type Harness struct {
 }
 
 // Start starts the control plane and writes the kubeconfig, policy config and certificates.
-func Start(policy string) (*Harness, error) {
+func Start(policy string) (*Harness, error) { return StartWith(policy, devcluster.Options{}) }
+
+// StartWith is Start with the control plane's options, e.g. an apiserver flag
+// (--admission-control-config-file).
+func StartWith(policy string, o devcluster.Options) (*Harness, error) {
 	assets, err := devcluster.AssetsDir()
 	if err != nil {
 		return nil, err
 	}
-	cp, err := devcluster.Start(assets)
+	cp, err := devcluster.StartWith(assets, o)
 	if err != nil {
 		return nil, err
 	}
