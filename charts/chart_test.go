@@ -54,6 +54,7 @@ type chartCase struct {
 	antiAffinity    string // preferred, required, none
 	serviceMonitor  bool
 	networkPolicy   bool
+	apiserverCIDRs  []string // the only sources of the webhook port (any when empty)
 	plainPort       int
 	clientCA        string
 	matchConditions []admissionregistrationv1.MatchCondition
@@ -91,6 +92,10 @@ func chartCases() map[string]chartCase {
 		"network policy, plain metrics": {
 			values:        vals("networkPolicy.enabled", true, "metrics.plainPort", 8080, "networkPolicy.metricsNamespaceSelector", map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}),
 			networkPolicy: true, plainPort: 8080,
+		},
+		"network policy, webhook port from the control plane only": {
+			values:        vals("networkPolicy.enabled", true, "networkPolicy.apiserverCIDRs", []any{"10.0.0.0/24", "fd00:10::/64"}),
+			networkPolicy: true, apiserverCIDRs: []string{"10.0.0.0/24", "fd00:10::/64"},
 		},
 		"one replica":            {values: vals("replicas", 1), replicas: 1},
 		"anti-affinity required": {values: vals("podAntiAffinity", "required"), antiAffinity: "required"},
@@ -969,8 +974,12 @@ func checkNetworkPolicy(t *testing.T, c chartCase, r rendered) {
 			byPort[p.Port.String()] = rule
 		}
 	}
-	if rule, ok := byPort["https"]; !ok || len(rule.From) != 0 {
-		t.Errorf("the webhook port is not open to every source: %+v", np.Spec.Ingress)
+	var from []networkingv1.NetworkPolicyPeer
+	for _, cidr := range c.apiserverCIDRs {
+		from = append(from, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
+	}
+	if rule, ok := byPort["https"]; !ok || !equality.Semantic.DeepEqual(rule.From, from) {
+		t.Errorf("the webhook port admits %+v, want exactly networkPolicy.apiserverCIDRs %v (every source when empty)", rule.From, c.apiserverCIDRs)
 	}
 	if rule, ok := byPort["metrics"]; (c.plainPort != 0) != ok || (ok && (len(rule.From) != 1 || rule.From[0].NamespaceSelector == nil)) {
 		t.Errorf("metrics port rule = %+v (present %v), want one from a namespaceSelector exactly when metrics.plainPort is set", rule, ok)
@@ -1005,14 +1014,15 @@ func TestValuesSchema(t *testing.T) {
 			"controllers": map[string]any{"serviceAccounts": []any{"csi/csi-provisioner"}},
 			"mutation":    map[string]any{"alignPreboundClaimClass": true},
 		}), nil},
-		"bad alert window":         {vals("metrics.prometheusRule.alerts.failOpen.window", "ten minutes"), []string{"failOpen", "window"}},
-		"unknown alert":            {vals("metrics.prometheusRule.alerts.diskFull", map[string]any{}), []string{"diskFull"}},
-		"latency past the timeout": {vals("metrics.prometheusRule.alerts.latency.timeoutFraction", 1.5), []string{"timeoutFraction"}},
-		"bad dashboard label name": {vals("metrics.grafanaDashboard.labelName", "grafana dashboard"), []string{"labelName"}},
-		"monitoring values":        {vals("metrics.prometheusRule.alerts.certificateExpiry.days", 30, "metrics.grafanaDashboard.labelValue", "pvguard"), nil},
-		"audit interval integer 0": {vals("audit.interval", 0), nil},
-		"binder mode shadow":       {vals("binder.mode", "shadow"), nil},
-		"component of two kinds":   {vals("webhook.components.identities", []any{map[string]any{"user": "a", "group": "b"}}), []string{"identities"}},
+		"bad alert window":                         {vals("metrics.prometheusRule.alerts.failOpen.window", "ten minutes"), []string{"failOpen", "window"}},
+		"unknown alert":                            {vals("metrics.prometheusRule.alerts.diskFull", map[string]any{}), []string{"diskFull"}},
+		"latency past the timeout":                 {vals("metrics.prometheusRule.alerts.latency.timeoutFraction", 1.5), []string{"timeoutFraction"}},
+		"bad dashboard label name":                 {vals("metrics.grafanaDashboard.labelName", "grafana dashboard"), []string{"labelName"}},
+		"monitoring values":                        {vals("metrics.prometheusRule.alerts.certificateExpiry.days", 30, "metrics.grafanaDashboard.labelValue", "pvguard"), nil},
+		"audit interval integer 0":                 {vals("audit.interval", 0), nil},
+		"binder mode shadow":                       {vals("binder.mode", "shadow"), nil},
+		"apiserver CIDR without its prefix length": {vals("networkPolicy.apiserverCIDRs", []any{"10.0.0.1"}), []string{"apiserverCIDRs"}},
+		"component of two kinds":                   {vals("webhook.components.identities", []any{map[string]any{"user": "a", "group": "b"}}), []string{"identities"}},
 		"component ServiceAccount without its namespace": {
 			vals("webhook.components.identities", []any{map[string]any{"serviceAccount": "velero"}}), []string{"serviceAccount"},
 		},
