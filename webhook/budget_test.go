@@ -20,8 +20,8 @@ import (
 	"github.com/pvguard/pvguard/webhook"
 )
 
-// throttledView is a live view whose every read first waits for a token of a client-go token
-// bucket, as pvguard's live reader does (its rest.Config's RateLimiter), and remembers the
+// throttledView is a live view whose every read first waits for a token of the live reads'
+// token bucket, as pvguard's live reader does (its rest.Config's RateLimiter), and remembers the
 // deadline it was given.
 type throttledView struct {
 	*testobj.View
@@ -68,16 +68,15 @@ func (s *throttledViews) FreshView(ctx context.Context) policy.View {
 	return throttledView{View: s.cache, ctx: ctx, limiter: s.limiter, mu: &s.mu, deadlines: &s.deadlines}
 }
 
-// TestDenialStandsOnTheCacheWhenNoTokenIsDueInTheBudget: a claim naming another namespace's bound
-// volume, judged on the cache and denied, is re-read live through a token bucket that has no
-// token within the live-read budget (a flood spent them): the denial is sent on the cache's
-// decision with the rule's message, a warning that says so and the fallback counted, and the
-// re-read was given a deadline within the budget, so its wait took no token (client-go's bucket
-// refuses at once a wait that would end past the deadline).
-func TestDenialStandsOnTheCacheWhenNoTokenIsDueInTheBudget(t *testing.T) {
+// TestDenialStandsOnTheCacheWhenNoTokenIsThere: a claim naming another namespace's bound volume,
+// judged on the cache and denied, is re-read live through the live reads' token bucket, which
+// has no token (a flood spent them): the denial is sent at once on the cache's decision with the
+// rule's message, a warning that says so and the fallback counted, and the re-read was given a
+// deadline within the budget. With a token there, the re-read is done.
+func TestDenialStandsOnTheCacheWhenNoTokenIsThere(t *testing.T) {
 	owner := testobj.PVC("team-b", "x", testobj.ClaimBoundTo("pv-b"))
 	cache := testobj.NewView(owner, testobj.PV("pv-b", testobj.BoundTo(owner)))
-	limiter := flowcontrol.NewTokenBucketRateLimiter(0.01, 1) // one token, the next in 100 s
+	limiter := webhook.NewLiveReadRateLimiter(0.01, 1) // one token, the next in 100 s
 	limiter.Accept()
 	views := &throttledViews{cache: cache, limiter: limiter}
 	reg := prometheus.NewRegistry()
@@ -97,11 +96,10 @@ func TestDenialStandsOnTheCacheWhenNoTokenIsDueInTheBudget(t *testing.T) {
 	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "judged on its informer cache") {
 		t.Errorf("warnings %q, want one saying the denial stands on the cache", resp.Warnings)
 	}
-	if n := counterValue(t, reg, "pvguard_admission_live_read_fallbacks_total", map[string]string{"kind": "PersistentVolumeClaim", "reason": "budget"}); n != 1 {
-		t.Errorf("pvguard_admission_live_read_fallbacks_total{reason=budget} = %v, want 1", n)
+	if n := counterValue(t, reg, "pvguard_admission_live_read_fallbacks_total", map[string]string{"kind": "PersistentVolumeClaim", "reason": "no-token"}); n != 1 {
+		t.Errorf("pvguard_admission_live_read_fallbacks_total{reason=no-token} = %v, want 1", n)
 	}
 	views.mu.Lock()
-	defer views.mu.Unlock()
 	if len(views.deadlines) == 0 {
 		t.Fatal("the denial was not re-read live")
 	}
@@ -109,6 +107,20 @@ func TestDenialStandsOnTheCacheWhenNoTokenIsDueInTheBudget(t *testing.T) {
 		if dl.IsZero() || dl.After(start.Add(budget+50*time.Millisecond)) {
 			t.Errorf("a live re-read had deadline %v, want one within the %v budget of %v", dl, budget, start)
 		}
+	}
+	views.deadlines = nil
+	views.mu.Unlock()
+
+	// With tokens, the same denial is confirmed live: no warning, no more fallbacks.
+	views.limiter = webhook.NewLiveReadRateLimiter(100, 10)
+	_, resp = post(t, h, webhook.PathValidatePVC+"?timeout=2s", "application/json", bytes.NewReader(grab))
+	views.mu.Lock()
+	defer views.mu.Unlock()
+	if resp.Allowed || len(resp.Warnings) != 0 || len(views.deadlines) == 0 {
+		t.Errorf("with tokens: allowed %v, warnings %q, %d live reads; want the denial confirmed live", resp.Allowed, resp.Warnings, len(views.deadlines))
+	}
+	if n := counterValue(t, reg, "pvguard_admission_live_read_fallbacks_total", nil); n != 1 {
+		t.Errorf("fallbacks = %v after a confirmed denial, want still 1", n)
 	}
 }
 

@@ -101,31 +101,32 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 }
 
 // recheck judges a denial made on the cache again on live reads, within the live-read budget
-// (and the review's own deadline, which ctx carries). When the re-read cannot finish in time (its
-// client's rate limiter has no token within the budget, or the apiserver is slow) or fails, the
-// cache's decision stands: the denial is sent now rather than turned into a timeout, which the
-// components' registration (failurePolicy Ignore) would turn into an admission. onCache reports
-// that it did.
+// (and the review's own deadline, which ctx carries). When the re-read cannot be done at once
+// (its client's rate limiter has no token: NewLiveReadRateLimiter), cannot finish in the budget
+// (the apiserver is slow) or fails, the cache's decision stands: the denial is sent now rather
+// than turned into a timeout, which the components' registration (failurePolicy Ignore) would
+// turn into an admission. onCache reports that it did.
 //
-// The budget is a deadline on the context, and that is what bounds the token wait too: client-go's
-// token bucket (flowcontrol.NewTokenBucketRateLimiter, golang.org/x/time/rate's Wait) reserves a
-// token only if it is due before the context's deadline, and otherwise fails at once without
-// taking one. Without a deadline every waiter reserves a token however far ahead, and a waiter
-// canceled later (its review timed out) gives back nothing while later reservations stand, so a
-// flood's backlog of tokens outlives the flood.
+// Every wait has a deadline: without one, client-go's token bucket (golang.org/x/time/rate's
+// Wait) reserves a token however far ahead, and a waiter canceled later (its review timed out)
+// gives back nothing while later reservations stand, so a flood's backlog of tokens outlives the
+// flood.
 func (v *Validator) recheck(ctx context.Context, engine *policy.Engine, review *policy.Review, fresh FreshViewSource, cached policy.Decision, cachedErr error) (d policy.Decision, onCache bool, err error) {
 	budget := v.liveReadBudget
 	if budget <= 0 {
 		budget = DefaultLiveReadBudget
 	}
-	liveCtx, cancel := context.WithTimeout(ctx, budget)
+	liveCtx, cancel := context.WithTimeout(asReread(ctx), budget)
 	defer cancel()
 	d, err = engine.Admit(review, fresh.FreshView(liveCtx))
 	if err == nil {
 		return d, false, nil
 	}
 	reason := "error"
-	if liveCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "would exceed context deadline") {
+	switch {
+	case errors.Is(err, errNoToken):
+		reason = "no-token"
+	case liveCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "would exceed context deadline"):
 		reason = "budget"
 	}
 	v.metrics.observeLiveReadFallback(v.kind, reason)

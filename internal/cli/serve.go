@@ -275,9 +275,14 @@ func (o ServeFlags) controllersRate() APIRate {
 	return APIRate{QPS: o.KubeAPIQPS, Burst: o.KubeAPIBurst}
 }
 
-// liveReader is an uncached client of one traffic class, with its own token bucket.
-func liveReader(cfg *rest.Config, r APIRate, userAgent string, mgr ctrl.Manager) (client.Reader, error) {
-	c, err := client.New(withOwnBucket(cfg, r, userAgent), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+// liveReader is an uncached client of one traffic class, with its own token bucket; limiter,
+// when set, makes that bucket (the webhooks' is webhook.NewLiveReadRateLimiter).
+func liveReader(cfg *rest.Config, r APIRate, userAgent string, mgr ctrl.Manager, limiter flowcontrol.RateLimiter) (client.Reader, error) {
+	cfg = withOwnBucket(cfg, r, userAgent)
+	if limiter != nil {
+		cfg.RateLimiter = limiter
+	}
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, fmt.Errorf("building the %s client: %w", userAgent, err)
 	}
@@ -321,11 +326,12 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	engines := &engineRef{}
 	// Each traffic class reads live through a client of its own (APIClasses): the webhooks, the
 	// audit and explanations, and the binder (the controllers' bucket).
-	reviewReader, err := liveReader(cfg, o.APIClasses.LiveReads, "pvguard-webhook", mgr)
+	reviewReader, err := liveReader(cfg, o.APIClasses.LiveReads, "pvguard-webhook", mgr,
+		webhook.NewLiveReadRateLimiter(o.APIClasses.LiveReads.QPS, o.APIClasses.LiveReads.Burst))
 	if err != nil {
 		return err
 	}
-	auditReader, err := liveReader(cfg, o.APIClasses.Audit, "pvguard-audit", mgr)
+	auditReader, err := liveReader(cfg, o.APIClasses.Audit, "pvguard-audit", mgr, nil)
 	if err != nil {
 		return err
 	}
