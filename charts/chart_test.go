@@ -386,17 +386,27 @@ func checkDeployment(t *testing.T, c chartCase, r rendered) {
 	}
 	args := argValues(ctr.Args[1:])
 	want := map[string]string{
-		"listen":                    ":9443",
-		"config":                    "/etc/pvguard/policy.yaml",
-		"binder":                    c.binder,
-		"no-volume-fits-after":      c.noVolumeFits,
-		"leader-elect":              "true",
-		"leader-election-namespace": namespace,
-		"leader-election-id":        fullname + "-leader",
-		"kube-api-qps":              "50",
-		"kube-api-burst":            "100",
-		"shutdown-timeout":          "25s",
-		"shutdown-delay":            "5s",
+		"listen":                           ":9443",
+		"config":                           "/etc/pvguard/policy.yaml",
+		"binder":                           c.binder,
+		"no-volume-fits-after":             c.noVolumeFits,
+		"leader-elect":                     "true",
+		"leader-election-namespace":        namespace,
+		"leader-election-id":               fullname + "-leader",
+		"kube-api-qps":                     "50",
+		"kube-api-burst":                   "100",
+		"live-read-qps":                    "50",
+		"live-read-burst":                  "100",
+		"audit-qps":                        "20",
+		"access-qps":                       "20",
+		"leader-election-qps":              "5",
+		"review-concurrency":               "32",
+		"review-concurrency-per-requester": "16",
+		"review-queue-length":              "50",
+		"review-max-waiting":               "500",
+		"live-read-budget":                 "250ms",
+		"shutdown-timeout":                 "25s",
+		"shutdown-delay":                   "5s",
 	}
 	for k, v := range want {
 		if args[k] != v {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -18,13 +19,39 @@ const (
 	PathMutatePVC   = "/mutate/persistentvolumeclaims"
 )
 
+// Limits bound what one review may take: how long it may wait for a seat and how long a denial's
+// live re-read may take (docs/reliability.md, "Floods").
+type Limits struct {
+	// Queue, when set, queues every review fairly per requester before any rule runs.
+	Queue *FairQueue
+	// LiveReadBudget bounds the live re-read that confirms a denial judged on the cache
+	// (FreshViewSource), the wait for its client's rate limiter included; when it is spent the
+	// cache's decision stands. 0 means DefaultLiveReadBudget.
+	LiveReadBudget time.Duration
+}
+
+// DefaultLiveReadBudget is --live-read-budget's default: an eighth of the chart's 2 s webhook
+// timeout.
+const DefaultLiveReadBudget = 250 * time.Millisecond
+
 // Handlers are pvguard's admission endpoints by path, for the server to mount (internal/web,
 // POST only): validating handlers for PersistentVolumes, PersistentVolumeClaims and
 // StorageClasses and mutating handlers for PersistentVolumes and PersistentVolumeClaims, each
-// judging with the engine and the view of the moment and counting into metrics (nil: none).
-func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr.Logger) map[string]http.Handler {
-	v := func(k policy.Kind) http.Handler { return Review(NewValidator(k, engines, views, metrics), log) }
-	m := func(k policy.Kind) http.Handler { return Review(NewMutator(k, engines, views, metrics), log) }
+// judging with the engine and the view of the moment within the limits and counting into
+// metrics (nil: none).
+func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr.Logger, limits Limits) map[string]http.Handler {
+	budget := limits.LiveReadBudget
+	if budget <= 0 {
+		budget = DefaultLiveReadBudget
+	}
+	v := func(k policy.Kind) http.Handler {
+		val := NewValidator(k, engines, views, metrics)
+		val.liveReadBudget = budget
+		return Review(val, log, limits.Queue)
+	}
+	m := func(k policy.Kind) http.Handler {
+		return Review(NewMutator(k, engines, views, metrics), log, limits.Queue)
+	}
 	return map[string]http.Handler{
 		PathValidatePV:  v(policy.KindPersistentVolume),
 		PathValidatePVC: v(policy.KindPersistentVolumeClaim),
@@ -35,11 +62,13 @@ func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr
 }
 
 // Review is the endpoint that has h judge AdmissionReviews: it refuses a request that is not one
-// at all with a plain HTTP error (reviewGuard), decodes the review itself (reviewHandler), and
-// hands the request to h through controller-runtime's admission.Webhook, which recovers panics,
-// with each request's logger built lazily (requestLogger).
-func Review(h admission.Handler, log logr.Logger) http.Handler {
-	return reviewGuard(reviewHandler{wh: AdmissionWebhook(h, log), log: log})
+// at all with a plain HTTP error (reviewGuard), decodes the review itself (reviewHandler), waits
+// for the requester's turn in q (nil: no queue), and hands the request to h through
+// controller-runtime's admission.Webhook, which recovers panics, with each request's logger
+// built lazily (requestLogger). Every review is answered within the timeout the apiserver gives
+// it (reviewTimeout).
+func Review(h admission.Handler, log logr.Logger, q *FairQueue) http.Handler {
+	return reviewGuard(reviewHandler{wh: AdmissionWebhook(h, log), log: log, queue: q})
 }
 
 // AdmissionWebhook is the controller-runtime admission.Webhook through which Review hands h each

@@ -18,6 +18,7 @@ type Metrics struct {
 	duration      *prometheus.HistogramVec
 	findings      *prometheus.CounterVec
 	configReloads *prometheus.CounterVec
+	liveFallbacks *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -40,8 +41,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pvguard_config_reloads_total",
 			Help: "Policy config loads, by result (success or error).",
 		}, []string{"result"}),
+		liveFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pvguard_admission_live_read_fallbacks_total",
+			Help: "Denials judged on the informer cache whose live re-read did not complete, by kind and reason (no-token: the live reads' token bucket had none at once; budget: no answer within --live-read-budget; error: the read failed), so that the cache's decision stood.",
+		}, []string{"kind", "reason"}),
 	}
-	reg.MustRegister(m.reviews, m.duration, m.findings, m.configReloads)
+	reg.MustRegister(m.reviews, m.duration, m.findings, m.configReloads, m.liveFallbacks)
 	return m
 }
 
@@ -52,6 +57,13 @@ func (m *Metrics) observeReview(kind policy.Kind, handler string, req admission.
 	op := operationLabel(req.Operation)
 	m.reviews.WithLabelValues(string(kind), handler, op, decision).Inc()
 	m.duration.WithLabelValues(string(kind), handler).Observe(d.Seconds())
+}
+
+func (m *Metrics) observeLiveReadFallback(kind policy.Kind, reason string) {
+	if m == nil {
+		return
+	}
+	m.liveFallbacks.WithLabelValues(string(kind), reason).Inc()
 }
 
 func (m *Metrics) observeFindings(d policy.Decision) {

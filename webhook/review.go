@@ -2,12 +2,14 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -55,8 +57,9 @@ var reviewVersions = map[string]bool{"admission.k8s.io/v1": true, "admission.k8s
 // A body that is not a review pvguard answers gets a denial with code 400 that says what is
 // wrong, in an HTTP 200 as controller-runtime answers; a body over the size limit gets HTTP 413.
 type reviewHandler struct {
-	wh  *admission.Webhook
-	log logr.Logger
+	wh    *admission.Webhook
+	log   logr.Logger
+	queue *FairQueue
 }
 
 var _ http.Handler = reviewHandler{}
@@ -98,8 +101,60 @@ func (h reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, ar.Kind, ar.APIVersion, "", errors.New("AdmissionReview request has no uid"))
 		return
 	}
-	resp := h.wh.Handle(r.Context(), admission.Request{AdmissionRequest: *ar.Request})
+	start := time.Now()
+	timeout := reviewTimeout(r)
+	// The review is answered before the apiserver gives up on it: a timed-out call is a webhook
+	// failure, which the components' registration (failurePolicy Ignore) turns into an
+	// admission. Every wait below ends by then.
+	ctx, cancel := context.WithDeadline(r.Context(), start.Add(timeout-answerMargin(timeout)))
+	defer cancel()
+	req := admission.Request{AdmissionRequest: *ar.Request}
+	var resp admission.Response
+	judge := func() { resp = h.wh.Handle(ctx, req) }
+	if h.queue == nil {
+		judge()
+	} else {
+		// Half the timeout for waiting in the queue, the other half for judging.
+		waitCtx, cancelWait := context.WithDeadline(ctx, start.Add(timeout/2))
+		refused := h.queue.Do(waitCtx, req.UserInfo.Username, judge)
+		cancelWait()
+		if refused != "" {
+			resp = busy(req, refused)
+		}
+	}
 	writeReview(w, ar.Kind, ar.APIVersion, &resp.AdmissionResponse, h.log)
+}
+
+// reviewTimeout is the time the apiserver waits for this review: the ?timeout= it puts on the
+// webhook's URL (the registration's timeoutSeconds), else the API's default of 10 s, held to
+// between 1 s and 30 s, the range timeoutSeconds allows.
+func reviewTimeout(r *http.Request) time.Duration {
+	d, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+	if err != nil || d <= 0 {
+		return 10 * time.Second
+	}
+	return min(max(d, time.Second), 30*time.Second)
+}
+
+// answerMargin is kept free at the end of a review's timeout for writing the answer and its trip
+// back to the apiserver: a tenth of the timeout, at most 250 ms.
+func answerMargin(timeout time.Duration) time.Duration {
+	return min(timeout/10, 250*time.Millisecond)
+}
+
+// busy is the answer to a review the fair queue refused unjudged: a denial, code 429. It is an
+// answer, not a failure, so the apiserver refuses the write under any failurePolicy: a review
+// that pvguard did not judge never admits a write. The requester whose own reviews filled its
+// queue is the one refused; others are queued apart.
+func busy(req admission.Request, reason string) admission.Response {
+	why := "too many of the requester's reviews are waiting"
+	if reason == queueTimeout {
+		why = "the review waited for its turn past half its timeout"
+	}
+	resp := admission.Errored(http.StatusTooManyRequests, fmt.Errorf(
+		"pvguard did not judge this write (%s); it is refused unjudged, try again", why))
+	resp.UID = req.UID
+	return resp
 }
 
 // decodeAdmissionReview decodes a review body; the objects stay raw for decodeReview. It uses

@@ -29,6 +29,8 @@ type Validator struct {
 	engines EngineSource
 	views   ViewSource
 	metrics *Metrics
+	// liveReadBudget bounds the live re-read of a denial (0: DefaultLiveReadBudget).
+	liveReadBudget time.Duration
 }
 
 var _ admission.Handler = &Validator{}
@@ -72,8 +74,9 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 	}
 	engine := v.engines.Engine()
 	d, err := engine.Admit(review, v.views.View(ctx))
+	onCache := false
 	if fresh, ok := v.views.(FreshViewSource); ok && len(d.Deny) > 0 {
-		d, err = engine.Admit(review, fresh.FreshView(ctx))
+		d, onCache, err = v.recheck(ctx, engine, review, fresh, d, err)
 	}
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "could not evaluate the request", "object", review.Object().String())
@@ -91,7 +94,45 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 	if err != nil {
 		resp.Result.Message += fmt.Sprintf("\n(pvguard could not evaluate every rule on %s; it refuses the write for the findings above: %v)", review.Object(), err)
 	}
+	if onCache {
+		resp.Warnings = append(resp.Warnings, "pvguard: judged on its informer cache; the live re-read that confirms a denial did not fit in its budget")
+	}
 	return resp, decisionLabel(d)
+}
+
+// recheck judges a denial made on the cache again on live reads, within the live-read budget
+// (and the review's own deadline, which ctx carries). When the re-read cannot be done at once
+// (its client's rate limiter has no token: NewLiveReadRateLimiter), cannot finish in the budget
+// (the apiserver is slow) or fails, the cache's decision stands: the denial is sent now rather
+// than turned into a timeout, which the components' registration (failurePolicy Ignore) would
+// turn into an admission. onCache reports that it did.
+//
+// Every wait has a deadline: without one, client-go's token bucket (golang.org/x/time/rate's
+// Wait) reserves a token however far ahead, and a waiter canceled later (its review timed out)
+// gives back nothing while later reservations stand, so a flood's backlog of tokens outlives the
+// flood.
+func (v *Validator) recheck(ctx context.Context, engine *policy.Engine, review *policy.Review, fresh FreshViewSource, cached policy.Decision, cachedErr error) (d policy.Decision, onCache bool, err error) {
+	budget := v.liveReadBudget
+	if budget <= 0 {
+		budget = DefaultLiveReadBudget
+	}
+	liveCtx, cancel := context.WithTimeout(asReread(ctx), budget)
+	defer cancel()
+	d, err = engine.Admit(review, fresh.FreshView(liveCtx))
+	if err == nil {
+		return d, false, nil
+	}
+	reason := "error"
+	switch {
+	case errors.Is(err, errNoToken):
+		reason = "no-token"
+	case liveCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "would exceed context deadline"):
+		reason = "budget"
+	}
+	v.metrics.observeLiveReadFallback(v.kind, reason)
+	logf.FromContext(ctx).V(1).Info("the live re-read of a denial did not complete; the cache's decision stands",
+		"object", review.Object().String(), "reason", reason, "error", err.Error())
+	return cached, true, cachedErr
 }
 
 func decisionLabel(d policy.Decision) string {

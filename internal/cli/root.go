@@ -167,6 +167,23 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeFlags) {
 	f.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often replicas try to acquire or renew the Lease (less than the renew deadline)")
 	f.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client QPS towards the apiserver")
 	f.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client burst towards the apiserver")
+	for _, c := range []struct {
+		name, what string
+		r          *APIRate
+	}{
+		{"live-read", "the admission webhooks' live reads (cache misses, re-reads of denials)", &o.APIClasses.LiveReads},
+		{"audit", "the audit's and the explanations' live reads", &o.APIClasses.Audit},
+		{"access", "the token and access reviews of the report, dashboard and explanations' callers", &o.APIClasses.Access},
+		{"leader-election", "the leader Lease's reads and renewals", &o.APIClasses.LeaderElection},
+	} {
+		f.Float32Var(&c.r.QPS, c.name+"-qps", c.r.QPS, "client QPS of "+c.what+" (a token bucket of its own)")
+		f.IntVar(&c.r.Burst, c.name+"-burst", c.r.Burst, "client burst of "+c.what)
+	}
+	f.DurationVar(&o.LiveReadBudget, "live-read-budget", o.LiveReadBudget, "how long the live re-read that confirms a denial made on the cache may take, its wait for a rate-limiter token included; past it the cache's decision stands")
+	f.IntVar(&o.ReviewQueue.Concurrency, "review-concurrency", o.ReviewQueue.Concurrency, "admission reviews judged at once; others wait in a queue per requester, served in turn")
+	f.IntVar(&o.ReviewQueue.PerRequester, "review-concurrency-per-requester", o.ReviewQueue.PerRequester, "admission reviews of one requester judged at once (at most --review-concurrency)")
+	f.IntVar(&o.ReviewQueue.QueueLength, "review-queue-length", o.ReviewQueue.QueueLength, "admission reviews of one requester that may wait; more are denied unjudged (code 429)")
+	f.IntVar(&o.ReviewQueue.MaxWaiting, "review-max-waiting", o.ReviewQueue.MaxWaiting, "admission reviews that may wait in all; more are denied unjudged (code 429)")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may take to drain on shutdown")
 	f.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on shutdown, how long to keep serving while not ready, so endpoints drop this replica first")
 }

@@ -98,11 +98,19 @@ type ServeFlags struct {
 	LeaderElectionID        string
 	// LeaseDuration, RenewDeadline and RetryPeriod time the election as in kube-controller-manager:
 	// a leader that dies without releasing the Lease is replaced after LeaseDuration.
-	LeaseDuration   time.Duration
-	RenewDeadline   time.Duration
-	RetryPeriod     time.Duration
-	KubeAPIQPS      float32
-	KubeAPIBurst    int
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// KubeAPIQPS and KubeAPIBurst size the controllers' token bucket: the informers, the
+	// binder's reads and writes, its events, the reports and the certificates. The other
+	// traffic classes have buckets of their own (APIClasses), so that none can starve another.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	APIClasses   APIClasses
+	// LiveReadBudget bounds a denial's live re-read (webhook.Limits); ReviewQueue sizes the fair
+	// queue of admission reviews (webhook.FairQueueOptions).
+	LiveReadBudget  time.Duration
+	ReviewQueue     webhook.FairQueueOptions
 	ShutdownTimeout time.Duration
 	ShutdownDelay   time.Duration
 	// Ready, when set, is called with the bound address once the server is ready.
@@ -113,6 +121,28 @@ type ServeFlags struct {
 	// NoVolumeFitsAfter is how long a claim stays Pending before the binder posts NoVolumeFits
 	// on it (when no volume fits and nothing else will give it one); 0 turns the event off.
 	NoVolumeFitsAfter time.Duration
+}
+
+// APIClasses are the client rate limits of pvguard's traffic classes besides the controllers'
+// (--kube-api-qps): each class has a token bucket of its own, so a flood of one (a tenant's
+// reviews that each re-read live, a dashboard's viewers) never holds up another (the binder's
+// writes, the Lease renewals).
+type APIClasses struct {
+	// LiveReads: the admission webhooks' live reads (cache misses, re-reads of denials).
+	LiveReads APIRate
+	// Audit: the audit's and the explanations' live reads (confirming what the cache shows).
+	Audit APIRate
+	// Access: the TokenReviews and SubjectAccessReviews of the report, dashboard and
+	// explanations' callers.
+	Access APIRate
+	// LeaderElection: the Lease's reads and renewals.
+	LeaderElection APIRate
+}
+
+// APIRate is one token bucket: QPS tokens a second, at most Burst at once.
+type APIRate struct {
+	QPS   float32
+	Burst int
 }
 
 // BinderHooks are test hooks into the binder; production leaves them nil.
@@ -137,8 +167,16 @@ func DefaultServeFlags() ServeFlags {
 		RetryPeriod:      2 * time.Second,
 		KubeAPIQPS:       50,
 		KubeAPIBurst:     100,
-		ShutdownTimeout:  25 * time.Second,
-		ShutdownDelay:    5 * time.Second,
+		APIClasses: APIClasses{
+			LiveReads:      APIRate{QPS: 50, Burst: 100},
+			Audit:          APIRate{QPS: 20, Burst: 40},
+			Access:         APIRate{QPS: 20, Burst: 40},
+			LeaderElection: APIRate{QPS: 5, Burst: 10},
+		},
+		LiveReadBudget:  webhook.DefaultLiveReadBudget,
+		ReviewQueue:     webhook.DefaultFairQueueOptions(),
+		ShutdownTimeout: 25 * time.Second,
+		ShutdownDelay:   5 * time.Second,
 
 		Namespace:                os.Getenv("POD_NAMESPACE"),
 		ServiceName:              "pvguard",
@@ -183,6 +221,17 @@ func (o *ServeFlags) validate() error {
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
 	}
+	for name, r := range map[string]APIRate{"live-read": o.APIClasses.LiveReads, "audit": o.APIClasses.Audit, "access": o.APIClasses.Access, "leader-election": o.APIClasses.LeaderElection} {
+		if r.QPS <= 0 || r.Burst <= 0 {
+			errs = append(errs, fmt.Errorf("--%s-qps and --%s-burst must be positive", name, name))
+		}
+	}
+	if o.LiveReadBudget <= 0 || o.LiveReadBudget >= time.Second {
+		errs = append(errs, fmt.Errorf("--live-read-budget=%s: want a positive duration under 1s, a fraction of the webhook timeout (the shortest is 1s)", o.LiveReadBudget))
+	}
+	if _, err := webhook.NewFairQueue(o.ReviewQueue, nil); err != nil {
+		errs = append(errs, fmt.Errorf("--review-concurrency, --review-concurrency-per-requester, --review-queue-length, --review-max-waiting: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -207,24 +256,35 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// withOwnBucket copies cfg with a token bucket of its own, of the --kube-api-qps and
-// --kube-api-burst size, for requests that admission reviews wait on. In the shared bucket they
-// would queue behind the binder's writes, and a binding backlog at a low QPS (after a leader
-// takes over, say) would hold reviews past the apiserver's webhook timeout, which with
-// failurePolicy Fail refuses the write (TestReviewsDoNotWaitForBinderWrites).
-func withOwnBucket(cfg *rest.Config, o ServeFlags, userAgent string) *rest.Config {
+// withOwnBucket copies cfg with a token bucket of its own, of the given rate, for one traffic
+// class. In a shared bucket the requests admission reviews wait on would queue behind the
+// binder's writes, and a binding backlog at a low QPS (after a leader takes over, say) would hold
+// reviews past the apiserver's webhook timeout, which with failurePolicy Fail refuses the write
+// (TestReviewsDoNotWaitForBinderWrites); the other way round, a tenant's flood of reviews would
+// hold up the binder and the Lease renewals.
+func withOwnBucket(cfg *rest.Config, r APIRate, userAgent string) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
+	cfg.QPS, cfg.Burst = r.QPS, r.Burst
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(r.QPS, r.Burst)
 	cfg.UserAgent = userAgent
 	return cfg
 }
 
-// reviewLiveReader is the client the webhooks read through when the cache misses (an object
-// created a moment ago), with its own token bucket.
-func reviewLiveReader(cfg *rest.Config, o ServeFlags, mgr ctrl.Manager) (client.Reader, error) {
-	c, err := client.New(withOwnBucket(cfg, o, "pvguard-webhook"), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+// controllersRate is the --kube-api-qps bucket's size, for the classes sized like it.
+func (o ServeFlags) controllersRate() APIRate {
+	return APIRate{QPS: o.KubeAPIQPS, Burst: o.KubeAPIBurst}
+}
+
+// liveReader is an uncached client of one traffic class, with its own token bucket; limiter,
+// when set, makes that bucket (the webhooks' is webhook.NewLiveReadRateLimiter).
+func liveReader(cfg *rest.Config, r APIRate, userAgent string, mgr ctrl.Manager, limiter flowcontrol.RateLimiter) (client.Reader, error) {
+	cfg = withOwnBucket(cfg, r, userAgent)
+	if limiter != nil {
+		cfg.RateLimiter = limiter
+	}
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
-		return nil, fmt.Errorf("building the webhooks' live reader: %w", err)
+		return nil, fmt.Errorf("building the %s client: %w", userAgent, err)
 	}
 	return c, nil
 }
@@ -264,23 +324,35 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 		return err
 	}
 	engines := &engineRef{}
-	reviewReader, err := reviewLiveReader(cfg, o, mgr)
+	// Each traffic class reads live through a client of its own (APIClasses): the webhooks, the
+	// audit and explanations, and the binder (the controllers' bucket).
+	reviewReader, err := liveReader(cfg, o.APIClasses.LiveReads, "pvguard-webhook", mgr,
+		webhook.NewLiveReadRateLimiter(o.APIClasses.LiveReads.QPS, o.APIClasses.LiveReads.Burst))
+	if err != nil {
+		return err
+	}
+	auditReader, err := liveReader(cfg, o.APIClasses.Audit, "pvguard-audit", mgr, nil)
 	if err != nil {
 		return err
 	}
 	views := webhook.NewClusterView(mgr.GetCache(), reviewReader)
-	report, dashboard, err := addAudit(ctx, mgr, o, engines, views, reg, log)
+	auditViews := webhook.NewClusterView(mgr.GetCache(), auditReader)
+	report, dashboard, err := addAudit(ctx, mgr, o, engines, auditViews, auditReader, reg, log)
 	if err != nil {
 		return err
 	}
 	var b *binder.Binder
 	if o.Binder != binder.ModeOff {
-		if b, err = addBinder(ctx, mgr, o, lease, engines, views, reg, log); err != nil {
+		if b, err = addBinder(ctx, mgr, o, lease, engines, webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader()), reg, log); err != nil {
 			return err
 		}
 	}
-	explainAPI, explainPages := explainHandlers(mgr, o, b, engines, views, log)
-	guard, err := readGuard(withOwnBucket(cfg, o, "pvguard-access"), mgr.GetCache(), log)
+	explainAPI, explainPages := explainHandlers(mgr, o, b, engines, auditViews, auditReader, log)
+	guard, err := readGuard(withOwnBucket(cfg, o.APIClasses.Access, "pvguard-access"), mgr.GetCache(), log)
+	if err != nil {
+		return err
+	}
+	queue, err := webhook.NewFairQueue(o.ReviewQueue, reg)
 	if err != nil {
 		return err
 	}
@@ -294,6 +366,7 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 		ShutdownDelay:   o.ShutdownDelay,
 		Engines:         engines,
 		Views:           views,
+		Admission:       webhook.Limits{Queue: queue, LiveReadBudget: o.LiveReadBudget},
 		Report:          report,
 		Dashboard:       dashboard,
 		ExplainAPI:      explainAPI,
@@ -344,8 +417,8 @@ func serveRESTConfig(o ServeFlags) (*rest.Config, error) {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	// One token bucket for every client made from this config: client-go otherwise gives each
 	// resource type its own, and --kube-api-qps would bound volume writes and claim writes
-	// separately (found by the binder benchmark against kube-controller-manager). The webhooks'
-	// live reads have their own (reviewLiveReader).
+	// separately (found by the binder benchmark against kube-controller-manager). The other
+	// traffic classes have their own (APIClasses, withOwnBucket).
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
 	cfg.UserAgent = "pvguard"
 	return cfg, nil
@@ -375,7 +448,7 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 		// cache read takes, admission reviews' included, while it does: discovery gets its own
 		// bucket so that it never waits for the binder's writes.
 		MapperProvider: func(c *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
-			return apiutil.NewDynamicRESTMapper(withOwnBucket(c, o, "pvguard-discovery"), hc)
+			return apiutil.NewDynamicRESTMapper(withOwnBucket(c, o.controllersRate(), "pvguard-discovery"), hc)
 		},
 	}
 	// No rule, audit or binder decision reads managedFields, and they are a third of a
@@ -436,7 +509,7 @@ func leaseLock(cfg *rest.Config, o ServeFlags, namespace string, events record.E
 	}
 	// AddUserAgent changes the config it is given: a copy, or every client of pvguard would write
 	// as "leader-election" (and under another field manager than "pvguard").
-	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	cfg = rest.AddUserAgent(withOwnBucket(cfg, o.APIClasses.LeaderElection, cfg.UserAgent), "leader-election")
 	// One hung request must not cost the Lease: half the renew deadline, at least a second.
 	cfg.Timeout = max(o.RenewDeadline/2, time.Second)
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -491,13 +564,13 @@ func loadClientCAs(file string) (*x509.CertPool, error) {
 
 // addAudit registers the audit runner (every replica) and the report writer (the elected one),
 // and returns the report and dashboard handlers; all nil when the audit is off.
-func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, err error) {
+func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, views *webhook.ClusterView, live client.Reader, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, err error) {
 	if o.AuditInterval <= 0 {
 		return nil, nil, nil
 	}
 	auditLog := log.WithName("audit")
 	runner := audit.NewRunner(audit.RunnerOptions{
-		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: mgr.GetAPIReader(), View: views.View,
+		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: live, View: views.View,
 		Engine: engines.Engine, Registry: reg, Log: auditLog,
 	})
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
@@ -517,12 +590,12 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engi
 // its in-flight state, so that a page plans as the binder does. Each pair is judged by the
 // current policy as the binder that binds writes it: pvguard's, or with it off upstream's, whose
 // writes the webhook judges all the same. A claim's provisioner's Lease is read live.
-func explainHandlers(mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines *engineRef, views *webhook.ClusterView, log logr.Logger) (api, pages http.Handler) {
+func explainHandlers(mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines *engineRef, views *webhook.ClusterView, live client.Reader, log logr.Logger) (api, pages http.Handler) {
 	if o.AuditInterval <= 0 {
 		return nil, nil
 	}
 	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
-		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: mgr.GetAPIReader()}
+		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live}
 	if b != nil {
 		eo.PlanState, eo.Identity = b.PlanState, b.Identity()
 	}

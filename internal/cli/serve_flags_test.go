@@ -79,3 +79,39 @@ func TestNoVolumeFitsAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestTrafficClassAndQueueFlags: the traffic classes, the fair queue and the live-read budget
+// have their documented defaults, and values that cannot work are refused by name.
+func TestTrafficClassAndQueueFlags(t *testing.T) {
+	o, err := ParseServeArgs([]string{"--self-signed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := o.APIClasses; c.LiveReads != (APIRate{50, 100}) || c.Audit != (APIRate{20, 40}) || c.Access != (APIRate{20, 40}) || c.LeaderElection != (APIRate{5, 10}) {
+		t.Errorf("class defaults %+v", c)
+	}
+	if q := o.ReviewQueue; q.Concurrency != 32 || q.PerRequester != 16 || q.QueueLength != 50 || q.MaxWaiting != 500 || o.LiveReadBudget != 250*time.Millisecond {
+		t.Errorf("queue defaults %+v, budget %s", q, o.LiveReadBudget)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // "" for valid
+	}{
+		{args: []string{"--live-read-qps=200", "--audit-burst=1", "--review-concurrency=64", "--live-read-budget=500ms"}},
+		{args: []string{"--live-read-qps=0"}, want: "--live-read-qps"},
+		{args: []string{"--leader-election-burst=0"}, want: "--leader-election-qps and --leader-election-burst"},
+		{args: []string{"--live-read-budget=1s"}, want: "--live-read-budget"},
+		{args: []string{"--live-read-budget=0"}, want: "--live-read-budget"},
+		{args: []string{"--review-concurrency-per-requester=33"}, want: "--review-concurrency"},
+		{args: []string{"--review-queue-length=600"}, want: "--review-max-waiting"},
+	} {
+		o, err := ParseServeArgs(append([]string{"--self-signed"}, tc.args...))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		err = o.validate()
+		if (err != nil) != (tc.want != "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%v: validate() = %v, want an error naming %q: %v", tc.args, err, tc.want, tc.want != "")
+		}
+	}
+}

@@ -49,6 +49,9 @@ type Options struct {
 	// Engines and Views are what the admission handlers consult (webhook.Handlers).
 	Engines webhook.EngineSource
 	Views   webhook.ViewSource
+	// Admission bounds the admission reviews: the fair queue per requester and the live-read
+	// budget (webhook.Limits).
+	Admission webhook.Limits
 	// Registry receives pvguard's metrics; a new registry is made if nil.
 	Registry *prometheus.Registry
 	// ReadyChecks must all pass for /readyz (caches synced, certificate loaded).
@@ -159,7 +162,7 @@ func (s *Server) routes() chi.Router {
 		r.With(guarded, limited, explainSlot).Mount(PathExplainPages, s.opts.ExplainPages)
 	}
 	// The admission webhooks (package webhook), behind a client certificate when ClientCAs is set.
-	for path, h := range webhook.Handlers(s.opts.Engines, s.opts.Views, s.metrics, s.opts.Log) {
+	for path, h := range webhook.Handlers(s.opts.Engines, s.opts.Views, s.metrics, s.opts.Log, s.opts.Admission) {
 		if s.opts.ClientCAs != nil {
 			h = requireClientCert(h)
 		}

@@ -1,0 +1,188 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/pvguard/pvguard/internal/web"
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
+	"github.com/pvguard/pvguard/webhook"
+)
+
+// throttledView is a live view whose every read first waits for a token of the live reads'
+// token bucket, as pvguard's live reader does (its rest.Config's RateLimiter), and remembers the
+// deadline it was given.
+type throttledView struct {
+	*testobj.View
+	ctx     context.Context
+	limiter flowcontrol.RateLimiter
+
+	mu        *sync.Mutex
+	deadlines *[]time.Time
+}
+
+func (v throttledView) wait() error {
+	dl, _ := v.ctx.Deadline()
+	v.mu.Lock()
+	*v.deadlines = append(*v.deadlines, dl)
+	v.mu.Unlock()
+	return v.limiter.Wait(v.ctx)
+}
+
+func (v throttledView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+	if err := v.wait(); err != nil {
+		return nil, err
+	}
+	return v.View.PersistentVolume(name)
+}
+
+func (v throttledView) PersistentVolumeClaim(ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	if err := v.wait(); err != nil {
+		return nil, err
+	}
+	return v.View.PersistentVolumeClaim(ns, name)
+}
+
+// throttledViews reads the cache without limit and live through the token bucket.
+type throttledViews struct {
+	cache   *testobj.View
+	limiter flowcontrol.RateLimiter
+
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (s *throttledViews) View(context.Context) policy.View { return s.cache }
+func (s *throttledViews) FreshView(ctx context.Context) policy.View {
+	return throttledView{View: s.cache, ctx: ctx, limiter: s.limiter, mu: &s.mu, deadlines: &s.deadlines}
+}
+
+// TestDenialStandsOnTheCacheWhenNoTokenIsThere: a claim naming another namespace's bound volume,
+// judged on the cache and denied, is re-read live through the live reads' token bucket, which
+// has no token (a flood spent them): the denial is sent at once on the cache's decision with the
+// rule's message, a warning that says so and the fallback counted, and the re-read was given a
+// deadline within the budget. With a token there, the re-read is done.
+func TestDenialStandsOnTheCacheWhenNoTokenIsThere(t *testing.T) {
+	owner := testobj.PVC("team-b", "x", testobj.ClaimBoundTo("pv-b"))
+	cache := testobj.NewView(owner, testobj.PV("pv-b", testobj.BoundTo(owner)))
+	limiter := webhook.NewLiveReadRateLimiter(0.01, 1) // one token, the next in 100 s
+	limiter.Accept()
+	views := &throttledViews{cache: cache, limiter: limiter}
+	reg := prometheus.NewRegistry()
+	budget := 300 * time.Millisecond
+	h := web.NewServer(web.Options{
+		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: views, Registry: reg,
+		Admission: webhook.Limits{LiveReadBudget: budget},
+	}).Handler()
+	grab := testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create,
+		testobj.PVC("team-a", "grab", testobj.VolumeName("pv-b")), nil, "system:serviceaccount:team-a:flooder")
+
+	start := time.Now()
+	code, resp := post(t, h, webhook.PathValidatePVC+"?timeout=2s", "application/json", bytes.NewReader(grab))
+	if code != http.StatusOK || resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "PVG004") {
+		t.Fatalf("HTTP %d, %+v; want the cache's PVG004 denial", code, resp)
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "judged on its informer cache") {
+		t.Errorf("warnings %q, want one saying the denial stands on the cache", resp.Warnings)
+	}
+	if n := counterValue(t, reg, "pvguard_admission_live_read_fallbacks_total", map[string]string{"kind": "PersistentVolumeClaim", "reason": "no-token"}); n != 1 {
+		t.Errorf("pvguard_admission_live_read_fallbacks_total{reason=no-token} = %v, want 1", n)
+	}
+	views.mu.Lock()
+	if len(views.deadlines) == 0 {
+		t.Fatal("the denial was not re-read live")
+	}
+	for _, dl := range views.deadlines {
+		if dl.IsZero() || dl.After(start.Add(budget+50*time.Millisecond)) {
+			t.Errorf("a live re-read had deadline %v, want one within the %v budget of %v", dl, budget, start)
+		}
+	}
+	views.deadlines = nil
+	views.mu.Unlock()
+
+	// With tokens, the same denial is confirmed live: no warning, no more fallbacks.
+	views.limiter = webhook.NewLiveReadRateLimiter(100, 10)
+	_, resp = post(t, h, webhook.PathValidatePVC+"?timeout=2s", "application/json", bytes.NewReader(grab))
+	views.mu.Lock()
+	defer views.mu.Unlock()
+	if resp.Allowed || len(resp.Warnings) != 0 || len(views.deadlines) == 0 {
+		t.Errorf("with tokens: allowed %v, warnings %q, %d live reads; want the denial confirmed live", resp.Allowed, resp.Warnings, len(views.deadlines))
+	}
+	if n := counterValue(t, reg, "pvguard_admission_live_read_fallbacks_total", nil); n != 1 {
+		t.Errorf("fallbacks = %v after a confirmed denial, want still 1", n)
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+// blockingView's reads (cache misses read live) wait until their context ends, and record its
+// deadline.
+type blockingView struct {
+	*testobj.View
+	ctx       context.Context
+	deadlines chan time.Time
+}
+
+func (v blockingView) PersistentVolume(string) (*corev1.PersistentVolume, error) {
+	dl, _ := v.ctx.Deadline()
+	v.deadlines <- dl
+	<-v.ctx.Done()
+	return nil, v.ctx.Err()
+}
+
+type blockingViews struct{ deadlines chan time.Time }
+
+func (b blockingViews) View(ctx context.Context) policy.View {
+	return blockingView{View: testobj.NewView(), ctx: ctx, deadlines: b.deadlines}
+}
+
+// TestReviewIsAnsweredWithinItsTimeout: a review whose read hangs is answered before the
+// timeout the apiserver put on the URL (its reads are given a deadline short of it), with a
+// refusal: an error answer, never an admission of what was not judged.
+func TestReviewIsAnsweredWithinItsTimeout(t *testing.T) {
+	views := blockingViews{deadlines: make(chan time.Time, 1)}
+	h := web.NewServer(web.Options{Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: views}).Handler()
+	claim := testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create,
+		testobj.PVC("team-a", "c", testobj.VolumeName("pv-1")), nil, "alice")
+	start := time.Now()
+	code, resp := post(t, h, webhook.PathValidatePVC+"?timeout=1s", "application/json", bytes.NewReader(claim))
+	dl := <-views.deadlines
+	if dl.IsZero() || !dl.Before(start.Add(time.Second)) {
+		t.Errorf("the read's deadline is %v, want one before the 1s timeout from %v", dl, start)
+	}
+	if code != http.StatusOK || resp.Allowed {
+		t.Fatalf("HTTP %d, %+v; want an in-band refusal", code, resp)
+	}
+}
