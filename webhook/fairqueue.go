@@ -239,7 +239,7 @@ func newQueueMetrics(reg prometheus.Registerer) *queueMetrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pvguard_admission_queue_refusals_total",
-			Help: "Admission reviews refused unjudged because the requester's queue, or the queue as a whole, was full (queue-full) or because the review waited past its budget (time-out); each was answered with a denial, never admitted.",
+			Help: "Admission reviews refused unjudged because the requester's queue, or the queue as a whole, was full (queue-full) or because the review waited past its budget (time-out); each was answered with HTTP 429, so the registration's failure policy decided.",
 		}, []string{"reason"}),
 	}
 	if reg != nil {

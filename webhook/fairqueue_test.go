@@ -239,10 +239,10 @@ func TestFairQueueBoundsConcurrency(t *testing.T) {
 	}
 }
 
-// TestBusyQueueAnswersADenial: a review the queue refuses is answered in time with a denial
-// (code 429) that echoes its uid, never an admission and never an HTTP error, so the apiserver
-// refuses the write whatever the registration's failurePolicy.
-func TestBusyQueueAnswersADenial(t *testing.T) {
+// TestBusyQueueAnswersAFailedCall: a review the queue refuses is answered in time with HTTP 429
+// and no AdmissionReview, never an admission: the registration's failure policy decides, Fail
+// for people and tenants, Ignore for the cluster's components.
+func TestBusyQueueAnswersAFailedCall(t *testing.T) {
 	q := newTestQueue(t, FairQueueOptions{Concurrency: 1, PerRequester: 1, QueueLength: 1, MaxWaiting: 1})
 	release := make(chan struct{})
 	var calls atomic.Int32
@@ -273,8 +273,8 @@ func TestBusyQueueAnswersADenial(t *testing.T) {
 	go func() { send("waiting"); done <- struct{}{} }()
 	waitFor(t, "the second review waits", func() bool { return q.waitingNow() == 1 })
 	code, resp := send("third")
-	if code != http.StatusOK || resp == nil || resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusTooManyRequests || resp.UID != "uid-third" {
-		t.Fatalf("HTTP %d, response %+v; want HTTP 200 with a 429 denial for uid-third", code, resp)
+	if code != http.StatusTooManyRequests || resp != nil {
+		t.Fatalf("HTTP %d, response %+v; want HTTP 429 and no AdmissionReview", code, resp)
 	}
 	close(release)
 	<-done

@@ -119,7 +119,8 @@ func (h reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refused := h.queue.Do(waitCtx, req.UserInfo.Username, judge)
 		cancelWait()
 		if refused != "" {
-			resp = busy(req, refused)
+			busy(w, refused)
+			return
 		}
 	}
 	writeReview(w, ar.Kind, ar.APIVersion, &resp.AdmissionResponse, h.log)
@@ -142,19 +143,20 @@ func answerMargin(timeout time.Duration) time.Duration {
 	return min(timeout/10, 250*time.Millisecond)
 }
 
-// busy is the answer to a review the fair queue refused unjudged: a denial, code 429. It is an
-// answer, not a failure, so the apiserver refuses the write under any failurePolicy: a review
-// that pvguard did not judge never admits a write. The requester whose own reviews filled its
-// queue is the one refused; others are queued apart.
-func busy(req admission.Request, reason string) admission.Response {
+// busy answers a review the fair queue refused unjudged with HTTP 429 and no AdmissionReview: a
+// failed call, so the registration's failure policy decides, as it would if pvguard were down.
+// The people's registration (Fail) refuses the write, and a tenant's ServiceAccount is one of
+// them; the components' (Ignore) admits it, so that the cluster's own controllers never wait on
+// pvguard, while the admission policies still hold the destructive guards. A denial here would
+// refuse kube-controller-manager's writes whenever others fill the queues. The requester whose
+// own reviews filled its queue is the one refused; others are queued apart.
+func busy(w http.ResponseWriter, reason string) {
 	why := "too many of the requester's reviews are waiting"
 	if reason == queueTimeout {
 		why = "the review waited for its turn past half its timeout"
 	}
-	resp := admission.Errored(http.StatusTooManyRequests, fmt.Errorf(
-		"pvguard did not judge this write (%s); it is refused unjudged, try again", why))
-	resp.UID = req.UID
-	return resp
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, fmt.Sprintf("pvguard did not judge this write (%s); try again", why), http.StatusTooManyRequests)
 }
 
 // decodeAdmissionReview decodes a review body; the objects stay raw for decodeReview. It uses

@@ -182,8 +182,8 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeFlags) {
 	f.DurationVar(&o.LiveReadBudget, "live-read-budget", o.LiveReadBudget, "how long the live re-read that confirms a denial made on the cache may take, its wait for a rate-limiter token included; past it the cache's decision stands")
 	f.IntVar(&o.ReviewQueue.Concurrency, "review-concurrency", o.ReviewQueue.Concurrency, "admission reviews judged at once; others wait in a queue per requester, served in turn")
 	f.IntVar(&o.ReviewQueue.PerRequester, "review-concurrency-per-requester", o.ReviewQueue.PerRequester, "admission reviews of one requester judged at once (at most --review-concurrency)")
-	f.IntVar(&o.ReviewQueue.QueueLength, "review-queue-length", o.ReviewQueue.QueueLength, "admission reviews of one requester that may wait; more are denied unjudged (code 429)")
-	f.IntVar(&o.ReviewQueue.MaxWaiting, "review-max-waiting", o.ReviewQueue.MaxWaiting, "admission reviews that may wait in all; more are denied unjudged (code 429)")
+	f.IntVar(&o.ReviewQueue.QueueLength, "review-queue-length", o.ReviewQueue.QueueLength, "admission reviews of one requester that may wait; more are answered unjudged with HTTP 429 (the registration's failure policy decides)")
+	f.IntVar(&o.ReviewQueue.MaxWaiting, "review-max-waiting", o.ReviewQueue.MaxWaiting, "admission reviews that may wait in all; more are answered unjudged with HTTP 429 (the registration's failure policy decides)")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may take to drain on shutdown")
 	f.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on shutdown, how long to keep serving while not ready, so endpoints drop this replica first")
 }

@@ -261,8 +261,8 @@ func (a *answers) String() string {
 }
 
 // post sends one review and names its answer: admitted, denied (by a rule, code 403), busy
-// (refused unjudged, code 429), error (another in-band refusal) or failed (no answer in time, or
-// not an answer: what the apiserver's failurePolicy decides).
+// (answered unjudged with HTTP 429, where the registration's failurePolicy decides), error
+// (another in-band refusal) or failed (no answer in time, or not an answer).
 func post(c *http.Client, url string, body []byte) (string, error) {
 	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -270,6 +270,9 @@ func post(c *http.Client, url string, body []byte) (string, error) {
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		return "busy", nil
+	}
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return "failed", fmt.Errorf("HTTP %d: %v", resp.StatusCode, err)
 	}
@@ -282,8 +285,6 @@ func post(c *http.Client, url string, body []byte) (string, error) {
 		return "admitted", nil
 	case r.Result != nil && r.Result.Code == http.StatusForbidden:
 		return "denied", nil
-	case r.Result != nil && r.Result.Code == http.StatusTooManyRequests:
-		return "busy", nil
 	}
 	return "error", nil
 }
