@@ -128,8 +128,10 @@ func install(t *testing.T, c client.Client, release, ns string, values map[strin
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.Object.Object, cm); err != nil {
 				t.Fatal(err)
 			}
-			policyYAML = cm.Data["policy.yaml"]
-			continue
+			if p, ok := cm.Data["policy.yaml"]; ok {
+				policyYAML = p
+				continue
+			}
 		case "PodDisruptionBudget", "Service":
 			continue
 		}
