@@ -277,12 +277,26 @@ var celDifferencesSeen sync.Map
 // the other refuses, celDifferences must say why.
 func checkCELForms(t *testing.T, id policy.RuleID, cfg *policy.Config, r *policy.Review, v policy.View, goRefused bool) {
 	t.Helper()
+	rl, _ := policy.LookupRule(string(id))
+	if len(rl.CEL) == 0 {
+		return
+	}
 	var base map[string]any
 	for _, mode := range celModes(cfg) {
+		// A write the Go rule refuses and no policy of the rule matches (another operation,
+		// the status subresource) is a write the CEL forms admit.
+		matched := false
+		defer func() {
+			if !matched && goRefused && findCELDifference(id, r, v, cfg, false) == nil {
+				t.Errorf("%s (%s): the Go rule refuses a %s %s%s that no policy of the rule matches, and no listed difference says why",
+					id, mode.name, r.Operation, r.Kind, map[bool]string{true: "/" + r.SubResource}[r.SubResource != ""])
+			}
+		}()
 		for _, ap := range celPoliciesFor(cfg, mode) {
 			if ap.Rule != id || !celMatches(ap.Policy, r) {
 				continue
 			}
+			matched = true
 			if base == nil {
 				var err error
 				if base, err = celVars(r); err != nil {
