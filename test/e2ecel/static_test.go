@@ -3,7 +3,9 @@
 // apiserver's manifest-based admission config (Kubernetes 1.37, ManifestBasedAdmissionControlConfig)
 // at start. They are what still guards a cluster after every pvguard object was deleted: each
 // destructive write is refused with the rule's message, the binding controllers' writes pass, and
-// the API cannot delete the policies.
+// the API cannot delete the policies. TestAdmissionPoliciesFollowTheConfig runs the chart's
+// policies, which read the config from their parameter object, with pvguard keeping that object
+// current across a hot reload, and then without pvguard.
 package e2ecel
 
 import (
