@@ -33,20 +33,21 @@ func TestAdmissionPolicyFormsAreCurrent(t *testing.T) {
 }
 
 // TestChartAdmissionPoliciesAreThePolicyConfigs: the chart's admission policies are exactly what
-// `pvguard admission-policies` makes of the policy config the chart renders, for configs with
-// exemptions of every kind, controllers, an action changed, a renamed confirmation annotation and
-// pvguard's own binder.
+// `pvguard admission-policies --params` makes, and their parameter object holds exactly what
+// pvguard's elected replica writes into it for the policy config the chart renders, for configs
+// with exemptions of every kind, controllers, an action changed, a renamed confirmation
+// annotation and pvguard's own binder.
 func TestChartAdmissionPoliciesAreThePolicyConfigs(t *testing.T) {
 	cases := map[string]map[string]any{
 		"defaults":      {},
 		"binder active": vals("binder.mode", "active"),
 		"exemptions, controllers, actions": {"policy": map[string]any{
 			"exemptions":  map[string]any{"users": []any{"alice"}, "groups": []any{"ops"}, "namespaces": []any{"kube-*", "backup"}},
-			"controllers": map[string]any{"serviceAccounts": []any{"csi/csi-provisioner"}, "users": []any{"populator"}},
+			"controllers": map[string]any{"serviceAccounts": []any{"csi/csi-provisioner"}, "users": []any{"populator"}, "groups": []any{"movers"}},
 			"rules": map[string]any{
 				"PVG011":               map[string]any{"exemptions": map[string]any{"serviceAccounts": []any{"velero/velero"}}},
 				"volumename-immutable": map[string]any{"action": "warn"},
-				"PVG012":               map[string]any{"exemptions": map[string]any{"namespaces": []any{"scratch-?"}}},
+				"PVG012":               map[string]any{"exemptions": map[string]any{"namespaces": []any{"scratch-?"}, "groups": []any{"b", "a", "b"}}},
 			},
 			"reclaimConfirmAnnotation": "example.com/yes-delete",
 		}},
@@ -59,15 +60,19 @@ func TestChartAdmissionPoliciesAreThePolicyConfigs(t *testing.T) {
 				t.Fatal(err)
 			}
 			var cfgYAML string
+			var params *corev1.ConfigMap
 			got := map[string]admissionregistrationv1.ValidatingAdmissionPolicySpec{}
 			bindings := map[string]admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{}
 			for _, m := range manifests {
 				switch m.Object.GetKind() {
 				case "ConfigMap":
-					if strings.HasSuffix(m.Object.GetName(), "-policy") {
-						var cm corev1.ConfigMap
-						fromUnstructured(t, m, &cm)
+					var cm corev1.ConfigMap
+					fromUnstructured(t, m, &cm)
+					switch {
+					case strings.HasSuffix(cm.Name, "-policy"):
 						cfgYAML = cm.Data["policy.yaml"]
+					case cm.Name == fullname+"-admission-policy-params":
+						params = &cm
 					}
 				case "ValidatingAdmissionPolicy":
 					var p admissionregistrationv1.ValidatingAdmissionPolicy
@@ -83,9 +88,17 @@ func TestChartAdmissionPoliciesAreThePolicyConfigs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the rendered policy config: %v", err)
 			}
-			want := policy.AdmissionPolicies(cfg, policy.AdmissionPolicyOptions{Prefix: fullname})
+			obj := policy.ParamObject{Namespace: namespace, Name: fullname + "-admission-policy-params"}
+			want := policy.AdmissionPolicies(cfg, policy.AdmissionPolicyOptions{Prefix: fullname, Params: &obj})
 			if values["admissionPolicies"] != nil {
 				want = nil
+				if params != nil {
+					t.Errorf("the chart renders the parameter object %s without the policies", params.Name)
+				}
+			} else if params == nil || params.Namespace != obj.Namespace {
+				t.Errorf("the chart renders no parameter object %s/%s", obj.Namespace, obj.Name)
+			} else if wantData := policy.AdmissionPolicyParams(cfg); !reflect.DeepEqual(params.Data, wantData) {
+				t.Errorf("the parameter object differs:\nchart:   %s\npvguard: %s", toJSON(params.Data), toJSON(wantData))
 			}
 			if len(got) != len(want) || len(bindings) != len(want) {
 				t.Fatalf("the chart renders %d policies and %d bindings, pvguard makes %d", len(got), len(bindings), len(want))
@@ -104,6 +117,17 @@ func TestChartAdmissionPoliciesAreThePolicyConfigs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChartRefusesLineBreaksInPolicyLists: the parameter object holds a list one item per line,
+// so an item with a line break would become two; the chart refuses to render one.
+func TestChartRefusesLineBreaksInPolicyLists(t *testing.T) {
+	_, err := charts.Render(release, namespace, map[string]any{"policy": map[string]any{
+		"exemptions": map[string]any{"users": []any{"alice\nsystem:kube-scheduler"}},
+	}})
+	if err == nil || !strings.Contains(err.Error(), "line break") {
+		t.Fatalf("err = %v, want a refusal naming the line break", err)
 	}
 }
 

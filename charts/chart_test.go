@@ -50,6 +50,7 @@ type chartCase struct {
 	noVolumeFits    string // --no-volume-fits-after
 	auditOff        bool
 	certManager     bool
+	policiesOff     bool // admissionPolicies.enabled=false
 	replicas        int
 	antiAffinity    string // preferred, required, none
 	serviceMonitor  bool
@@ -100,7 +101,11 @@ func chartCases() map[string]chartCase {
 		"one replica":            {values: vals("replicas", 1), replicas: 1},
 		"anti-affinity required": {values: vals("podAntiAffinity", "required"), antiAffinity: "required"},
 		"anti-affinity none":     {values: vals("podAntiAffinity", "none"), antiAffinity: "none"},
-		"nothing elected (cert-manager, audit off)": {
+		"nothing elected (cert-manager, audit off, no admission policies)": {
+			values:      vals("certManager.enabled", true, "audit.interval", "0", "admissionPolicies.enabled", false),
+			certManager: true, auditOff: true, policiesOff: true,
+		},
+		"only the admission policies' parameters elected (cert-manager, audit off)": {
 			values:      vals("certManager.enabled", true, "audit.interval", "0"),
 			certManager: true, auditOff: true,
 		},
@@ -417,7 +422,13 @@ func checkDeployment(t *testing.T, c chartCase, r rendered) {
 		t.Errorf("--audit-interval=%q, want the audit off=%v", args["audit-interval"], c.auditOff)
 	}
 	selfManaged := map[string]string{
-		"cert-secret": fullname + "-tls", "namespace": namespace, "service-name": fullname, "webhook-configuration-name": fullname,
+		"cert-secret": fullname + "-tls", "service-name": fullname, "webhook-configuration-name": fullname,
+	}
+	if got, ok := args["namespace"]; (!c.certManager || !c.policiesOff) != ok || ok && got != namespace {
+		t.Errorf("--namespace=%q (set: %v), want the release namespace exactly with self-managed certificates or the admission policies' parameters", got, ok)
+	}
+	if got, ok := args["admission-policy-params"]; c.policiesOff == ok || ok && got != fullname+"-admission-policy-params" {
+		t.Errorf("--admission-policy-params=%q (set: %v), want the parameter object exactly with the admission policies", got, ok)
 	}
 	for k, v := range selfManaged {
 		switch got, ok := args[k]; {
@@ -697,7 +708,11 @@ func wantPermissions(c chartCase) map[perm]bool {
 		grant(namespace, "", []string{"secrets"}, []string{"create"}, "")
 		grant(namespace, "", []string{"secrets"}, []string{"get", "list", "watch", "update"}, fullname+"-tls")
 	}
-	if c.binder != "off" || !c.auditOff || !c.certManager {
+	if !c.policiesOff {
+		grant(namespace, "", []string{"configmaps"}, []string{"create"}, "")
+		grant(namespace, "", []string{"configmaps"}, []string{"get", "list", "watch", "update"}, fullname+"-admission-policy-params")
+	}
+	if c.binder != "off" || !c.auditOff || !c.certManager || !c.policiesOff {
 		grant(namespace, "coordination.k8s.io", []string{"leases"}, []string{"create"}, "")
 		grant(namespace, "coordination.k8s.io", []string{"leases"}, []string{"get", "update"}, fullname+"-leader")
 		grant(namespace, "", []string{"events"}, []string{"create", "patch"}, "")

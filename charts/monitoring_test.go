@@ -38,6 +38,7 @@ var alertNames = map[string]bool{
 	"PvguardAdmissionDenialsHigh":           false,
 	"PvguardAdmissionReviewErrors":          false,
 	"PvguardServingCertificateExpiringSoon": false,
+	"PvguardAdmissionPolicyParamsDrift":     false,
 	"PvguardClaimPendingTooLong":            false,
 	"PvguardBinderQueueBacklog":             true,
 }
@@ -52,9 +53,9 @@ func monitoringCases() map[string]map[string]any {
 	return map[string]map[string]any{
 		"defaults":      monitoringOn(),
 		"binder active": monitoringOn("binder.mode", "active"),
-		"binder shadow, timeout 10s, any apiserver job, no kube-state-metrics": monitoringOn("binder.mode", "shadow",
+		"binder shadow, timeout 10s, any apiserver job, no kube-state-metrics, no admission policies": monitoringOn("binder.mode", "shadow",
 			"webhook.timeoutSeconds", 10, "metrics.prometheusRule.apiserverSelector", "",
-			"metrics.prometheusRule.alerts.claimPending.enabled", false),
+			"metrics.prometheusRule.alerts.claimPending.enabled", false, "admissionPolicies.enabled", false),
 		"selectors, labels, fullnameOverride, dashboard label": monitoringOn("fullnameOverride", "guard",
 			"metrics.prometheusRule.apiserverSelector", `job="kube-apiserver", cluster=~"prod-.*"`,
 			"metrics.prometheusRule.kubeStateMetricsSelector", `job="kube-state-metrics"`,
@@ -180,6 +181,10 @@ func TestPrometheusRule(t *testing.T) {
 			if v, ok, _ := unstructured.NestedBool(values, "metrics", "prometheusRule", "alerts", "claimPending", "enabled"); ok {
 				pending = v
 			}
+			policies := true
+			if v, ok, _ := unstructured.NestedBool(values, "admissionPolicies", "enabled"); ok {
+				policies = v
+			}
 			timeout := int64(2)
 			if v, ok, _ := unstructured.NestedFieldNoCopy(values, "webhook", "timeoutSeconds"); ok {
 				timeout = int64(v.(int))
@@ -231,7 +236,8 @@ func TestPrometheusRule(t *testing.T) {
 				}
 			}
 			for a, needsBinder := range alertNames {
-				want := (!needsBinder || binder == "shadow" || binder == "active") && (a != "PvguardClaimPendingTooLong" || pending)
+				want := (!needsBinder || binder == "shadow" || binder == "active") && (a != "PvguardClaimPendingTooLong" || pending) &&
+					(a != "PvguardAdmissionPolicyParamsDrift" || policies)
 				if _, ok := seen[a]; ok != want {
 					t.Errorf("alert %s rendered: %v, want %v", a, ok, want)
 				}
@@ -494,6 +500,10 @@ tests:
         values: '2000x30'
       - series: 'pvguard_binder_queue_depth{` + pv + `, queue="plan"}'
         values: '1x30'
+      - series: 'pvguard_admission_policy_params_in_sync{` + pv + `}'
+        values: '1 1 0 0 0 0 0 0 0 0 1 1 1'
+      - series: 'pvguard_admission_policy_params_in_sync{` + other + `}'
+        values: '0x12'
     alert_rule_test:
       - eval_time: 5m
         alertname: PvguardWebhookFailingOpen
@@ -511,6 +521,14 @@ tests:
         alertname: PvguardBinderQueueBacklog
         exp_alerts:
           - exp_labels: {job: pvguard, namespace: pvguard-system, severity: warning}
+      - eval_time: 5m
+        alertname: PvguardAdmissionPolicyParamsDrift
+      - eval_time: 8m
+        alertname: PvguardAdmissionPolicyParamsDrift
+        exp_alerts:
+          - exp_labels: {job: pvguard, namespace: pvguard-system, instance: "10.0.0.1:9443", severity: warning}
+      - eval_time: 11m
+        alertname: PvguardAdmissionPolicyParamsDrift
       - eval_time: 30m
         alertname: PvguardServingCertificateExpiringSoon
       - eval_time: 90m

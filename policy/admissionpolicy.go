@@ -21,6 +21,20 @@ type AdmissionPolicyOptions struct {
 	Static bool
 	// Labels are set on every object.
 	Labels map[string]string
+	// Params, when set, makes the policies read the config's actions, exemptions, controllers
+	// and reclaim confirmation annotation from this ConfigMap (its data is
+	// AdmissionPolicyParams of the config), which pvguard's leader keeps equal to the config it
+	// has loaded: a reload changes what the policies enforce without new policies. There is then
+	// a policy for every CEL form, whatever the config's actions (a rule not at deny in the
+	// parameters is skipped by its matchConditions), and the config passed in is not read.
+	// Without Params the config is written into the policies as literals (the manifest-based
+	// admission config, whose policies cannot read API objects, needs that).
+	Params *ParamObject
+}
+
+// ParamObject names the ConfigMap the policies read their parameters from.
+type ParamObject struct {
+	Namespace, Name string
 }
 
 // AdmissionPolicy is one rule's CEL form as the apiserver enforces it.
@@ -46,7 +60,7 @@ func AdmissionPolicies(c *Config, o AdmissionPolicyOptions) []AdmissionPolicy {
 	}
 	var out []AdmissionPolicy
 	for _, rl := range Catalogue() {
-		if len(rl.CEL) == 0 || c.ActionFor(&rl) != ActionDeny {
+		if len(rl.CEL) == 0 || o.Params == nil && c.ActionFor(&rl) != ActionDeny {
 			continue
 		}
 		for _, form := range rl.CEL {
@@ -57,13 +71,14 @@ func AdmissionPolicies(c *Config, o AdmissionPolicyOptions) []AdmissionPolicy {
 			if o.Static {
 				name += ".static.k8s.io"
 			}
-			out = append(out, admissionPolicy(c, &rl, form, name, o.Labels))
+			out = append(out, admissionPolicy(c, &rl, form, name, o))
 		}
 	}
 	return out
 }
 
-func admissionPolicy(c *Config, rl *Rule, form CELForm, name string, labels map[string]string) AdmissionPolicy {
+func admissionPolicy(c *Config, rl *Rule, form CELForm, name string, o AdmissionPolicyOptions) AdmissionPolicy {
+	labels := o.Labels
 	resource := map[Kind]string{KindPersistentVolume: "persistentvolumes", KindPersistentVolumeClaim: "persistentvolumeclaims"}[form.Kind]
 	resources := []string{resource}
 	if form.Status {
@@ -111,6 +126,19 @@ func admissionPolicy(c *Config, rl *Rule, form CELForm, name string, labels map[
 			PolicyName:        name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
+	}
+	if o.Params != nil {
+		p.Spec.ParamKind = &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"}
+		p.Spec.MatchConditions = paramConditions(rl, form)
+		p.Spec.Variables = []admissionregistrationv1.Variable{{Name: "confirmKey", Expression: paramConfirmKey}}
+		// A missing parameter object skips the policies rather than refusing every matched
+		// write: with Deny the apiserver would refuse the controllers' writes of every volume and
+		// claim too (a missing parameter is a configuration error, which failurePolicy Fail turns
+		// into a refusal before any matchCondition runs), and whoever can delete the object would
+		// stop the cluster's storage. pvguard's leader re-creates it, and reports it missing
+		// (pvguard_admission_policy_params_in_sync) until it exists again (docs/reliability.md).
+		allow := admissionregistrationv1.AllowAction
+		b.Spec.ParamRef = &admissionregistrationv1.ParamRef{Name: o.Params.Name, Namespace: o.Params.Namespace, ParameterNotFoundAction: &allow}
 	}
 	return AdmissionPolicy{Rule: rl.ID, Form: form, Policy: p, Binding: b}
 }
@@ -165,43 +193,25 @@ func groupsCondition(list string) string {
 
 // AdmissionPolicyForm is what the chart renders a rule's policy from
 // (charts/pvguard/files/admission-policies.json, written by `go run ./hack/gen-admission-policies`):
-// the policy as AdmissionPolicies makes it for a config without exemptions or controllers, and the
-// matchConditions' expressions with LIST standing for the list the chart's values give.
+// the policy as AdmissionPolicies makes it to read the parameter object, which is the same for
+// every config (the chart renders the parameter object from the values' policy, and the binding
+// that names it).
 type AdmissionPolicyForm struct {
 	Rule     RuleID `json:"rule"`
 	RuleName string `json:"ruleName"`
 	Default  Action `json:"default"`
 	// Suffix ends the policy's name (after the release's name).
-	Suffix string `json:"suffix"`
-	// Controllers lists the built-in controllers' usernames when the form leaves the controllers
-	// to the Go form (the chart adds the configured ones); nil when it does not.
-	Controllers         []string                                              `json:"controllers"`
-	UsersCondition      string                                                `json:"usersCondition"`
-	GroupsCondition     string                                                `json:"groupsCondition"`
-	NamespacesCondition string                                                `json:"namespacesCondition"`
-	Spec                admissionregistrationv1.ValidatingAdmissionPolicySpec `json:"spec"`
+	Suffix string                                                `json:"suffix"`
+	Spec   admissionregistrationv1.ValidatingAdmissionPolicySpec `json:"spec"`
 }
 
-// AdmissionPolicyForms lists the forms of every rule that has a CEL form, at any action.
+// AdmissionPolicyForms lists the forms of every rule that has a CEL form.
 func AdmissionPolicyForms() []AdmissionPolicyForm {
-	all := &Config{Rules: map[string]RuleConfig{}}
-	for _, rl := range Catalogue() {
-		all.Rules[string(rl.ID)] = RuleConfig{Action: ActionDeny}
-	}
 	var out []AdmissionPolicyForm
-	for _, ap := range AdmissionPolicies(all, AdmissionPolicyOptions{Prefix: "x"}) {
+	for _, ap := range AdmissionPolicies(nil, AdmissionPolicyOptions{Prefix: "x", Params: &ParamObject{}}) {
 		rl, _ := LookupRule(string(ap.Rule))
-		form := ap.Form
-		var controllers []string
-		if form.ExemptControllers {
-			controllers = identityUsernames(builtinControllers)
-		}
-		spec := *ap.Policy.Spec.DeepCopy()
-		spec.MatchConditions, spec.Variables = nil, nil
 		out = append(out, AdmissionPolicyForm{
-			Rule: rl.ID, RuleName: rl.Name, Default: rl.Default, Suffix: strings.TrimPrefix(ap.Policy.Name, "x-"),
-			Controllers: controllers, UsersCondition: usersCondition("LIST"), GroupsCondition: groupsCondition("LIST"),
-			NamespacesCondition: "!(" + namespacesExempt(form.Kind, "LIST") + ")", Spec: spec,
+			Rule: rl.ID, RuleName: rl.Name, Default: rl.Default, Suffix: strings.TrimPrefix(ap.Policy.Name, "x-"), Spec: ap.Policy.Spec,
 		})
 	}
 	return out

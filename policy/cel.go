@@ -15,6 +15,13 @@ import (
 type CELForm struct {
 	// Kind is the kind of object it judges; Operations the writes (an UPDATE also covers the
 	// status subresource when Status is set).
+	//
+	// A form that judges a state reached by an update sets Status: the PersistentVolume and
+	// PersistentVolumeClaim status strategies reset spec to the stored one before validating
+	// admission runs, but keep metadata, so a write through /status can drop a finalizer or an
+	// annotation as an update of the main resource can. On a status write object and oldObject
+	// are both set, object.spec equals oldObject.spec, and each form's expression then asks only
+	// what metadata and status may change (a form over spec alone admits every status write).
 	Kind       Kind
 	Operations []Operation
 	Status     bool

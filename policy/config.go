@@ -153,7 +153,7 @@ func (c *Config) validate() error {
 func (e Exemptions) validate(at string) []string {
 	var errs []string
 	for i, ns := range e.Namespaces {
-		if _, err := path.Match(ns, ""); err != nil {
+		if _, err := path.Match(ns, ""); err != nil || strings.Contains(ns, "\n") {
 			errs = append(errs, fmt.Sprintf("%s.namespaces[%d]: bad pattern %q", at, i, ns))
 		}
 	}
@@ -162,6 +162,17 @@ func (e Exemptions) validate(at string) []string {
 
 func (ids Identities) validate(at string) []string {
 	var errs []string
+	// The admission policies' parameter object holds each list one item per line.
+	for _, l := range []struct {
+		field string
+		items []string
+	}{{"users", ids.Users}, {"groups", ids.Groups}, {"serviceAccounts", ids.ServiceAccounts}} {
+		for i, x := range l.items {
+			if strings.Contains(x, "\n") {
+				errs = append(errs, fmt.Sprintf("%s.%s[%d]: %q contains a line break", at, l.field, i, x))
+			}
+		}
+	}
 	for i, sa := range ids.ServiceAccounts {
 		if ns, name, ok := strings.Cut(sa, "/"); !ok || ns == "" || name == "" {
 			errs = append(errs, fmt.Sprintf("%s.serviceAccounts[%d]: %q is not namespace/name", at, i, sa))

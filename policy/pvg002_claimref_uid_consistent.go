@@ -32,7 +32,7 @@ func pvg002ClaimRefUIDConsistent() Rule {
 		Reads:   []Kind{KindPersistentVolumeClaim, KindPersistentVolume},
 		Summary: "a volume keeps its link to a live claim until the claim is deleted or goes to another volume (or a populator hands it to the claim it filled it for), links only to a claim that completed a binding to it, and any uid it is given is the live claim's",
 		CEL: []CELForm{{
-			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate}, ExemptControllers: true,
+			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate}, Status: true, ExemptControllers: true,
 			Refuses: celPhase("oldObject") + " == 'Bound' && " + celRefField("oldObject", "uid") + " != '' && !(" +
 				celRefField("object", "uid") + " == oldObject.spec.claimRef.uid && " + celRefField("object", "name") + " == " + celRefField("oldObject", "name") +
 				" && " + celRefField("object", "namespace") + " == " + celRefField("oldObject", "namespace") + ") && !(" +

@@ -15,7 +15,7 @@ func pvg003VolumeNameImmutable() Rule {
 		Kinds:   []Kind{KindPersistentVolumeClaim},
 		Summary: "once a claim's binding is complete, spec.volumeName never changes or clears and the bind-completed annotation stays while it is set",
 		CEL: []CELForm{{
-			Kind: KindPersistentVolumeClaim, Operations: []Operation{OperationUpdate},
+			Kind: KindPersistentVolumeClaim, Operations: []Operation{OperationUpdate}, Status: true,
 			Refuses: celAnn("oldObject", celQuote(storage.AnnBindCompleted)) + " && " + celVolumeName("oldObject") + " != '' && (" +
 				celVolumeName("object") + " != oldObject.spec.volumeName || (" + celVolumeName("object") + " != '' && !" + celAnn("object", celQuote(storage.AnnBindCompleted)) + "))",
 			Message: "'[PVG003 volumename-immutable] PersistentVolumeClaim ' + object.metadata.namespace + '/' + object.metadata.name + " +

@@ -3,6 +3,9 @@ package policy_test
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -77,6 +80,17 @@ func TestPVG003VolumeNameImmutable(t *testing.T) {
 			name:   "changing volumeName and removing bind-completed are two findings",
 			review: pvcUpdate(admin, bound, testobj.PVC("team-a", "data", testobj.ClaimBoundTo("pv-8"), noBindCompleted)),
 			want:   []string{"spec.volumeName", "metadata.annotations[pv.kubernetes.io/bind-completed]"},
+		},
+		{
+			name:   "removing bind-completed through /status is denied",
+			review: pvcStatus(tenant, bound, testobj.PVCWith(bound, noBindCompleted)),
+			want:   []string{"metadata.annotations[pv.kubernetes.io/bind-completed]"},
+		},
+		{
+			name: "the resizer's status write keeps the annotations and is allowed",
+			review: pvcStatus(policy.UserInfo{Username: "system:serviceaccount:csi:csi-resizer"}, bound, testobj.PVCWith(bound, func(c *corev1.PersistentVolumeClaim) {
+				c.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimResizing, Status: corev1.ConditionTrue}}
+			})),
 		},
 		{
 			name:   "namespace exemption",

@@ -15,7 +15,7 @@ func pvg011ReclaimDowngrade() Rule {
 		Kinds:   []Kind{KindPersistentVolume},
 		Summary: "changing a Bound or Released volume's reclaim policy from Retain to Delete or Recycle needs a confirmation annotation",
 		CEL: []CELForm{{
-			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate},
+			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate}, Status: true,
 			Refuses: "oldObject.spec.persistentVolumeReclaimPolicy == 'Retain' && object.spec.persistentVolumeReclaimPolicy in ['Delete', 'Recycle'] && " +
 				celVolumeInUse() + " && !(" + celAnn("object", "variables.confirmKey") +
 				" && object.metadata.annotations[variables.confirmKey] == object.spec.persistentVolumeReclaimPolicy && !(" +

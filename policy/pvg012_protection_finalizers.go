@@ -34,13 +34,13 @@ func pvg012ProtectionFinalizers() Rule {
 		Reads:   []Kind{KindPersistentVolumeClaim},
 		Summary: "protection finalizers stay on a volume or claim in use unless the controllers that own them remove them; a volume being deleted that no live claim is linked to is no longer in use",
 		CEL: []CELForm{{
-			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate}, ExemptControllers: true,
+			Kind: KindPersistentVolume, Operations: []Operation{OperationUpdate}, Status: true, ExemptControllers: true,
 			Refuses: celProtectionRemoved(true) + " && " + celVolumeInUse() + " && !has(oldObject.metadata.deletionTimestamp)",
 			Message: "'[PVG012 protection-finalizers] ' + request.userInfo.username + ' removed a protection finalizer from PersistentVolume ' + object.metadata.name + " +
 				"', which is in use; its controller removes it once the volume is no longer in use'",
 			Weaker: "a volume being deleted is not judged: whether a live claim still holds it needs that claim",
 		}, {
-			Kind: KindPersistentVolumeClaim, Operations: []Operation{OperationUpdate}, ExemptControllers: true,
+			Kind: KindPersistentVolumeClaim, Operations: []Operation{OperationUpdate}, Status: true, ExemptControllers: true,
 			Refuses: celProtectionRemoved(false) + " && (" + celVolumeName("oldObject") + " != '' || " + celPhase("oldObject") + " == 'Bound')",
 			Message: "'[PVG012 protection-finalizers] ' + request.userInfo.username + ' removed a protection finalizer from PersistentVolumeClaim ' + " +
 				"object.metadata.namespace + '/' + object.metadata.name + ', which is bound; its controller removes it once the claim is no longer in use'",

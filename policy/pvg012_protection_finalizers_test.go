@@ -136,6 +136,24 @@ func TestPVG012ProtectionFinalizers(t *testing.T) {
 			want: []string{"metadata.finalizers"},
 		},
 		{
+			name:   "removing pv-protection from a Bound volume through /status is denied",
+			review: pvStatus(tenant, bound, testobj.PVWith(bound, testobj.PVMeta(fin()))),
+			want:   []string{"metadata.finalizers"},
+		},
+		{
+			name:   "removing pvc-protection from a bound claim through /status is denied",
+			review: pvcStatus(admin, boundClaim, testobj.PVCWith(boundClaim, testobj.ClaimMeta(fin()))),
+			want:   []string{"metadata.finalizers"},
+		},
+		{
+			name:   "the PV controller's phase update through /status is allowed",
+			review: pvStatus(binder, bound, testobj.PVWith(bound, testobj.Phase(corev1.VolumeReleased))),
+		},
+		{
+			name:   "a status write that keeps the finalizers is allowed whoever makes it",
+			review: pvcStatus(tenant, boundClaim, testobj.PVCWith(boundClaim, testobj.ClaimPhase(corev1.ClaimLost))),
+		},
+		{
 			name:   "creating an object without finalizers is not a removal",
 			review: pvCreate(tenant, testobj.PV("pv-8", testobj.Phase(corev1.VolumeBound))),
 		},

@@ -22,9 +22,11 @@ type ConfigFile struct {
 	engine atomic.Pointer[policy.Engine]
 	// seen is the content last read, good or bad; a change is judged against it so that a write
 	// between load and watch is not missed, and a bad file is reported once, not every poll.
-	seen    atomic.Pointer[string]
-	metrics *Metrics
-	log     logr.Logger
+	seen atomic.Pointer[string]
+	// reloaded is closed, and replaced, whenever a new config takes effect (Reloaded).
+	reloaded atomic.Pointer[chan struct{}]
+	metrics  *Metrics
+	log      logr.Logger
 }
 
 var _ EngineSource = &ConfigFile{}
@@ -45,6 +47,8 @@ func (s StaticView) View(context.Context) policy.View { return s.V }
 // LoadConfigFile reads the config once; an invalid file at start-up is an error.
 func LoadConfigFile(path string, m *Metrics, log logr.Logger) (*ConfigFile, error) {
 	cf := &ConfigFile{path: path, metrics: m, log: log}
+	first := make(chan struct{})
+	cf.reloaded.Store(&first)
 	if err := cf.reload(); err != nil {
 		return nil, err
 	}
@@ -53,6 +57,10 @@ func LoadConfigFile(path string, m *Metrics, log logr.Logger) (*ConfigFile, erro
 
 // Engine implements EngineSource.
 func (cf *ConfigFile) Engine() *policy.Engine { return cf.engine.Load() }
+
+// Reloaded is closed when a config loaded after the call takes effect: whoever follows the
+// config takes the channel, reads Engine, and waits on it.
+func (cf *ConfigFile) Reloaded() <-chan struct{} { return *cf.reloaded.Load() }
 
 func (cf *ConfigFile) reload() error {
 	data, err := os.ReadFile(cf.path)
@@ -63,6 +71,8 @@ func (cf *ConfigFile) reload() error {
 		cfg, err = policy.ParseConfig(data)
 		if err == nil {
 			cf.engine.Store(policy.NewEngine(cfg))
+			next := make(chan struct{})
+			close(*cf.reloaded.Swap(&next))
 		}
 	}
 	cf.metrics.observeConfigLoad(err)

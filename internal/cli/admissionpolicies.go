@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/webhook"
 )
 
 // staticConfigFile is the AdmissionConfiguration written beside the static manifests.
@@ -21,7 +23,7 @@ const staticConfigFile = "admission-config.yaml"
 func StaticAdmissionConfig(dir string) string { return filepath.Join(dir, staticConfigFile) }
 
 func newAdmissionPoliciesCommand() *cobra.Command {
-	var configFile, staticDir, prefix string
+	var configFile, staticDir, prefix, params string
 	cmd := &cobra.Command{
 		Use:   "admission-policies",
 		Short: "Print the ValidatingAdmissionPolicies that enforce the rules' CEL forms in the apiserver (or write them for its manifest-based admission config)",
@@ -29,6 +31,11 @@ func newAdmissionPoliciesCommand() *cobra.Command {
 enforce the guards that need only the object, its old version and the requester (PVG002, PVG003,
 PVG011, PVG012 at deny in the policy config), with the config's exemptions and controllers. They
 hold while pvguard is down. The chart installs the same objects (admissionPolicies.enabled).
+
+With --params NAMESPACE/NAME, the policies read the config from that ConfigMap instead of holding
+it as literals, and the ConfigMap is printed first: this is what the chart installs, and what
+` + "`pvguard serve --admission-policy-params`" + ` keeps equal to the config it loads, so that a reload
+of the config changes the policies too (docs/reliability.md, "The parameter object").
 
 With --static-dir, write them instead as files for kube-apiserver's manifest-based admission
 config (Kubernetes 1.37, ManifestBasedAdmissionControlConfig), named *.static.k8s.io, with an
@@ -40,7 +47,18 @@ survive even the deletion of pvguard (docs/install.md, "Guards that survive the 
 			if err != nil {
 				return err
 			}
-			aps := policy.AdmissionPolicies(cfg, policy.AdmissionPolicyOptions{Prefix: prefix, Static: staticDir != ""})
+			opts := policy.AdmissionPolicyOptions{Prefix: prefix, Static: staticDir != ""}
+			if params != "" {
+				ns, name, ok := strings.Cut(params, "/")
+				if !ok || ns == "" || name == "" || staticDir != "" {
+					return fmt.Errorf("--params=%q: want NAMESPACE/NAME, and no --static-dir (the manifest-based admission config's policies cannot read API objects)", params)
+				}
+				opts.Params = &policy.ParamObject{Namespace: ns, Name: name}
+				if err := writeManifest(cmd.OutOrStdout(), webhook.AdmissionPolicyParamsObject(*opts.Params, cfg)); err != nil {
+					return err
+				}
+			}
+			aps := policy.AdmissionPolicies(cfg, opts)
 			if staticDir == "" {
 				return writeAdmissionPolicies(cmd.OutOrStdout(), aps)
 			}
@@ -50,7 +68,18 @@ survive even the deletion of pvguard (docs/install.md, "Guards that survive the 
 	cmd.Flags().StringVar(&configFile, "config", "", "policy config file (default: the built-in defaults)")
 	cmd.Flags().StringVar(&staticDir, "static-dir", "", "write the policies for the apiserver's manifest-based admission config into this directory")
 	cmd.Flags().StringVar(&prefix, "prefix", "pvguard", "start of every object's name")
+	cmd.Flags().StringVar(&params, "params", "", "NAMESPACE/NAME of the ConfigMap the policies read the config from (printed with them); default: the config as literals in the policies")
 	return cmd
+}
+
+// writeManifest writes one object as a document of a YAML stream.
+func writeManifest(w io.Writer, obj any) error {
+	out, err := yaml.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("encoding %T: %w", obj, err)
+	}
+	_, err = fmt.Fprintf(w, "---\n%s", out)
+	return err
 }
 
 // writeAdmissionPolicies writes the policies and bindings as one YAML stream.

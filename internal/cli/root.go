@@ -145,6 +145,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeFlags) {
 	f.StringSliceVar(&o.SelfSignedHosts, "self-signed-hosts", o.SelfSignedHosts, "DNS names and IPs of the self-signed certificate")
 	f.StringVar(&o.CertSecret, "cert-secret", o.CertSecret, "self-managed certificates: keep a CA and serving certificate in this Secret (in --namespace), rotated by the elected replica, with the caBundle of --webhook-configuration-name kept in step")
 	f.StringVar(&o.Namespace, "namespace", o.Namespace, "pvguard's namespace (default $POD_NAMESPACE)")
+	f.StringVar(&o.AdmissionPolicyParams, "admission-policy-params", o.AdmissionPolicyParams, "the ConfigMap (in --namespace) the admission policies read the policy config from: the elected replica keeps it equal to the loaded --config")
 	f.StringVar(&o.ServiceName, "service-name", o.ServiceName, "pvguard's Service: the self-managed certificate is valid for its DNS names")
 	f.StringVar(&o.WebhookConfigurationName, "webhook-configuration-name", o.WebhookConfigurationName, "the Validating and Mutating webhook configurations whose caBundle self-managed certificates keep current")
 	f.StringSliceVar(&o.CertHosts, "cert-hosts", o.CertHosts, "extra DNS names and IPs for the self-managed certificate")

@@ -86,7 +86,11 @@ type ServeFlags struct {
 	// ClientCAFile, when set, makes the webhook paths require a client certificate it signed.
 	ClientCAFile string
 	ConfigFile   string
-	Binder       binder.Mode
+	// AdmissionPolicyParams names the ConfigMap (in Namespace) the admission policies read the
+	// config from: every replica reports whether it holds its loaded config, the elected one
+	// writes it (webhook.ParamsSync).
+	AdmissionPolicyParams string
+	Binder                binder.Mode
 	// AuditInterval is how often the whole cache is audited (0 turns the audit off).
 	AuditInterval time.Duration
 	BinderWorkers int
@@ -199,6 +203,9 @@ func (o *ServeFlags) validate() error {
 		errs = append(errs, errors.New("--cert-secret (self-managed certificates) excludes --cert-dir and --self-signed"))
 	case o.CertSecret != "" && o.Namespace == "":
 		errs = append(errs, errors.New("--cert-secret needs --namespace (or $POD_NAMESPACE)"))
+	}
+	if o.AdmissionPolicyParams != "" && o.Namespace == "" {
+		errs = append(errs, errors.New("--admission-policy-params needs --namespace (or $POD_NAMESPACE)"))
 	}
 	if o.Profiling && o.MetricsListen == "" {
 		errs = append(errs, errors.New("--profiling needs --metrics-listen: profiles are served only on the plain-HTTP metrics address, never on the webhook port"))
@@ -385,7 +392,11 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 			},
 		},
 	})
-	if err := addPolicySource(mgr, o, engines, srv, log); err != nil {
+	reloaded, err := addPolicySource(mgr, o, engines, srv, log)
+	if err != nil {
+		return err
+	}
+	if err := addAdmissionPolicyParams(ctx, mgr, o, engines, reloaded, reg, log); err != nil {
 		return err
 	}
 	if err := mgr.Add(everyReplica(srv.Start)); err != nil {
@@ -456,22 +467,31 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 	// none, which the apiserver takes as "keep the stored ones". The last-applied annotation
 	// stays: an update from a cached object without it would erase it.
 	mgrOpts.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{}
 	if o.CertSecret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
 		// of anyone else's.
-		mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{&corev1.Secret{}: {
+		mgrOpts.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{
 			Namespaces: map[string]cache.Config{o.Namespace: {}},
 			Field:      fields.OneTermEqualSelector("metadata.name", o.CertSecret),
-		}}
+		}
+	}
+	if o.AdmissionPolicyParams != "" {
+		// Likewise only the admission policies' parameter object among ConfigMaps.
+		mgrOpts.Cache.ByObject[&corev1.ConfigMap{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{o.Namespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", o.AdmissionPolicyParams),
+		}
 	}
 	// Drain the webhook server (delay, then in-flight reviews) before the manager gives up.
 	grace := o.ShutdownDelay + o.ShutdownTimeout + 5*time.Second
 	mgrOpts.GracefulShutdownTimeout = &grace
 	var guard *leaseguard.Guard
 	events := &deferredRecorder{}
-	if (o.Binder != binder.ModeOff || o.AuditInterval > 0 || o.CertSecret != "") && o.LeaderElect {
-		// Only the binder, the report writer and the certificate rotator are elected: every
-		// replica serves webhooks and audits, one binds, writes reports and rotates certificates.
+	if (o.Binder != binder.ModeOff || o.AuditInterval > 0 || o.CertSecret != "" || o.AdmissionPolicyParams != "") && o.LeaderElect {
+		// Only the binder, the report writer, the certificate rotator and the writer of the
+		// admission policies' parameters are elected: every replica serves webhooks and audits,
+		// one binds, writes reports and parameters and rotates certificates.
 		mgrOpts.LeaderElection = true
 		mgrOpts.LeaderElectionID = o.LeaderElectionID
 		mgrOpts.LeaderElectionNamespace = o.LeaderElectionNamespace
@@ -646,19 +666,40 @@ func cachedNamespaces(ctx context.Context, c client.Reader) ([]string, error) {
 }
 
 // addPolicySource gives the engines their policy: the --config file, watched and reloaded on
-// every replica, or the defaults.
-func addPolicySource(mgr ctrl.Manager, o ServeFlags, engines *engineRef, srv *web.Server, log logr.Logger) error {
+// every replica (reloaded then says when a new config takes effect), or the defaults.
+func addPolicySource(mgr ctrl.Manager, o ServeFlags, engines *engineRef, srv *web.Server, log logr.Logger) (reloaded func() <-chan struct{}, err error) {
 	if o.ConfigFile == "" {
 		engines.src = webhook.StaticEngine{E: policy.NewEngine(nil)}
-		return nil
+		return nil, nil
 	}
 	cf, err := webhook.LoadConfigFile(o.ConfigFile, srv.Metrics(), log.WithName("config"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	engines.src = cf
 	if err := mgr.Add(everyReplica(func(ctx context.Context) error { return cf.Watch(ctx, 10*time.Second) })); err != nil {
-		return fmt.Errorf("adding config watcher: %w", err)
+		return nil, fmt.Errorf("adding config watcher: %w", err)
+	}
+	return cf.Reloaded, nil
+}
+
+// addAdmissionPolicyParams keeps the admission policies' parameter object equal to the loaded
+// config (--admission-policy-params): the policies and the webhook then enforce the same
+// exemptions and actions, before and after a reload.
+func addAdmissionPolicyParams(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, reloaded func() <-chan struct{}, reg prometheus.Registerer, log logr.Logger) error {
+	if o.AdmissionPolicyParams == "" {
+		return nil
+	}
+	s, err := webhook.NewParamsSync(ctx, webhook.ParamsSyncOptions{
+		Object:  policy.ParamObject{Namespace: o.Namespace, Name: o.AdmissionPolicyParams},
+		Engines: engines, Reloaded: reloaded, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(),
+		Registry: reg, Log: log.WithName("admission-policy-params"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(s); err != nil {
+		return fmt.Errorf("adding the admission policies' parameter writer: %w", err)
 	}
 	return nil
 }

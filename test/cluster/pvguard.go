@@ -195,7 +195,14 @@ func (c *Cluster) installChart(ctx context.Context, mode binder.Mode) (args []st
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.Object.Object, cm); err != nil {
 				return nil, "", "", nil, fmt.Errorf("%s: %w", m.Template, err)
 			}
-			policyYAML = cm.Data["policy.yaml"]
+			if p, ok := cm.Data["policy.yaml"]; ok {
+				policyYAML = p
+				continue
+			}
+			// The admission policies' parameter object, which pvguard then keeps current.
+			if err := c.apply(ctx, m.Object); err != nil {
+				return nil, "", "", nil, fmt.Errorf("%s: %w", m.Template, err)
+			}
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
 			// The guards the apiserver enforces by itself, as the chart installs them.
 			"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":

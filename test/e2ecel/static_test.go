@@ -3,7 +3,9 @@
 // apiserver's manifest-based admission config (Kubernetes 1.37, ManifestBasedAdmissionControlConfig)
 // at start. They are what still guards a cluster after every pvguard object was deleted: each
 // destructive write is refused with the rule's message, the binding controllers' writes pass, and
-// the API cannot delete the policies.
+// the API cannot delete the policies. TestAdmissionPoliciesFollowTheConfig runs the chart's
+// policies, which read the config from their parameter object, with pvguard keeping that object
+// current across a hot reload, and then without pvguard.
 package e2ecel
 
 import (
@@ -119,6 +121,25 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 			_, err := pvs.Update(ctx, v, metav1.UpdateOptions{})
 			return err
 		}},
+		// The status strategies keep metadata changes: the same removals through /status.
+		{"removing bind-completed from a bound claim through /status", "PVG003", func() error {
+			c := claim.DeepCopy()
+			delete(c.Annotations, storage.AnnBindCompleted)
+			_, err := pvcs.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			return err
+		}},
+		{"stripping pvc-protection from a bound claim through /status", "PVG012", func() error {
+			c := claim.DeepCopy()
+			c.Finalizers = nil
+			_, err := pvcs.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			return err
+		}},
+		{"stripping pv-protection from a Bound volume through /status", "PVG012", func() error {
+			v := pv.DeepCopy()
+			v.Finalizers = nil
+			_, err := pvs.UpdateStatus(ctx, v, metav1.UpdateOptions{})
+			return err
+		}},
 	}
 	if len(claim.Finalizers) == 0 || len(pv.Finalizers) == 0 {
 		t.Fatalf("the apiserver added no protection finalizers (claim %v, volume %v): the PVG012 cases test nothing", claim.Finalizers, pv.Finalizers)
@@ -130,7 +151,12 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 		}
 	}
 
-	// What the guards let through: the confirmed downgrade, and the PV controller unbinding.
+	// What the guards let through: status writes that keep the metadata, whoever makes them (a
+	// spec change through /status is dropped by the strategy, not refused), the confirmed
+	// downgrade, and the PV controller unbinding.
+	checkStatusWritesAdmitted(ctx, t, cp.Config, ns)
+	pv, err = pvs.Get(ctx, "pv-1", metav1.GetOptions{})
+	harness.Must(t, err, "reading the volume")
 	v := pv.DeepCopy()
 	v.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	v.Annotations[policy.DefaultReclaimConfirmAnnotation] = "Delete"
@@ -162,4 +188,52 @@ func create[T any](ctx context.Context, c interface {
 }, obj T) error {
 	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
 	return err
+}
+
+// checkStatusWritesAdmitted makes the status writes of the controllers that write the status of
+// a bound pair (the PV controller, the resizer: an unlisted ServiceAccount of a default install)
+// and one of a person that also tries to change spec through /status: all are admitted, and the
+// spec change is dropped by the strategy, so the policies need not judge spec there.
+func checkStatusWritesAdmitted(ctx context.Context, t *testing.T, admin *rest.Config, ns string) {
+	t.Helper()
+	as := func(user string, groups ...string) *kubernetes.Clientset {
+		cfg := rest.CopyConfig(admin)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+		return kubernetes.NewForConfigOrDie(cfg)
+	}
+	binder := as("system:serviceaccount:kube-system:persistent-volume-binder", "system:serviceaccounts", "system:serviceaccounts:kube-system")
+	// The resizer's ServiceAccount has no RBAC here; system:masters gives it the write, and
+	// exempts it from nothing.
+	resizer := as("system:serviceaccount:csi:csi-resizer", "system:serviceaccounts", "system:serviceaccounts:csi", "system:masters")
+	person := kubernetes.NewForConfigOrDie(admin)
+
+	c, err := binder.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+	harness.Must(t, err, "reading the claim")
+	c.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+	c.Status.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	if c, err = binder.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the PV controller's claim status write: %v", err)
+		return
+	}
+	c.Status.Conditions = []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimResizing, Status: corev1.ConditionTrue}}
+	if _, err := resizer.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the resizer's claim status write: %v", err)
+	}
+	v, err := binder.CoreV1().PersistentVolumes().Get(ctx, "pv-1", metav1.GetOptions{})
+	harness.Must(t, err, "reading the volume")
+	v.Status.Message = "checked"
+	if _, err := binder.CoreV1().PersistentVolumes().UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("the PV controller's volume status write: %v", err)
+	}
+	v, err = person.CoreV1().PersistentVolumes().Get(ctx, "pv-1", metav1.GetOptions{})
+	harness.Must(t, err, "reading the volume")
+	v.Spec.ClaimRef, v.Spec.PersistentVolumeReclaimPolicy = nil, corev1.PersistentVolumeReclaimDelete
+	if _, err := person.CoreV1().PersistentVolumes().UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("a status write carrying spec changes: %v", err)
+	}
+	v, err = person.CoreV1().PersistentVolumes().Get(ctx, "pv-1", metav1.GetOptions{})
+	harness.Must(t, err, "reading the volume")
+	if v.Spec.ClaimRef == nil || v.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+		t.Errorf("a spec change through /status was kept (claimRef %v, reclaim %s): the policies must judge spec on /status too", v.Spec.ClaimRef, v.Spec.PersistentVolumeReclaimPolicy)
+	}
 }

@@ -128,8 +128,10 @@ func install(t *testing.T, c client.Client, release, ns string, values map[strin
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.Object.Object, cm); err != nil {
 				t.Fatal(err)
 			}
-			policyYAML = cm.Data["policy.yaml"]
-			continue
+			if p, ok := cm.Data["policy.yaml"]; ok {
+				policyYAML = p
+				continue
+			}
 		case "PodDisruptionBudget", "Service":
 			continue
 		}
@@ -318,6 +320,18 @@ func TestChartRBACPerBinderMode(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustBeForbidden("reading another Secret in its namespace", asSA.Get(ctx, client.ObjectKeyFromObject(other), &corev1.Secret{}))
+			// The admission policies' parameter object is the one ConfigMap it may read and write.
+			params := &corev1.ConfigMap{}
+			if err := asSA.Get(ctx, client.ObjectKey{Namespace: ns, Name: release + "-admission-policy-params"}, params); err != nil {
+				t.Errorf("reading the admission policies' parameter object: %v", err)
+			}
+			otherCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone-elses"}, Data: map[string]string{"k": "v"}}
+			if err := c.Create(ctx, otherCM); err != nil {
+				t.Fatal(err)
+			}
+			otherCM.Data["k"] = "changed"
+			mustBeForbidden("updating another ConfigMap in its namespace", asSA.Update(ctx, otherCM))
+			mustBeForbidden("reading the policy config's ConfigMap", asSA.Get(ctx, client.ObjectKey{Namespace: ns, Name: release + "-policy"}, &corev1.ConfigMap{}))
 			mustBeForbidden("listing Secrets in kube-system", asSA.List(ctx, &corev1.SecretList{}, client.InNamespace("kube-system")))
 			mustBeForbidden("deleting a volume", asSA.Delete(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv.Name}}))
 			mustBeForbidden("creating a pod", asSA.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "p"},

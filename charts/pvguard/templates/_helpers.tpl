@@ -64,11 +64,12 @@ its form) and any zero duration ("0", "0s", "0m0s") turns it off.
 
 {{/*
 "true" when pvguard runs leader-elected components and so holds a Lease: serve.go elects only
-when the binder (--binder not off), the report writer (audit on) or the certificate rotator
-(--cert-secret) runs.
+when the binder (--binder not off), the report writer (audit on), the certificate rotator
+(--cert-secret) or the writer of the admission policies' parameters (--admission-policy-params)
+runs.
 */}}
 {{- define "pvguard.leaderElection" -}}
-{{- if or (ne .Values.binder.mode "off") (eq (include "pvguard.auditEnabled" .) "true") (not .Values.certManager.enabled) }}true{{ else }}false{{ end }}
+{{- if or (ne .Values.binder.mode "off") (eq (include "pvguard.auditEnabled" .) "true") (not .Values.certManager.enabled) .Values.admissionPolicies.enabled }}true{{ else }}false{{ end }}
 {{- end }}
 
 {{/*
