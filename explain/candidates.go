@@ -209,7 +209,7 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 		}
 		// Findings carry no secret values: messages name fields and keys, never their values
 		// (PVG016 names the key of a credential-like attribute only).
-		value = strings.Join(ids, ", ") + ": " + denials[0].Message
+		value = strings.Join(ids, ", ") + ": " + denials[0].Message.String()
 	case err != nil:
 		value = "policy could not judge the pair: " + err.Error()
 	default:

@@ -22,8 +22,10 @@ const (
 // POST only): validating handlers for PersistentVolumes, PersistentVolumeClaims and
 // StorageClasses and mutating handlers for PersistentVolumes and PersistentVolumeClaims, each
 // judging with the engine and the view of the moment and counting into metrics (nil: none).
-func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr.Logger) map[string]http.Handler {
-	v := func(k policy.Kind) http.Handler { return Review(NewValidator(k, engines, views, metrics), log) }
+func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr.Logger, opts ...ValidatorOption) map[string]http.Handler {
+	v := func(k policy.Kind) http.Handler {
+		return Review(NewValidator(k, engines, views, metrics, opts...), log)
+	}
 	m := func(k policy.Kind) http.Handler { return Review(NewMutator(k, engines, views, metrics), log) }
 	return map[string]http.Handler{
 		PathValidatePV:  v(policy.KindPersistentVolume),

@@ -85,8 +85,13 @@ type ServeFlags struct {
 	CertCheckInterval time.Duration
 	// ClientCAFile, when set, makes the webhook paths require a client certificate it signed.
 	ClientCAFile string
-	ConfigFile   string
-	Binder       binder.Mode
+	// AdmissionReadRights says what admission messages name besides the request's own objects:
+	// "request" nothing more; "rbac" also what the requester's RBAC lets it read (asked with
+	// SubjectAccessReviews), which trusts the identity a review states, so only the apiserver
+	// must be able to send one; "auto" (default) is rbac with ClientCAFile, else request.
+	AdmissionReadRights string
+	ConfigFile          string
+	Binder              binder.Mode
 	// AuditInterval is how often the whole cache is audited (0 turns the audit off).
 	AuditInterval time.Duration
 	BinderWorkers int
@@ -124,21 +129,22 @@ type BinderHooks struct {
 // DefaultServeFlags are the flag defaults.
 func DefaultServeFlags() ServeFlags {
 	return ServeFlags{
-		Listen:           ":9443",
-		SelfSignedHosts:  []string{"localhost", "127.0.0.1"},
-		Binder:           binder.ModeOff,
-		AuditInterval:    time.Minute,
-		BinderWorkers:    8,
-		BinderResync:     15 * time.Second,
-		LeaderElect:      true,
-		LeaderElectionID: "pvguard-leader",
-		LeaseDuration:    15 * time.Second,
-		RenewDeadline:    10 * time.Second,
-		RetryPeriod:      2 * time.Second,
-		KubeAPIQPS:       50,
-		KubeAPIBurst:     100,
-		ShutdownTimeout:  25 * time.Second,
-		ShutdownDelay:    5 * time.Second,
+		Listen:              ":9443",
+		SelfSignedHosts:     []string{"localhost", "127.0.0.1"},
+		Binder:              binder.ModeOff,
+		AdmissionReadRights: "auto",
+		AuditInterval:       time.Minute,
+		BinderWorkers:       8,
+		BinderResync:        15 * time.Second,
+		LeaderElect:         true,
+		LeaderElectionID:    "pvguard-leader",
+		LeaseDuration:       15 * time.Second,
+		RenewDeadline:       10 * time.Second,
+		RetryPeriod:         2 * time.Second,
+		KubeAPIQPS:          50,
+		KubeAPIBurst:        100,
+		ShutdownTimeout:     25 * time.Second,
+		ShutdownDelay:       5 * time.Second,
 
 		Namespace:                os.Getenv("POD_NAMESPACE"),
 		ServiceName:              "pvguard",
@@ -284,6 +290,10 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	rights, err := admissionRights(withOwnBucket(cfg, o, "pvguard-admission-rights"), o)
+	if err != nil {
+		return err
+	}
 	var cacheSynced atomic.Bool
 	srv := web.NewServer(web.Options{
 		Listen:          o.Listen,
@@ -294,6 +304,7 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 		ShutdownDelay:   o.ShutdownDelay,
 		Engines:         engines,
 		Views:           views,
+		ReadRights:      rights,
 		Report:          report,
 		Dashboard:       dashboard,
 		ExplainAPI:      explainAPI,
@@ -540,6 +551,27 @@ func readGuard(cfg *rest.Config, c cache.Cache, log logr.Logger) (*access.Guard,
 	}
 	return access.NewGuard(access.Options{Client: cs, Log: log.WithName("access"),
 		Namespaces: func(ctx context.Context) ([]string, error) { return cachedNamespaces(ctx, c) }})
+}
+
+// admissionRights are the read rights admission messages are rendered with (--admission-read-rights):
+// nil (the request's own objects only) unless the reviews' identities can be trusted.
+func admissionRights(cfg *rest.Config, o ServeFlags) (webhook.ReadRights, error) {
+	switch o.AdmissionReadRights {
+	case "", "auto":
+		if o.ClientCAFile == "" {
+			return nil, nil
+		}
+	case "request":
+		return nil, nil
+	case "rbac":
+	default:
+		return nil, fmt.Errorf("--admission-read-rights=%s: want auto, request or rbac", o.AdmissionReadRights)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return access.NewAdmissionRights(access.AdmissionRightsOptions{Client: cs})
 }
 
 // cachedNamespaces are the namespaces of the cached claims and of the cached volumes' claim
