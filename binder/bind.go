@@ -178,13 +178,18 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	if len(denials) == 0 {
 		return false, nil
 	}
+	// The event is read by whoever may read the claim's namespace's events: it names only what
+	// they may read (the claims there, the volumes that are the namespace's).
+	readers := policy.NamespaceReaders(claim.Namespace, b.o.Views(ctx), b.o.Engine().Config())
 	msgs := make([]string, len(denials))
 	for i, f := range denials {
-		msgs[i] = f.String()
+		msgs[i] = f.For(readers)
 	}
 	b.metrics.policyDenials.Inc()
 	b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonPolicyForbidsBinding,
-		fmt.Sprintf("pvguard did not bind volume %q: %s", v.Name, strings.Join(msgs, "; ")))
+		policy.Textf("pvguard did not bind %s: %s", policy.Either(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: v.Name},
+			policy.Plain(policy.Wordf("volume %q", v.Name)), policy.Plain(policy.HiddenVolume)),
+			policy.Word(strings.Join(msgs, "; "))).For(readers))
 	b.ledger.deny(claim.UID, v.Name, time.Now())
 	b.requestPlan()
 	b.queue.Add(key{kind: 'v', name: v.Name}) // its Available write may have waited for the bind

@@ -296,3 +296,58 @@ func (n namespaceOf) render(a Audience) string {
 	}
 	return "that claim's namespace"
 }
+
+// cut is a Text rendered and cut to at most n runes.
+type cut struct {
+	t Text
+	n int
+}
+
+// Cut is t rendered and cut to at most n runes, the cut marked: a table cell of bounded width.
+func Cut(t Text, n int) Arg { return cut{t: t, n: n} }
+
+func (c cut) render(a Audience) string {
+	r := []rune(c.t.For(a))
+	if len(r) <= c.n {
+		return string(r)
+	}
+	return string(r[:c.n-1]) + "…"
+}
+
+// PlainFields lists the fields of an answer type t (a struct, and the structs it holds) that hold
+// text outside a Text or an ObjectRef: strings, string kinds, slices and maps of them, as
+// "Type.Field" paths. Redact does not touch them, so each must be one that can carry no
+// reference a reader may not read; the tests of each package that makes answers hold its types'
+// list to a reviewed one, so a new field that could carry a name fails them until it is a Text
+// or reviewed.
+func PlainFields(t reflect.Type) []string {
+	var out []string
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == textType || t == objRefType || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Array {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.String || ft.Kind() == reflect.Map && (ft.Key().Kind() == reflect.String || ft.Elem().Kind() == reflect.String) {
+				out = append(out, t.Name()+"."+f.Name)
+				continue
+			}
+			walk(f.Type)
+		}
+	}
+	walk(t)
+	return out
+}

@@ -234,3 +234,12 @@ func TestRedactRendersEveryText(t *testing.T) {
 		t.Errorf("Redact left the reference %+v", a.P.Ref)
 	}
 }
+
+// TestFindingsCarryReferencesOnlyAsTexts: a finding's fields that are not Texts or ObjectRefs
+// carry no reference (the rule's identity, its action, a field path).
+func TestFindingsCarryReferencesOnlyAsTexts(t *testing.T) {
+	want := []string{"Finding.Rule", "Finding.Name", "Finding.Action", "Finding.Field"}
+	if got := policy.PlainFields(reflect.TypeFor[policy.Finding]()); !slices.Equal(got, want) {
+		t.Errorf("the plain fields of a Finding are %q, want the reviewed %q: a field that may name an object must be a policy.Text", got, want)
+	}
+}
