@@ -6,8 +6,10 @@ import (
 
 // Readers is the Audience of a reader known by what Kubernetes RBAC lets it read: the claims of
 // some namespaces (or all), and every volume or only those of its namespaces. A volume is its
-// namespaces' when it is linked or pre-bound to a claim there (spec.claimRef), a claim there names
-// it (spec.volumeName), or it grants one of them (the grant annotation of the config).
+// namespaces' when it is linked or pre-bound to a claim there (spec.claimRef) or grants one of them
+// (the grant annotation of the config). A volume that a claim there names (spec.volumeName) is
+// named to the reader, who reads that name in the claim, but not read: a claim can name any
+// volume, and must not open it to its namespace.
 type Readers struct {
 	// Claims reports whether the reader may read the claims of namespace.
 	Claims func(namespace string) bool
@@ -30,7 +32,26 @@ func NamespaceReaders(namespace string, v View, c *Config) Readers {
 }
 
 // Names implements Audience.
-func (r Readers) Names(o ObjectRef) bool { return r.Reads(o) }
+func (r Readers) Names(o ObjectRef) bool {
+	return r.Reads(o) || o.Kind == KindPersistentVolume && r.named(o.Name)
+}
+
+// named reports whether a claim the reader may read names the volume.
+func (r Readers) named(name string) bool {
+	if r.View == nil || r.Claims == nil || name == "" {
+		return false
+	}
+	claims, err := r.View.ClaimsNamingVolume(name)
+	if err != nil {
+		return false
+	}
+	for _, c := range claims {
+		if r.Claims(c.Namespace) {
+			return true
+		}
+	}
+	return false
+}
 
 // Reads implements Audience.
 func (r Readers) Reads(o ObjectRef) bool {
@@ -56,30 +77,19 @@ func (r Readers) volume(name string) bool {
 		return false
 	}
 	pv, err := r.View.PersistentVolume(name)
-	if err != nil {
+	if err != nil || pv == nil {
 		return false
 	}
-	if pv != nil {
-		if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace != "" && r.Claims(ref.Namespace) {
-			return true
-		}
-		cfg := r.Config
-		if cfg == nil {
-			cfg = DefaultConfig()
-		}
-		grant := pv.Annotations[cfg.grantAnnotation()]
-		for _, ns := range r.Namespaces {
-			if grantsNamespace(grant, ns) {
-				return true
-			}
-		}
+	if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace != "" && r.Claims(ref.Namespace) {
+		return true
 	}
-	claims, err := r.View.ClaimsNamingVolume(name)
-	if err != nil {
-		return false
+	cfg := r.Config
+	if cfg == nil {
+		cfg = DefaultConfig()
 	}
-	for _, c := range claims {
-		if r.Claims(c.Namespace) {
+	grant := pv.Annotations[cfg.grantAnnotation()]
+	for _, ns := range r.Namespaces {
+		if grantsNamespace(grant, ns) {
 			return true
 		}
 	}
