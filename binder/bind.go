@@ -187,9 +187,7 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	}
 	b.metrics.policyDenials.Inc()
 	b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonPolicyForbidsBinding,
-		policy.Textf("pvguard did not bind %s: %s", policy.Either(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: v.Name},
-			policy.Plain(policy.Wordf("volume %q", v.Name)), policy.Plain(policy.HiddenVolume)),
-			policy.Word(strings.Join(msgs, "; "))).For(readers))
+		fmt.Sprintf("pvguard did not bind %s: %s", volumeFor(readers, v.Name), strings.Join(msgs, "; ")))
 	b.ledger.deny(claim.UID, v.Name, time.Now())
 	b.requestPlan()
 	b.queue.Add(key{kind: 'v', name: v.Name}) // its Available write may have waited for the bind
@@ -273,4 +271,13 @@ func (b *Binder) Identity() policy.UserInfo { return b.o.Identity }
 var UpstreamBinderIdentity = policy.UserInfo{
 	Username: serviceaccount.MakeUsername("kube-system", "persistent-volume-binder"),
 	Groups:   append(serviceaccount.MakeGroupNames("kube-system"), user.AllAuthenticated),
+}
+
+// volumeFor names the volume `volume "pv-1"` to readers who may be told its name (the claim
+// names it, or it is their namespace's), else says what it is.
+func volumeFor(readers policy.Audience, name string) string {
+	if readers.Names(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: name}) {
+		return fmt.Sprintf("volume %q", name)
+	}
+	return policy.HiddenVolume
 }
