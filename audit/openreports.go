@@ -32,14 +32,21 @@ func resultFor(a policy.Action) (openreports.Result, openreports.ResultSeverity)
 }
 
 // OpenReports turns findings into openreports.io/v1alpha1 objects: one Report per namespace for
-// findings on claims, one ClusterReport for volumes and classes, split at maxResults.
-func OpenReports(findings []policy.Finding, now time.Time, maxResults int) ([]*openreports.Report, []*openreports.ClusterReport) {
+// findings on claims, one ClusterReport for volumes and classes, split at maxResults. A Report is
+// read by whoever may read its namespace: its texts name only what they may read
+// (policy.NamespaceReaders over v, which finds the volumes of the namespace; nil: no volume is
+// named there). A ClusterReport is for the cluster's readers, and names everything.
+func OpenReports(findings []policy.Finding, now time.Time, maxResults int, v policy.View, cfg *policy.Config) ([]*openreports.Report, []*openreports.ClusterReport) {
 	if maxResults <= 0 {
 		maxResults = DefaultMaxResults
 	}
 	byNS := map[string][]openreports.ReportResult{}
 	for _, f := range findings {
 		result, severity := resultFor(f.Action)
+		var readers policy.Audience = policy.Everyone
+		if f.Object.Namespace != "" {
+			readers = policy.NamespaceReaders(f.Object.Namespace, v, cfg)
+		}
 		apiVersion := "v1"
 		if f.Object.Kind == policy.KindStorageClass {
 			apiVersion = "storage.k8s.io/v1"
@@ -53,8 +60,8 @@ func OpenReports(findings []policy.Finding, now time.Time, maxResults int) ([]*o
 			Timestamp:   metav1.Timestamp{Seconds: now.Unix()},
 			Result:      result,
 			Subjects:    []corev1.ObjectReference{{Kind: string(f.Object.Kind), APIVersion: apiVersion, Namespace: f.Object.Namespace, Name: f.Object.Name}},
-			Description: f.Message,
-			Properties:  map[string]string{"name": f.Name, "action": string(f.Action), "field": f.Field, "hint": f.Hint},
+			Description: f.Message.For(readers),
+			Properties:  map[string]string{"name": f.Name, "action": string(f.Action), "field": f.Field, "hint": f.Hint.For(readers)},
 		})
 	}
 	namespaces := make([]string, 0, len(byNS))

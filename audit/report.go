@@ -34,8 +34,10 @@ type Finding struct {
 	Namespace string `json:"namespace,omitempty"`
 	Object    string `json:"object"`
 	Field     string `json:"field,omitempty"`
-	Message   string `json:"message"`
-	Hint      string `json:"hint,omitempty"`
+	// Message and Hint keep their references apart (policy.Text) until the report is served to
+	// one reader (policy.Redact); as JSON they are the text for a reader who may read everything.
+	Message policy.Text `json:"message"`
+	Hint    policy.Text `json:"hint,omitzero"`
 }
 
 // NewReport builds a report from policy findings.

@@ -151,7 +151,7 @@ func TestMalformedClaimRefIsAuditedNotAnError(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		f := r.Latest().Findings
-		if len(f) != 2 || f[0].Rule != "PVG014" || f[1].Rule != "PVG020" || !strings.Contains(f[1].Message, "names no claim") {
+		if len(f) != 2 || f[0].Rule != "PVG014" || f[1].Rule != "PVG020" || !strings.Contains(f[1].Message.String(), "names no claim") {
 			t.Errorf("%s: findings %+v, want PVG014's and PVG020's saying the claimRef names no claim", when, f)
 		}
 	}

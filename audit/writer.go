@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // Writer keeps the cluster's pvguard-owned OpenReports objects equal to the latest audit: it
@@ -65,7 +67,11 @@ var errCacheBehind = errors.New("report cache behind its own writes")
 // Sync writes the reports for the runner's latest audit.
 func (w *Writer) Sync(ctx context.Context) error {
 	findings, at, _ := w.runner.LatestFindings()
-	reports, cluster := OpenReports(findings, at, w.maxResults)
+	v, err := w.runner.view(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the cluster for the reports' readers: %w", err)
+	}
+	reports, cluster := OpenReports(findings, at, w.maxResults, v, w.runner.config())
 	owned := client.MatchingLabels{ManagedByLabel: "pvguard"}
 
 	var existing openreports.ReportList
@@ -148,3 +154,7 @@ func sameResults(a, b []openreports.ReportResult) bool {
 	}
 	return equality.Semantic.DeepEqual(strip(a), strip(b))
 }
+
+// config is the policy config of the runner's engine (its grant annotation says which volumes a
+// namespace's readers may read).
+func (r *Runner) config() *policy.Config { return r.o.Engine().Config() }

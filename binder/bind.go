@@ -178,13 +178,16 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 	if len(denials) == 0 {
 		return false, nil
 	}
+	// The event is read by whoever may read the claim's namespace's events: it names only what
+	// they may read (the claims there, the volumes that are the namespace's).
+	readers := policy.NamespaceReaders(claim.Namespace, b.o.Views(ctx), b.o.Engine().Config())
 	msgs := make([]string, len(denials))
 	for i, f := range denials {
-		msgs[i] = f.String()
+		msgs[i] = f.For(readers)
 	}
 	b.metrics.policyDenials.Inc()
 	b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonPolicyForbidsBinding,
-		fmt.Sprintf("pvguard did not bind volume %q: %s", v.Name, strings.Join(msgs, "; ")))
+		fmt.Sprintf("pvguard did not bind %s: %s", volumeFor(readers, v.Name), strings.Join(msgs, "; ")))
 	b.ledger.deny(claim.UID, v.Name, time.Now())
 	b.requestPlan()
 	b.queue.Add(key{kind: 'v', name: v.Name}) // its Available write may have waited for the bind
@@ -268,4 +271,13 @@ func (b *Binder) Identity() policy.UserInfo { return b.o.Identity }
 var UpstreamBinderIdentity = policy.UserInfo{
 	Username: serviceaccount.MakeUsername("kube-system", "persistent-volume-binder"),
 	Groups:   append(serviceaccount.MakeGroupNames("kube-system"), user.AllAuthenticated),
+}
+
+// volumeFor names the volume `volume "pv-1"` to readers who may be told its name (the claim
+// names it, or it is their namespace's), else says what it is.
+func volumeFor(readers policy.Audience, name string) string {
+	if readers.Names(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: name}) {
+		return fmt.Sprintf("volume %q", name)
+	}
+	return policy.HiddenVolume
 }

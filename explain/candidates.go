@@ -52,14 +52,14 @@ type Candidate struct {
 	Fits bool `json:"fits"`
 	// TakenBy names (namespace/name) the claim the binder's plan gives this volume to, when not
 	// to this claim.
-	TakenBy string `json:"takenBy,omitempty"`
+	TakenBy policy.Text `json:"takenBy,omitzero"`
 }
 
 // Result is one check of one volume: a pass, or the failing value (`Filesystem != Block`).
 type Result struct {
-	Check Check  `json:"check"`
-	Pass  bool   `json:"pass"`
-	Value string `json:"value,omitempty"`
+	Check Check       `json:"check"`
+	Pass  bool        `json:"pass"`
+	Value policy.Text `json:"value,omitzero"`
 }
 
 // passes reports whether the check passed (a check the row lacks passes).
@@ -128,10 +128,12 @@ func candidates(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget)
 
 // withTakers names, on each row, the claim the binder's plan gives the volume to, when not to
 // the claim c; claimName names a claim by its uid.
-func withTakers(rows []Candidate, p pool, c types.UID, claimName func(types.UID) string) []Candidate {
+func withTakers(rows []Candidate, p pool, c types.UID, claimName func(types.UID) (policy.Arg, bool)) []Candidate {
 	for i := range rows {
 		if uid, ok := p.owner[rows[i].Volume]; ok && uid != c {
-			rows[i].TakenBy = claimName(uid)
+			if who, ok := claimName(uid); ok {
+				rows[i].TakenBy = policy.Textf("%s", who)
+			}
 		}
 	}
 	return rows
@@ -198,7 +200,7 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 		}
 	}
 	denials, err := binder.BindDenials(j.in.Policy, j.in.Identity, j.view, v, c)
-	var value string
+	var value policy.Text
 	switch {
 	case len(denials) > 0:
 		ids := make([]string, 0, len(denials))
@@ -209,13 +211,14 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 		}
 		// Findings carry no secret values: messages name fields and keys, never their values
 		// (PVG016 names the key of a credential-like attribute only).
-		value = strings.Join(ids, ", ") + ": " + denials[0].Message
+		value = policy.Textf("%s: %s", policy.Word(strings.Join(ids, ", ")), denials[0].Message)
 	case err != nil:
-		value = "policy could not judge the pair: " + err.Error()
+		// The error may name what the reader may not read: it is for pvguard's log.
+		value = policy.Plain("policy could not judge the pair")
 	default:
 		return row, false
 	}
-	value = shorten(value, maxPolicyValue)
+	value = policy.Textf("%s", policy.Cut(value, maxPolicyValue))
 	row.Checks = slices.Clone(row.Checks)
 	for i := range row.Checks {
 		r := &row.Checks[i]
@@ -223,7 +226,7 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 			continue
 		}
 		if !r.Pass {
-			value = r.Value + "; " + value // a denial the binder met lately, and the rules' word now
+			value = policy.Textf("%s; %s", r.Value, value) // a denial the binder met lately, and the rules' word now
 		}
 		r.Pass, r.Value = false, value
 	}
@@ -258,41 +261,34 @@ func withDenials(f binder.InFlight, claim types.UID, volumes []string) binder.In
 	return f
 }
 
-// shorten cuts s to at most n runes, marking the cut.
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
-
 // candidate runs every check on one volume for the claim.
 func candidate(x *index, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, targets []nodeTarget) Candidate {
 	row := Candidate{Volume: v.Name, Class: storage.VolumeClass(v)}
-	add := func(check Check, pass bool, value string) {
+	add := func(check Check, pass bool, value policy.Text) {
 		r := Result{Check: check, Pass: pass}
 		if !pass {
 			r.Value = value
 		}
 		row.Checks = append(row.Checks, r)
 	}
-	add(CheckClass, storage.ClassesMatch(v, c), fmt.Sprintf("%s != %s", orNone(storage.VolumeClass(v)), orNone(storage.ClaimClass(c))))
-	add(CheckAttributesClass, storage.AttributesClassesMatch(v, c), fmt.Sprintf("%s != %s", orNone(deref(v.Spec.VolumeAttributesClassName)), orNone(deref(c.Spec.VolumeAttributesClassName))))
+	word := func(format string, args ...any) policy.Text { return policy.Plain(policy.Wordf(format, args...)) }
+	add(CheckClass, storage.ClassesMatch(v, c), word("%s != %s", orNone(storage.VolumeClass(v)), orNone(storage.ClaimClass(c))))
+	add(CheckAttributesClass, storage.AttributesClassesMatch(v, c), word("%s != %s", orNone(deref(v.Spec.VolumeAttributesClassName)), orNone(deref(c.Spec.VolumeAttributesClassName))))
 	missing := storage.MissingAccessModes(v, c)
-	add(CheckAccessModes, storage.AccessModesFit(v, c), fmt.Sprintf("%s lacks %s", modes(v.Spec.AccessModes), modes(missing)))
-	add(CheckVolumeMode, storage.ModesMatch(v, c), fmt.Sprintf("%s != %s", volumeMode(v.Spec.VolumeMode), volumeMode(c.Spec.VolumeMode)))
+	add(CheckAccessModes, storage.AccessModesFit(v, c), word("%s lacks %s", modes(v.Spec.AccessModes), modes(missing)))
+	add(CheckVolumeMode, storage.ModesMatch(v, c), word("%s != %s", volumeMode(v.Spec.VolumeMode), volumeMode(c.Spec.VolumeMode)))
 	capacity, request := v.Spec.Capacity[corev1.ResourceStorage], c.Spec.Resources.Requests[corev1.ResourceStorage]
-	add(CheckCapacity, storage.CapacityFits(v, c), fmt.Sprintf("%s < %s", quantity(capacity), quantity(request)))
+	add(CheckCapacity, storage.CapacityFits(v, c), word("%s < %s", quantity(capacity), quantity(request)))
 	ok, err := storage.SelectorAdmits(c, v)
 	switch {
 	case err != nil:
-		add(CheckSelector, false, "invalid selector: "+err.Error())
+		add(CheckSelector, false, word("invalid selector: %s", err))
 	default:
 		sel, _ := storage.ParseClaimSelector(c)
-		add(CheckSelector, ok, fmt.Sprintf("labels do not match %s", sel))
+		add(CheckSelector, ok, word("labels do not match %s", sel))
 	}
-	add(nodeAffinity(v, targets))
+	check, pass, value := nodeAffinity(v, targets)
+	add(check, pass, policy.Plain(policy.Word(value)))
 	avail := binder.VolumeAvailabilityFor(c, v, x.in.PendingFree)
 	phase := string(v.Status.Phase)
 	if phase == "" {
@@ -307,27 +303,28 @@ func candidate(x *index, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVo
 	if avail == binder.VolumeClaimedElsewhere {
 		phaseOK = v.Status.Phase == corev1.VolumeAvailable || v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
 	}
-	add(CheckPhase, phaseOK, phase)
+	add(CheckPhase, phaseOK, word("%s", phase))
 	ref := v.Spec.ClaimRef
-	refValue := ""
+	var refValue policy.Text
 	if ref != nil {
-		refValue = "pre-bound to " + ref.Namespace + "/" + ref.Name
+		refValue = policy.Textf("pre-bound to %s", claimKey(ref.Namespace, ref.Name))
 		if ref.UID != "" {
-			refValue = "bound to " + ref.Namespace + "/" + ref.Name
+			refValue = policy.Textf("bound to %s", claimKey(ref.Namespace, ref.Name))
 			if ref.Namespace == c.Namespace && ref.Name == c.Name {
-				refValue += " (uid " + string(ref.UID) + ", an earlier claim of that name)"
+				refValue = policy.Textf("bound to %s (uid %s, an earlier claim of that name)", claimKey(ref.Namespace, ref.Name),
+					policy.UID(policy.ObjectRef{Kind: policy.KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}, ref.UID))
 			}
 		}
 	}
 	add(CheckClaimRef, avail != binder.VolumeClaimedElsewhere, refValue)
 	owner, reserved := x.in.InFlight.Reserved[v.Name]
-	who := x.claimName(owner)
-	if who == "" {
-		who = "uid " + string(owner)
+	who, ok := x.claimName(owner)
+	if !ok {
+		who = policy.Word("a claim that is gone")
 	}
-	add(CheckReserved, !reserved || owner == c.UID, "bind to "+who+" in flight")
+	add(CheckReserved, !reserved || owner == c.UID, policy.Textf("bind to %s in flight", who))
 	at, denied := x.in.InFlight.DeniedAt(c.UID, v.Name)
-	add(CheckPolicy, !denied, "denied at "+at.UTC().Format(time.RFC3339))
+	add(CheckPolicy, !denied, word("denied at %s", at.UTC().Format(time.RFC3339)))
 	row.Fits = len(row.Failed()) == 0
 	return row
 }

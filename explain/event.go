@@ -1,12 +1,12 @@
 package explain
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/policy"
 )
 
 // maxNoteLength bounds the NoVolumeFits message to what events.k8s.io/v1 accepts as a note (1 kB),
@@ -30,7 +30,17 @@ const maxNoteLength = 1024
 func NoVolumeFits(in binder.PlanInput, plan binder.PoolPlan) func(*corev1.PersistentVolumeClaim) (message string, ok bool) {
 	x, p := indexInput(Input{State: in.State, PendingFree: in.PendingFree, InFlight: in.InFlight}), poolOf(plan)
 	return func(c *corev1.PersistentVolumeClaim) (string, bool) {
-		return noVolumeFits(explainClaim(x, p, c, true), c)
+		msg, ok := noVolumeFits(explainClaim(x, p, c, true), c)
+		if !ok {
+			return "", false
+		}
+		// The event is read by whoever may read the claim's namespace's events: it names only
+		// the claims of that namespace and the volumes that are its own.
+		out := msg.For(policy.NamespaceReaders(c.Namespace, in.State, nil))
+		if len(out) > maxNoteLength {
+			out = strings.ToValidUTF8(out[:maxNoteLength-3], "") + "..."
+		}
+		return out, true
 	}
 }
 
@@ -38,51 +48,48 @@ func NoVolumeFits(in binder.PlanInput, plan binder.PoolPlan) func(*corev1.Persis
 // NoVolumeFits) and says what the closest volume lacks: the failing checks' values, which name
 // classes, access and volume modes, sizes, labels, nodes, phases and claims, never a volume's
 // attributes or secret references.
-func noVolumeFits(e *Explanation, c *corev1.PersistentVolumeClaim) (string, bool) {
+func noVolumeFits(e *Explanation, c *corev1.PersistentVolumeClaim) (policy.Text, bool) {
 	pending := c.Status.Phase == "" || c.Status.Phase == corev1.ClaimPending
-	if !pending || c.DeletionTimestamp != nil || e.WaitingFor != WaitingForNothing || e.Verdict.Volume != "" {
-		return "", false
+	if !pending || c.DeletionTimestamp != nil || e.WaitingFor != WaitingForNothing || !e.Verdict.Volume.IsZero() {
+		return policy.Text{}, false
 	}
 	for _, cand := range e.Candidates {
 		if cand.Fits && c.Spec.VolumeName == "" {
-			return "", false
+			return policy.Text{}, false
 		}
 	}
 	v := e.Verdict
 	var closest *Candidate
 	for i := range e.Candidates {
-		if e.Candidates[i].Volume == v.Closest {
+		if v.closest != "" && e.Candidates[i].Volume == v.closest {
 			closest = &e.Candidates[i]
 		}
 	}
-	var msg string
+	var msg policy.Text
 	switch {
 	case c.Spec.VolumeName != "" && (closest == nil || len(v.Changes) == 0):
-		return "", false // the named volume does not exist (WaitingForVolume) or fits
+		return policy.Text{}, false // the named volume does not exist (WaitingForVolume) or fits
 	case c.Spec.VolumeName != "":
-		msg = fmt.Sprintf("volume %s, which spec.volumeName names, does not fit: %s", v.Closest, lacks(*closest, true))
+		msg = policy.Textf("volume %s, which spec.volumeName names, does not fit: %s", v.Closest, lacks(*closest, true))
 	case closest == nil:
 		msg = v.Text // no volume, or every one planned for another claim
 	default:
-		msg = fmt.Sprintf("no volume fits: closest volume %s: %s", v.Closest, lacks(*closest, false))
+		msg = policy.Textf("no volume fits: closest volume %s: %s", v.Closest, lacks(*closest, false))
 	}
 	if len(v.Changes) > 0 {
-		msg += "; it fits if " + strings.Join(v.Changes, " and ")
-	}
-	if len(msg) > maxNoteLength {
-		msg = strings.ToValidUTF8(msg[:maxNoteLength-3], "") + "..."
+		msg = policy.Textf("%s; it fits if %s", msg, joined(v.Changes, " and "))
 	}
 	return msg, true
 }
 
 // lacks lists a candidate's failing checks as "check value", in column order; for a claim that
 // names the volume, only the checks the binder holds such a claim to.
-func lacks(cand Candidate, named bool) string {
-	var out []string
+func lacks(cand Candidate, named bool) policy.Arg {
+	var out []policy.Text
 	for _, r := range cand.Failed() {
 		if !named || namedChecks[r.Check] {
-			out = append(out, string(r.Check)+" "+r.Value)
+			out = append(out, policy.Textf("%s %s", policy.Word(r.Check), r.Value))
 		}
 	}
-	return strings.Join(out, ", ")
+	return joined(out, ", ")
 }

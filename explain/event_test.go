@@ -11,6 +11,7 @@ import (
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/policy"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -44,12 +45,22 @@ func TestNoVolumeFits(t *testing.T) {
 		"no-provisioner class, the only volume is Filesystem": {
 			claim:   PVC("ns", "c", ClaimClass("local"), block),
 			volumes: []*corev1.PersistentVolume{available("pv-1", Class("local"))},
-			want:    "no volume fits: closest volume pv-1: volumeMode Filesystem != Block; it fits if the claim asks for volumeMode Filesystem",
+			want:    "no volume fits: closest volume a volume you cannot read: volumeMode Filesystem != Block; it fits if the claim asks for volumeMode Filesystem",
 		},
 		"no-provisioner class, two checks fail": {
 			claim:   PVC("ns", "c", ClaimClass("local"), block, Request("100Gi")),
 			volumes: []*corev1.PersistentVolume{available("pv-7", Class("local"), Capacity("50Gi"))},
+			want:    "closest volume a volume you cannot read: volumeMode Filesystem != Block, capacity 50Gi < 100Gi",
+		},
+		"the closest volume is granted to the namespace: named": {
+			claim:   PVC("ns", "c", ClaimClass("local"), block, Request("100Gi")),
+			volumes: []*corev1.PersistentVolume{available("pv-7", Class("local"), Capacity("50Gi"), PVMeta(Annotation(policy.DefaultGrantAnnotation, "ns,other")))},
 			want:    "closest volume pv-7: volumeMode Filesystem != Block, capacity 50Gi < 100Gi",
+		},
+		"the closest volume is bound to a claim in another namespace: neither named": {
+			claim:   PVC("ns", "c", ClaimClass("local")),
+			volumes: []*corev1.PersistentVolume{PV("pv-b", Class("local"), ClaimRef("team-b", "x", "uid-x"), Phase(corev1.VolumeBound))},
+			want:    "closest volume a volume you cannot read: phase Bound, claimRef bound to a claim in another namespace; it fits if the volume is freed",
 		},
 		"closest first": {
 			claim: PVC("ns", "c", ClaimClass("local"), Request("100Gi")),
@@ -57,7 +68,7 @@ func TestNoVolumeFits(t *testing.T) {
 				available("pv-a", Class("local"), Capacity("50Gi"), AccessModes(corev1.ReadOnlyMany)),
 				available("pv-b", Class("local"), Capacity("50Gi")),
 			},
-			want: "closest volume pv-b: capacity 50Gi < 100Gi",
+			want: "closest volume a volume you cannot read: capacity 50Gi < 100Gi",
 		},
 		"the only fitting volume is bound to another claim": {
 			claim:   PVC("ns", "c", ClaimClass("local")),
@@ -71,7 +82,7 @@ func TestNoVolumeFits(t *testing.T) {
 		"a class that does not exist": {
 			claim:   PVC("ns", "c", ClaimClass("gone")),
 			volumes: []*corev1.PersistentVolume{available("pv-1", Class("local"))},
-			want:    "closest volume pv-1: class local != gone",
+			want:    "closest volume a volume you cannot read: class local != gone",
 		},
 		"names a volume that does not fit": {
 			claim:   PVC("ns", "c", block, VolumeName("pv-1")),
@@ -184,7 +195,7 @@ func TestNoVolumeFitsIsTheExplanation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e.WaitingFor != explain.WaitingForNothing || e.Verdict.Volume != "" {
+			if e.WaitingFor != explain.WaitingForNothing || e.Verdict.Volume.String() != "" {
 				t.Fatalf("round %d, claim %s: NoVolumeFits %q, but it waits for %s (verdict %+v)", round, e.Claim, msg, e.WaitingFor, e.Verdict)
 			}
 			for _, cand := range e.Candidates {
@@ -192,8 +203,11 @@ func TestNoVolumeFitsIsTheExplanation(t *testing.T) {
 					t.Fatalf("round %d, claim %s: NoVolumeFits %q, but %s fits", round, e.Claim, msg, cand.Volume)
 				}
 			}
-			if e.Verdict.Closest != "" && !strings.Contains(msg, "volume "+e.Verdict.Closest) {
-				t.Fatalf("round %d, claim %s: NoVolumeFits %q does not name the closest volume %s", round, e.Claim, msg, e.Verdict.Closest)
+			// The event is for the claim's namespace: it names the closest volume only when
+			// that volume is the namespace's.
+			closest := e.Verdict.Closest.For(policy.NamespaceReaders(c.Namespace, in.State, nil))
+			if closest != "" && !strings.Contains(msg, "volume "+closest) {
+				t.Fatalf("round %d, claim %s: NoVolumeFits %q does not name the closest volume as %q", round, e.Claim, msg, closest)
 			}
 		}
 	}

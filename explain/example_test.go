@@ -19,11 +19,11 @@ func ExampleClaim() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(e.State)
+	fmt.Println(e.State.String())
 	for _, r := range e.Candidates[0].Failed() {
-		fmt.Printf("%s: %s\n", r.Check, r.Value)
+		fmt.Printf("%s: %s\n", r.Check, r.Value.String())
 	}
-	fmt.Println(e.Verdict.Text)
+	fmt.Println(e.Verdict.Text.String())
 	// Output:
 	// FailedBinding: no persistent volumes available for this claim and no storage class is set
 	// capacity: 50Gi < 100Gi

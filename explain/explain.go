@@ -2,6 +2,8 @@ package explain
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // An explanation is made in steps, each a function of what the steps before it returned
@@ -32,11 +34,14 @@ type Explanation struct {
 	// Pods are the pods (namespace/name) that use the claim, when pods were read.
 	Pods []string `json:"pods,omitempty"`
 	// State says in one sentence what the claim's state is and what it waits for.
-	State string `json:"state"`
+	State policy.Text `json:"state"`
 	// Candidates are all volumes, closest first: those that fit, then by the number of checks
 	// failed, then those of the claim's class, then by name.
 	Candidates []Candidate `json:"candidates"`
-	Verdict    Verdict     `json:"verdict"`
+	// Hidden counts, by class, the volumes left out of Candidates for a caller who may not read
+	// them (the API and the pages serve each caller their own explanation).
+	Hidden  []HiddenVolumes `json:"hidden,omitempty"`
+	Verdict Verdict         `json:"verdict"`
 	// Refused lists, newest first, the writes about the claim that events report refused, and
 	// which enforcement point refused each (pvguard's webhook, an admission policy the apiserver
 	// enforces by itself, pvguard's webhook not answering, pvguard's binder), when the event
@@ -92,5 +97,23 @@ func explanation(s subject, st claimState) *Explanation {
 	c := s.claim
 	return &Explanation{Claim: c.Namespace + "/" + c.Name, Phase: string(c.Status.Phase), Class: s.className,
 		BindingMode: s.bindingMode, SelectedNode: s.selectedNode, WaitingFor: st.waitingFor, Provisioner: st.provisioner,
-		State: st.text, Verdict: Verdict{Volume: st.volume}}
+		State: st.text, Verdict: Verdict{Volume: volumeText(st.volume)}}
+}
+
+// volumeName is a volume named in an explanation: its bare name, rendered per reader.
+func volumeName(name string) policy.Arg {
+	return policy.NameOf(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: name})
+}
+
+// volumeText is volumeName as a whole Text, empty for no volume.
+func volumeText(name string) policy.Text {
+	if name == "" {
+		return policy.Text{}
+	}
+	return policy.Textf("%s", volumeName(name))
+}
+
+// claimKey is a claim named namespace/name in an explanation, rendered per reader.
+func claimKey(namespace, name string) policy.Arg {
+	return policy.NameOf(policy.ObjectRef{Kind: policy.KindPersistentVolumeClaim, Namespace: namespace, Name: name})
 }

@@ -131,13 +131,13 @@ func TestClaimState(t *testing.T) {
 				t.Fatal(err)
 			}
 			if e.WaitingFor != tc.waitingFor || e.Provisioner != tc.provisioner {
-				t.Errorf("waiting for %q (%q), want %q (%q); state %q", e.WaitingFor, e.Provisioner, tc.waitingFor, tc.provisioner, e.State)
+				t.Errorf("waiting for %q (%q), want %q (%q); state %q", e.WaitingFor, e.Provisioner, tc.waitingFor, tc.provisioner, e.State.String())
 			}
-			if !strings.Contains(e.State, tc.state) {
-				t.Errorf("state %q, want it to say %q", e.State, tc.state)
+			if !strings.Contains(e.State.String(), tc.state) {
+				t.Errorf("state %q, want it to say %q", e.State.String(), tc.state)
 			}
-			if !strings.Contains(e.Verdict.Text, tc.verdict) {
-				t.Errorf("verdict %q, want it to say %q", e.Verdict.Text, tc.verdict)
+			if !strings.Contains(e.Verdict.Text.String(), tc.verdict) {
+				t.Errorf("verdict %q, want it to say %q", e.Verdict.Text.String(), tc.verdict)
 			}
 		})
 	}
@@ -158,8 +158,8 @@ func TestClaimWaitingForTheProvisionerSince(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(e.State, "(asked since 2026-11-24T05:00:00Z)") {
-		t.Fatalf("state %q", e.State)
+	if !strings.HasSuffix(e.State.String(), "(asked since 2026-11-24T05:00:00Z)") {
+		t.Fatalf("state %q", e.State.String())
 	}
 }
 
@@ -192,7 +192,7 @@ func TestEachCheckFailsAlone(t *testing.T) {
 			nodes: []*corev1.Node{Node("n1", nil)}, value: "does not reach node n1"},
 		explain.CheckPhase:    {pv: []PVMod{Phase(corev1.VolumeReleased)}, value: "Released"},
 		explain.CheckClaimRef: {pv: []PVMod{ClaimRef("ns", "other", "uid-other")}, value: "bound to ns/other"},
-		explain.CheckReserved: {in: func(in *explain.Input) { in.InFlight.Reserved = map[string]types.UID{"pv-1": "uid-x"} }, value: "bind to uid uid-x in flight"},
+		explain.CheckReserved: {in: func(in *explain.Input) { in.InFlight.Reserved = map[string]types.UID{"pv-1": "uid-x"} }, value: "bind to a claim that is gone in flight"},
 		explain.CheckPolicy: {in: func(in *explain.Input) {
 			in.InFlight.At = now
 			in.InFlight.Denied = map[types.UID]map[string]time.Time{"uid-ns-c": {"pv-1": now.Add(-time.Second)}}
@@ -215,10 +215,10 @@ func TestEachCheckFailsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		failed := e.Candidates[0].Failed()
-		if len(failed) != 1 || failed[0].Check != check || !strings.Contains(failed[0].Value, value) {
+		if len(failed) != 1 || failed[0].Check != check || !strings.Contains(failed[0].Value.String(), value) {
 			t.Fatalf("failed %+v, want only %s with %q", failed, check, value)
 		}
-		if e.Verdict.Volume != "" || e.Verdict.Closest != "pv-1" || len(e.Verdict.Changes) != 1 {
+		if e.Verdict.Volume.String() != "" || e.Verdict.Closest.String() != "pv-1" || len(e.Verdict.Changes) != 1 {
 			t.Errorf("verdict %+v, want pv-1 closest with one change", e.Verdict)
 		}
 	}
@@ -245,7 +245,7 @@ func TestEachCheckFailsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !e.Candidates[0].Fits || e.Verdict.Volume != "pv-1" {
+		if !e.Candidates[0].Fits || e.Verdict.Volume.String() != "pv-1" {
 			t.Fatalf("candidate %+v, verdict %+v; want pv-1 to fit and be taken", e.Candidates[0], e.Verdict)
 		}
 	})
@@ -265,14 +265,14 @@ func TestVerdictIsThePlan(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := plan.Volumes[c.UID]
-			if e.Verdict.Volume != want {
+			if e.Verdict.Volume.String() != want {
 				t.Fatalf("round %d, claim %s: verdict %+v, plan %q", round, e.Claim, e.Verdict, want)
 			}
 			for _, cand := range e.Candidates {
 				switch {
 				case cand.Volume == want && !cand.Fits:
 					t.Fatalf("round %d, claim %s: planned %s fails %+v", round, e.Claim, want, cand.Failed())
-				case want == "" && cand.Fits && cand.TakenBy == "":
+				case want == "" && cand.Fits && cand.TakenBy.String() == "":
 					t.Fatalf("round %d, claim %s: %s fits, is free, and the plan gives the claim nothing", round, e.Claim, cand.Volume)
 				}
 			}
@@ -377,16 +377,16 @@ func TestClaimWaitingForTheScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e.WaitingFor != explain.WaitingForScheduler || len(e.Pods) != 1 || e.Pods[0] != "ns/web-0" ||
-		!strings.Contains(e.State, "pod web-0") || !strings.Contains(e.State, "didn't find available persistent volumes") {
-		t.Fatalf("waiting for %q, pods %v, state %q", e.WaitingFor, e.Pods, e.State)
+		!strings.Contains(e.State.String(), "pod web-0") || !strings.Contains(e.State.String(), "didn't find available persistent volumes") {
+		t.Fatalf("waiting for %q, pods %v, state %q", e.WaitingFor, e.Pods, e.State.String())
 	}
 	// On a node, and the claim has no selected node: the pod was placed without the scheduler,
 	// which selects the claim's node before it binds the pod. Nothing will bind the claim.
 	pod.Spec.NodeName = "n1"
 	e, _ = explain.Claim(in, "ns", "c")
-	if e.WaitingFor != explain.WaitingForNothing || !strings.Contains(e.State, "pod web-0 uses the claim and is on node n1") ||
-		!strings.Contains(e.State, "placed without the scheduler") {
-		t.Fatalf("a pod placed with spec.nodeName: waiting for %q, state %q", e.WaitingFor, e.State)
+	if e.WaitingFor != explain.WaitingForNothing || !strings.Contains(e.State.String(), "pod web-0 uses the claim and is on node n1") ||
+		!strings.Contains(e.State.String(), "placed without the scheduler") {
+		t.Fatalf("a pod placed with spec.nodeName: waiting for %q, state %q", e.WaitingFor, e.State.String())
 	}
 }
 
@@ -429,15 +429,15 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		if r := cell(e, "pv-n1"); !r.Pass {
 			t.Errorf("pv-n1 reaches n1: %+v", r)
 		}
-		if r := cell(e, "pv-n2"); r.Pass || r.Value != "does not reach node n1, where pod web-0 is" {
+		if r := cell(e, "pv-n2"); r.Pass || r.Value.String() != "does not reach node n1, where pod web-0 is" {
 			t.Errorf("pv-n2 against web-0's node: %+v", r)
 		}
-		if !strings.Contains(e.State, "node affinity is judged against node n1 (pod web-0)") {
-			t.Errorf("state %q does not say which node volumes are judged against", e.State)
+		if !strings.Contains(e.State.String(), "node affinity is judged against node n1 (pod web-0)") {
+			t.Errorf("state %q does not say which node volumes are judged against", e.State.String())
 		}
 		// The binder plans without pods: if it takes pv-n2, the verdict says the pod cannot use it.
-		if e.Verdict.Volume == "pv-n2" && !strings.Contains(e.Verdict.Text, "that pod cannot use it") {
-			t.Errorf("verdict %q", e.Verdict.Text)
+		if e.Verdict.Volume.String() == "pv-n2" && !strings.Contains(e.Verdict.Text.String(), "that pod cannot use it") {
+			t.Errorf("verdict %q", e.Verdict.Text.String())
 		}
 	})
 	t.Run("immediate, the binder takes a volume the pod's node lacks", func(t *testing.T) {
@@ -449,8 +449,8 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "the binder takes pv-n2, but it does not reach node n1, where pod web-0 is: that pod cannot use it"; e.Verdict.Text != want {
-			t.Errorf("verdict %q, want %q (the binder plans without pods)", e.Verdict.Text, want)
+		if want := "the binder takes pv-n2, but it does not reach node n1, where pod web-0 is: that pod cannot use it"; e.Verdict.Text.String() != want {
+			t.Errorf("verdict %q, want %q (the binder plans without pods)", e.Verdict.Text.String(), want)
 		}
 	})
 	t.Run("the selected node wins over the pod's", func(t *testing.T) {
@@ -463,7 +463,7 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := cell(e, "pv-n1"); r.Value != "does not reach node n2" {
+		if r := cell(e, "pv-n1"); r.Value.String() != "does not reach node n2" {
 			t.Errorf("pv-n1 against the selected node: %+v", r)
 		}
 	})
@@ -480,14 +480,14 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.WaitingFor != explain.WaitingForNothing || !strings.Contains(e.State, "placed without the scheduler") {
-			t.Errorf("waiting for %q, state %q", e.WaitingFor, e.State)
+		if e.WaitingFor != explain.WaitingForNothing || !strings.Contains(e.State.String(), "placed without the scheduler") {
+			t.Errorf("waiting for %q, state %q", e.WaitingFor, e.State.String())
 		}
 		if r := cell(e, "pv-n2"); r.Pass {
 			t.Errorf("pv-n2 does not reach web-0's node n1: %+v", r)
 		}
-		if want := "pv-n1 fit, but nothing binds the claim while pod web-0 that uses it bypasses the scheduler"; e.Verdict.Text != want {
-			t.Errorf("verdict %q, want %q", e.Verdict.Text, want)
+		if want := "pv-n1 fit, but nothing binds the claim while pod web-0 that uses it bypasses the scheduler"; e.Verdict.Text.String() != want {
+			t.Errorf("verdict %q, want %q", e.Verdict.Text.String(), want)
 		}
 	})
 	t.Run("pod on a node that does not exist", func(t *testing.T) {
@@ -499,7 +499,7 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := cell(e, "pv-n1"); r.Value != "node gone of pod web-0 not found" {
+		if r := cell(e, "pv-n1"); r.Value.String() != "node gone of pod web-0 not found" {
 			t.Errorf("pv-n1: %+v", r)
 		}
 	})
@@ -538,11 +538,11 @@ func TestVerdictWhenTheNearVolumeIsPlannedForAnother(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(e.Candidates) != 1 || e.Candidates[0].TakenBy != "ns/a" {
+			if len(e.Candidates) != 1 || e.Candidates[0].TakenBy.String() != "ns/a" {
 				t.Fatalf("candidates %+v, want pv-1 planned for ns/a", e.Candidates)
 			}
 			v := e.Verdict
-			if v.Text != tc.text || v.Closest != "pv-1" || strings.Join(v.Changes, "|") != strings.Join(tc.changes, "|") {
+			if v.Text.String() != tc.text || v.Closest.String() != "pv-1" || strings.Join(texts(v.Changes), "|") != strings.Join(tc.changes, "|") {
 				t.Fatalf("verdict %+v, want %q with changes %q", v, tc.text, tc.changes)
 			}
 		})
@@ -564,7 +564,7 @@ func TestClosestPrefersTheClaimsClassOnATie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(e.Candidates) != 2 || e.Candidates[0].Volume != "z-same" || e.Verdict.Closest != "z-same" {
+	if len(e.Candidates) != 2 || e.Candidates[0].Volume != "z-same" || e.Verdict.Closest.String() != "z-same" {
 		t.Fatalf("candidates %+v, verdict %+v: want z-same (the claim's class) first and closest", e.Candidates, e.Verdict)
 	}
 }
@@ -583,12 +583,21 @@ func TestReleasedVolumeOfAnEarlierClaimSaysReleased(t *testing.T) {
 	}
 	failed := map[explain.Check]string{}
 	for _, r := range e.Candidates[0].Failed() {
-		failed[r.Check] = r.Value
+		failed[r.Check] = r.Value.String()
 	}
 	if len(failed) != 2 || failed[explain.CheckPhase] != "Released" || !strings.Contains(failed[explain.CheckClaimRef], "an earlier claim of that name") {
 		t.Fatalf("failed checks %v, want PHASE Released and CLAIMREF naming the earlier claim", failed)
 	}
-	if v := e.Verdict; len(v.Changes) != 1 || !strings.HasPrefix(v.Changes[0], "the volume is freed (it is Released, bound to ns/c") {
+	if v := e.Verdict; len(v.Changes) != 1 || !strings.HasPrefix(v.Changes[0].String(), "the volume is freed (it is Released, bound to ns/c") {
 		t.Fatalf("verdict %+v, want one change: freeing the Released volume", v)
 	}
+}
+
+// texts renders each for everyone.
+func texts(ts []policy.Text) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.String()
+	}
+	return out
 }

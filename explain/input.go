@@ -94,13 +94,14 @@ func indexInput(in Input) *index {
 	return x
 }
 
-// claimName names (namespace/name) the claim with that uid, "" for none.
-func (x *index) claimName(uid types.UID) string {
+// claimName names (namespace/name) the claim with that uid, as a reference rendered per reader;
+// ok is false for none.
+func (x *index) claimName(uid types.UID) (policy.Arg, bool) {
 	c, _ := x.in.State.ClaimWithUID(uid)
 	if c == nil {
-		return ""
+		return nil, false
 	}
-	return c.Namespace + "/" + c.Name
+	return claimKey(c.Namespace, c.Name), true
 }
 
 // pool is the binder's plan of the input and its index: owner maps each volume the plan gives

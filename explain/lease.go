@@ -7,6 +7,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // notInLeaseName is what the CSI sidecars' leader election replaces with "-" in a lock's name.
@@ -54,7 +56,7 @@ func provisionerRunning(st claimState, in Input) (string, claimState) {
 		}
 	}
 	if lease == nil {
-		st.text += fmt.Sprintf("; whether provisioner %s runs is unknown: no Lease %s in any namespace (a provisioner without leader election holds none)", st.provisioner, name)
+		st.text = st.text.Append(policy.Plain(policy.Word(fmt.Sprintf("; whether provisioner %s runs is unknown: no Lease %s in any namespace (a provisioner without leader election holds none)", st.provisioner, name))))
 		return ProvisionerRunningUnknown, st
 	}
 	now := in.Now
@@ -77,15 +79,15 @@ func provisionerRunning(st claimState, in Input) (string, claimState) {
 	where := lease.Namespace + "/" + lease.Name
 	switch {
 	case holder != "" && !at.IsZero() && now.Before(at.Add(duration)):
-		st.text += fmt.Sprintf("; provisioner %s runs: Lease %s held by %s, renewed %s ago", st.provisioner, where, holder, ago)
+		st.text = st.text.Append(policy.Plain(policy.Word(fmt.Sprintf("; provisioner %s runs: Lease %s held by %s, renewed %s ago", st.provisioner, where, holder, ago))))
 		return ProvisionerRunningYes, st
 	case holder == "":
-		st.text += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s is held by no one (released): is its provisioner running?", st.provisioner, where)
+		st.text = st.text.Append(policy.Plain(policy.Word(fmt.Sprintf("; provisioner %s appears not to run: its Lease %s is held by no one (released): is its provisioner running?", st.provisioner, where))))
 	case at.IsZero():
-		st.text += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s (held by %s) was never renewed: is its provisioner running?", st.provisioner, where, holder)
+		st.text = st.text.Append(policy.Plain(policy.Word(fmt.Sprintf("; provisioner %s appears not to run: its Lease %s (held by %s) was never renewed: is its provisioner running?", st.provisioner, where, holder))))
 	default:
-		st.text += fmt.Sprintf("; provisioner %s appears not to run: its Lease %s was not renewed in the last %s (held by %s, renewed %s ago): is its provisioner running?",
-			st.provisioner, where, duration, holder, ago)
+		st.text = st.text.Append(policy.Plain(policy.Word(fmt.Sprintf("; provisioner %s appears not to run: its Lease %s was not renewed in the last %s (held by %s, renewed %s ago): is its provisioner running?",
+			st.provisioner, where, duration, holder, ago))))
 	}
 	return ProvisionerRunningNo, st
 }

@@ -97,16 +97,16 @@ func TestProvisionerRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			if e.WaitingFor != explain.WaitingForProvisioner || e.ProvisionerRunning != tc.running {
-				t.Fatalf("waiting for %q, provisioner running %q, want %q; state %q", e.WaitingFor, e.ProvisionerRunning, tc.running, e.State)
+				t.Fatalf("waiting for %q, provisioner running %q, want %q; state %q", e.WaitingFor, e.ProvisionerRunning, tc.running, e.State.String())
 			}
 			if tc.notRead {
-				if strings.Contains(e.State, "Lease") {
-					t.Errorf("state %q speaks of leases that were not read", e.State)
+				if strings.Contains(e.State.String(), "Lease") {
+					t.Errorf("state %q speaks of leases that were not read", e.State.String())
 				}
 				return
 			}
-			if !strings.Contains(e.State, tc.state) {
-				t.Errorf("state %q, want it to say %q", e.State, tc.state)
+			if !strings.Contains(e.State.String(), tc.state) {
+				t.Errorf("state %q, want it to say %q", e.State.String(), tc.state)
 			}
 		})
 	}
@@ -123,8 +123,8 @@ func TestProvisionerRunning(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.ProvisionerRunning != "" || strings.Contains(e.State, "Lease") {
-			t.Errorf("a claim the binder binds: provisioner running %q, state %q", e.ProvisionerRunning, e.State)
+		if e.ProvisionerRunning != "" || strings.Contains(e.State.String(), "Lease") {
+			t.Errorf("a claim the binder binds: provisioner running %q, state %q", e.ProvisionerRunning, e.State.String())
 		}
 	})
 }

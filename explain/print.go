@@ -25,7 +25,7 @@ func (r Result) Cell() string {
 	if r.Pass {
 		return "ok"
 	}
-	return r.Value
+	return r.Value.String()
 }
 
 // Table splits the candidates as people read them (WriteText, the dashboard's page): the volumes
@@ -93,8 +93,8 @@ func WriteText(w io.Writer, e *Explanation) error {
 		for _, r := range cand.Checks {
 			cells = append(cells, r.Cell())
 		}
-		if cand.TakenBy != "" {
-			cells[0] += " (planned for " + cand.TakenBy + ")"
+		if !cand.TakenBy.IsZero() {
+			cells[0] += " (planned for " + cand.TakenBy.String() + ")"
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
@@ -106,6 +106,9 @@ func WriteText(w io.Writer, e *Explanation) error {
 	}
 	if others != "" {
 		fmt.Fprintln(&b, others)
+	}
+	for _, h := range e.Hidden {
+		fmt.Fprintln(&b, h.Text)
 	}
 	fmt.Fprintf(&b, "\nVerdict: %s\n", e.Verdict.Text)
 	_, err := io.WriteString(w, b.String())

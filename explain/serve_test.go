@@ -163,8 +163,8 @@ func TestExplainAPIReadsTheBindersState(t *testing.T) {
 					continue
 				}
 				for _, r := range c.Checks {
-					if r.Check == explain.CheckReserved && r.Value != tc.reserved {
-						t.Errorf("RESERVED of pv-block = %q, want %q", r.Value, tc.reserved)
+					if r.Check == explain.CheckReserved && r.Value.String() != tc.reserved {
+						t.Errorf("RESERVED of pv-block = %q, want %q", r.Value.String(), tc.reserved)
 					}
 				}
 			}
@@ -251,7 +251,7 @@ func TestExplainPageMatchesTheText(t *testing.T) {
 	if len(rows) != 2 || others == "" {
 		t.Fatalf("rows %d, others %q: the fixture should give two rows and another class", len(rows), others)
 	}
-	for _, line := range []string{"State: " + e.State, others, "Verdict: " + e.Verdict.Text} {
+	for _, line := range []string{"State: " + e.State.String(), others, "Verdict: " + e.Verdict.Text.String()} {
 		if !strings.Contains(text.String(), line) {
 			t.Fatalf("the text lacks %q: the test is wrong", line)
 		}
@@ -299,11 +299,11 @@ func TestExplainAPIJudgesPairsByThePolicy(t *testing.T) {
 				t.Fatalf("HTTP %d: %v", rec.Code, err)
 			}
 			got := e.Candidates[0].Checks[len(e.Candidates[0].Checks)-1]
-			if got.Check != explain.CheckPolicy || !strings.HasPrefix(got.Value, tc.policy) || (tc.policy == "") != got.Pass {
+			if got.Check != explain.CheckPolicy || !strings.HasPrefix(got.Value.String(), tc.policy) || (tc.policy == "") != got.Pass {
 				t.Errorf("POLICY %+v, want %q", got, tc.policy)
 			}
-			if !strings.HasPrefix(e.Verdict.Text, tc.verdict) {
-				t.Errorf("verdict %q, want %q", e.Verdict.Text, tc.verdict)
+			if !strings.HasPrefix(e.Verdict.Text.String(), tc.verdict) {
+				t.Errorf("verdict %q, want %q", e.Verdict.Text.String(), tc.verdict)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 )
 
@@ -61,7 +62,7 @@ func subjectOf(c *corev1.PersistentVolumeClaim, classes map[string]*storagev1.St
 type claimState struct {
 	waitingFor  string
 	provisioner string
-	text        string
+	text        policy.Text
 	volume      string
 }
 
@@ -79,35 +80,35 @@ func decide(x *index, s subject, assigned string) claimState {
 	st := claimState{waitingFor: WaitingForNothing}
 	switch {
 	case c.DeletionTimestamp != nil:
-		st.text = "being deleted"
+		st.text = policy.Plain("being deleted")
 	case bound && a.Bind != nil && c.Status.Phase == corev1.ClaimBound:
-		st.text = fmt.Sprintf("bound to volume %s", a.Bind.Name)
+		st.text = policy.Textf("bound to volume %s", volumeName(a.Bind.Name))
 		st.volume = a.Bind.Name
 	case a.Bind != nil:
 		st.waitingFor = WaitingForBinder
-		st.text = fmt.Sprintf("the binder is to bind it to volume %s", a.Bind.Name)
+		st.text = policy.Textf("the binder is to bind it to volume %s", volumeName(a.Bind.Name))
 		st.volume = a.Bind.Name
 	case a.Phase == corev1.ClaimLost:
-		st.text = "Lost: " + a.Event.Message
+		st.text = policy.Plain(policy.Word("Lost: " + a.Event.Message))
 	case a.SetClass != "":
 		st.waitingFor = WaitingForBinder
-		st.text = fmt.Sprintf("the binder is to give it the default class %s", a.SetClass)
+		st.text = policy.Plain(policy.Wordf("the binder is to give it the default class %s", a.SetClass))
 	case c.Spec.VolumeName != "" && cs.Volume == nil:
 		st.waitingFor = WaitingForVolume
-		st.text = fmt.Sprintf("waiting for volume %s, which spec.volumeName names and which does not exist", c.Spec.VolumeName)
+		st.text = policy.Textf("waiting for volume %s, which spec.volumeName names and which does not exist", volumeName(c.Spec.VolumeName))
 	case a.Event == nil:
-		st.text = "Pending"
+		st.text = policy.Plain("Pending")
 	case a.Event.Reason == binder.ReasonWaitForFirstConsumer:
 		st.waitingFor = WaitingForConsumer
-		st.text = fmt.Sprintf("waiting for its first consumer: class %s binds once a pod that uses the claim is scheduled", s.className)
+		st.text = policy.Plain(policy.Wordf("waiting for its first consumer: class %s binds once a pod that uses the claim is scheduled", s.className))
 	case a.Event.Reason == binder.ReasonExternalProvisioning:
 		st.waitingFor, st.provisioner = WaitingForProvisioner, s.class.Provisioner
-		st.text = fmt.Sprintf("waiting for the external provisioner %s to create a volume", s.class.Provisioner)
+		st.text = policy.Plain(policy.Wordf("waiting for the external provisioner %s to create a volume", s.class.Provisioner))
 		if s.selectedNode != "" {
-			st.text += " on node " + s.selectedNode
+			st.text = st.text.Append(policy.Plain(policy.Word(" on node " + s.selectedNode)))
 		}
 	default:
-		st.text = a.Event.Reason + ": " + a.Event.Message
+		st.text = policy.Plain(policy.Word(a.Event.Reason + ": " + a.Event.Message))
 	}
 	return st
 }
@@ -119,7 +120,7 @@ func provisionerAsked(st claimState, c *corev1.PersistentVolumeClaim, events []*
 		return st
 	}
 	if ev := firstEvent(events, "PersistentVolumeClaim", c.Namespace, c.Name, c.UID, binder.ReasonExternalProvisioning); ev != nil {
-		st.text += fmt.Sprintf(" (asked since %s)", ev.UTC().Format(time.RFC3339))
+		st.text = st.text.Append(policy.Plain(policy.Wordf(" (asked since %s)", ev.UTC().Format(time.RFC3339))))
 	}
 	return st
 }
@@ -157,9 +158,9 @@ func consumersOf(st claimState, s subject, in Input, targets []nodeTarget) (clai
 	}
 	if st.waitingFor == WaitingForConsumer && placed != nil && s.selectedNode == "" {
 		st.waitingFor, out.placedWithoutScheduler = WaitingForNothing, placed
-		st.text = fmt.Sprintf("stuck: pod %s uses the claim and is on node %s, yet no node was selected for the claim, so the pod was placed without the scheduler "+
+		st.text = policy.Plain(policy.Wordf("stuck: pod %s uses the claim and is on node %s, yet no node was selected for the claim, so the pod was placed without the scheduler "+
 			"(spec.nodeName set when it was created); class %s binds only once the scheduler places a pod that uses the claim: "+
-			"create the pod without spec.nodeName (a nodeSelector on kubernetes.io/hostname keeps it on that node)", placed.Name, placed.Spec.NodeName, s.className)
+			"create the pod without spec.nodeName (a nodeSelector on kubernetes.io/hostname keeps it on that node)", placed.Name, placed.Spec.NodeName, s.className))
 		return st, out
 	}
 	if s.selectedNode == "" && len(targets) > 0 {
@@ -167,15 +168,15 @@ func consumersOf(st claimState, s subject, in Input, targets []nodeTarget) (clai
 		for i, t := range targets {
 			on[i] = fmt.Sprintf("node %s (pod %s)", t.name, t.pod)
 		}
-		st.text += "; volumes' node affinity is judged against " + strings.Join(on, ", ")
+		st.text = st.text.Append(policy.Plain(policy.Word("; volumes' node affinity is judged against " + strings.Join(on, ", "))))
 	}
 	if st.waitingFor != WaitingForConsumer || unscheduled == nil {
 		return st, out
 	}
 	st.waitingFor = WaitingForScheduler
-	st.text = fmt.Sprintf("waiting for the scheduler: pod %s uses the claim and is not scheduled yet", unscheduled.Name)
+	st.text = policy.Plain(policy.Wordf("waiting for the scheduler: pod %s uses the claim and is not scheduled yet", unscheduled.Name))
 	if ev := latestEvent(in.Events, unscheduled, "FailedScheduling"); ev != nil {
-		st.text += "; it said: " + strings.TrimSpace(ev.Message)
+		st.text = st.text.Append(policy.Plain(policy.Word("; it said: " + strings.TrimSpace(ev.Message))))
 	}
 	return st, out
 }

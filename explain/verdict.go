@@ -1,10 +1,11 @@
 package explain
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // This file is the verdict: the volume the claim is bound to or the binder takes, or the closest
@@ -14,26 +15,46 @@ import (
 // the closest volume fit.
 type Verdict struct {
 	// Volume is the volume the claim is bound to, or that the binder takes for it.
-	Volume string `json:"volume,omitempty"`
+	Volume policy.Text `json:"volume,omitzero"`
 	// Closest is the closest volume when none is taken, and Changes what would make it fit.
-	Closest string   `json:"closest,omitempty"`
-	Changes []string `json:"changes,omitempty"`
+	Closest policy.Text   `json:"closest,omitzero"`
+	Changes []policy.Text `json:"changes,omitempty"`
 	// Text is the verdict in one sentence.
-	Text string `json:"text"`
+	Text policy.Text `json:"text"`
+	// closest is Closest's name, for the NoVolumeFits event, which reads the closest row.
+	closest string
+}
+
+// joined is texts as one Arg, separated by sep.
+func joined(texts []policy.Text, sep string) policy.Arg {
+	args := make([]policy.Arg, len(texts))
+	for i, t := range texts {
+		args[i] = t
+	}
+	return policy.Join(args, sep)
+}
+
+// volumes is the named volumes as one Arg, separated by sep.
+func volumes(names []string, sep string) policy.Arg {
+	args := make([]policy.Arg, len(names))
+	for i, n := range names {
+		args[i] = volumeName(n)
+	}
+	return policy.Join(args, sep)
 }
 
 // verdict is the verdict on the claim from its state (after every state step: a claim bound or
 // being deleted is told its state), its candidate table (sorted, with takers), whether the
 // binder's plan considered it, and the pod placed without the scheduler, if any (consumersOf).
 func verdict(c *corev1.PersistentVolumeClaim, st claimState, rows []Candidate, planned bool, placedWithoutScheduler *corev1.Pod) Verdict {
-	v := Verdict{Volume: st.volume}
-	if v.Volume != "" {
+	v := Verdict{Volume: volumeText(st.volume)}
+	if st.volume != "" {
 		if st.waitingFor == WaitingForBinder {
-			v.Text = fmt.Sprintf("the binder takes %s", v.Volume)
+			v.Text = policy.Textf("the binder takes %s", volumeName(st.volume))
 		} else {
-			v.Text = fmt.Sprintf("bound to %s", v.Volume)
+			v.Text = policy.Textf("bound to %s", volumeName(st.volume))
 		}
-		v.Text += takenVolumeFails(rows, v.Volume, st.waitingFor == WaitingForBinder)
+		v.Text = v.Text.Append(takenVolumeFails(rows, st.volume, st.waitingFor == WaitingForBinder))
 		return v
 	}
 	if st.waitingFor == WaitingForNothing && c.Status.Phase == corev1.ClaimBound || c.DeletionTimestamp != nil {
@@ -43,34 +64,35 @@ func verdict(c *corev1.PersistentVolumeClaim, st claimState, rows []Candidate, p
 	if name := c.Spec.VolumeName; name != "" {
 		return namedVolumeVerdict(rows, name)
 	}
-	var fitting, taken []string
+	var fitting []string
+	var taken []policy.Text
 	for _, cand := range rows {
 		if cand.Fits {
 			fitting = append(fitting, cand.Volume)
-			if cand.TakenBy != "" {
-				taken = append(taken, cand.Volume+" to "+cand.TakenBy)
+			if !cand.TakenBy.IsZero() {
+				taken = append(taken, policy.Textf("%s to %s", volumeName(cand.Volume), cand.TakenBy))
 			}
 		}
 	}
 	switch {
 	case planned && len(fitting) > 0 && len(taken) == len(fitting):
-		v.Text = "every volume that fits goes to another claim: " + strings.Join(taken, ", ")
+		v.Text = policy.Textf("every volume that fits goes to another claim: %s", joined(taken, ", "))
 		return v
 	case placedWithoutScheduler != nil && len(fitting) > 0:
-		v.Text = fmt.Sprintf("%s fit, but nothing binds the claim while pod %s that uses it bypasses the scheduler", strings.Join(fitting, ", "), placedWithoutScheduler.Name)
+		v.Text = policy.Textf("%s fit, but nothing binds the claim while pod %s that uses it bypasses the scheduler", volumes(fitting, ", "), policy.Word(placedWithoutScheduler.Name))
 		return v
 	case !planned && len(fitting) > 0 && (st.waitingFor == WaitingForConsumer || st.waitingFor == WaitingForScheduler):
-		v.Text = fmt.Sprintf("the scheduler may bind %s once a pod that uses the claim is scheduled to a node it reaches", strings.Join(fitting, " or "))
+		v.Text = policy.Textf("the scheduler may bind %s once a pod that uses the claim is scheduled to a node it reaches", volumes(fitting, " or "))
 		return v
 	case len(fitting) > 0:
-		v.Text = fmt.Sprintf("%s fit; the binder takes none of them now", strings.Join(fitting, ", "))
+		v.Text = policy.Textf("%s fit; the binder takes none of them now", volumes(fitting, ", "))
 		return v
 	}
 	for _, cand := range rows {
-		if cand.TakenBy != "" {
+		if !cand.TakenBy.IsZero() {
 			continue
 		}
-		v.Closest = cand.Volume
+		v.Closest, v.closest = volumeText(cand.Volume), cand.Volume
 		freed := !cand.passes(CheckClaimRef)
 		for _, r := range cand.Failed() {
 			if r.Check == CheckPhase && freed {
@@ -78,13 +100,13 @@ func verdict(c *corev1.PersistentVolumeClaim, st claimState, rows []Candidate, p
 			}
 			v.Changes = append(v.Changes, change(r, cand))
 		}
-		v.Text = fmt.Sprintf("no volume fits; %s fits if %s", v.Closest, strings.Join(v.Changes, " and "))
+		v.Text = policy.Textf("no volume fits; %s fits if %s", volumeName(cand.Volume), joined(v.Changes, " and "))
 		return v
 	}
 	if len(rows) > 0 {
 		return takenVerdict(rows[0])
 	}
-	v.Text = "no volume fits, and there are no volumes to consider"
+	v.Text = policy.Plain("no volume fits, and there are no volumes to consider")
 	return v
 }
 
@@ -96,19 +118,19 @@ var availabilityChecks = map[Check]bool{CheckPhase: true, CheckClaimRef: true, C
 // binder's plan, cand being the closest: it says so, and that another volume like it would fit
 // (with the claim's other changes, if any).
 func takenVerdict(cand Candidate) Verdict {
-	v := Verdict{Closest: cand.Volume}
-	like := "another volume like " + cand.Volume
-	v.Changes = []string{like}
+	v := Verdict{Closest: volumeText(cand.Volume), closest: cand.Volume}
+	like := policy.Textf("another volume like %s", volumeName(cand.Volume))
+	v.Changes = []policy.Text{like}
 	for _, r := range cand.Failed() {
 		if !availabilityChecks[r.Check] {
 			v.Changes = append(v.Changes, change(r, cand))
 		}
 	}
-	v.Text = fmt.Sprintf("no volume fits: the closest, %s, goes to %s in the binder's plan; %s", cand.Volume, cand.TakenBy, like)
+	v.Text = policy.Textf("no volume fits: the closest, %s, goes to %s in the binder's plan; %s", volumeName(cand.Volume), cand.TakenBy, like)
 	if len(v.Changes) > 1 {
-		v.Text += " fits if " + strings.Join(v.Changes[1:], " and ")
+		v.Text = policy.Textf("%s fits if %s", v.Text, joined(v.Changes[1:], " and "))
 	} else {
-		v.Text += " would fit"
+		v.Text = policy.Textf("%s would fit", v.Text)
 	}
 	return v
 }
@@ -116,26 +138,26 @@ func takenVerdict(cand Candidate) Verdict {
 // takenVolumeFails says what the candidate row of the volume the claim is bound to, or that the
 // binder takes, fails (the binder plans without the pods' nodes and asks policy only when it
 // binds): "" when nothing.
-func takenVolumeFails(rows []Candidate, name string, binding bool) string {
+func takenVolumeFails(rows []Candidate, name string, binding bool) policy.Text {
 	for _, cand := range rows {
 		if cand.Volume != name {
 			continue
 		}
-		var out []string
+		var out []policy.Text
 		for _, r := range cand.Failed() {
 			switch {
 			case r.Check == CheckNodeAffinity:
-				out = append(out, "it "+r.Value+": that pod cannot use it")
+				out = append(out, policy.Textf("it %s: that pod cannot use it", r.Value))
 			case r.Check == CheckPolicy && binding:
-				out = append(out, "policy denies the binding ("+r.Value+"): the binder records the denial and looks elsewhere")
+				out = append(out, policy.Textf("policy denies the binding (%s): the binder records the denial and looks elsewhere", r.Value))
 			}
 		}
 		if len(out) == 0 {
-			return ""
+			return policy.Text{}
 		}
-		return ", but " + strings.Join(out, "; and ")
+		return policy.Textf(", but %s", joined(out, "; and "))
 	}
-	return ""
+	return policy.Text{}
 }
 
 // namedChecks are the checks a claim that names its volume (spec.volumeName) is held to, as
@@ -151,55 +173,59 @@ func namedVolumeVerdict(rows []Candidate, name string) Verdict {
 		if cand.Volume != name {
 			continue
 		}
-		v.Closest = name
+		v.Closest, v.closest = volumeText(name), name
 		for _, r := range cand.Failed() {
 			if namedChecks[r.Check] {
 				v.Changes = append(v.Changes, change(r, cand))
 			}
 		}
 		if len(v.Changes) == 0 {
-			v.Text = fmt.Sprintf("the claim names volume %s, which fits", name)
+			v.Text = policy.Textf("the claim names volume %s, which fits", volumeName(name))
 			return v
 		}
-		v.Text = fmt.Sprintf("the claim names volume %s, which fits if %s", name, strings.Join(v.Changes, " and "))
+		v.Text = policy.Textf("the claim names volume %s, which fits if %s", volumeName(name), joined(v.Changes, " and "))
 		return v
 	}
-	v.Text = fmt.Sprintf("the claim names volume %s, which does not exist", name)
+	v.Text = policy.Textf("the claim names volume %s, which does not exist", volumeName(name))
 	return v
 }
 
 // change says what would make a failed check pass.
-func change(r Result, cand Candidate) string {
+// The values of the checks before PHASE are words (classes, modes, sizes): they are read back as
+// such (value).
+func change(r Result, cand Candidate) policy.Text {
+	value := r.Value.String()
+	word := func(format string, args ...any) policy.Text { return policy.Plain(policy.Wordf(format, args...)) }
 	switch r.Check {
 	case CheckClass:
-		return fmt.Sprintf("the claim asks for class %s", orNone(cand.Class))
+		return word("the claim asks for class %s", orNone(cand.Class))
 	case CheckAttributesClass:
-		return fmt.Sprintf("the claim asks for VolumeAttributesClass %s", strings.SplitN(r.Value, " != ", 2)[0])
+		return word("the claim asks for VolumeAttributesClass %s", strings.SplitN(value, " != ", 2)[0])
 	case CheckAccessModes:
-		return fmt.Sprintf("the claim does not ask for %s", strings.SplitN(r.Value, " lacks ", 2)[1])
+		return word("the claim does not ask for %s", strings.SplitN(value, " lacks ", 2)[1])
 	case CheckVolumeMode:
-		return fmt.Sprintf("the claim asks for volumeMode %s", strings.SplitN(r.Value, " != ", 2)[0])
+		return word("the claim asks for volumeMode %s", strings.SplitN(value, " != ", 2)[0])
 	case CheckCapacity:
-		return fmt.Sprintf("the claim asks for at most %s", strings.SplitN(r.Value, " < ", 2)[0])
+		return word("the claim asks for at most %s", strings.SplitN(value, " < ", 2)[0])
 	case CheckSelector:
-		return "the claim's selector matches the volume's labels"
+		return policy.Plain("the claim's selector matches the volume's labels")
 	case CheckNodeAffinity:
-		if strings.Contains(r.Value, " pod ") {
-			return "the claim's pods are on nodes the volume reaches"
+		if strings.Contains(value, " pod ") {
+			return policy.Plain("the claim's pods are on nodes the volume reaches")
 		}
-		return "the claim's pod is scheduled to a node the volume reaches"
+		return policy.Plain("the claim's pod is scheduled to a node the volume reaches")
 	case CheckPhase:
-		return fmt.Sprintf("the volume becomes Available (it is %s)", r.Value)
+		return policy.Textf("the volume becomes Available (it is %s)", r.Value)
 	case CheckClaimRef:
 		for _, p := range cand.Checks {
 			if p.Check == CheckPhase && !p.Pass {
-				return fmt.Sprintf("the volume is freed (it is %s, %s)", p.Value, r.Value)
+				return policy.Textf("the volume is freed (it is %s, %s)", p.Value, r.Value)
 			}
 		}
-		return fmt.Sprintf("the volume is freed (it is %s)", r.Value)
+		return policy.Textf("the volume is freed (it is %s)", r.Value)
 	case CheckReserved:
-		return fmt.Sprintf("the %s fails", r.Value)
+		return policy.Textf("the %s fails", r.Value)
 	default:
-		return fmt.Sprintf("policy allows the pair (%s)", r.Value)
+		return policy.Textf("policy allows the pair (%s)", r.Value)
 	}
 }

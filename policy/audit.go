@@ -281,7 +281,7 @@ func merge(perObject iter.Seq[[]Finding]) []Finding {
 	seen := map[string]bool{}
 	for found := range perObject {
 		for _, f := range found {
-			k := string(f.Rule) + "\x00" + f.Message
+			k := string(f.Rule) + "\x00" + f.Message.String()
 			if !seen[k] {
 				seen[k] = true
 				out = append(out, f)

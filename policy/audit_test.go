@@ -126,7 +126,7 @@ func TestAudit(t *testing.T) {
 			var keys []string
 			for _, f := range got {
 				keys = append(keys, string(f.Rule)+" "+f.Object.String())
-				if f.Message == "" || f.Name == "" || f.Action == "" {
+				if f.Message.IsZero() || f.Name == "" || f.Action == "" {
 					t.Errorf("incomplete finding %+v", f)
 				}
 			}
@@ -210,7 +210,7 @@ func TestAuditHintsOfABoundPair(t *testing.T) {
 	var hint string
 	for _, f := range found {
 		if f.Rule == "PVG018" {
-			hint = f.Hint
+			hint = f.Hint.String()
 		}
 	}
 	if !strings.Contains(hint, "the pair is bound") {

@@ -92,7 +92,7 @@ func TestMalformedClaimRefYieldsPVG014(t *testing.T) {
 		t.Fatalf("AuditObject: %v", err)
 	}
 	if !slices.ContainsFunc(found, func(f policy.Finding) bool {
-		return f.Rule == "PVG020" && strings.Contains(f.Message, "spec.claimRef names no claim")
+		return f.Rule == "PVG020" && strings.Contains(f.Message.String(), "spec.claimRef names no claim")
 	}) {
 		t.Errorf("audit findings %v, want PVG020 saying the claimRef names no claim", found)
 	}

@@ -360,6 +360,7 @@ func checkAdmit(t *testing.T, engine *policy.Engine, r *policy.Review, w fuzzWor
 		t.Fatalf("Admit over a state failed: %v", err)
 	}
 	checkDecision(t, engine.Config(), d)
+	checkRedaction(t, engine, copyReview(r), &testobj.View{State: w.deepCopy().state()})
 	if !reflect.DeepEqual(r, before) || !reflect.DeepEqual(w, worldBefore) {
 		t.Fatalf("Admit modified its inputs")
 	}
@@ -428,7 +429,7 @@ func checkFinding(t *testing.T, cfg *policy.Config, f policy.Finding) {
 	if !ok {
 		t.Fatalf("finding for unknown rule %q: %+v", f.Rule, f)
 	}
-	if f.Name != rl.Name || f.Message == "" || f.Field == "" || f.Object.Kind == "" {
+	if f.Name != rl.Name || f.Message.IsZero() || f.Field == "" || f.Object.Kind == "" {
 		t.Fatalf("finding not filled in: %+v", f)
 	}
 	if want := cfg.ActionFor(&rl); f.Action != want || f.Action == policy.ActionOff {
@@ -506,7 +507,7 @@ func checkAudit(t *testing.T, engine *policy.Engine, w fuzzWorld, now time.Time)
 	seen := map[string]bool{}
 	for i, f := range found {
 		checkAuditFinding(t, engine.Config(), f)
-		if key := string(f.Rule) + "\x00" + f.Message; seen[key] {
+		if key := string(f.Rule) + "\x00" + f.Message.String(); seen[key] {
 			t.Fatalf("finding reported twice: %s", f)
 		} else {
 			seen[key] = true

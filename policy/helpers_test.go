@@ -115,7 +115,7 @@ func runRuleCases(t *testing.T, id policy.RuleID, cases []ruleCase) {
 			var fields []string
 			for _, f := range got {
 				fields = append(fields, f.Field)
-				if f.Name != rule.Name || f.Message == "" || f.Object.Name == "" {
+				if f.Name != rule.Name || f.Message.IsZero() || f.Object.Name == "" {
 					t.Errorf("finding not filled in: %+v", f)
 				}
 			}
@@ -126,6 +126,7 @@ func runRuleCases(t *testing.T, id policy.RuleID, cases []ruleCase) {
 				t.Errorf("message %q does not contain %q", got[0].String(), tc.wantText)
 			}
 			checkReads(t, rule, func(e *policy.Engine, v policy.View) { _, _ = e.Admit(tc.review, v) }, cfg, view)
+			checkRedaction(t, policy.NewEngine(cfg), tc.review, view)
 			refused := false
 			for _, f := range d.Deny {
 				refused = refused || f.Rule == id

@@ -50,17 +50,23 @@ func stillBoundClaim(r *Review, v View) (*corev1.PersistentVolumeClaim, error) {
 	return pvc, nil
 }
 
-// claimRefString names the claim a claimRef points at, the way messages name objects.
+// claimRefString names the claim a claimRef points at, the way errors name objects (errors go to
+// pvguard's logs, never to a reader).
 func claimRefString(ref *corev1.ObjectReference) string {
-	return ObjectRef{Kind: KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}.String()
+	return claimRefOf(ref).String()
+}
+
+// claimRefOf is the claim a claimRef points at.
+func claimRefOf(ref *corev1.ObjectReference) ObjectRef {
+	return ObjectRef{Kind: KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}
 }
 
 // classForMessage renders a storage class for messages; the empty class is easy to miss otherwise.
-func classForMessage(c string) string {
+func classForMessage(c string) Word {
 	if c == "" {
 		return `"" (no class)`
 	}
-	return fmt.Sprintf("%q", c)
+	return Wordf("%q", c)
 }
 
 // Links as the invariants PVG002 and PVG004 guard them, read through the View (the link
@@ -103,12 +109,12 @@ func provisionedCreate(r *Review) bool {
 }
 
 // linkString describes a claimRef for messages: the claim it names and its uid, or "nothing".
-func linkString(ref *corev1.ObjectReference) string {
+func linkString(ref *corev1.ObjectReference) Arg {
 	switch {
 	case ref == nil:
-		return "nothing"
+		return Word("nothing")
 	case ref.UID == "":
-		return claimRefString(ref) + " (no uid)"
+		return Textf("%s (no uid)", claimRefOf(ref))
 	}
-	return fmt.Sprintf("%s (uid %s)", claimRefString(ref), ref.UID)
+	return WithUID(claimRefOf(ref), ref.UID)
 }

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,40 +85,43 @@ func finalizerRemoved(old, cur *metav1.ObjectMeta, finalizer string) bool {
 // volumeInUse reports whether a volume holds a claim's data: it is Bound or Released, or its
 // claimRef carries a uid (the binder's first write, before the phase follows). The description
 // completes "PersistentVolume pv-7 is ...".
-func volumeInUse(pv *corev1.PersistentVolume) (string, bool) {
+func volumeInUse(pv *corev1.PersistentVolume) (Text, bool) {
 	if pv == nil {
-		return "", false
+		return Text{}, false
 	}
 	ref := pv.Spec.ClaimRef
-	claim := "a claim"
+	var claim Arg = Word("a claim")
 	if ref != nil && ref.Name != "" {
-		claim = ObjectRef{Kind: KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}.String()
+		claim = claimRefOf(ref)
 	}
 	switch {
 	case pv.Status.Phase == corev1.VolumeBound:
-		return "Bound to " + claim, true
+		return Textf("Bound to %s", claim), true
 	case pv.Status.Phase == corev1.VolumeReleased:
-		return "Released by " + claim, true
+		return Textf("Released by %s", claim), true
 	case ref != nil && ref.UID != "":
-		return "claimed by " + claim, true
+		return Textf("claimed by %s", claim), true
 	}
-	return "", false
+	return Text{}, false
 }
 
 // claimInUse reports whether a claim is bound or being bound: it names a volume, or is Bound.
 // The description completes "PersistentVolumeClaim team-a/data is ...".
-func claimInUse(pvc *corev1.PersistentVolumeClaim) (string, bool) {
+func claimInUse(pvc *corev1.PersistentVolumeClaim) (Text, bool) {
 	if pvc == nil {
-		return "", false
+		return Text{}, false
 	}
 	if pvc.Spec.VolumeName != "" {
-		return fmt.Sprintf("bound to %s", ObjectRef{Kind: KindPersistentVolume, Name: pvc.Spec.VolumeName}), true
+		return Textf("bound to %s", volumeRef(pvc.Spec.VolumeName)), true
 	}
 	if pvc.Status.Phase == corev1.ClaimBound {
-		return string(corev1.ClaimBound), true
+		return Plain(Word(corev1.ClaimBound)), true
 	}
-	return "", false
+	return Text{}, false
 }
+
+// volumeRef is the volume of that name.
+func volumeRef(name string) ObjectRef { return ObjectRef{Kind: KindPersistentVolume, Name: name} }
 
 // requester names the identity of a review for messages.
 func requester(u UserInfo) string {

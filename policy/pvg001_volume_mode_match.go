@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	"github.com/pvguard/pvguard/storage"
 )
 
@@ -27,9 +25,9 @@ func pvg001VolumeModeMatch() Rule {
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,
-				Message: fmt.Sprintf("%s requests volumeMode %s, but %s is %s",
-					pvcRef(b.PVC), claimMode, pvRef(b.PV), volMode),
-				Hint: fmt.Sprintf("use a %s volume or drop %s", claimMode, b.Field),
+				Message: Textf("%s requests volumeMode %s, but %s is %s",
+					pvcRef(b.PVC), Word(claimMode), pvRef(b.PV), Word(volMode)),
+				Hint: Textf("use a %s volume or drop %s", Word(claimMode), Word(b.Field)),
 			}}, nil
 		},
 	}

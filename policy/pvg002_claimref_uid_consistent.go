@@ -86,9 +86,9 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 			return []Finding{{
 				Object: vol,
 				Field:  field,
-				Message: fmt.Sprintf("%s is claimed by the live %s (uid %s) and the write %s; a volume stays with its claim until the claim is deleted or bound to another volume, or the volume's data can go to another claim",
-					vol, pvcRef(linked), linked.UID, linkChange(old, cur)),
-				Hint: fmt.Sprintf("to free the volume, delete %s: the volume is then Released and its reclaim policy applies", pvcRef(linked)),
+				Message: Textf("%s is claimed by the live %s and the write %s; a volume stays with its claim until the claim is deleted or bound to another volume, or the volume's data can go to another claim",
+					vol, WithUID(pvcRef(linked), linked.UID), linkChange(old, cur)),
+				Hint: Textf("to free the volume, delete %s: the volume is then Released and its reclaim policy applies", pvcRef(linked)),
 			}}, nil
 		}
 	}
@@ -101,9 +101,9 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 	return []Finding{{
 		Object: vol,
 		Field:  "spec.claimRef",
-		Message: fmt.Sprintf("%s completed its binding to %s (%s), so the volume holds its data, and the write %s",
-			pvcRef(own), vol, storage.AnnBindCompleted, linkChange(old, cur)),
-		Hint: fmt.Sprintf("point spec.claimRef at %s with uid %s, or delete that claim first", pvcRef(own), own.UID),
+		Message: Textf("%s completed its binding to %s (%s), so the volume holds its data, and the write %s",
+			pvcRef(own), vol, Word(storage.AnnBindCompleted), linkChange(old, cur)),
+		Hint: Textf("point spec.claimRef at %s, or delete that claim first", WithUID(pvcRef(own), own.UID)),
 	}}, nil
 }
 
@@ -127,36 +127,41 @@ func pvg002GivenUID(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 	if err != nil {
 		return nil, fmt.Errorf("reading %s named by spec.claimRef: %w", claimRefString(cur), err)
 	}
+	// Whether the claim exists is told only to a reader who may read it: to others the two
+	// findings read the same, so that a request cannot learn it.
+	named, uid := claimRefOf(cur), UID(claimRefOf(cur), cur.UID)
+	unknown := Textf("spec.claimRef.uid %s is not the uid of a live %s; the volume would be released at once (and deleted with reclaim policy Delete)", uid, named)
 	switch {
 	case pvc == nil:
 		return []Finding{{
 			Object: vol,
 			Field:  "spec.claimRef.uid",
-			Message: fmt.Sprintf("spec.claimRef.uid %s names %s, which does not exist; the volume would be released at once (and deleted with reclaim policy Delete)",
-				cur.UID, claimRefString(cur)),
-			Hint: "drop spec.claimRef.uid to pre-bind the volume by name, or create the claim first",
+			Message: Textf("%s", Either(named, Textf("spec.claimRef.uid %s names %s, which does not exist; the volume would be released at once (and deleted with reclaim policy Delete)",
+				uid, named), unknown)),
+			Hint: Textf("%s", Either(named, Plain("drop spec.claimRef.uid to pre-bind the volume by name, or create the claim first"),
+				Plain("drop spec.claimRef.uid to pre-bind the volume by name"))),
 		}}, nil
 	case pvc.UID != cur.UID:
 		return []Finding{{
 			Object: vol,
 			Field:  "spec.claimRef.uid",
-			Message: fmt.Sprintf("spec.claimRef.uid %s is not the uid %s of the live %s (a re-created claim of the same name?); the volume would be released at once (and deleted with reclaim policy Delete)",
-				cur.UID, pvc.UID, pvcRef(pvc)),
-			Hint: "drop spec.claimRef.uid to pre-bind the volume by name",
+			Message: Textf("%s", Either(named, Textf("spec.claimRef.uid %s is not the uid %s of the live %s (a re-created claim of the same name?); the volume would be released at once (and deleted with reclaim policy Delete)",
+				uid, UID(pvcRef(pvc), pvc.UID), pvcRef(pvc)), unknown)),
+			Hint: Plain("drop spec.claimRef.uid to pre-bind the volume by name"),
 		}}, nil
 	}
 	return nil, nil
 }
 
 // linkChange describes what a write does to a volume's claimRef, completing "the write ...".
-func linkChange(old, cur *corev1.ObjectReference) string {
+func linkChange(old, cur *corev1.ObjectReference) Text {
 	switch {
 	case cur == nil:
-		return "clears spec.claimRef (was " + linkString(old) + ")"
+		return Textf("clears spec.claimRef (was %s)", linkString(old))
 	case old != nil && cur.Namespace == old.Namespace && cur.Name == old.Name && cur.UID == "":
-		return "drops spec.claimRef.uid " + string(old.UID)
+		return Textf("drops spec.claimRef.uid %s", UID(claimRefOf(old), old.UID))
 	case old != nil && cur.Namespace == old.Namespace && cur.Name == old.Name:
-		return fmt.Sprintf("changes spec.claimRef.uid from %s to %s", old.UID, cur.UID)
+		return Textf("changes spec.claimRef.uid from %s to %s", UID(claimRefOf(old), old.UID), UID(claimRefOf(cur), cur.UID))
 	}
-	return "points spec.claimRef at " + linkString(cur)
+	return Textf("points spec.claimRef at %s", linkString(cur))
 }

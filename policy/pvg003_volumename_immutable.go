@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	"github.com/pvguard/pvguard/storage"
 )
 
@@ -34,16 +32,16 @@ func pvg003VolumeNameImmutable() Rule {
 			claim := pvcRef(cur)
 			var out []Finding
 			if cur.Spec.VolumeName != old.Spec.VolumeName {
-				what := fmt.Sprintf("changes spec.volumeName from %s to %s", old.Spec.VolumeName, cur.Spec.VolumeName)
+				what := Textf("changes spec.volumeName from %s to %s", NameOf(volumeRef(old.Spec.VolumeName)), NameOf(volumeRef(cur.Spec.VolumeName)))
 				if cur.Spec.VolumeName == "" {
-					what = fmt.Sprintf("clears spec.volumeName (was %s)", old.Spec.VolumeName)
+					what = Textf("clears spec.volumeName (was %s)", NameOf(volumeRef(old.Spec.VolumeName)))
 				}
 				out = append(out, Finding{
 					Object: claim,
 					Field:  "spec.volumeName",
-					Message: fmt.Sprintf("%s is bound to PersistentVolume %s and the write %s; a completed binding never moves",
-						claim, old.Spec.VolumeName, what),
-					Hint: fmt.Sprintf("keep spec.volumeName %s, or delete the claim and create a new one", old.Spec.VolumeName),
+					Message: Textf("%s is bound to %s and the write %s; a completed binding never moves",
+						claim, volumeRef(old.Spec.VolumeName), what),
+					Hint: Textf("keep spec.volumeName %s, or delete the claim and create a new one", NameOf(volumeRef(old.Spec.VolumeName))),
 				})
 			}
 			// Without the annotation the upstream controller treats the claim as pre-bound by a
@@ -52,9 +50,9 @@ func pvg003VolumeNameImmutable() Rule {
 				out = append(out, Finding{
 					Object: claim,
 					Field:  "metadata.annotations[" + storage.AnnBindCompleted + "]",
-					Message: fmt.Sprintf("%s is bound to PersistentVolume %s and the write removes the %s annotation",
-						claim, cur.Spec.VolumeName, storage.AnnBindCompleted),
-					Hint: fmt.Sprintf("keep the annotation %s: yes", storage.AnnBindCompleted),
+					Message: Textf("%s is bound to %s and the write removes the %s annotation",
+						claim, volumeRef(cur.Spec.VolumeName), Word(storage.AnnBindCompleted)),
+					Hint: Textf("keep the annotation %s: yes", Word(storage.AnnBindCompleted)),
 				})
 			}
 			return out, nil

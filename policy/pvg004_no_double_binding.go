@@ -57,8 +57,8 @@ func pvg004Claim(r *Review, v View) ([]Finding, error) {
 	return []Finding{{
 		Object:  claim,
 		Field:   "spec.volumeName",
-		Message: fmt.Sprintf("%s names %s, which is already claimed by %s", claim, pvRef(pv), pvcRef(other)),
-		Hint:    fmt.Sprintf("use another volume: %s stays with %s until that claim is deleted", pvRef(pv), pvcRef(other)),
+		Message: Textf("%s names %s, which is already claimed by %s", claim, pvRef(pv), pvcRef(other)),
+		Hint:    Textf("use another volume: %s stays with %s until that claim is deleted", pvRef(pv), pvcRef(other)),
 	}}, nil
 }
 
@@ -85,8 +85,8 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 			return []Finding{{
 				Object:  vol,
 				Field:   "spec.claimRef",
-				Message: fmt.Sprintf("%s points spec.claimRef at %s, which is already bound to %s", vol, pvcRef(pvc), pvRef(elsewhere)),
-				Hint:    fmt.Sprintf("point spec.claimRef at a claim that is not bound yet; %s stays with %s", pvcRef(pvc), pvRef(elsewhere)),
+				Message: Textf("%s points spec.claimRef at %s, which is already bound to %s", vol, pvcRef(pvc), pvRef(elsewhere)),
+				Hint:    Textf("point spec.claimRef at a claim that is not bound yet; %s stays with %s", pvcRef(pvc), pvRef(elsewhere)),
 			}}, nil
 		}
 	}
@@ -107,8 +107,8 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 			return []Finding{{
 				Object:  vol,
 				Field:   "spec.claimRef",
-				Message: fmt.Sprintf("%s points spec.claimRef at %s, which %s is already linked to; one claim would be claimed by two volumes", vol, pvcRef(pvc), pvRef(other)),
-				Hint:    fmt.Sprintf("leave %s to %s, or unlink that volume first", pvcRef(pvc), pvRef(other)),
+				Message: Textf("%s points spec.claimRef at %s, which %s is already linked to; one claim would be claimed by two volumes", vol, pvcRef(pvc), pvRef(other)),
+				Hint:    Textf("leave %s to %s, or unlink that volume first", pvcRef(pvc), pvRef(other)),
 			}}, nil
 		}
 	}

@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	"github.com/pvguard/pvguard/storage"
 )
 
@@ -41,15 +39,15 @@ func pvg005AtBind(r *Review, b *bindPair) []Finding {
 	if offer.Cmp(request) >= 0 {
 		return nil
 	}
-	hint := fmt.Sprintf("use a volume of at least %s or drop %s", request.String(), b.Field)
+	hint := Textf("use a volume of at least %s or drop %s", Word(request.String()), Word(b.Field))
 	if b.Field == "spec.claimRef" {
-		hint = fmt.Sprintf("point spec.claimRef at a claim of at most %s, or give the volume at least %s", offer.String(), request.String())
+		hint = Textf("point spec.claimRef at a claim of at most %s, or give the volume at least %s", Word(offer.String()), Word(request.String()))
 	}
 	return []Finding{{
 		Object: b.Subject,
 		Field:  b.Field,
-		Message: fmt.Sprintf("%s %s %s, but %s offers %s",
-			pvcRef(b.PVC), asks, request.String(), pvRef(b.PV), offer.String()),
+		Message: Textf("%s %s %s, but %s offers %s",
+			pvcRef(b.PVC), Word(asks), Word(request.String()), pvRef(b.PV), Word(offer.String())),
 		Hint: hint,
 	}}
 }
@@ -70,8 +68,8 @@ func pvg005Shrink(r *Review, v View) ([]Finding, error) {
 	return []Finding{{
 		Object: vol,
 		Field:  "spec.capacity",
-		Message: fmt.Sprintf("%s is bound to %s, which has %s, and the write shrinks it from %s to %s",
-			vol, pvcRef(pvc), given.String(), was.String(), now.String()),
-		Hint: fmt.Sprintf("keep spec.capacity at %s or more; volumes can grow, not shrink", given.String()),
+		Message: Textf("%s is bound to %s, which has %s, and the write shrinks it from %s to %s",
+			vol, pvcRef(pvc), Word(given.String()), Word(was.String()), Word(now.String())),
+		Hint: Textf("keep spec.capacity at %s or more; volumes can grow, not shrink", Word(given.String())),
 	}}, nil
 }

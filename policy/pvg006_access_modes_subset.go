@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -37,15 +36,15 @@ func pvg006AtBind(b *bindPair) []Finding {
 		return nil
 	}
 	missing := missingAccessModes(b.PVC.Spec.AccessModes, b.PV.Spec.AccessModes)
-	hint := fmt.Sprintf("use a volume that offers %s or drop %s", accessModeList(b.PVC.Spec.AccessModes), b.Field)
+	hint := Textf("use a volume that offers %s or drop %s", Word(accessModeList(b.PVC.Spec.AccessModes)), Word(b.Field))
 	if b.Field == "spec.claimRef" {
-		hint = fmt.Sprintf("point spec.claimRef at a claim that needs only %s", accessModeList(b.PV.Spec.AccessModes))
+		hint = Textf("point spec.claimRef at a claim that needs only %s", Word(accessModeList(b.PV.Spec.AccessModes)))
 	}
 	return []Finding{{
 		Object: b.Subject,
 		Field:  b.Field,
-		Message: fmt.Sprintf("%s requests access modes %s, but %s does not offer %s",
-			pvcRef(b.PVC), accessModeList(b.PVC.Spec.AccessModes), pvRef(b.PV), accessModeList(missing)),
+		Message: Textf("%s requests access modes %s, but %s does not offer %s",
+			pvcRef(b.PVC), Word(accessModeList(b.PVC.Spec.AccessModes)), pvRef(b.PV), Word(accessModeList(missing))),
 		Hint: hint,
 	}}
 }
@@ -71,9 +70,9 @@ func pvg006Dropped(r *Review, v View) ([]Finding, error) {
 	return []Finding{{
 		Object: vol,
 		Field:  "spec.accessModes",
-		Message: fmt.Sprintf("%s is bound to %s, which uses %s, and the write drops %s",
-			vol, pvcRef(pvc), accessModeList(pvc.Spec.AccessModes), accessModeList(dropped)),
-		Hint: fmt.Sprintf("keep %s in spec.accessModes", accessModeList(dropped)),
+		Message: Textf("%s is bound to %s, which uses %s, and the write drops %s",
+			vol, pvcRef(pvc), Word(accessModeList(pvc.Spec.AccessModes)), Word(accessModeList(dropped))),
+		Hint: Textf("keep %s in spec.accessModes", Word(accessModeList(dropped))),
 	}}, nil
 }
 

@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	"github.com/pvguard/pvguard/storage"
 )
 
@@ -27,15 +25,15 @@ func pvg007StorageClassMatch() Rule {
 			if want == got {
 				return nil, nil
 			}
-			hint := fmt.Sprintf("use a volume of class %s or drop spec.volumeName", classForMessage(want))
+			hint := Textf("use a volume of class %s or drop spec.volumeName", classForMessage(want))
 			if b.Field == "spec.claimRef" {
-				hint = fmt.Sprintf("set the volume's storageClassName to %s, or point spec.claimRef at a claim of class %s",
+				hint = Textf("set the volume's storageClassName to %s, or point spec.claimRef at a claim of class %s",
 					classForMessage(want), classForMessage(got))
 			}
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,
-				Message: fmt.Sprintf("%s has storage class %s, but %s has class %s",
+				Message: Textf("%s has storage class %s, but %s has class %s",
 					pvcRef(b.PVC), classForMessage(want), pvRef(b.PV), classForMessage(got)),
 				Hint: hint,
 			}}, nil

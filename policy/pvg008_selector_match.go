@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pvguard/pvguard/storage"
@@ -40,22 +38,22 @@ func pvg008SelectorMatch() Rule {
 				return []Finding{{
 					Object:  pvcRef(b.PVC),
 					Field:   "spec.selector",
-					Message: fmt.Sprintf("%s has an invalid spec.selector: %v", pvcRef(b.PVC), err),
-					Hint:    "fix or remove spec.selector",
+					Message: Textf("%s has an invalid spec.selector: %s", pvcRef(b.PVC), Word(err.Error())),
+					Hint:    Plain("fix or remove spec.selector"),
 				}}, nil
 			}
 			if sel.Admits(b.PV) {
 				return nil, nil
 			}
-			hint := "use a volume whose labels match the selector, or drop spec.volumeName"
+			hint := Plain("use a volume whose labels match the selector, or drop spec.volumeName")
 			if b.Field == "spec.claimRef" {
-				hint = "label the volume to match the claim's selector, or point spec.claimRef at another claim"
+				hint = Plain("label the volume to match the claim's selector, or point spec.claimRef at another claim")
 			}
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,
-				Message: fmt.Sprintf("%s selects volumes with %s, but the labels of %s (%s) do not match",
-					pvcRef(b.PVC), sel.String(), pvRef(b.PV), labelsForMessage(b.PV.Labels)),
+				Message: Textf("%s selects volumes with %s, but the labels of %s (%s) do not match",
+					pvcRef(b.PVC), Word(sel.String()), pvRef(b.PV), Word(labelsForMessage(b.PV.Labels))),
 				Hint: hint,
 			}}, nil
 		},

@@ -33,8 +33,8 @@ func pvg009NodeAffinityMatch() Rule {
 				return []Finding{{
 					Object:  pvRef(b.PV),
 					Field:   "spec.nodeAffinity",
-					Message: fmt.Sprintf("%s has an invalid node affinity, so it cannot be used on node %s selected for %s: %v", pvRef(b.PV), nodeName, pvcRef(b.PVC), err),
-					Hint:    fmt.Sprintf("fix spec.nodeAffinity.required of %s, or bind another volume", pvRef(b.PV)),
+					Message: Textf("%s has an invalid node affinity, so it cannot be used on node %s selected for %s: %s", pvRef(b.PV), Word(nodeName), pvcRef(b.PVC), Word(err.Error())),
+					Hint:    Textf("fix spec.nodeAffinity.required of %s, or bind another volume", pvRef(b.PV)),
 				}}, nil
 			}
 			node, err := v.Node(nodeName)
@@ -59,9 +59,9 @@ func pvg009NodeAffinityMatch() Rule {
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,
-				Message: fmt.Sprintf("%s is scheduled to node %s (%s), but the node affinity of %s does not admit that node%s",
-					pvcRef(b.PVC), nodeName, storage.AnnSelectedNode, pvRef(b.PV), assumed),
-				Hint: fmt.Sprintf("bind a volume reachable from node %s, or drop %s", nodeName, b.Field),
+				Message: Textf("%s is scheduled to node %s (%s), but the node affinity of %s does not admit that node%s",
+					pvcRef(b.PVC), Word(nodeName), Word(storage.AnnSelectedNode), pvRef(b.PV), Word(assumed)),
+				Hint: Textf("bind a volume reachable from node %s, or drop %s", Word(nodeName), Word(b.Field)),
 			}}, nil
 		},
 	}

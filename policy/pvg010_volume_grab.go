@@ -57,10 +57,10 @@ func pvg010Claim(r *Review, v View, c *Config) ([]Finding, error) {
 	return []Finding{{
 		Object: pvcRef(pvc),
 		Field:  "spec.volumeName",
-		Message: fmt.Sprintf("%s names %s in spec.volumeName, but the volume is not pre-bound to it and does not grant namespace %s (annotation %s)",
-			pvcRef(pvc), pvRef(pv), pvc.Namespace, grant),
-		Hint: fmt.Sprintf("ask the owner of %s to pre-bind it to this claim (spec.claimRef) or to grant namespace %s with the annotation %s",
-			pvRef(pv), pvc.Namespace, grant),
+		Message: Textf("%s names %s in spec.volumeName, but the volume is not pre-bound to it and does not grant namespace %s (annotation %s)",
+			pvcRef(pvc), pvRef(pv), NamespaceOf(pvcRef(pvc)), Word(grant)),
+		Hint: Textf("ask the owner of %s to pre-bind it to this claim (spec.claimRef) or to grant namespace %s with the annotation %s",
+			pvRef(pv), NamespaceOf(pvcRef(pvc)), Word(grant)),
 	}}, nil
 }
 
@@ -85,10 +85,10 @@ func pvg010Freed(r *Review, v View, c *Config) ([]Finding, error) {
 		return []Finding{{
 			Object: pvRef(r.PV),
 			Field:  "spec.claimRef",
-			Message: fmt.Sprintf("the write %s %s, which %s names in spec.volumeName: the volume would be bound to that claim at once, but it is not pre-bound to it and does not grant namespace %s (annotation %s)",
-				verb, pvRef(r.PV), pvcRef(pvc), pvc.Namespace, grant),
-			Hint: fmt.Sprintf("pre-bind the volume (spec.claimRef) to the claim meant to have it, grant namespace %s with the annotation %s, or have %s drop spec.volumeName first",
-				pvc.Namespace, grant, pvcRef(pvc)),
+			Message: Textf("the write %s %s, which %s names in spec.volumeName: the volume would be bound to that claim at once, but it is not pre-bound to it and does not grant namespace %s (annotation %s)",
+				Word(verb), pvRef(r.PV), pvcRef(pvc), NamespaceOf(pvcRef(pvc)), Word(grant)),
+			Hint: Textf("pre-bind the volume (spec.claimRef) to the claim meant to have it, grant namespace %s with the annotation %s, or have %s drop spec.volumeName first",
+				NamespaceOf(pvcRef(pvc)), Word(grant), pvcRef(pvc)),
 		}}, nil
 	}
 	return nil, nil

@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -53,15 +51,15 @@ func pvg011ReclaimDowngrade() Rule {
 			if r.PV.Annotations[confirm] == string(to) && r.OldPV.Annotations[confirm] != string(to) {
 				return nil, nil
 			}
-			hint := fmt.Sprintf("if that is intended, set the annotation %s=%s on the volume in the same write", confirm, to)
+			hint := Textf("if that is intended, set the annotation %s=%s on the volume in the same write", Word(confirm), Word(to))
 			if r.OldPV.Annotations[confirm] == string(to) {
-				hint = fmt.Sprintf("the annotation %s=%s was already on the volume before this write, so it does not confirm it; if the change is intended, remove the annotation, then set it again in the write that changes the policy", confirm, to)
+				hint = Textf("the annotation %s=%s was already on the volume before this write, so it does not confirm it; if the change is intended, remove the annotation, then set it again in the write that changes the policy", Word(confirm), Word(to))
 			}
 			return []Finding{{
 				Object: pvRef(r.PV),
 				Field:  "spec.persistentVolumeReclaimPolicy",
-				Message: fmt.Sprintf("%s is %s, and changing its reclaim policy from Retain to %s %s once the claim is deleted",
-					pvRef(r.PV), use, to, effect),
+				Message: Textf("%s is %s, and changing its reclaim policy from Retain to %s %s once the claim is deleted",
+					pvRef(r.PV), use, Word(to), Word(effect)),
 				Hint: hint,
 			}}, nil
 		},

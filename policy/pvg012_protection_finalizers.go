@@ -55,7 +55,7 @@ func pvg012ProtectionFinalizers() Rule {
 			if !slices.ContainsFunc(protectionFinalizers, func(pf protectionFinalizer) bool { return finalizerRemoved(old, cur, pf.Name) }) {
 				return nil, nil
 			}
-			var use string
+			var use Text
 			var inUse bool
 			switch r.Kind {
 			case KindPersistentVolume:
@@ -85,9 +85,9 @@ func pvg012ProtectionFinalizers() Rule {
 				}
 				out = append(out, Finding{
 					Field: "metadata.finalizers",
-					Message: fmt.Sprintf("%s removed finalizer %s from %s, which is %s",
-						requester(r.User), pf.Name, r.Object(), use),
-					Hint: pf.Hint,
+					Message: Textf("%s removed finalizer %s from %s, which is %s",
+						Word(requester(r.User)), Word(pf.Name), r.Object(), use),
+					Hint: Plain(Word(pf.Hint)),
 				})
 			}
 			return out, nil

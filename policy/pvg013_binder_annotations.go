@@ -49,10 +49,10 @@ func pvg013BinderAnnotations() Rule {
 				}
 				out = append(out, Finding{
 					Field: fmt.Sprintf("metadata.annotations[%s]", ch.Key),
-					Message: fmt.Sprintf("%s %s annotation %s %s %s, but only the binding controllers (PV controller, scheduler, provisioners) manage it",
-						requester(r.User), ch.Verb, ch.Key, changePreposition[ch.Verb], r.Object()),
-					Hint: fmt.Sprintf("leave %s to the controllers; if %s is a controller, list it under controllers in the pvguard config",
-						ch.Key, requester(r.User)),
+					Message: Textf("%s %s annotation %s %s %s, but only the binding controllers (PV controller, scheduler, provisioners) manage it",
+						Word(requester(r.User)), Word(ch.Verb), Word(ch.Key), Word(changePreposition[ch.Verb]), r.Object()),
+					Hint: Textf("leave %s to the controllers; if %s is a controller, list it under controllers in the pvguard config",
+						Word(ch.Key), Word(requester(r.User))),
 				})
 			}
 			return out, nil

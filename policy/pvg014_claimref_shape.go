@@ -1,8 +1,6 @@
 package policy
 
-import (
-	"fmt"
-)
+import ()
 
 func pvg014ClaimRefShape() Rule {
 	return Rule{
@@ -27,30 +25,30 @@ func pvg014ClaimRefShape() Rule {
 			if ref.Name == "" {
 				out = append(out, Finding{
 					Field:   "spec.claimRef.name",
-					Message: fmt.Sprintf("%s has a spec.claimRef without a name, so no claim can ever bind it", pv),
-					Hint:    "set spec.claimRef.name to the name of the claim, or remove spec.claimRef",
+					Message: Textf("%s has a spec.claimRef without a name, so no claim can ever bind it", pv),
+					Hint:    Plain("set spec.claimRef.name to the name of the claim, or remove spec.claimRef"),
 				})
 			}
 			if ref.Namespace == "" {
 				out = append(out, Finding{
 					Field:   "spec.claimRef.namespace",
-					Message: fmt.Sprintf("%s has a spec.claimRef without a namespace, so no claim can ever bind it (claims are namespaced)", pv),
-					Hint:    "set spec.claimRef.namespace to the namespace of the claim, or remove spec.claimRef",
+					Message: Textf("%s has a spec.claimRef without a namespace, so no claim can ever bind it (claims are namespaced)", pv),
+					Hint:    Plain("set spec.claimRef.namespace to the namespace of the claim, or remove spec.claimRef"),
 				})
 			}
 			// Empty kind and apiVersion are fine: the mutating webhook fills them in.
 			if ref.Kind != "" && ref.Kind != string(KindPersistentVolumeClaim) {
 				out = append(out, Finding{
 					Field:   "spec.claimRef.kind",
-					Message: fmt.Sprintf("%s has spec.claimRef.kind %q, but only a PersistentVolumeClaim can claim a volume", pv, ref.Kind),
-					Hint:    "set spec.claimRef.kind to PersistentVolumeClaim, or leave it empty",
+					Message: Textf("%s has spec.claimRef.kind %q, but only a PersistentVolumeClaim can claim a volume", pv, Word(ref.Kind)),
+					Hint:    Plain("set spec.claimRef.kind to PersistentVolumeClaim, or leave it empty"),
 				})
 			}
 			if ref.APIVersion != "" && ref.APIVersion != "v1" {
 				out = append(out, Finding{
 					Field:   "spec.claimRef.apiVersion",
-					Message: fmt.Sprintf("%s has spec.claimRef.apiVersion %q, but PersistentVolumeClaims are v1", pv, ref.APIVersion),
-					Hint:    "set spec.claimRef.apiVersion to v1, or leave it empty",
+					Message: Textf("%s has spec.claimRef.apiVersion %q, but PersistentVolumeClaims are v1", pv, Word(ref.APIVersion)),
+					Hint:    Plain("set spec.claimRef.apiVersion to v1, or leave it empty"),
 				})
 			}
 			return out, nil

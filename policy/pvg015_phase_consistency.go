@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -41,16 +39,16 @@ func volumePhaseFindings(r *Review) []Finding {
 		return []Finding{{
 			Object:  pvRef(pv),
 			Field:   "status.phase",
-			Message: fmt.Sprintf("%s is set to Bound, but spec.claimRef carries no claim uid, so it is bound to no claim", pvRef(pv)),
-			Hint:    "let the PV controller bind the volume (it sets spec.claimRef with the claim's uid first), or keep the volume Available",
+			Message: Textf("%s is set to Bound, but spec.claimRef carries no claim uid, so it is bound to no claim", pvRef(pv)),
+			Hint:    Plain("let the PV controller bind the volume (it sets spec.claimRef with the claim's uid first), or keep the volume Available"),
 		}}
 	case pv.Status.Phase == corev1.VolumeAvailable && hasUID:
 		claim := ObjectRef{Kind: KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}
 		return []Finding{{
 			Object:  pvRef(pv),
 			Field:   "status.phase",
-			Message: fmt.Sprintf("%s is set to Available, but spec.claimRef still carries the uid of %s", pvRef(pv), claim),
-			Hint:    "a volume linked to a claim is Bound or Released, not Available; leave its phase to the PV controller",
+			Message: Textf("%s is set to Available, but spec.claimRef still carries the uid of %s", pvRef(pv), claim),
+			Hint:    Plain("a volume linked to a claim is Bound or Released, not Available; leave its phase to the PV controller"),
 		}}
 	}
 	return nil
@@ -67,7 +65,7 @@ func claimPhaseFindings(r *Review) []Finding {
 	return []Finding{{
 		Object:  pvcRef(pvc),
 		Field:   "status.phase",
-		Message: fmt.Sprintf("%s is set to Bound, but names no volume in spec.volumeName", pvcRef(pvc)),
-		Hint:    "let the PV controller bind the claim (it sets spec.volumeName first), or keep the claim Pending",
+		Message: Textf("%s is set to Bound, but names no volume in spec.volumeName", pvcRef(pvc)),
+		Hint:    Plain("let the PV controller bind the claim (it sets spec.volumeName first), or keep the claim Pending"),
 	}}
 }

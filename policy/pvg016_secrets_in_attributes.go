@@ -48,9 +48,9 @@ func pvg016SecretsInAttributes() Rule {
 				out = append(out, Finding{
 					Object: pvRef(r.PV),
 					Field:  fmt.Sprintf("spec.csi.volumeAttributes[%s]", key),
-					Message: fmt.Sprintf("%s has CSI volume attribute %q, which looks like a credential; volume attributes are readable by anyone who may read PersistentVolumes",
-						pvRef(r.PV), key),
-					Hint: "move it to a Secret referenced by spec.csi.nodeStageSecretRef or spec.csi.nodePublishSecretRef",
+					Message: Textf("%s has CSI volume attribute %q, which looks like a credential; volume attributes are readable by anyone who may read PersistentVolumes",
+						pvRef(r.PV), Word(key)),
+					Hint: Plain("move it to a Secret referenced by spec.csi.nodeStageSecretRef or spec.csi.nodePublishSecretRef"),
 				})
 			}
 			return out, nil

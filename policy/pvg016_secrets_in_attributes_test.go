@@ -92,7 +92,7 @@ func TestPVG016NeverReportsValues(t *testing.T) {
 		if f.Rule == "PVG016" {
 			seen++
 		}
-		for _, s := range []string{f.String(), f.Message, f.Hint, f.Field, f.Object.String()} {
+		for _, s := range []string{f.String(), f.Message.String(), f.Hint.String(), f.Field, f.Object.String()} {
 			if strings.Contains(s, canary) {
 				t.Errorf("%s finding leaks the attribute value: %q", f.Rule, s)
 			}

@@ -50,9 +50,9 @@ func pvg017SingleDefaultClass() Rule {
 			return []Finding{{
 				Object: self,
 				Field:  fmt.Sprintf("metadata.annotations[%s]", key),
-				Message: fmt.Sprintf("%s is being marked default, but %s; claims without a class would get whichever default was created last",
-					self, already),
-				Hint: fmt.Sprintf("remove the is-default-class annotation from %s (or set it to \"false\"), or do not mark %s default", names, self),
+				Message: Textf("%s is being marked default, but %s; claims without a class would get whichever default was created last",
+					self, Word(already)),
+				Hint: Textf("remove the is-default-class annotation from %s (or set it to \"false\"), or do not mark %s default", Word(names), self),
 			}}, nil
 		},
 	}

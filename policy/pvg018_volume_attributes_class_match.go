@@ -30,21 +30,21 @@ func pvg018VolumeAttributesClassMatch() Rule {
 				return nil, nil
 			}
 			want, got := storage.ClaimAttributesClass(b.PVC), storage.VolumeAttributesClass(b.PV)
-			hint := fmt.Sprintf("name a volume %s in spec.volumeName, or leave it unset so that a matching volume is bound or provisioned",
-				pvg018VolumeWith(want))
+			hint := Textf("name a volume %s in spec.volumeName, or leave it unset so that a matching volume is bound or provisioned",
+				Word(pvg018VolumeWith(want)))
 			switch {
 			case relinks(r, b):
 				// A bound pair (seen by the audit, or re-linked): undoing the binding is not the
 				// fix, and other rules refuse it.
-				hint = "the pair is bound: change the volume's attributes through the claim's spec.volumeAttributesClassName " +
-					"(the external-resizer then modifies the volume), or correct whichever of the two records the wrong class"
+				hint = Plain("the pair is bound: change the volume's attributes through the claim's spec.volumeAttributesClassName " +
+					"(the external-resizer then modifies the volume), or correct whichever of the two records the wrong class")
 			case b.Field == "spec.claimRef":
-				hint = fmt.Sprintf("link the volume only to a claim that asks for %s", pvg018ClassPhrase(got))
+				hint = Textf("link the volume only to a claim that asks for %s", Word(pvg018ClassPhrase(got)))
 			}
 			return []Finding{{
 				Object:  b.Subject,
 				Field:   b.Field,
-				Message: fmt.Sprintf("%s asks for %s, but %s has %s", pvcRef(b.PVC), pvg018ClassPhrase(want), pvRef(b.PV), pvg018Has(got)),
+				Message: Textf("%s asks for %s, but %s has %s", pvcRef(b.PVC), Word(pvg018ClassPhrase(want)), pvRef(b.PV), Word(pvg018Has(got))),
 				Hint:    hint,
 			}}, nil
 		},

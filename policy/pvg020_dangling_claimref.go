@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/storage"
@@ -34,19 +32,19 @@ func auditDanglingClaimRef(r *Review, v View, _ *Config) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg := fmt.Sprintf("%s is Bound to %s, which no longer exists", pvRef(pv), claimRefString(ref))
+	msg := Textf("%s is Bound to %s, which no longer exists", pvRef(pv), WithUID(claimRefOf(ref), ref.UID))
 	switch {
 	case !storage.NamesAClaim(ref):
-		msg = fmt.Sprintf("%s is Bound, but its spec.claimRef names no claim (it has no name or no namespace)", pvRef(pv))
+		msg = Textf("%s is Bound, but its spec.claimRef names no claim (it has no name or no namespace)", pvRef(pv))
 	case pvc == nil:
 	case pvc.UID != ref.UID:
-		msg = fmt.Sprintf("%s is Bound to %s, which was re-created (uid %s, not %s)", pvRef(pv), claimRefString(ref), pvc.UID, ref.UID)
+		msg = Textf("%s is Bound to %s, which was re-created as %s", pvRef(pv), WithUID(claimRefOf(ref), ref.UID), WithUID(pvcRef(pvc), pvc.UID))
 	default:
 		return nil, nil
 	}
 	return []Finding{{
 		Object: pvRef(pv), Field: "spec.claimRef",
 		Message: msg,
-		Hint:    "let the binder release the volume (check that it runs), or clear spec.claimRef once the data is safe",
+		Hint:    Plain("let the binder release the volume (check that it runs), or clear spec.claimRef once the data is safe"),
 	}}, nil
 }

@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/storage"
@@ -30,16 +28,16 @@ func auditClaimLost(r *Review, v View, _ *Config) ([]Finding, error) {
 	switch {
 	case pvc.Status.Phase == corev1.ClaimLost:
 		return []Finding{{Object: pvcRef(pvc), Field: "status.phase",
-			Message: fmt.Sprintf("%s is Lost: the volume it was bound to is gone or bound elsewhere", pvcRef(pvc)),
-			Hint:    "restore the volume with spec.claimRef pointing at this claim, or delete the claim"}}, nil
+			Message: Textf("%s is Lost: the volume it was bound to is gone or bound elsewhere", pvcRef(pvc)),
+			Hint:    Plain("restore the volume with spec.claimRef pointing at this claim, or delete the claim")}}, nil
 	case completed && pvc.Spec.VolumeName != "":
 		pv, err := v.PersistentVolume(pvc.Spec.VolumeName)
 		if err != nil || pv != nil {
 			return nil, err
 		}
 		return []Finding{{Object: pvcRef(pvc), Field: "spec.volumeName",
-			Message: fmt.Sprintf("%s is bound to PersistentVolume %s, which does not exist", pvcRef(pvc), pvc.Spec.VolumeName),
-			Hint:    "restore the volume with spec.claimRef pointing at this claim, or delete the claim"}}, nil
+			Message: Textf("%s is bound to %s, which does not exist", pvcRef(pvc), volumeRef(pvc.Spec.VolumeName)),
+			Hint:    Plain("restore the volume with spec.claimRef pointing at this claim, or delete the claim")}}, nil
 	}
 	return nil, nil
 }

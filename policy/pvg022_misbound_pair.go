@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	"github.com/pvguard/pvguard/storage"
 )
 
@@ -34,11 +32,11 @@ func auditMisbound(r *Review, v View, _ *Config) ([]Finding, error) {
 	if storage.LinksTo(ref, pvc) || !storage.CompletedTo(pvc, pv.Name) && storage.ClaimRefNames(pv, pvc) {
 		return nil, nil
 	}
-	other := "no claim"
+	var other Arg = Word("no claim")
 	if ref != nil {
 		other = linkString(ref)
 	}
 	return []Finding{{Object: pvcRef(pvc), Field: "spec.volumeName",
-		Message: fmt.Sprintf("%s names %s, but the volume's claimRef points at %s", pvcRef(pvc), pvRef(pv), other),
-		Hint:    "bind the claim to a volume that points back at it; do not hand-edit claimRef of a volume in use"}}, nil
+		Message: Textf("%s names %s, but the volume's claimRef points at %s", pvcRef(pvc), pvRef(pv), other),
+		Hint:    Plain("bind the claim to a volume that points back at it; do not hand-edit claimRef of a volume in use")}}, nil
 }

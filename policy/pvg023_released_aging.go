@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +41,6 @@ func auditReleasedAging(r *Review, _ View, c *Config) ([]Finding, error) {
 		return nil, nil
 	}
 	return []Finding{{Object: pvRef(pv), Field: "status.phase",
-		Message: fmt.Sprintf("%s has been Released (reclaim policy Retain) for %s, longer than %s", pvRef(pv), r.now.Sub(since).Round(time.Hour), maxAge),
-		Hint:    "recover or delete its data, then delete the volume, or mark it " + storage.AnnReuseWhenReleased + "=true to make it Available again"}}, nil
+		Message: Textf("%s has been Released (reclaim policy Retain) for %s, longer than %s", pvRef(pv), Word(r.now.Sub(since).Round(time.Hour).String()), Word(maxAge.String())),
+		Hint:    Plain("recover or delete its data, then delete the volume, or mark it " + storage.AnnReuseWhenReleased + "=true to make it Available again")}}, nil
 }

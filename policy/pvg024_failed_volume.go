@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"fmt"
-
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -23,10 +21,10 @@ func auditFailed(r *Review, _ View, _ *Config) ([]Finding, error) {
 	if pv.Status.Phase != corev1.VolumeFailed {
 		return nil, nil
 	}
-	msg := fmt.Sprintf("%s is Failed", pvRef(pv))
+	msg := Textf("%s is Failed", pvRef(pv))
 	if pv.Status.Message != "" {
-		msg += ": " + pv.Status.Message
+		msg = Textf("%s: %s", msg, Word(pv.Status.Message))
 	}
 	return []Finding{{Object: pvRef(pv), Field: "status.phase", Message: msg,
-		Hint: "clean up the storage by hand, then delete the volume (its reclaim policy could not be carried out)"}}, nil
+		Hint: Plain("clean up the storage by hand, then delete the volume (its reclaim policy could not be carried out)")}}, nil
 }

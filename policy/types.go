@@ -182,24 +182,28 @@ type Finding struct {
 	Object ObjectRef
 	// Field is the path of the offending field, such as "spec.volumeName".
 	Field string
-	// Message says what is wrong; Hint says how to fix it.
-	Message string
-	Hint    string
+	// Message says what is wrong; Hint says how to fix it. Each names other objects only as Args
+	// (text.go), rendered per reader: For.
+	Message Text
+	Hint    Text
 }
 
-// String renders the finding the way kubectl users read it:
+// String renders the finding for a reader who may read everything (the API audit log, the logs).
+func (f Finding) String() string { return f.For(Everyone) }
+
+// For renders the finding the way kubectl users read it, for audience a:
 // "[PVG001 volume-mode-match] <message>; <hint>".
-func (f Finding) String() string {
+func (f Finding) For(a Audience) string {
 	var b strings.Builder
 	b.WriteString("[")
 	b.WriteString(string(f.Rule))
 	b.WriteString(" ")
 	b.WriteString(f.Name)
 	b.WriteString("] ")
-	b.WriteString(f.Message)
-	if f.Hint != "" {
+	b.WriteString(f.Message.For(a))
+	if !f.Hint.IsZero() {
 		b.WriteString("; ")
-		b.WriteString(f.Hint)
+		b.WriteString(f.Hint.For(a))
 	}
 	return b.String()
 }

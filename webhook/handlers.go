@@ -39,13 +39,13 @@ const DefaultLiveReadBudget = 250 * time.Millisecond
 // StorageClasses and mutating handlers for PersistentVolumes and PersistentVolumeClaims, each
 // judging with the engine and the view of the moment within the limits and counting into
 // metrics (nil: none).
-func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr.Logger, limits Limits) map[string]http.Handler {
+func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr.Logger, limits Limits, opts ...ValidatorOption) map[string]http.Handler {
 	budget := limits.LiveReadBudget
 	if budget <= 0 {
 		budget = DefaultLiveReadBudget
 	}
 	v := func(k policy.Kind) http.Handler {
-		val := NewValidator(k, engines, views, metrics)
+		val := NewValidator(k, engines, views, metrics, opts...)
 		val.liveReadBudget = budget
 		return Review(val, log, limits.Queue)
 	}

@@ -31,6 +31,8 @@ type Validator struct {
 	metrics *Metrics
 	// liveReadBudget bounds the live re-read of a denial (0: DefaultLiveReadBudget).
 	liveReadBudget time.Duration
+	// rights, when set, says what a requester may read beyond its request (WithReadRights).
+	rights ReadRights
 }
 
 var _ admission.Handler = &Validator{}
@@ -55,8 +57,12 @@ type FreshViewSource interface {
 }
 
 // NewValidator returns the validating handler for a kind.
-func NewValidator(kind policy.Kind, engines EngineSource, views ViewSource, m *Metrics) *Validator {
-	return &Validator{kind: kind, engines: engines, views: views, metrics: m}
+func NewValidator(kind policy.Kind, engines EngineSource, views ViewSource, m *Metrics, opts ...ValidatorOption) *Validator {
+	v := &Validator{kind: kind, engines: engines, views: views, metrics: m}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
 }
 
 // Handle implements admission.Handler.
@@ -83,16 +89,19 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 		// The rules that could judge already refuse the write: say why, and that the others
 		// could not judge. Without a denial the write is answered as an error, as before, since
 		// admitting it would mean admitting what a rule never looked at.
+		// The error goes to the requester as which rules could not judge and the cause alone
+		// (failedRules): the reads around it may name objects the requester may not read (the
+		// claim a volume is linked to); the log has it all.
 		if len(d.Deny) == 0 {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("pvguard could not evaluate %s: %w", review.Object(), err)), "error"
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("pvguard could not evaluate %s: %s", review.Object(), failedRules(err))), "error"
 		}
 	}
 	if !review.DryRun {
 		v.metrics.observeFindings(d)
 	}
-	resp = responseFor(review, d)
+	resp = responseFor(review, d, audienceOf(ctx, review, v.views.View(ctx), engine.Config(), v.rights))
 	if err != nil {
-		resp.Result.Message += fmt.Sprintf("\n(pvguard could not evaluate every rule on %s; it refuses the write for the findings above: %v)", review.Object(), err)
+		resp.Result.Message += fmt.Sprintf("\n(pvguard could not evaluate every rule on %s; it refuses the write for the findings above: %s)", review.Object(), failedRules(err))
 	}
 	if onCache {
 		resp.Warnings = append(resp.Warnings, "pvguard: judged on its informer cache; the live re-read that confirms a denial did not fit in its budget")
@@ -313,9 +322,10 @@ var skipManagedFields = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(de
 }))
 
 // responseFor turns a decision into the admission response: denials as a Forbidden status whose
-// causes carry the field paths (kubectl prints the message), warnings as admission warnings,
-// audit findings as audit annotations.
-func responseFor(r *policy.Review, d policy.Decision) admission.Response {
+// causes carry the field paths (kubectl prints the message), warnings as admission warnings, both
+// rendered for the requester (aud), and audit findings as audit annotations, which only the API
+// audit log's readers see, rendered for everyone.
+func responseFor(r *policy.Review, d policy.Decision, aud policy.Audience) admission.Response {
 	var resp admission.Response
 	if d.Allowed() {
 		resp = admission.Allowed("")
@@ -323,8 +333,9 @@ func responseFor(r *policy.Review, d policy.Decision) admission.Response {
 		msgs := make([]string, 0, len(d.Deny))
 		causes := make([]metav1.StatusCause, 0, len(d.Deny))
 		for _, f := range d.Deny {
-			msgs = append(msgs, f.String())
-			causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(field.ErrorTypeForbidden), Field: f.Field, Message: f.String()})
+			msg := f.For(aud)
+			msgs = append(msgs, msg)
+			causes = append(causes, metav1.StatusCause{Type: metav1.CauseType(field.ErrorTypeForbidden), Field: f.Field, Message: msg})
 		}
 		obj := r.Object()
 		resp = admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{
@@ -339,7 +350,7 @@ func responseFor(r *policy.Review, d policy.Decision) admission.Response {
 		}}
 	}
 	for _, f := range d.Warn {
-		resp.Warnings = append(resp.Warnings, f.String())
+		resp.Warnings = append(resp.Warnings, f.For(aud))
 	}
 	if len(d.Audit) > 0 {
 		resp.AuditAnnotations = make(map[string]string, len(d.Audit))

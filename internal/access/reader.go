@@ -15,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/policy"
 )
 
 // Hidden is what an answer says in place of a claim the caller cannot read.
@@ -199,4 +201,15 @@ func (s *Scrubber) Strings(texts []string) []string {
 		texts[i] = s.String(texts[i])
 	}
 	return texts
+}
+
+// Audience is the reader as the audience of an answer (policy.Audience): the claims of the
+// namespaces it may read, and the volumes it may list or that are its namespaces' (v finds them;
+// cfg names the grant annotation, nil for the default). Every answer the read endpoints serve is
+// rendered for it (policy.Redact).
+func (r *Reader) Audience(v policy.View, cfg *policy.Config) policy.Audience {
+	if r.Full() {
+		return policy.Everyone
+	}
+	return policy.Readers{Claims: r.Claims, AllVolumes: r.Volumes, View: v, Config: cfg, Namespaces: r.Namespaces()}
 }

@@ -146,7 +146,11 @@ func RunAudit(o AuditFlags, out, errOut io.Writer) error {
 	var werr error
 	switch o.Output {
 	case "report":
-		werr = writeOpenReports(out, findings, now())
+		var v policy.View
+		if st != nil {
+			v = st
+		}
+		werr = writeOpenReports(out, findings, now(), v, cfg)
 	case "html":
 		if o.Kubeconfig != "" {
 			report.Time = now()
@@ -220,8 +224,10 @@ func progressTo(w io.Writer) func(done, total int) {
 
 // writeOpenReports prints the openreports.io Report and ClusterReport objects the findings make,
 // as a multi-document YAML stream that kubectl apply accepts.
-func writeOpenReports(out io.Writer, findings []policy.Finding, now time.Time) error {
-	reports, cluster := audit.OpenReports(findings, now, audit.DefaultMaxResults)
+// Each namespace's Report names only what that namespace's readers may read, the volumes of v
+// (nil: none) linked to it among them.
+func writeOpenReports(out io.Writer, findings []policy.Finding, now time.Time, v policy.View, cfg *policy.Config) error {
+	reports, cluster := audit.OpenReports(findings, now, audit.DefaultMaxResults, v, cfg)
 	var objs []any
 	for _, r := range reports {
 		objs = append(objs, r)

@@ -285,7 +285,7 @@ func TestAuditWithoutNodesJudgesNodeAffinity(t *testing.T) {
 
 	found := pvg009(t, string(dump))
 	if len(found) != 1 || found[0].Namespace != "team-a" || found[0].Object != "on-node-2" ||
-		!strings.Contains(found[0].Message, "(Node node-1 not found; judged by the labels every kubelet sets: kubernetes.io/hostname=node-1)") {
+		!strings.Contains(found[0].Message.String(), "(Node node-1 not found; judged by the labels every kubelet sets: kubernetes.io/hostname=node-1)") {
 		t.Fatalf("PVG009 findings %+v, want one on team-a/on-node-2 saying what was assumed", found)
 	}
 

@@ -47,6 +47,6 @@ func TestReadInputLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e.WaitingFor != explain.WaitingForScheduler {
-		t.Errorf("waiting for %q (%s), want the scheduler", e.WaitingFor, e.State)
+		t.Errorf("waiting for %q (%s), want the scheduler", e.WaitingFor, e.State.String())
 	}
 }

@@ -38,7 +38,7 @@ func TestExplainClaimJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &e); err != nil {
 		t.Fatal(err)
 	}
-	if e.Claim != "team-a/data" || e.WaitingFor != explain.WaitingForProvisioner || e.Verdict.Closest != "pv-7" || len(e.Candidates) != 5 {
+	if e.Claim != "team-a/data" || e.WaitingFor != explain.WaitingForProvisioner || e.Verdict.Closest.String() != "pv-7" || len(e.Candidates) != 5 {
 		t.Fatalf("explanation %+v", e)
 	}
 }
@@ -182,10 +182,10 @@ status: {phase: Available}
 					got = r
 				}
 			}
-			if got.Pass != (tc.policy == "") || !strings.HasPrefix(got.Value, tc.policy) {
+			if got.Pass != (tc.policy == "") || !strings.HasPrefix(got.Value.String(), tc.policy) {
 				t.Fatalf("POLICY %+v, want %q", got, tc.policy)
 			}
-			if wantTaken := tc.policy == ""; (e.Verdict.Volume == "pv-1") != wantTaken {
+			if wantTaken := tc.policy == ""; (e.Verdict.Volume.String() == "pv-1") != wantTaken {
 				t.Errorf("verdict %+v: the binder takes pv-1 only when policy allows it", e.Verdict)
 			}
 		})

@@ -154,6 +154,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeFlags) {
 	f.DurationVar(&o.CAOverlap, "ca-overlap", o.CAOverlap, "how long a new CA is trusted in the caBundle before it signs the serving certificate")
 	f.DurationVar(&o.CertCheckInterval, "cert-check-interval", o.CertCheckInterval, "how often the elected replica checks the self-managed certificates")
 	f.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle: webhook requests must present a client certificate it signed")
+	f.StringVar(&o.AdmissionReadRights, "admission-read-rights", o.AdmissionReadRights, "what admission messages name beyond the request's own objects: request (nothing), rbac (what the requester may read, by SubjectAccessReview; trusts the review's identity, so only the apiserver may reach the webhook port) or auto (rbac with --client-ca-file, else request)")
 	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "policy config file (YAML), reloaded on change")
 	f.StringVar((*string)(&o.Binder), "binder", string(o.Binder), "binder mode: active (pvguard binds; disable kube-controller-manager's persistentvolume-binder-controller), shadow (decide and report, write nothing) or off")
 	f.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "how often the whole cache is audited (also after changes); 0 turns the audit off")

@@ -85,7 +85,12 @@ type ServeFlags struct {
 	CertCheckInterval time.Duration
 	// ClientCAFile, when set, makes the webhook paths require a client certificate it signed.
 	ClientCAFile string
-	ConfigFile   string
+	// AdmissionReadRights says what admission messages name besides the request's own objects:
+	// "request" nothing more; "rbac" also what the requester's RBAC lets it read (asked with
+	// SubjectAccessReviews), which trusts the identity a review states, so only the apiserver
+	// must be able to send one; "auto" (default) is rbac with ClientCAFile, else request.
+	AdmissionReadRights string
+	ConfigFile          string
 	// AdmissionPolicyParams names the ConfigMap (in Namespace) the admission policies read the
 	// config from: every replica reports whether it holds its loaded config, the elected one
 	// writes it (webhook.ParamsSync).
@@ -158,19 +163,20 @@ type BinderHooks struct {
 // DefaultServeFlags are the flag defaults.
 func DefaultServeFlags() ServeFlags {
 	return ServeFlags{
-		Listen:           ":9443",
-		SelfSignedHosts:  []string{"localhost", "127.0.0.1"},
-		Binder:           binder.ModeOff,
-		AuditInterval:    time.Minute,
-		BinderWorkers:    8,
-		BinderResync:     15 * time.Second,
-		LeaderElect:      true,
-		LeaderElectionID: "pvguard-leader",
-		LeaseDuration:    15 * time.Second,
-		RenewDeadline:    10 * time.Second,
-		RetryPeriod:      2 * time.Second,
-		KubeAPIQPS:       50,
-		KubeAPIBurst:     100,
+		Listen:              ":9443",
+		SelfSignedHosts:     []string{"localhost", "127.0.0.1"},
+		Binder:              binder.ModeOff,
+		AdmissionReadRights: "auto",
+		AuditInterval:       time.Minute,
+		BinderWorkers:       8,
+		BinderResync:        15 * time.Second,
+		LeaderElect:         true,
+		LeaderElectionID:    "pvguard-leader",
+		LeaseDuration:       15 * time.Second,
+		RenewDeadline:       10 * time.Second,
+		RetryPeriod:         2 * time.Second,
+		KubeAPIQPS:          50,
+		KubeAPIBurst:        100,
 		APIClasses: APIClasses{
 			LiveReads:      APIRate{QPS: 50, Burst: 100},
 			Audit:          APIRate{QPS: 20, Burst: 40},
@@ -363,6 +369,10 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	rights, err := admissionRights(withOwnBucket(cfg, o.APIClasses.Access, "pvguard-admission-rights"), o)
+	if err != nil {
+		return err
+	}
 	var cacheSynced atomic.Bool
 	srv := web.NewServer(web.Options{
 		Listen:          o.Listen,
@@ -374,6 +384,7 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 		Engines:         engines,
 		Views:           views,
 		Admission:       webhook.Limits{Queue: queue, LiveReadBudget: o.LiveReadBudget},
+		ReadRights:      rights,
 		Report:          report,
 		Dashboard:       dashboard,
 		ExplainAPI:      explainAPI,
@@ -633,6 +644,27 @@ func readGuard(cfg *rest.Config, c cache.Cache, log logr.Logger) (*access.Guard,
 	}
 	return access.NewGuard(access.Options{Client: cs, Log: log.WithName("access"),
 		Namespaces: func(ctx context.Context) ([]string, error) { return cachedNamespaces(ctx, c) }})
+}
+
+// admissionRights are the read rights admission messages are rendered with (--admission-read-rights):
+// nil (the request's own objects only) unless the reviews' identities can be trusted.
+func admissionRights(cfg *rest.Config, o ServeFlags) (webhook.ReadRights, error) {
+	switch o.AdmissionReadRights {
+	case "", "auto":
+		if o.ClientCAFile == "" {
+			return nil, nil
+		}
+	case "request":
+		return nil, nil
+	case "rbac":
+	default:
+		return nil, fmt.Errorf("--admission-read-rights=%s: want auto, request or rbac", o.AdmissionReadRights)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return access.NewAdmissionRights(access.AdmissionRightsOptions{Client: cs})
 }
 
 // cachedNamespaces are the namespaces of the cached claims and of the cached volumes' claim

@@ -170,7 +170,7 @@ func (s *Suite) run(ctx context.Context, wd *world, c *Case, r *CaseResult, now 
 			r.Failure = "explain failed: " + err.Error()
 			break
 		}
-		r.Got = e.Verdict.Text
+		r.Got = e.Verdict.Text.String()
 		r.Failure = c.Explain.judge(e)
 	}
 	r.Passed = r.Failure == ""
@@ -265,22 +265,22 @@ func (a *AuditCase) judge(findings []policy.Finding) string {
 func (x *ExplainCase) judge(e *explain.Explanation) string {
 	var problems []string
 	if x.WaitingFor != "" && x.WaitingFor != e.WaitingFor {
-		problems = append(problems, fmt.Sprintf("expected waitingFor %s, got %s (state: %s)", x.WaitingFor, e.WaitingFor, e.State))
+		problems = append(problems, fmt.Sprintf("expected waitingFor %s, got %s (state: %s)", x.WaitingFor, e.WaitingFor, e.State.String()))
 	}
 	if x.ProvisionerRunning != "" && x.ProvisionerRunning != e.ProvisionerRunning {
-		problems = append(problems, fmt.Sprintf("expected provisionerRunning %s, got %s (state: %s)", x.ProvisionerRunning, orNone(e.ProvisionerRunning), e.State))
+		problems = append(problems, fmt.Sprintf("expected provisionerRunning %s, got %s (state: %s)", x.ProvisionerRunning, orNone(e.ProvisionerRunning), e.State.String()))
 	}
-	if x.State != nil && !x.State.MatchString(e.State) {
-		problems = append(problems, fmt.Sprintf("expected a state matching %q, got %q", x.State, e.State))
+	if x.State != nil && !x.State.MatchString(e.State.String()) {
+		problems = append(problems, fmt.Sprintf("expected a state matching %q, got %q", x.State, e.State.String()))
 	}
-	if x.Verdict != nil && !x.Verdict.MatchString(e.Verdict.Text) {
-		problems = append(problems, fmt.Sprintf("expected a verdict matching %q, got %q", x.Verdict, e.Verdict.Text))
+	if x.Verdict != nil && !x.Verdict.MatchString(e.Verdict.Text.String()) {
+		problems = append(problems, fmt.Sprintf("expected a verdict matching %q, got %q", x.Verdict, e.Verdict.Text.String()))
 	}
-	if x.Volume != nil && *x.Volume != e.Verdict.Volume {
-		problems = append(problems, fmt.Sprintf("expected the verdict to give volume %s, got %s (%s)", orNone(*x.Volume), orNone(e.Verdict.Volume), e.Verdict.Text))
+	if x.Volume != nil && *x.Volume != e.Verdict.Volume.String() {
+		problems = append(problems, fmt.Sprintf("expected the verdict to give volume %s, got %s (%s)", orNone(*x.Volume), orNone(e.Verdict.Volume.String()), e.Verdict.Text.String()))
 	}
-	if x.Closest != nil && *x.Closest != e.Verdict.Closest {
-		problems = append(problems, fmt.Sprintf("expected the closest volume %s, got %s (%s)", orNone(*x.Closest), orNone(e.Verdict.Closest), e.Verdict.Text))
+	if x.Closest != nil && *x.Closest != e.Verdict.Closest.String() {
+		problems = append(problems, fmt.Sprintf("expected the closest volume %s, got %s (%s)", orNone(*x.Closest), orNone(e.Verdict.Closest.String()), e.Verdict.Text.String()))
 	}
 	for _, ce := range x.Candidates {
 		i := slices.IndexFunc(e.Candidates, func(c explain.Candidate) bool { return c.Volume == ce.Volume })
@@ -308,8 +308,8 @@ func (ce CandidateExpectation) judge(c explain.Candidate) []string {
 			problems = append(problems, fmt.Sprintf("expected volume %s failing [%s], got [%s]", c.Volume, strings.Join(want, " "), describeFailed(c)))
 		}
 	}
-	if ce.TakenBy != nil && *ce.TakenBy != c.TakenBy {
-		problems = append(problems, fmt.Sprintf("expected volume %s taken by %s, got %s", c.Volume, orNone(*ce.TakenBy), orNone(c.TakenBy)))
+	if ce.TakenBy != nil && *ce.TakenBy != c.TakenBy.String() {
+		problems = append(problems, fmt.Sprintf("expected volume %s taken by %s, got %s", c.Volume, orNone(*ce.TakenBy), orNone(c.TakenBy.String())))
 	}
 	return problems
 }

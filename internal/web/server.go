@@ -52,6 +52,9 @@ type Options struct {
 	// Admission bounds the admission reviews: the fair queue per requester and the live-read
 	// budget (webhook.Limits).
 	Admission webhook.Limits
+	// ReadRights, when set, lets admission messages name what the requester may read beyond its
+	// request (webhook.WithReadRights): set it only when reviews come from the apiserver alone.
+	ReadRights webhook.ReadRights
 	// Registry receives pvguard's metrics; a new registry is made if nil.
 	Registry *prometheus.Registry
 	// ReadyChecks must all pass for /readyz (caches synced, certificate loaded).
@@ -162,7 +165,11 @@ func (s *Server) routes() chi.Router {
 		r.With(guarded, limited, explainSlot).Mount(PathExplainPages, s.opts.ExplainPages)
 	}
 	// The admission webhooks (package webhook), behind a client certificate when ClientCAs is set.
-	for path, h := range webhook.Handlers(s.opts.Engines, s.opts.Views, s.metrics, s.opts.Log, s.opts.Admission) {
+	var vopts []webhook.ValidatorOption
+	if s.opts.ReadRights != nil {
+		vopts = append(vopts, webhook.WithReadRights(s.opts.ReadRights))
+	}
+	for path, h := range webhook.Handlers(s.opts.Engines, s.opts.Views, s.metrics, s.opts.Log, s.opts.Admission, vopts...) {
 		if s.opts.ClientCAs != nil {
 			h = requireClientCert(h)
 		}

@@ -20,6 +20,8 @@ import (
 type visibility struct {
 	rd *access.Reader
 	sc *access.Scrubber
+	// aud is the caller as the audience of the findings' texts.
+	aud policy.Audience
 	// objects is how many claims, volumes and classes the caller may read.
 	objects int
 }
@@ -31,7 +33,7 @@ func visibilityOf(ctx context.Context, rd *access.Reader, c client.Reader) (*vis
 		if !rd.Full() {
 			return nil, fmt.Errorf("no cache to filter the answer with")
 		}
-		return &visibility{rd: rd, sc: rd.Scrubber(nil, nil), objects: -1}, nil
+		return &visibility{rd: rd, sc: rd.Scrubber(nil, nil), aud: policy.Everyone, objects: -1}, nil
 	}
 	st, err := clusterstate.Read(ctx, c)
 	if err != nil {
@@ -42,7 +44,7 @@ func visibilityOf(ctx context.Context, rd *access.Reader, c client.Reader) (*vis
 
 // visibilityOfState is the caller's visibility over the cluster state st.
 func visibilityOfState(rd *access.Reader, st *clusterstate.State) *visibility {
-	v := &visibility{rd: rd, sc: rd.Scrubber(st.Claims(), st.Volumes())}
+	v := &visibility{rd: rd, sc: rd.Scrubber(st.Claims(), st.Volumes()), aud: rd.Audience(st, nil)}
 	for _, c := range st.Claims() {
 		if rd.Claims(c.Namespace) {
 			v.objects++
@@ -85,7 +87,7 @@ func (v *visibility) report(rep audit.Report) audit.Report {
 		if !v.finding(f) {
 			continue
 		}
-		f.Message, f.Hint = v.sc.String(f.Message), v.sc.String(f.Hint)
+		policy.Redact(&f, v.aud)
 		out.Findings = append(out.Findings, f)
 		out.Summary.Actions[f.Action]++
 	}

@@ -56,8 +56,8 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 		if err := json.Unmarshal(body, &served); err != nil {
 			return err
 		}
-		if served.Verdict.Text != wantVerdict {
-			return fmt.Errorf("verdict %q, want %q", served.Verdict.Text, wantVerdict)
+		if served.Verdict.Text.String() != wantVerdict {
+			return fmt.Errorf("verdict %q, want %q", served.Verdict.Text.String(), wantVerdict)
 		}
 		return nil
 	})
@@ -65,16 +65,16 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 	harness.Must(t, cli.RunExplainClaim(cli.ExplainFlags{Kubeconfig: suite.kubeconfig, Output: "json"}, ns+"/data", &printedOut, io.Discard), "pvguard explain pvc -o json")
 	var printed explain.Explanation
 	harness.Must(t, json.Unmarshal(printedOut.Bytes(), &printed), "decoding pvguard explain -o json")
-	if served.State != printed.State || served.WaitingFor != printed.WaitingFor || served.Phase != printed.Phase ||
+	if served.State.String() != printed.State.String() || served.WaitingFor != printed.WaitingFor || served.Phase != printed.Phase ||
 		served.Class != printed.Class || fmt.Sprint(served.Verdict) != fmt.Sprint(printed.Verdict) {
 		t.Errorf("the API and the CLI disagree:\n api %s / %s / %+v\n cli %s / %s / %+v",
-			served.WaitingFor, served.State, served.Verdict, printed.WaitingFor, printed.State, printed.Verdict)
+			served.WaitingFor, served.State.String(), served.Verdict, printed.WaitingFor, printed.State.String(), printed.Verdict)
 	}
 	if got, want := candidateRow(served, pvName), candidateRow(printed, pvName); got == "" || got != want {
 		t.Errorf("%s's row: api %s, cli %s", pvName, got, want)
 	}
-	if served.WaitingFor != explain.WaitingForNothing || !strings.Contains(served.State, "no persistent volumes available") {
-		t.Errorf("state %s: %q, want nothing to wait for (a no-provisioner class without a fitting volume)", served.WaitingFor, served.State)
+	if served.WaitingFor != explain.WaitingForNothing || !strings.Contains(served.State.String(), "no persistent volumes available") {
+		t.Errorf("state %s: %q, want nothing to wait for (a no-provisioner class without a fitting volume)", served.WaitingFor, served.State.String())
 	}
 	for path, want := range map[string]int{
 		"/api/v1/explain/pvc/" + ns + "/nope": http.StatusNotFound,
@@ -130,8 +130,8 @@ func TestExplainPageFromTheDashboard(t *testing.T) {
 	if verdict != "Verdict: "+wantVerdict {
 		t.Errorf("the page's verdict %q, want %q", verdict, wantVerdict)
 	}
-	if state != "State: "+served.State {
-		t.Errorf("the page's state %q, want the API's %q", state, served.State)
+	if state != "State: "+served.State.String() {
+		t.Errorf("the page's state %q, want the API's %q", state, served.State.String())
 	}
 	page.screenshot(t, "explain")
 }

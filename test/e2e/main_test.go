@@ -17,6 +17,8 @@ import (
 
 // suite is the shared control plane and pvguard server of this package's tests.
 var suite struct {
+	// h starts further pvguard instances on the suite's control plane.
+	h          *harness.Harness
 	cfg        *rest.Config
 	configFile string
 	baseURL    string
@@ -78,6 +80,7 @@ func runSuite(m *testing.M) int {
 	}
 	suite.cfg, suite.configFile, suite.baseURL, suite.caPEM = h.Config, h.PolicyFile, inst.BaseURL, h.CAPEM
 	suite.kubeconfig = h.Kubeconfig
+	suite.h = h
 	if suite.readerToken, err = harness.ClusterReaderToken(h.Config); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

@@ -277,7 +277,7 @@ func TestSeededViolationsEverywhereThenFixed(t *testing.T) {
 	})
 	r := report(t)
 	for _, f := range r.Findings {
-		if strings.Contains(f.Message+f.Hint, sc.canary) {
+		if strings.Contains(f.Message.String()+f.Hint.String(), sc.canary) {
 			t.Errorf("the report carries a CSI attribute value: %s", f.Message)
 		}
 	}

@@ -64,8 +64,8 @@ func noVolumeFitsFlow(t *testing.T, mode binder.Mode) {
 	}
 	first = evs[0]
 	if first.Type != corev1.EventTypeWarning || first.Source.Component != "pvguard-binder" ||
-		!strings.Contains(first.Message, "closest volume "+volume+": ") || !strings.Contains(first.Message, "volumeMode Filesystem != Block") {
-		t.Fatalf("NoVolumeFits %s from %q: %q; want a Warning from pvguard-binder naming %s and volumeMode Filesystem != Block", first.Type, first.Source.Component, first.Message, volume)
+		!strings.Contains(first.Message, "closest volume a volume you cannot read: ") || !strings.Contains(first.Message, "volumeMode Filesystem != Block") {
+		t.Fatalf("NoVolumeFits %s from %q: %q; want a Warning from pvguard-binder saying the closest volume (%s, not the namespace's) is one it cannot read, and volumeMode Filesystem != Block", first.Type, first.Source.Component, first.Message, volume)
 	}
 	t.Logf("NoVolumeFits: %s", first.Message)
 
@@ -95,7 +95,7 @@ func noVolumeFitsFlow(t *testing.T, mode binder.Mode) {
 		}
 		return false, nil
 	})
-	if !strings.Contains(second.Message, "closest volume "+small+": capacity 5Gi < 7Gi") {
+	if !strings.Contains(second.Message, "closest volume a volume you cannot read: capacity 5Gi < 7Gi") {
 		t.Fatalf("NoVolumeFits after the volume was replaced: %q; want %s: capacity 5Gi < 7Gi", second.Message, small)
 	}
 	t.Logf("NoVolumeFits: %s", second.Message)

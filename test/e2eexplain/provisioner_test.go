@@ -99,11 +99,11 @@ func TestExplainSaysWhetherTheProvisionerRuns(t *testing.T) {
 				return false, err
 			}
 			if e.WaitingFor != explain.WaitingForProvisioner || e.Provisioner != plugin.Name() || e.ProvisionerRunning != running {
-				return false, fmt.Errorf("waiting for %q (%q), provisioner running %q: %s", e.WaitingFor, e.Provisioner, e.ProvisionerRunning, e.State)
+				return false, fmt.Errorf("waiting for %q (%q), provisioner running %q: %s", e.WaitingFor, e.Provisioner, e.ProvisionerRunning, e.State.String())
 			}
 			for _, s := range state {
-				if !strings.Contains(e.State, s) {
-					return false, fmt.Errorf("state %q lacks %q", e.State, s)
+				if !strings.Contains(e.State.String(), s) {
+					return false, fmt.Errorf("state %q lacks %q", e.State.String(), s)
 				}
 			}
 			return true, nil

@@ -329,7 +329,7 @@ func (s *scene) checkAll(w want) {
 	case cli == nil:
 		t.Errorf("pvguard explain pvc %s/%s -o json: %v", s.ns, w.claim, err)
 	case len(last) > 0:
-		t.Errorf("pvguard explain pvc %s/%s -o json (%s: %s; verdict: %s):\n  %s", s.ns, w.claim, cli.WaitingFor, cli.State, cli.Verdict.Text, strings.Join(last, "\n  "))
+		t.Errorf("pvguard explain pvc %s/%s -o json (%s: %s; verdict: %s):\n  %s", s.ns, w.claim, cli.WaitingFor, cli.State, cli.Verdict.Text.String(), strings.Join(last, "\n  "))
 	}
 
 	// (2) The plugin, through the real kubectl: the same state, failing values and verdict.
@@ -407,11 +407,11 @@ func check(e *explain.Explanation, raw map[string]any, w want, page bool) []stri
 	if e.Phase != string(corev1.ClaimPending) {
 		out = append(out, fmt.Sprintf("phase %q, want Pending", e.Phase))
 	}
-	if !containsAll(e.State, state) {
-		out = append(out, fmt.Sprintf("state %q, want it to say %q", e.State, state))
+	if !containsAll(e.State.String(), state) {
+		out = append(out, fmt.Sprintf("state %q, want it to say %q", e.State.String(), state))
 	}
-	if !containsAll(e.Verdict.Text, w.verdict) {
-		out = append(out, fmt.Sprintf("verdict %q, want it to say %q", e.Verdict.Text, w.verdict))
+	if !containsAll(e.Verdict.Text.String(), w.verdict) {
+		out = append(out, fmt.Sprintf("verdict %q, want it to say %q", e.Verdict.Text.String(), w.verdict))
 	}
 	for k, v := range w.fields {
 		if got := fmt.Sprint(raw[k]); got != v {
@@ -442,10 +442,10 @@ func check(e *explain.Explanation, raw map[string]any, w want, page bool) []stri
 		switch {
 		case fails && r.Pass:
 			out = append(out, fmt.Sprintf("%s: check %s passes, want it to fail with %q", w.volume, r.Check, want))
-		case fails && !strings.Contains(r.Value, want):
-			out = append(out, fmt.Sprintf("%s: check %s fails with %q, want %q", w.volume, r.Check, r.Value, want))
+		case fails && !strings.Contains(r.Value.String(), want):
+			out = append(out, fmt.Sprintf("%s: check %s fails with %q, want %q", w.volume, r.Check, r.Value.String(), want))
 		case !fails && !r.Pass:
-			out = append(out, fmt.Sprintf("%s: check %s fails with %q, want it to pass", w.volume, r.Check, r.Value))
+			out = append(out, fmt.Sprintf("%s: check %s fails with %q, want it to pass", w.volume, r.Check, r.Value.String()))
 		}
 	}
 	if cand.Fits != (len(w.failing) == 0) {
@@ -462,8 +462,8 @@ func checkText(out string, cli *explain.Explanation, w want) []string {
 	if !strings.Contains(out, "State: ") || !containsAll(out, w.state) {
 		problems = append(problems, fmt.Sprintf("no State line saying %q", w.state))
 	}
-	if cli != nil && !strings.Contains(out, "\nVerdict: "+cli.Verdict.Text+"\n") {
-		problems = append(problems, fmt.Sprintf("no verdict %q (the CLI's)", cli.Verdict.Text))
+	if cli != nil && !strings.Contains(out, "\nVerdict: "+cli.Verdict.Text.String()+"\n") {
+		problems = append(problems, fmt.Sprintf("no verdict %q (the CLI's)", cli.Verdict.Text.String()))
 	}
 	if !containsAll(out, w.verdict) {
 		problems = append(problems, fmt.Sprintf("the verdict does not say %q", w.verdict))
@@ -511,7 +511,7 @@ func (s *scene) checkServed(w want) []string {
 			return false, nil
 		}
 		for _, p := range check(e, raw, w, true) {
-			problems = append(problems, fmt.Sprintf("GET %s (%s: %s; verdict: %s): %s", api, e.WaitingFor, e.State, e.Verdict.Text, p))
+			problems = append(problems, fmt.Sprintf("GET %s (%s: %s; verdict: %s): %s", api, e.WaitingFor, e.State.String(), e.Verdict.Text.String(), p))
 		}
 		code, body, err = s.get(htmlPath)
 		if err != nil || code != 200 {
@@ -534,11 +534,11 @@ func (s *scene) checkServed(w want) []string {
 // checkPage holds the page to the API's explanation read just before it.
 func checkPage(pg *page, api *explain.Explanation, w want) []string {
 	var out []string
-	if pg.state != api.State {
-		out = append(out, fmt.Sprintf("state %q, the API's %q", pg.state, api.State))
+	if pg.state != api.State.String() {
+		out = append(out, fmt.Sprintf("state %q, the API's %q", pg.state, api.State.String()))
 	}
-	if pg.verdict != api.Verdict.Text {
-		out = append(out, fmt.Sprintf("verdict %q, the API's %q", pg.verdict, api.Verdict.Text))
+	if pg.verdict != api.Verdict.Text.String() {
+		out = append(out, fmt.Sprintf("verdict %q, the API's %q", pg.verdict, api.Verdict.Text.String()))
 	}
 	cand := candidateOf(api, w.volume)
 	if cand == nil {
@@ -585,7 +585,7 @@ func checkNoVolumeFits(ev corev1.Event, cli *explain.Explanation, w want) []stri
 			if cand := candidateOf(cli, w.volume); cand != nil {
 				for _, r := range cand.Checks {
 					if r.Check == c && !r.Pass {
-						value = r.Value
+						value = r.Value.String()
 					}
 				}
 			}
@@ -595,7 +595,11 @@ func checkNoVolumeFits(ev corev1.Event, cli *explain.Explanation, w want) []stri
 		}
 	}
 	if cli != nil && len(cli.Verdict.Changes) > 0 {
-		if fix := "it fits if " + strings.Join(cli.Verdict.Changes, " and "); !strings.Contains(msg, fix) {
+		var changes []string
+		for _, c := range cli.Verdict.Changes {
+			changes = append(changes, c.String())
+		}
+		if fix := "it fits if " + strings.Join(changes, " and "); !strings.Contains(msg, fix) {
 			out = append(out, fmt.Sprintf("%q does not say %q (the CLI's verdict)", msg, fix))
 		}
 	}

@@ -270,14 +270,14 @@ func TestKubectlPlugin(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &e); err != nil {
 			t.Fatalf("not JSON: %v\n%s", err, r.stdout)
 		}
-		if e.Claim != "team-a/data" || e.Phase != "Pending" || e.Class != "manual" || e.Verdict.Volume != "" || e.Verdict.Closest != "pv-fs" {
+		if e.Claim != "team-a/data" || e.Phase != "Pending" || e.Class != "manual" || e.Verdict.Volume.String() != "" || e.Verdict.Closest.String() != "pv-fs" {
 			t.Errorf("explanation %+v", e)
 		}
-		if len(e.Candidates) != 2 || e.Candidates[0].Volume != "pv-fs" || e.Candidates[1].TakenBy != "team-b/data" {
+		if len(e.Candidates) != 2 || e.Candidates[0].Volume != "pv-fs" || e.Candidates[1].TakenBy.String() != "team-b/data" {
 			t.Fatalf("candidates %+v, want pv-fs, then pv-small taken by team-b/data", e.Candidates)
 		}
 		failed := e.Candidates[0].Failed()
-		if len(failed) != 1 || failed[0].Check != explain.CheckVolumeMode || failed[0].Value != "Filesystem != Block" {
+		if len(failed) != 1 || failed[0].Check != explain.CheckVolumeMode || failed[0].Value.String() != "Filesystem != Block" {
 			t.Errorf("pv-fs failed %+v, want volumeMode alone with Filesystem != Block", failed)
 		}
 	})

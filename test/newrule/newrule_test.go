@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -62,8 +61,8 @@ func classExists() policy.Rule {
 				}
 			}
 			return []policy.Finding{{Field: "spec.storageClassName",
-				Message: fmt.Sprintf("PersistentVolume %s names StorageClass %s, which does not exist", r.PV.Name, name),
-				Hint:    "create the class or name one that exists"}}, nil
+				Message: policy.Textf("%s names StorageClass %s, which does not exist", r.Object(), policy.Word(name)),
+				Hint:    policy.Plain("create the class or name one that exists")}}, nil
 		},
 	}
 }
@@ -116,7 +115,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 			t.Errorf("report JSON has no PVG099 finding on pv-silver: %s (%v)", data, err)
 		}
 		found, _, _ := r.LatestFindings()
-		_, cluster := audit.OpenReports(found, now, 0)
+		_, cluster := audit.OpenReports(found, now, 0, nil, nil)
 		inReport := false
 		for _, c := range cluster {
 			for _, res := range c.Results {

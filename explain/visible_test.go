@@ -1,0 +1,82 @@
+package explain_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/policy"
+	. "github.com/pvguard/pvguard/test/testobj"
+)
+
+// TestExplanationsCarryReferencesOnlyAsTexts: the fields of an explanation that are not Texts
+// are the reviewed ones, none of which can name what the caller may not read: the claim itself,
+// its pods (in its namespace), classes, nodes, enumerations, the counts of hidden volumes, the
+// refusals of events about the claim (in its namespace), and Candidate.Volume, whose rows the
+// caller may not read are taken out (HiddenVolumes) before it is served.
+func TestExplanationsCarryReferencesOnlyAsTexts(t *testing.T) {
+	want := []string{"Explanation.Claim", "Explanation.Phase", "Explanation.Class", "Explanation.BindingMode", "Explanation.SelectedNode",
+		"Explanation.WaitingFor", "Explanation.Provisioner", "Explanation.ProvisionerRunning", "Explanation.Pods",
+		"Candidate.Volume", "Candidate.Class", "Result.Check", "HiddenVolumes.Class", "HiddenVolumes.Failing", "HiddenVolumes.Text",
+		"Refusal.Point", "Refusal.Name", "Refusal.Rule", "Refusal.Reason", "Refusal.Source"}
+	if got := policy.PlainFields(reflect.TypeFor[explain.Explanation]()); !slices.Equal(got, want) {
+		t.Errorf("the plain fields of an Explanation are %q, want the reviewed %q: a field that may name an object must be a policy.Text", got, want)
+	}
+}
+
+// TestTenantsExplanationCountsTheVolumesItCannotRead: a tenant who may list only its namespace's
+// claims is told of its Pending claim's candidates only the volumes that are its namespace's
+// (pre-bound to a claim there); the others are counted by class and by what keeps each from the
+// claim ("2 volumes of class local you cannot read: 1 too small, 1 bound"), and the verdict names
+// none of them nor the claim in another namespace. A cluster reader sees every row.
+func TestTenantsExplanationCountsTheVolumesItCannotRead(t *testing.T) {
+	objs := []client.Object{
+		StorageClass("local", "kubernetes.io/no-provisioner"),
+		PVC("team-a", "data", ClaimClass("local"), Request("5Gi")),
+		PVC("team-a", "other", ClaimClass("local"), Request("50Gi")),
+		PVC("team-b", "x", ClaimClass("local"), ClaimUID("uid-of-x"), ClaimBoundTo("pv-b-bound")),
+		PV("pv-a-prebound", Class("local"), Capacity("50Gi"), ClaimRef("team-a", "other", ""), Phase(corev1.VolumeAvailable)),
+		PV("pv-b-bound", Class("local"), Capacity("10Gi"), ClaimRef("team-b", "x", "uid-of-x"), Phase(corev1.VolumeBound)),
+		PV("pv-small", Class("local"), Capacity("1Gi"), Phase(corev1.VolumeAvailable)),
+	}
+	h := explain.API(explainOptions(objs...))
+	tenant := access.NewReader("alice", false, []string{"team-a"}, false, false)
+	rec := HTTPGetAs(tenant, h, "/pvc/team-a/data")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+	}
+	body := rec.Body.String()
+	for _, secret := range []string{"pv-b-bound", "pv-small", "team-b", "uid-of-x"} {
+		if strings.Contains(body, secret) {
+			t.Errorf("the tenant's explanation names %q: %s", secret, body)
+		}
+	}
+	var e explain.Explanation
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Candidates) != 1 || e.Candidates[0].Volume != "pv-a-prebound" {
+		t.Errorf("candidates %+v, want only the volume pre-bound in team-a", e.Candidates)
+	}
+	if len(e.Hidden) != 1 || e.Hidden[0].Text != "2 volumes of class local you cannot read: 1 too small, 1 bound" {
+		t.Errorf("hidden %+v, want 2 volumes of class local counted: 1 too small, 1 bound", e.Hidden)
+	}
+
+	rec = HTTPGet(h, "/pvc/team-a/data")
+	for _, s := range []string{"pv-b-bound", "pv-small", "team-b/x"} {
+		if !strings.Contains(rec.Body.String(), s) {
+			t.Errorf("the cluster reader's explanation lacks %q", s)
+		}
+	}
+	if strings.Contains(rec.Body.String(), `"hidden"`) {
+		t.Errorf("the cluster reader's explanation hides volumes: %s", rec.Body)
+	}
+}
