@@ -366,7 +366,7 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 		a = DecideClaim(s)
 	}
 	if b.o.Mode == ModeShadow {
-		b.shadowClaim(claim, a)
+		b.shadowClaim(ctx, claim, a)
 		return nil
 	}
 	return b.applyClaim(ctx, claim, a)

@@ -1,10 +1,12 @@
 package binder
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 )
 
@@ -13,8 +15,10 @@ import (
 const ReasonBinderDisagreement = "BinderDisagreement"
 
 // shadowClaim remembers what pvguard would do for a claim and, once the cluster's binder has
-// bound it, reports a different choice. Nothing is written.
-func (b *Binder) shadowClaim(claim *corev1.PersistentVolumeClaim, a ClaimAction) {
+// bound it, reports a different choice. Nothing is written. The event is read by whoever may read
+// the claim's namespace's events: the volume pvguard would have chosen is named only when it is
+// the namespace's (volumeFor), the one bound is the claim's own.
+func (b *Binder) shadowClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim, a ClaimAction) {
 	if a.NeedPlan {
 		b.requestPlan()
 		return
@@ -29,8 +33,9 @@ func (b *Binder) shadowClaim(claim *corev1.PersistentVolumeClaim, a ClaimAction)
 	case bound && claim.Spec.VolumeName != "":
 		if want, decided := b.ledger.shadowTake(claim.UID); decided && want != claim.Spec.VolumeName {
 			b.metrics.disagreements.Inc()
+			readers := policy.NamespaceReaders(claim.Namespace, b.o.Views(ctx), b.o.Engine().Config())
 			b.o.Recorder.Event(claim, corev1.EventTypeWarning, ReasonBinderDisagreement,
-				fmt.Sprintf("the cluster's binder bound volume %q; pvguard would have bound %q", claim.Spec.VolumeName, want))
+				fmt.Sprintf("the cluster's binder bound volume %q; pvguard would have bound %s", claim.Spec.VolumeName, volumeFor(readers, want)))
 		}
 	}
 }

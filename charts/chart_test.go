@@ -410,6 +410,7 @@ func checkDeployment(t *testing.T, c chartCase, r rendered) {
 		"review-queue-length":              "50",
 		"review-max-waiting":               "500",
 		"live-read-budget":                 "250ms",
+		"admission-read-rights":            "auto",
 		"shutdown-timeout":                 "25s",
 		"shutdown-delay":                   "5s",
 	}
