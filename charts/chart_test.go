@@ -409,6 +409,7 @@ func checkDeployment(t *testing.T, c chartCase, r rendered) {
 		"review-concurrency-per-requester": "16",
 		"review-queue-length":              "50",
 		"review-max-waiting":               "500",
+		"review-max-waiting-bytes":         "268435456",
 		"live-read-budget":                 "250ms",
 		"admission-read-rights":            "auto",
 		"shutdown-timeout":                 "25s",

@@ -20,15 +20,19 @@ type FairQueueOptions struct {
 	// QueueLength is how many reviews of one requester may wait; a review beyond it is refused
 	// at once.
 	QueueLength int
-	// MaxWaiting is how many reviews may wait in all; a review beyond it is refused at once. It
-	// bounds the memory of waiting reviews (each at most maxReviewBytes).
+	// MaxWaiting is how many reviews may wait in all; a review beyond it is refused at once.
 	MaxWaiting int
+	// MaxWaitingBytes bounds the bodies of the reviews waiting in all (0: no bound beyond
+	// MaxWaiting reviews of at most maxReviewBytes each); a requester's waiting bodies get the
+	// share QueueLength has of MaxWaiting, so that one requester's large objects cannot take
+	// the memory others' reviews wait in.
+	MaxWaitingBytes int64
 }
 
 // DefaultFairQueueOptions are the defaults of --review-concurrency,
 // --review-concurrency-per-requester, --review-queue-length and --review-max-waiting.
 func DefaultFairQueueOptions() FairQueueOptions {
-	return FairQueueOptions{Concurrency: 32, PerRequester: 16, QueueLength: 50, MaxWaiting: 500}
+	return FairQueueOptions{Concurrency: 32, PerRequester: 16, QueueLength: 50, MaxWaiting: 500, MaxWaitingBytes: 256 << 20}
 }
 
 // FairQueue queues admission reviews per requester (the review's userInfo.username) before any
@@ -49,18 +53,20 @@ type FairQueue struct {
 	o       FairQueueOptions
 	metrics *queueMetrics
 
-	mu      sync.Mutex
-	free    int              // seats not held
-	waiting int              // reviews waiting, all requesters
-	flows   map[string]*flow // requesters with reviews waiting or judged
-	turns   *list.List       // of *flow with reviews waiting, in round-robin order
-	next    *list.Element    // the flow whose turn is next
+	mu           sync.Mutex
+	free         int              // seats not held
+	waiting      int              // reviews waiting, all requesters
+	waitingBytes int64            // their bodies' sizes
+	flows        map[string]*flow // requesters with reviews waiting or judged
+	turns        *list.List       // of *flow with reviews waiting, in round-robin order
+	next         *list.Element    // the flow whose turn is next
 }
 
 // flow is one requester's queue.
 type flow struct {
 	name    string
 	held    int        // seats held
+	bytes   int64      // the sizes of its waiting reviews' bodies
 	waiters *list.List // of *waiter, oldest first
 	turn    *list.Element
 }
@@ -68,13 +74,14 @@ type flow struct {
 type waiter struct {
 	ready   chan struct{} // closed when the waiter is given a seat
 	granted bool
+	size    int64
 }
 
 // NewFairQueue builds the queue; its gauges and counters register with reg (nil: none).
 func NewFairQueue(o FairQueueOptions, reg prometheus.Registerer) (*FairQueue, error) {
-	if o.Concurrency < 1 || o.PerRequester < 1 || o.PerRequester > o.Concurrency || o.QueueLength < 1 || o.MaxWaiting < o.QueueLength {
-		return nil, fmt.Errorf("fair queue: want concurrency %d >= seats per requester %d >= 1 and waiting in all %d >= queue length %d >= 1",
-			o.Concurrency, o.PerRequester, o.MaxWaiting, o.QueueLength)
+	if o.Concurrency < 1 || o.PerRequester < 1 || o.PerRequester > o.Concurrency || o.QueueLength < 1 || o.MaxWaiting < o.QueueLength || o.MaxWaitingBytes < 0 {
+		return nil, fmt.Errorf("fair queue: want concurrency %d >= seats per requester %d >= 1, waiting in all %d >= queue length %d >= 1 and waiting bytes %d >= 0",
+			o.Concurrency, o.PerRequester, o.MaxWaiting, o.QueueLength, o.MaxWaitingBytes)
 	}
 	return &FairQueue{o: o, metrics: newQueueMetrics(reg), free: o.Concurrency, flows: map[string]*flow{}, turns: list.New()}, nil
 }
@@ -90,6 +97,12 @@ const (
 // waitCtx ends before a seat is free (the review's budget for waiting; fn's own work is bounded
 // by the context it closes over).
 func (q *FairQueue) Do(waitCtx context.Context, requester string, fn func()) (refused string) {
+	return q.DoSized(waitCtx, requester, 0, fn)
+}
+
+// DoSized is Do for a review whose body is size bytes: it may wait only while the bodies waiting,
+// of all requesters and of this one, stay within MaxWaitingBytes and the requester's share of it.
+func (q *FairQueue) DoSized(waitCtx context.Context, requester string, size int64, fn func()) (refused string) {
 	q.mu.Lock()
 	f := q.flows[requester]
 	if f == nil {
@@ -103,14 +116,16 @@ func (q *FairQueue) Do(waitCtx context.Context, requester string, fn func()) (re
 		q.run(f, fn)
 		return ""
 	}
-	if f.waiters.Len() >= q.o.QueueLength || q.waiting >= q.o.MaxWaiting {
+	if f.waiters.Len() >= q.o.QueueLength || q.waiting >= q.o.MaxWaiting || !q.bytesFit(f, size) {
 		q.forgetIfIdle(f)
 		q.mu.Unlock()
 		q.metrics.refused.WithLabelValues(queueFull).Inc()
 		return queueFull
 	}
-	w := &waiter{ready: make(chan struct{})}
+	w := &waiter{ready: make(chan struct{}), size: size}
 	e := f.waiters.PushBack(w)
+	f.bytes += size
+	q.waitingBytes += size
 	if f.turn == nil {
 		f.turn = q.turns.PushBack(f)
 	}
@@ -131,6 +146,8 @@ func (q *FairQueue) Do(waitCtx context.Context, requester string, fn func()) (re
 		return ""
 	}
 	f.waiters.Remove(e)
+	f.bytes -= w.size
+	q.waitingBytes -= w.size
 	q.waiting--
 	q.metrics.waiting.Dec()
 	if f.waiters.Len() == 0 {
@@ -140,6 +157,21 @@ func (q *FairQueue) Do(waitCtx context.Context, requester string, fn func()) (re
 	q.mu.Unlock()
 	q.metrics.refused.WithLabelValues(queueTimeout).Inc()
 	return queueTimeout
+}
+
+// bytesFit reports whether a review of size bytes may wait: the waiting bodies in all stay within
+// MaxWaitingBytes and f's within its share (QueueLength/MaxWaiting of it). A review is always
+// let wait when f has nothing waiting and the whole bound holds it, so that one large review is
+// never refused for its size alone. q.mu is held.
+func (q *FairQueue) bytesFit(f *flow, size int64) bool {
+	if q.o.MaxWaitingBytes == 0 {
+		return true
+	}
+	if q.waitingBytes+size > q.o.MaxWaitingBytes {
+		return false
+	}
+	share := q.o.MaxWaitingBytes * int64(q.o.QueueLength) / int64(q.o.MaxWaiting)
+	return f.waiters.Len() == 0 || f.bytes+size <= share
 }
 
 // run runs fn in the seat f holds, then hands the seat on.
@@ -190,6 +222,8 @@ func (q *FairQueue) dispatchOne() bool {
 	f := best.Value.(*flow)
 	q.next = best.Next()
 	w := f.waiters.Remove(f.waiters.Front()).(*waiter)
+	f.bytes -= w.size
+	q.waitingBytes -= w.size
 	q.waiting--
 	q.metrics.waiting.Dec()
 	if f.waiters.Len() == 0 {

@@ -280,3 +280,38 @@ func TestBusyQueueAnswersAFailedCall(t *testing.T) {
 	<-done
 	<-done
 }
+
+// TestFairQueueBoundsWaitingBytes: one requester's waiting bodies are held to its share of
+// MaxWaitingBytes (QueueLength/MaxWaiting of it), so a flood of large objects is refused at once
+// while another requester's review still waits for its turn; a requester with nothing waiting
+// may always wait with a review the whole bound holds.
+func TestFairQueueBoundsWaitingBytes(t *testing.T) {
+	// Shares: 1,000 bytes in all, a requester 250 (QueueLength 5 of MaxWaiting 20).
+	q := newTestQueue(t, FairQueueOptions{Concurrency: 1, PerRequester: 1, QueueLength: 5, MaxWaiting: 20, MaxWaitingBytes: 1000})
+	ctx := context.Background()
+	seat := occupy(q, ctx, "holder", nil, nil)
+	started(t, seat)
+	big := make(chan string, 1)
+	go func() { big <- q.DoSized(ctx, "flooder", 200, func() {}) }()
+	waitFor(t, "the flood's first large review waits", func() bool { return q.waitingNow() == 1 })
+	// A review that should be refused at once is given a short wait, so that a queue that lets it
+	// wait fails the test with time-out instead of hanging it.
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if r := q.DoSized(short, "flooder", 100, func() { t.Error("ran a review past its requester's share of the bytes") }); r != queueFull {
+		t.Errorf("a review past the requester's share: %q, want %q", r, queueFull)
+	}
+	// Another requester's large review waits: the bound in all still holds it.
+	other := make(chan string, 1)
+	go func() { other <- q.DoSized(ctx, "bystander", 700, func() {}) }()
+	waitFor(t, "the bystander's review waits", func() bool { return q.waitingNow() == 2 })
+	if r := q.DoSized(short, "third", 200, func() { t.Error("ran a review past the bytes in all") }); r != queueFull {
+		t.Errorf("a review past the bytes in all: %q, want %q", r, queueFull)
+	}
+	close(seat.release)
+	for _, ch := range []chan string{big, other} {
+		if r := <-ch; r != "" {
+			t.Errorf("a waiting review within the bounds: refused %q", r)
+		}
+	}
+}

@@ -116,7 +116,7 @@ func (h reviewHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		// Half the timeout for waiting in the queue, the other half for judging.
 		waitCtx, cancelWait := context.WithDeadline(ctx, start.Add(timeout/2))
-		refused := h.queue.Do(waitCtx, req.UserInfo.Username, judge)
+		refused := h.queue.DoSized(waitCtx, req.UserInfo.Username, int64(len(body)), judge)
 		cancelWait()
 		if refused != "" {
 			busy(w, refused)

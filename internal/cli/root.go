@@ -186,6 +186,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeFlags) {
 	f.IntVar(&o.ReviewQueue.PerRequester, "review-concurrency-per-requester", o.ReviewQueue.PerRequester, "admission reviews of one requester judged at once (at most --review-concurrency)")
 	f.IntVar(&o.ReviewQueue.QueueLength, "review-queue-length", o.ReviewQueue.QueueLength, "admission reviews of one requester that may wait; more are answered unjudged with HTTP 429 (the registration's failure policy decides)")
 	f.IntVar(&o.ReviewQueue.MaxWaiting, "review-max-waiting", o.ReviewQueue.MaxWaiting, "admission reviews that may wait in all; more are answered unjudged with HTTP 429 (the registration's failure policy decides)")
+	f.Int64Var(&o.ReviewQueue.MaxWaitingBytes, "review-max-waiting-bytes", o.ReviewQueue.MaxWaitingBytes, "bytes of admission review bodies that may wait in all, a requester's share in proportion to --review-queue-length (0: no bound but the count); a review beyond is answered unjudged with HTTP 429")
 	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may take to drain on shutdown")
 	f.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on shutdown, how long to keep serving while not ready, so endpoints drop this replica first")
 }

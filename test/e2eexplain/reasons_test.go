@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -368,7 +369,7 @@ func (s *scene) checkAll(w want) {
 	case w.noVolumeFits && len(evs) != 1:
 		t.Errorf("%d NoVolumeFits events on %s/%s, want one: %v", len(evs), s.ns, w.claim, harness.DescribeEvents(evs))
 	case w.noVolumeFits:
-		for _, p := range checkNoVolumeFits(evs[0], cli, w) {
+		for _, p := range checkNoVolumeFits(evs[0], cli, w, s.namespaces(w)) {
 			t.Errorf("NoVolumeFits on %s/%s: %s", s.ns, w.claim, p)
 		}
 	}
@@ -564,7 +565,21 @@ func checkPage(pg *page, api *explain.Explanation, w want) []string {
 
 // checkNoVolumeFits checks the event's message: the closest volume and each failing check with
 // its value (the CLI's, else w's), and what would make it fit; with no volume, the verdict.
-func checkNoVolumeFits(ev corev1.Event, cli *explain.Explanation, w want) []string {
+// namespaces reports whether the case's volume is the namespace's, which the readers of its
+// events may be told: linked (claimRef) to one of its claims, or named by the claim.
+func (s *scene) namespaces(w want) bool {
+	if w.volume == "" {
+		return false
+	}
+	pv, err := s.getVolume(w.volume)
+	if err == nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == s.ns {
+		return true
+	}
+	pvc, err := s.getClaim(w.claim)
+	return err == nil && pvc.Spec.VolumeName == w.volume
+}
+
+func checkNoVolumeFits(ev corev1.Event, cli *explain.Explanation, w want, namespaces bool) []string {
 	var out []string
 	msg := ev.Message
 	if ev.Type != corev1.EventTypeWarning || ev.Source.Component != "pvguard-binder" {
@@ -576,8 +591,14 @@ func checkNoVolumeFits(ev corev1.Event, cli *explain.Explanation, w want) []stri
 		}
 		return out
 	}
-	if !strings.Contains(msg, " "+w.volume+": ") && !strings.Contains(msg, " "+w.volume+", ") {
-		out = append(out, fmt.Sprintf("%q does not name volume %s", msg, w.volume))
+	// The event is read by whoever may read the namespace's events: the closest volume is named
+	// there only when it is the namespace's (linked to or named by its claims); otherwise it is
+	// a volume they cannot read.
+	switch {
+	case namespaces && !strings.Contains(msg, " "+w.volume+": ") && !strings.Contains(msg, " "+w.volume+", "):
+		out = append(out, fmt.Sprintf("%q does not name volume %s, which is the namespace's", msg, w.volume))
+	case !namespaces && (strings.Contains(msg, w.volume) || !strings.Contains(msg, policy.HiddenVolume)):
+		out = append(out, fmt.Sprintf("%q names volume %s, not the namespace's, or does not say it is %q", msg, w.volume, policy.HiddenVolume))
 	}
 	for _, c := range slices.Sorted(maps.Keys(w.failing)) {
 		value := w.failing[c]
