@@ -74,7 +74,7 @@ func (v *visibility) finding(f audit.Finding) bool {
 	return v.rd.Full()
 }
 
-// report is rep as the caller may see it: their findings only, their texts scrubbed, the totals
+// report is rep as the caller may see it: their findings only, their texts rendered for them, the totals
 // counted again, and the audit's errors (which may name anything) only for a full reader.
 func (v *visibility) report(rep audit.Report) audit.Report {
 	if v.rd.Full() {
