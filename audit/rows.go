@@ -18,7 +18,11 @@ import (
 // Binding is one row of the dashboard's PV <-> PVC table.
 type Binding struct {
 	Volume, VolumePhase, Capacity, Class, ReclaimPolicy string
-	Claim, ClaimPhase                                   string
+	// ClaimRef is the claim the volume points at (spec.claimRef), nil for none. Claim names it
+	// and ClaimPhase is its phase, both rendered per reader (policy.Redact): a reader who may not
+	// read the claim is told "a claim in another namespace", and no phase.
+	ClaimRef          *policy.ObjectRef
+	Claim, ClaimPhase policy.Text
 }
 
 // bindingOf is a volume's row: the claim it points at and that claim's phase ("missing" when the
@@ -29,21 +33,30 @@ func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
 		b.Capacity = q.String()
 	}
-	if ref := pv.Spec.ClaimRef; ref != nil {
-		b.Claim = ref.Namespace + "/" + ref.Name
-		b.ClaimPhase = "missing"
-		if !storage.NamesAClaim(ref) {
-			return b, nil
-		}
-		pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
-		if err != nil {
-			return b, fmt.Errorf("reading the claim of %s: %w", pv.Name, err)
-		}
-		if pvc != nil && (ref.UID == "" || ref.UID == pvc.UID) {
-			b.ClaimPhase = string(pvc.Status.Phase)
-		}
+	ref := pv.Spec.ClaimRef
+	if ref == nil {
+		return b, nil
+	}
+	claim := policy.ObjectRef{Kind: policy.KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}
+	b.ClaimRef, b.Claim = &claim, policy.Textf("%s", policy.NameOf(claim))
+	phase, err := claimPhase(ref, v)
+	b.ClaimPhase = policy.Textf("%s", policy.Either(claim, policy.Plain(policy.Word(phase)), policy.Text{}))
+	if err != nil {
+		return b, fmt.Errorf("reading the claim of %s: %w", pv.Name, err)
 	}
 	return b, nil
+}
+
+// claimPhase is the phase of the claim ref names, "missing" when it is gone or was re-created.
+func claimPhase(ref *corev1.ObjectReference, v policy.View) (string, error) {
+	if !storage.NamesAClaim(ref) {
+		return "missing", nil
+	}
+	pvc, err := v.PersistentVolumeClaim(ref.Namespace, ref.Name)
+	if err != nil || pvc == nil || ref.UID != "" && ref.UID != pvc.UID {
+		return "missing", err
+	}
+	return string(pvc.Status.Phase), nil
 }
 
 // PendingClaim is one row of the dashboard's pending claims: a claim not bound.

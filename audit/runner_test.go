@@ -101,7 +101,7 @@ func TestIncrementalAudit(t *testing.T) {
 	if got := rules(); !got["PVG021 data"] || got["PVG024 pv-unseen"] || len(got) != 1 {
 		t.Fatalf("after the claim changed: %v", got)
 	}
-	if b := r.Bindings(); len(b) != 1 || b[0].ClaimPhase != "Lost" {
+	if b := r.Bindings(); len(b) != 1 || b[0].ClaimPhase.String() != "Lost" {
 		t.Fatalf("binding row of the neighbour not refreshed: %+v", b)
 	}
 

@@ -130,7 +130,7 @@ func WriteVolumeText(w io.Writer, e *VolumeExplanation) error {
 		fmt.Fprintf(&b, " since %s", e.Since.Format("2006-01-02T15:04:05Z"))
 	}
 	fmt.Fprintf(&b, ", reclaim policy %s\n", e.ReclaimPolicy)
-	if e.Claim != "" {
+	if !e.Claim.IsZero() {
 		fmt.Fprintf(&b, "Claim: %s (%s)\n", e.Claim, e.ClaimState)
 	} else {
 		fmt.Fprintln(&b, "Claim: none")

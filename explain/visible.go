@@ -97,7 +97,8 @@ func hiddenText(g *HiddenVolumes) string {
 }
 
 // volumeForReader is a volume's explanation made from in as the caller may read it (the handler
-// checked they may read the volume): its findings only if they may list volumes, texts scrubbed.
+// checked they may read the volume): its findings only if they may list volumes, and every
+// reference rendered for them, as a claim's explanation is (forAudience).
 func volumeForReader(rd *access.Reader, in Input, e *VolumeExplanation) {
 	if e == nil || rd.Full() {
 		return
@@ -105,13 +106,7 @@ func volumeForReader(rd *access.Reader, in Input, e *VolumeExplanation) {
 	if !rd.Volumes {
 		e.Findings = nil
 	}
-	s := rd.Scrubber(in.state().Claims(), in.state().Volumes())
-	if s.HidesClaim(e.Claim) {
-		e.Claim = access.Hidden
-	}
-	e.Claim, e.ClaimState, e.Next = s.String(e.Claim), s.String(e.ClaimState), s.String(e.Next)
-	e.Findings = s.Strings(e.Findings)
-	for i := range e.Finalizers {
-		e.Finalizers[i].WaitsFor = s.String(e.Finalizers[i].WaitsFor)
-	}
+	policy.Redact(e, rd.Audience(in.state(), nil))
+	// Sorted as its reader reads them, so the order tells nothing of what they may not read.
+	sort.Slice(e.Findings, func(i, j int) bool { return e.Findings[i].String() < e.Findings[j].String() })
 }

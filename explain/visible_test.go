@@ -80,3 +80,77 @@ func TestTenantsExplanationCountsTheVolumesItCannotRead(t *testing.T) {
 		t.Errorf("the cluster reader's explanation hides volumes: %s", rec.Body)
 	}
 }
+
+// TestVolumeExplanationsCarryReferencesOnlyAsTexts: a volume's explanation holds as plain text
+// only the volume itself (which its caller may read), its phase and reclaim policy, and its
+// finalizers' names and holders (components and drivers); its claim, that claim's state, what
+// the binder does next, what each finalizer waits for and the findings are Texts.
+func TestVolumeExplanationsCarryReferencesOnlyAsTexts(t *testing.T) {
+	want := []string{"VolumeExplanation.Volume", "VolumeExplanation.Phase", "VolumeExplanation.ReclaimPolicy",
+		"Finalizer.Name", "Finalizer.Holder"}
+	if got := policy.PlainFields(reflect.TypeFor[explain.VolumeExplanation]()); !slices.Equal(got, want) {
+		t.Errorf("the plain fields of a VolumeExplanation are %q, want the reviewed %q: a field that may name an object must be a policy.Text", got, want)
+	}
+}
+
+// TestVolumeExplanationNamesItsClaimOnlyToTheClaimsReaders: the explanation of a volume whose
+// claim was deleted and re-created names that claim, its uids, whether it exists and what the
+// binder does about it only to a caller who may read the claim. A caller who may list volumes
+// but not that namespace's claims is told "a claim in another namespace", what the volume itself
+// says of it ("bound"), that the binder's next step depends on a claim it cannot read, and the
+// findings without the claim's name or uid; the page links the claim only for the claim's readers.
+func TestVolumeExplanationNamesItsClaimOnlyToTheClaimsReaders(t *testing.T) {
+	objs := []client.Object{
+		PVC("team-b", "x", ClaimUID("uid-new-x"), ClaimBoundTo("pv-b")),
+		PV("pv-b", Capacity("10Gi"), ClaimRef("team-b", "x", "uid-old-x"), Phase(corev1.VolumeBound)),
+	}
+	o := explainOptions(objs...)
+	api, pages := explain.API(o), explain.Pages(o)
+
+	admin := HTTPGet(api, "/pv/pv-b").Body.String()
+	for _, s := range []string{`"claim": "team-b/x"`, "uid-old-x", `"findings": [`} {
+		if !strings.Contains(admin, s) {
+			t.Fatalf("the cluster reader's explanation lacks %s: %s", s, admin)
+		}
+	}
+
+	volumes := access.NewReader("carol", false, []string{"team-a"}, true, true)
+	rec := HTTPGetAs(volumes, api, "/pv/pv-b")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+	}
+	body := rec.Body.String()
+	for _, secret := range []string{"team-b", "uid-old-x", "uid-new-x", "earlier claim", "Released"} {
+		if strings.Contains(body, secret) {
+			t.Errorf("the explanation for a reader of volumes only names %q: %s", secret, body)
+		}
+	}
+	var e explain.VolumeExplanation
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Claim.String() != policy.HiddenClaim || e.ClaimState.String() != "bound" || e.Next.String() != explain.NextHidden {
+		t.Errorf("claim %q (%q), next %q; want %q (bound), %q", e.Claim, e.ClaimState, e.Next, policy.HiddenClaim, explain.NextHidden)
+	}
+	if len(e.Findings) == 0 || !strings.Contains(e.Findings[0].String(), policy.HiddenClaim) {
+		t.Errorf("findings %q, want them kept with the claim hidden", e.Findings)
+	}
+	page := HTTPGetAs(volumes, pages, "/pv/pv-b").Body.String()
+	if strings.Contains(page, "team-b") || strings.Contains(page, "uid-") || !strings.Contains(page, `<dd id="claim">`+policy.HiddenClaim+` (bound)</dd>`) {
+		t.Errorf("the page for a reader of volumes only names the claim, or does not say a claim is hidden: %s", page)
+	}
+
+	owner := access.NewReader("bob", false, []string{"team-b"}, false, false)
+	body = HTTPGetAs(owner, api, "/pv/pv-b").Body.String()
+	for _, s := range []string{`"claim": "team-b/x"`, `"claimState": "bound to an earlier claim of that name (uid uid-old-x)"`, "phase to Released"} {
+		if !strings.Contains(body, s) {
+			t.Errorf("the claim's reader's explanation lacks %s: %s", s, body)
+		}
+	}
+	if strings.Contains(body, `"findings"`) {
+		t.Errorf("a caller who may not list volumes is told the volume's findings: %s", body)
+	}
+	if page := HTTPGetAs(owner, pages, "/pv/pv-b").Body.String(); !strings.Contains(page, `<a href="../pvc/team-b/x">team-b/x</a>`) {
+		t.Errorf("the page does not link the claim for its reader: %s", page)
+	}
+}

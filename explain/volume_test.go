@@ -27,20 +27,20 @@ func TestVolume(t *testing.T) {
 			pv: PV("pv-1", ClaimRef("ns", "gone", "uid-gone"), Phase(corev1.VolumeReleased), released,
 				PVMeta(Finalizers("kubernetes.io/pv-protection"))),
 			want: func(e *explain.VolumeExplanation) bool {
-				return e.Claim == "ns/gone" && strings.Contains(e.ClaimState, "no longer exists") &&
-					strings.Contains(e.Next, "Retain keeps it Released") && e.Since != nil && e.Since.Equal(now.Add(-time.Hour)) &&
+				return e.Claim.String() == "ns/gone" && strings.Contains(e.ClaimState.String(), "no longer exists") &&
+					strings.Contains(e.Next.String(), "Retain keeps it Released") && e.Since != nil && e.Since.Equal(now.Add(-time.Hour)) &&
 					len(e.Finalizers) == 1 && strings.Contains(e.Finalizers[0].Holder, "pv-protection")
 			},
 		},
 		"claim gone, not yet released": {
 			pv:   PV("pv-1", ClaimRef("ns", "gone", "uid-gone"), Phase(corev1.VolumeBound)),
-			want: func(e *explain.VolumeExplanation) bool { return strings.Contains(e.Next, "phase to Released") },
+			want: func(e *explain.VolumeExplanation) bool { return strings.Contains(e.Next.String(), "phase to Released") },
 		},
 		"bound": {
 			pv:     PV("pv-1", ClaimRef("ns", "c", "uid-ns-c"), Phase(corev1.VolumeBound)),
 			claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimBoundTo("pv-1"))},
 			want: func(e *explain.VolumeExplanation) bool {
-				return e.ClaimState == "bound" && strings.HasPrefix(e.Next, "nothing")
+				return e.ClaimState.String() == "bound" && strings.HasPrefix(e.Next.String(), "nothing")
 			},
 		},
 	}

@@ -3,7 +3,6 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -193,19 +192,16 @@ func (f Finding) String() string { return f.For(Everyone) }
 
 // For renders the finding the way kubectl users read it, for audience a:
 // "[PVG001 volume-mode-match] <message>; <hint>".
-func (f Finding) For(a Audience) string {
-	var b strings.Builder
-	b.WriteString("[")
-	b.WriteString(string(f.Rule))
-	b.WriteString(" ")
-	b.WriteString(f.Name)
-	b.WriteString("] ")
-	b.WriteString(f.Message.For(a))
+func (f Finding) For(a Audience) string { return f.Text().For(a) }
+
+// Text is the finding as For renders it, kept as a Text until its reader is known: an answer
+// that lists findings (a volume's explanation) holds them so.
+func (f Finding) Text() Text {
+	t := Textf("[%s %s] %s", Word(f.Rule), Word(f.Name), f.Message)
 	if !f.Hint.IsZero() {
-		b.WriteString("; ")
-		b.WriteString(f.Hint.For(a))
+		t = Textf("%s; %s", t, f.Hint)
 	}
-	return b.String()
+	return t
 }
 
 // View is the read-only view of related objects that rules consult. Getters return nil and no

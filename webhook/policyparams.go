@@ -44,6 +44,13 @@ type ParamsSyncOptions struct {
 	// Elected is closed once this replica may write (the manager's Elected: at once without
 	// leader election).
 	Elected <-chan struct{}
+	// WriteGuard, when set, is asked just before every write and stops it with its error: with
+	// leader election, whether this replica still provably holds the Lease
+	// (leaseguard.Guard.Check), as the binder asks. Elected stays closed in a replica frozen past
+	// its Lease, which on waking must not write the config it loaded over the one the new leader
+	// wrote. Writer should refuse such writes too (leaseguard.Guard.RoundTripper): the client's
+	// rate limiter can hold a write for longer than a Lease lasts.
+	WriteGuard func() error
 	// Resync re-checks the object this often, whatever happens (default one minute).
 	Resync   time.Duration
 	Registry prometheus.Registerer
@@ -171,6 +178,11 @@ func (s *ParamsSync) sync(ctx context.Context, elected <-chan struct{}) error {
 	s.inSync.Set(0)
 	if !isClosed(elected) {
 		return nil
+	}
+	if s.o.WriteGuard != nil {
+		if err := s.o.WriteGuard(); err != nil {
+			return fmt.Errorf("not writing %s: %w", key, err)
+		}
 	}
 	if live == nil {
 		err = s.o.Writer.Create(ctx, AdmissionPolicyParamsObject(s.o.Object, s.o.Engines.Engine().Config()))

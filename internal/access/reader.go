@@ -1,29 +1,21 @@
 // Package access decides what a caller of pvguard's read endpoints (the dashboard, the audit
 // report, the explanations) may see: who the caller is (a bearer token, checked with a
 // TokenReview), what Kubernetes RBAC lets them list (SubjectAccessReviews), and how an answer
-// built from the whole cluster is cut down to that (Reader, Scrubber). The answers themselves
-// are filtered by internal/web (visible.go) and package explain (explain/visible.go), with these
-// predicates only.
+// built from the whole cluster is cut down to that (Reader, and its Audience, for which
+// policy.Redact renders every reference an answer makes). The answers themselves are filtered by
+// internal/web (visible.go) and package explain (explain/visible.go), with these predicates only.
 package access
 
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/policy"
 )
-
-// Hidden is what an answer says in place of a claim the caller cannot read.
-const Hidden = "a claim you cannot read"
-
-// HiddenUID is what an answer says in place of a uid the caller cannot read.
-const HiddenUID = "(a uid you cannot read)"
 
 // Reader is what one caller may read, from the SubjectAccessReviews of their identity.
 type Reader struct {
@@ -104,7 +96,7 @@ func (r *Reader) Filtered() []string {
 		out = append(out, "StorageClasses' findings are not shown: you may not list storageclasses.")
 	}
 	if !r.AllClaims {
-		out = append(out, "Where an answer refers to a claim you cannot read, it says \""+Hidden+"\".")
+		out = append(out, "Where an answer refers to a claim you cannot read, it says \""+policy.HiddenClaim+"\".")
 	}
 	return out
 }
@@ -123,84 +115,6 @@ func FromContext(ctx context.Context) *Reader {
 		return r
 	}
 	return &Reader{namespaces: map[string]bool{}}
-}
-
-// Scrubber rewrites text built from the whole cluster so that it names no claim the caller
-// cannot read: a "namespace/name" whose namespace is one of the cluster's that the caller may not
-// read becomes Hidden, and a uid that is not one of a readable claim's becomes HiddenUID.
-type Scrubber struct {
-	off      bool
-	hiddenNS map[string]bool
-	uids     map[types.UID]bool
-}
-
-// Scrubber is the reader's scrubber over the cluster's claims and volumes (whose claim
-// references name namespaces too).
-func (r *Reader) Scrubber(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume) *Scrubber {
-	if r.AllClaims {
-		return &Scrubber{off: true}
-	}
-	s := &Scrubber{hiddenNS: map[string]bool{}, uids: map[types.UID]bool{}}
-	hide := func(ns string) {
-		if ns != "" && !r.Claims(ns) {
-			s.hiddenNS[ns] = true
-		}
-	}
-	for _, c := range claims {
-		hide(c.Namespace)
-		if r.Claims(c.Namespace) {
-			s.uids[c.UID] = true
-		}
-	}
-	for _, v := range volumes {
-		if ref := v.Spec.ClaimRef; ref != nil {
-			hide(ref.Namespace)
-		}
-	}
-	return s
-}
-
-// HidesClaim reports whether the claim namespace/name (or a "namespace/name" string) is one the
-// caller cannot read.
-func (s *Scrubber) HidesClaim(key string) bool {
-	if s.off || key == "" {
-		return false
-	}
-	ns, _, ok := strings.Cut(key, "/")
-	return ok && s.hiddenNS[ns]
-}
-
-var (
-	// keyPattern matches "namespace/name" and longer slash-separated tokens, whole.
-	keyPattern = regexp.MustCompile(`[-.a-z0-9]+/[-./a-z0-9]+`)
-	uidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-)
-
-// String is text with the claims and uids the caller cannot read replaced.
-func (s *Scrubber) String(text string) string {
-	if s.off || text == "" {
-		return text
-	}
-	text = keyPattern.ReplaceAllStringFunc(text, func(tok string) string {
-		if s.HidesClaim(tok) {
-			return Hidden
-		}
-		return tok
-	})
-	return uidPattern.ReplaceAllStringFunc(text, func(uid string) string {
-		if s.uids[types.UID(uid)] {
-			return uid
-		}
-		return HiddenUID
-	})
-}
-
-// Strings scrubs each of texts in place and returns them.
-func (s *Scrubber) Strings(texts []string) []string {
-	for i := range texts {
-		texts[i] = s.String(texts[i])
-	}
-	return texts
 }
 
 // Audience is the reader as the audience of an answer (policy.Audience): the claims of the

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/policy"
 )
 
 const (
@@ -25,36 +26,34 @@ func boundTo(name, ns, claim string) *corev1.PersistentVolume {
 		Spec: corev1.PersistentVolumeSpec{ClaimRef: &corev1.ObjectReference{Namespace: ns, Name: claim}}}
 }
 
-// TestScrubber: a tenant's texts keep its own claims and uids, and lose the other tenant's,
-// including a namespace that is a suffix of a readable one, and a namespace known only from a
-// volume's claim reference.
-func TestScrubber(t *testing.T) {
-	rd := access.NewReader("tenant-a", false, []string{"a", "ba"}, false, false)
-	claims := []*corev1.PersistentVolumeClaim{claim("a", "data", uidA), claim("b", "data", uidB), claim("ba", "x", "")}
-	volumes := []*corev1.PersistentVolume{boundTo("pv-1", "gone", "old")}
-	s := rd.Scrubber(claims, volumes)
-	for in, want := range map[string]string{
-		"bound to a/data":                     "bound to a/data",
-		"bound to b/data":                     "bound to " + access.Hidden,
-		"bound to ba/data (uid " + uidA + ")": "bound to ba/data (uid " + uidA + ")",
-		"bind to b/data in flight":            "bind to " + access.Hidden + " in flight",
-		"bind to uid " + uidB + " in flight":  "bind to uid " + access.HiddenUID + " in flight",
-		"pvc-" + uidB:                         "pvc-" + access.HiddenUID,
-		"pre-bound to gone/old":               "pre-bound to " + access.Hidden,
-		"no volume fits: the closest, pv-1, goes to b/data in the binder's plan": "no volume fits: the closest, pv-1, goes to " + access.Hidden + " in the binder's plan",
-		"provisioner kubernetes.io/no-provisioner":                               "provisioner kubernetes.io/no-provisioner",
-		"class ebs.csi.aws.com/b":                                                "class ebs.csi.aws.com/b",
+// TestAudience: a tenant's answers keep its own claims and their uids, and lose the other
+// tenant's, including a namespace that has a readable one as its suffix; a full reader's lose
+// nothing.
+func TestAudience(t *testing.T) {
+	pvc := func(ns, name string) policy.ObjectRef {
+		return policy.ObjectRef{Kind: policy.KindPersistentVolumeClaim, Namespace: ns, Name: name}
+	}
+	text := func(ns, name, uid string) policy.Text {
+		return policy.Textf("bound to %s (uid %s)", policy.NameOf(pvc(ns, name)), policy.UID(pvc(ns, name), types.UID(uid)))
+	}
+	aud := access.NewReader("tenant-a", false, []string{"a", "ba"}, false, false).Audience(nil, nil)
+	hidden := "bound to " + policy.HiddenClaim + " (uid " + policy.HiddenUID + ")"
+	for _, tc := range []struct {
+		in   policy.Text
+		want string
+	}{
+		{text("a", "data", uidA), "bound to a/data (uid " + uidA + ")"},
+		{text("ba", "x", uidA), "bound to ba/x (uid " + uidA + ")"},
+		{text("b", "data", uidB), hidden},
+		{text("gone", "old", ""), hidden},
+		{text("aa", "data", uidA), hidden},
 	} {
-		if got := s.String(in); got != want {
-			t.Errorf("String(%q) = %q, want %q", in, got, want)
+		if got := tc.in.For(aud); got != tc.want {
+			t.Errorf("%q for the tenant = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	if !s.HidesClaim("b/data") || s.HidesClaim("a/data") || s.HidesClaim("ba/x") {
-		t.Error("HidesClaim does not follow the namespaces the reader may read")
-	}
-	full := access.Everything("admin").Scrubber(claims, volumes)
-	if got := full.String("bound to b/data (uid " + uidB + ")"); strings.Contains(got, access.Hidden) || strings.Contains(got, access.HiddenUID) {
-		t.Errorf("a full reader's text was scrubbed: %q", got)
+	if got := text("b", "data", uidB).For(access.Everything("admin").Audience(nil, nil)); strings.Contains(got, "cannot read") {
+		t.Errorf("a full reader's text was cut: %q", got)
 	}
 }
 

@@ -407,7 +407,7 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := addAdmissionPolicyParams(ctx, mgr, o, engines, reloaded, reg, log); err != nil {
+	if err := addAdmissionPolicyParams(ctx, mgr, o, lease, engines, reloaded, reg, log); err != nil {
 		return err
 	}
 	if err := mgr.Add(everyReplica(srv.Start)); err != nil {
@@ -717,15 +717,20 @@ func addPolicySource(mgr ctrl.Manager, o ServeFlags, engines *engineRef, srv *we
 
 // addAdmissionPolicyParams keeps the admission policies' parameter object equal to the loaded
 // config (--admission-policy-params): the policies and the webhook then enforce the same
-// exemptions and actions, before and after a reload.
-func addAdmissionPolicyParams(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, reloaded func() <-chan struct{}, reg prometheus.Registerer, log logr.Logger) error {
+// exemptions and actions, before and after a reload. Its writes are held to the Lease as the
+// binder's are (leaderWriter).
+func addAdmissionPolicyParams(ctx context.Context, mgr ctrl.Manager, o ServeFlags, lease *leaseguard.Guard, engines *engineRef, reloaded func() <-chan struct{}, reg prometheus.Registerer, log logr.Logger) error {
 	if o.AdmissionPolicyParams == "" {
 		return nil
 	}
+	writer, writeGuard, err := leaderWriter(mgr, lease)
+	if err != nil {
+		return fmt.Errorf("building the admission policies' parameter writer: %w", err)
+	}
 	s, err := webhook.NewParamsSync(ctx, webhook.ParamsSyncOptions{
 		Object:  policy.ParamObject{Namespace: o.Namespace, Name: o.AdmissionPolicyParams},
-		Engines: engines, Reloaded: reloaded, Cache: mgr.GetCache(), Writer: mgr.GetClient(), Elected: mgr.Elected(),
-		Registry: reg, Log: log.WithName("admission-policy-params"),
+		Engines: engines, Reloaded: reloaded, Cache: mgr.GetCache(), Writer: writer, Elected: mgr.Elected(),
+		WriteGuard: writeGuard, Registry: reg, Log: log.WithName("admission-policy-params"),
 	})
 	if err != nil {
 		return err
@@ -817,7 +822,7 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *le
 	if err != nil {
 		return nil, err
 	}
-	writer, writeGuard, err := binderWriter(mgr, lease)
+	writer, writeGuard, err := leaderWriter(mgr, lease)
 	if err != nil {
 		return nil, err
 	}
@@ -862,11 +867,12 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *le
 	return b, nil
 }
 
-// binderWriter is the client the binder writes through. With leader election every write is
-// checked against the Lease just before it is sent (after the client's rate limiter, which can
-// hold a write longer than a Lease lasts), and the binder checks it too before it starts a write.
-// It shares the one token bucket of cfg with the rest of pvguard.
-func binderWriter(mgr manager.Manager, lease *leaseguard.Guard) (client.Client, func() error, error) {
+// leaderWriter is the client the elected replica's writers (the binder, the admission policies'
+// parameter object) write through. With leader election every write is checked against the Lease
+// just before it is sent (after the client's rate limiter, which can hold a write longer than a
+// Lease lasts), and the writer checks it too (the returned guard) before it starts a write. It
+// shares the one token bucket of cfg with the rest of pvguard.
+func leaderWriter(mgr manager.Manager, lease *leaseguard.Guard) (client.Client, func() error, error) {
 	if lease == nil {
 		return mgr.GetClient(), nil, nil
 	}
@@ -874,7 +880,7 @@ func binderWriter(mgr manager.Manager, lease *leaseguard.Guard) (client.Client, 
 	cfg.Wrap(lease.RoundTripper)
 	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
-		return nil, nil, fmt.Errorf("building the binder's client: %w", err)
+		return nil, nil, fmt.Errorf("building a Lease-guarded client: %w", err)
 	}
 	return c, lease.Check, nil
 }

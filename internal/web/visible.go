@@ -15,11 +15,10 @@ import (
 // This file is where every answer of the report and the dashboard is cut down to what its caller
 // may read (access.Reader); package explain cuts its explanations the same way (explain/visible.go).
 
-// visibility is a caller's reader with the scrubber over the cluster's claims and volumes, and
-// the cluster's objects as that caller may see them (for the report's count).
+// visibility is a caller's reader, the audience its answers are rendered for, and the cluster's
+// objects as that caller may see them (for the report's count).
 type visibility struct {
 	rd *access.Reader
-	sc *access.Scrubber
 	// aud is the caller as the audience of the findings' texts.
 	aud policy.Audience
 	// objects is how many claims, volumes and classes the caller may read.
@@ -33,7 +32,7 @@ func visibilityOf(ctx context.Context, rd *access.Reader, c client.Reader) (*vis
 		if !rd.Full() {
 			return nil, fmt.Errorf("no cache to filter the answer with")
 		}
-		return &visibility{rd: rd, sc: rd.Scrubber(nil, nil), aud: policy.Everyone, objects: -1}, nil
+		return &visibility{rd: rd, aud: policy.Everyone, objects: -1}, nil
 	}
 	st, err := clusterstate.Read(ctx, c)
 	if err != nil {
@@ -44,7 +43,7 @@ func visibilityOf(ctx context.Context, rd *access.Reader, c client.Reader) (*vis
 
 // visibilityOfState is the caller's visibility over the cluster state st.
 func visibilityOfState(rd *access.Reader, st *clusterstate.State) *visibility {
-	v := &visibility{rd: rd, sc: rd.Scrubber(st.Claims(), st.Volumes()), aud: rd.Audience(st, nil)}
+	v := &visibility{rd: rd, aud: rd.Audience(st, nil)}
 	for _, c := range st.Claims() {
 		if rd.Claims(c.Namespace) {
 			v.objects++
@@ -75,7 +74,7 @@ func (v *visibility) finding(f audit.Finding) bool {
 	return v.rd.Full()
 }
 
-// report is rep as the caller may see it: their findings only, their texts scrubbed, the totals
+// report is rep as the caller may see it: their findings only, their texts rendered for them, the totals
 // counted again, and the audit's errors (which may name anything) only for a full reader.
 func (v *visibility) report(rep audit.Report) audit.Report {
 	if v.rd.Full() {
@@ -94,30 +93,23 @@ func (v *visibility) report(rep audit.Report) audit.Report {
 	return out
 }
 
-// bindings are the rows of the volumes the caller may read.
+// bindings are the rows of the volumes the caller may read, their claims rendered for them.
 func (v *visibility) bindings(rows []audit.Binding) []audit.Binding {
 	if v.rd.Full() {
 		return rows
 	}
 	var out []audit.Binding
 	for _, b := range rows {
-		if v.rd.Volumes || (b.Claim != "" && v.rd.Claims(namespaceOf(b.Claim))) {
-			if v.sc.HidesClaim(b.Claim) {
-				b.Claim, b.ClaimPhase = access.Hidden, ""
+		if v.rd.Volumes || (b.ClaimRef != nil && v.rd.Claims(b.ClaimRef.Namespace)) {
+			if b.ClaimRef != nil {
+				ref := *b.ClaimRef
+				b.ClaimRef = &ref // the runner's row is shared by every caller
 			}
+			policy.Redact(&b, v.aud)
 			out = append(out, b)
 		}
 	}
 	return out
-}
-
-func namespaceOf(key string) string {
-	for i := range len(key) {
-		if key[i] == '/' {
-			return key[:i]
-		}
-	}
-	return ""
 }
 
 // pending are the pending claims the caller may read.

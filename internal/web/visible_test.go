@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +124,7 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	// A tenant who may list volumes too sees them all, but still not team-b's claims.
 	withVolumes := access.NewReader("tenant-a", false, []string{"team-a"}, true, false)
 	dash := testobj.HTTPGetAs(withVolumes, handlers["dashboard"], "/").Body.String()
-	for _, s := range []string{"<td>vol-b</td>", "<td>vol-failed</td>", access.Hidden} {
+	for _, s := range []string{"<td>vol-b</td>", "<td>vol-failed</td>", policy.HiddenClaim} {
 		if !strings.Contains(dash, s) {
 			t.Errorf("the dashboard for a tenant who may list volumes lacks %q", s)
 		}
@@ -140,7 +142,7 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 				t.Errorf("%s %s as a cluster reader lacks %q", g.handler, g.path, s)
 			}
 		}
-		if strings.Contains(body, `id="filtered"`) || strings.Contains(body, access.Hidden) {
+		if strings.Contains(body, `id="filtered"`) || strings.Contains(body, policy.HiddenClaim) {
 			t.Errorf("%s %s as a cluster reader says something was filtered", g.handler, g.path)
 		}
 	}
@@ -152,5 +154,15 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	rec := testobj.HTTPGetAs(&access.Reader{}, handlers["api"], "/pvc/team-a/claim-of-a")
 	if rec.Code != http.StatusForbidden {
 		t.Errorf("an explanation without a reader: HTTP %d, want 403", rec.Code)
+	}
+}
+
+// TestBindingRowsCarryClaimsOnlyAsTexts: the dashboard's volume rows hold as plain text only what
+// the volume says of itself; the claim it points at and that claim's phase are rendered per
+// caller (policy.Redact).
+func TestBindingRowsCarryClaimsOnlyAsTexts(t *testing.T) {
+	want := []string{"Binding.Volume", "Binding.VolumePhase", "Binding.Capacity", "Binding.Class", "Binding.ReclaimPolicy"}
+	if got := policy.PlainFields(reflect.TypeFor[audit.Binding]()); !slices.Equal(got, want) {
+		t.Errorf("the plain fields of a Binding are %q, want the reviewed %q: a field that may name a claim must be a policy.Text", got, want)
 	}
 }
