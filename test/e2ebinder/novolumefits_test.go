@@ -70,7 +70,7 @@ func noVolumeFitsFlow(t *testing.T, mode binder.Mode) {
 	t.Logf("NoVolumeFits: %s", first.Message)
 
 	// Further plans refresh it: still one Event, its count growing.
-	harness.WaitFor(t, 30*time.Second, "the NoVolumeFits event's count to reach 3", func(context.Context) (bool, error) {
+	harness.WaitFor(t, time.Minute, "the NoVolumeFits event's count to reach 3", func(context.Context) (bool, error) {
 		evs = noVolumeFitsEvents(t, ns, "data")
 		return len(evs) != 1 || evs[0].Name != first.Name || evs[0].Message != first.Message || evs[0].Count >= 3, nil
 	})
