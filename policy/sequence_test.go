@@ -77,6 +77,9 @@ func TestSequenceExplorer(t *testing.T) {
 	}
 	runs, admitted := 0, 0
 	refusedBy := map[string]int{}
+	// The status writes apart: the status strategies keep metadata, so a status write can remove
+	// a protection finalizer or a binder annotation, which the rules must refuse as on the object.
+	statusAdmitted, statusRefusedBy := 0, map[string]int{}
 	for i := 0; ; i++ {
 		if deadline.IsZero() && i >= *seqRuns || !deadline.IsZero() && time.Now().After(deadline) {
 			break
@@ -85,12 +88,19 @@ func TestSequenceExplorer(t *testing.T) {
 		tr := sequence.Explore(e, seed)
 		runs++
 		for _, o := range tr.Outcomes {
+			status := o.Step.Verb == sequence.UpdateStatus
 			switch o.Result {
 			case sequence.Admitted:
 				admitted++
+				if status {
+					statusAdmitted++
+				}
 			case sequence.Refused:
 				for _, id := range strings.Split(o.Reason, ",") {
 					refusedBy[id]++
+					if status {
+						statusRefusedBy[id]++
+					}
 				}
 			case sequence.APIServer:
 				refusedBy["apiserver"]++
@@ -125,6 +135,11 @@ func TestSequenceExplorer(t *testing.T) {
 		refused = append(refused, fmt.Sprintf("%s %d", why, refusedBy[why]))
 	}
 	t.Logf("explorer: %d sequences from seed %d, %d writes admitted; refusals (a write may count for several rules): %s", runs, *seqSeed, admitted, strings.Join(refused, ", "))
+	refused = nil
+	for _, why := range slices.Sorted(maps.Keys(statusRefusedBy)) {
+		refused = append(refused, fmt.Sprintf("%s %d", why, statusRefusedBy[why]))
+	}
+	t.Logf("explorer: of them status writes: %d admitted; refusals: %s", statusAdmitted, strings.Join(refused, ", "))
 	for _, key := range slices.Sorted(maps.Keys(byKind)) {
 		f := byKind[key]
 		inv := f.inv
@@ -472,8 +487,9 @@ func upstreamKind(o sequence.Outcome) string {
 
 // TestStepReplaysTheWrite holds the model to what a write does: a step recorded as a merge
 // patch and applied to the object it was made from gives the object the writer sent (for the
-// main resource; a status write changes only the status, an update of the main resource all
-// but the status).
+// main resource; a status write changes the status and the metadata but not the spec, as the
+// status strategies do, an update of the main resource all but the status; neither changes the
+// object's identity).
 func TestStepReplaysTheWrite(t *testing.T) {
 	e := sequence.Unguarded()
 	base := func() *corev1.PersistentVolume {
@@ -507,6 +523,20 @@ func TestStepReplaysTheWrite(t *testing.T) {
 		{"spec through status is dropped", sequence.UpdateStatus, func(pv *corev1.PersistentVolume) {
 			pv.Status.Phase = corev1.VolumeReleased
 			pv.Spec.ClaimRef = nil
+		}, func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased }},
+		{"metadata through status is kept", sequence.UpdateStatus, func(pv *corev1.PersistentVolume) {
+			pv.Status.Phase = corev1.VolumeReleased
+			sequence.DelFin(&pv.ObjectMeta, sequence.FinProvisioner)
+			sequence.DelAnn(&pv.ObjectMeta, sequence.AnnBoundBy)
+			pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+		}, func(pv *corev1.PersistentVolume) {
+			pv.Status.Phase = corev1.VolumeReleased
+			sequence.DelFin(&pv.ObjectMeta, sequence.FinProvisioner)
+			sequence.DelAnn(&pv.ObjectMeta, sequence.AnnBoundBy)
+		}},
+		{"identity through status is kept", sequence.UpdateStatus, func(pv *corev1.PersistentVolume) {
+			pv.Status.Phase = corev1.VolumeReleased
+			pv.UID, pv.Generation = "uid-other", 7
 		}, func(pv *corev1.PersistentVolume) { pv.Status.Phase = corev1.VolumeReleased }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

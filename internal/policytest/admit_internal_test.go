@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,5 +90,74 @@ func TestPanicIsAnError(t *testing.T) {
 	v, _ := wd.admit(context.Background(), s.Cases[0].Write)
 	if !strings.Contains(v.Error, "panic: a rule panicked [recovered]") {
 		t.Fatalf("verdict %s, want an error naming the panic", v)
+	}
+}
+
+const boundClaim = `
+apiVersion: pvguard.io/v1alpha1
+kind: PolicyTest
+fixtures:
+  objects:
+  - apiVersion: v1
+    kind: PersistentVolumeClaim
+    metadata:
+      namespace: team-a
+      name: data
+      uid: uid-data
+      finalizers: [kubernetes.io/pvc-protection]
+      annotations: {pv.kubernetes.io/bind-completed: "yes"}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}, storageClassName: "", volumeName: pv-1}
+    status: {phase: Bound, capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce]}
+  - apiVersion: v1
+    kind: PersistentVolume
+    metadata: {name: pv-1, finalizers: [kubernetes.io/pv-protection]}
+    spec:
+      accessModes: [ReadWriteOnce]
+      capacity: {storage: 1Gi}
+      hostPath: {path: /pv-1}
+      claimRef: {apiVersion: v1, kind: PersistentVolumeClaim, namespace: team-a, name: data, uid: uid-data}
+    status: {phase: Bound}
+cases:
+- name: the protection finalizer removed through status
+  write:
+    operation: UPDATE
+    subResource: status
+    user: alice
+    oldFixture: PersistentVolumeClaim/team-a/data
+    patch: {metadata: {finalizers: null}, status: {phase: Lost}}
+  expect: {denied: [PVG012]}
+- name: an annotation added and the volume name changed through status
+  write:
+    operation: UPDATE
+    subResource: status
+    user: alice
+    oldFixture: PersistentVolumeClaim/team-a/data
+    patch: {metadata: {annotations: {example.com/owner: alice}}, spec: {volumeName: pv-2}, status: {phase: Lost}}
+  expect: {allowed: true}
+`
+
+// TestStatusWriteKeepsMetadata: a write through the status subresource is judged and stored
+// with its metadata and the stored spec, as the PersistentVolumeClaim status strategy keeps
+// them: a protection finalizer it removes is refused as on the claim, an annotation it adds is
+// stored, a volume name it changes is not.
+func TestStatusWriteKeepsMetadata(t *testing.T) {
+	s := loadOne(t, boundClaim)
+	v, _ := s.initial.admit(context.Background(), s.Cases[0].Write)
+	if !slices.Contains(v.Deny, "PVG012") {
+		t.Errorf("removing pvc-protection through status: verdict %s, want denied by PVG012", v)
+	}
+	v, stored := s.initial.admit(context.Background(), s.Cases[1].Write)
+	if v.String() != "allowed" {
+		t.Fatalf("verdict %s", v)
+	}
+	var c corev1.PersistentVolumeClaim
+	if err := json.Unmarshal(stored, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Annotations["example.com/owner"] != "alice" || c.Annotations["pv.kubernetes.io/bind-completed"] != "yes" {
+		t.Errorf("annotations %v: the status write's metadata is kept", c.Annotations)
+	}
+	if c.Spec.VolumeName != "pv-1" || c.Status.Phase != corev1.ClaimLost || c.UID != "uid-data" {
+		t.Errorf("volumeName %q, phase %s, uid %s: a status write changes the status, not the spec or the uid", c.Spec.VolumeName, c.Status.Phase, c.UID)
 	}
 }

@@ -35,8 +35,8 @@ func newWorld(fx *Fixtures, engines webhook.EngineSource) *world {
 // prepare is what the apiserver does to a written object after the mutating webhooks and before
 // the validating ones (the registry's strategy): a new object gets its uid (here one made from its
 // name when it has none) and a volume or claim its initial status (phase Pending); an update of
-// the main resource keeps the object's identity and status, one of the status subresource keeps
-// everything but the status.
+// the main resource keeps the object's identity and status, one of the status subresource its
+// identity and spec (the write's metadata is kept, as the status strategies keep it).
 func prepare(w *Write, obj []byte) ([]byte, error) {
 	cur, err := decodeWriteObject(obj, "object")
 	if err != nil {
@@ -61,27 +61,26 @@ func prepare(w *Write, obj []byte) ([]byte, error) {
 			o.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}
 		}
 	case admissionv1.Update:
-		if w.SubResource == "status" {
-			switch o := cur.(type) {
-			case *corev1.PersistentVolume:
-				p := old.(*corev1.PersistentVolume).DeepCopy()
-				p.Status = o.Status
-				cur = p
-			case *corev1.PersistentVolumeClaim:
-				p := old.(*corev1.PersistentVolumeClaim).DeepCopy()
-				p.Status = o.Status
-				cur = p
-			}
-			break
-		}
 		cur.SetUID(old.GetUID())
+		cur.SetGeneration(old.GetGeneration())
 		cur.SetDeletionTimestamp(old.GetDeletionTimestamp())
 		cur.SetCreationTimestamp(old.GetCreationTimestamp())
+		// The status strategies reset the spec and keep the write's metadata (finalizers and
+		// annotations a status write removes are removed); the main resource's keep the status.
+		status := w.SubResource == "status"
 		switch o := cur.(type) {
 		case *corev1.PersistentVolume:
-			o.Status = old.(*corev1.PersistentVolume).Status
+			if status {
+				o.Spec = old.(*corev1.PersistentVolume).Spec
+			} else {
+				o.Status = old.(*corev1.PersistentVolume).Status
+			}
 		case *corev1.PersistentVolumeClaim:
-			o.Status = old.(*corev1.PersistentVolumeClaim).Status
+			if status {
+				o.Spec = old.(*corev1.PersistentVolumeClaim).Spec
+			} else {
+				o.Status = old.(*corev1.PersistentVolumeClaim).Status
+			}
 		}
 	}
 	return json.Marshal(cur)

@@ -226,13 +226,14 @@ func preparePV(w *World, s Step) (*policy.Review, func(*World), string, error) {
 			return nil, nil, "", fmt.Errorf("step %q: %w", s.String(), err)
 		}
 		if s.Verb == UpdateStatus {
-			// The status strategy keeps everything but the status as it was.
-			pv.Spec, pv.ObjectMeta = old.Spec, old.ObjectMeta
+			// The status strategy resets only the spec: the write's metadata is kept, finalizers
+			// and annotations included.
+			pv.Spec = old.Spec
 			rev.SubResource = "status"
 		} else {
 			pv.Status = old.Status
-			keepIdentity(&pv.ObjectMeta, &old.ObjectMeta)
 		}
+		keepIdentity(&pv.ObjectMeta, &old.ObjectMeta)
 		if reason := pvUpdateRefused(old, pv); reason != "" {
 			return nil, nil, reason, nil
 		}
@@ -294,12 +295,13 @@ func preparePVC(w *World, s Step) (*policy.Review, func(*World), string, error) 
 			return nil, nil, "", fmt.Errorf("step %q: %w", s.String(), err)
 		}
 		if s.Verb == UpdateStatus {
-			pvc.Spec, pvc.ObjectMeta = old.Spec, old.ObjectMeta
+			// As for volumes: the claim's status strategy resets the spec, not the metadata.
+			pvc.Spec = old.Spec
 			rev.SubResource = "status"
 		} else {
 			pvc.Status = old.Status
-			keepIdentity(&pvc.ObjectMeta, &old.ObjectMeta)
 		}
+		keepIdentity(&pvc.ObjectMeta, &old.ObjectMeta)
 		if reason := pvcUpdateRefused(old, pvc); reason != "" {
 			return nil, nil, reason, nil
 		}
@@ -332,10 +334,12 @@ func preparePVC(w *World, s Step) (*policy.Review, func(*World), string, error) 
 	return nil, nil, "", fmt.Errorf("verb %q is not modelled", s.Verb)
 }
 
-// keepIdentity restores what an update of the main resource cannot change: name, namespace,
-// uid, and the deletion timestamp (set only by a delete).
+// keepIdentity restores what no update changes, of the main resource or of status (the generic
+// registry's BeforeUpdate): name, namespace, uid, generation, the creation timestamp and the
+// deletion timestamp (set only by a delete).
 func keepIdentity(cur, old *metav1.ObjectMeta) {
 	cur.Name, cur.Namespace, cur.UID = old.Name, old.Namespace, old.UID
+	cur.Generation = old.Generation
 	cur.DeletionTimestamp = old.DeletionTimestamp
 	cur.CreationTimestamp = old.CreationTimestamp
 }

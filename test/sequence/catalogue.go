@@ -291,24 +291,8 @@ var pvMutations = []struct {
 		}
 		return what
 	}},
-	{3, func(g *Gen, w *World, pv *corev1.PersistentVolume) string {
-		if g.chance(40) {
-			DelAnn(&pv.ObjectMeta, annConfirm)
-			return "drop the reclaim confirmation"
-		}
-		v := pick(g, "Delete", "Recycle")
-		SetAnn(&pv.ObjectMeta, annConfirm, v)
-		return "reclaim confirmation " + v
-	}},
-	{6, func(g *Gen, w *World, pv *corev1.PersistentVolume) string {
-		f := pick(g, FinPV, FinPV, FinProvisioner, FinPVCtrl, "example.com/keep")
-		if slices.Contains(pv.Finalizers, f) {
-			DelFin(&pv.ObjectMeta, f)
-			return "remove finalizer " + f
-		}
-		AddFin(&pv.ObjectMeta, f)
-		return "add finalizer " + f
-	}},
+	{3, pvReclaimConfirmation},
+	{6, pvFinalizer},
 	{4, func(g *Gen, w *World, pv *corev1.PersistentVolume) string {
 		q := pick(g, "500Mi", "1Gi", "2Gi", "5Gi", "10Gi")
 		pv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: Quantity(q)}
@@ -361,20 +345,8 @@ var pvcMutations = []struct {
 	}},
 	{5, toggleClaimAnn(annBindCompleted, "yes")},
 	{3, toggleClaimAnn(annBoundBy, "yes")},
-	{4, func(g *Gen, w *World, c *corev1.PersistentVolumeClaim) string {
-		if has(c.ObjectMeta, annSelectedNode) && g.chance(40) {
-			DelAnn(&c.ObjectMeta, annSelectedNode)
-			return "drop selected-node"
-		}
-		n := pick(g, "node-a", "node-b", "node-a", "node-b", "node-gone")
-		SetAnn(&c.ObjectMeta, annSelectedNode, n)
-		return "selected-node " + n
-	}},
-	{2, func(g *Gen, w *World, c *corev1.PersistentVolumeClaim) string {
-		SetAnn(&c.ObjectMeta, annProvisioner, Driver)
-		SetAnn(&c.ObjectMeta, annBetaProv, Driver)
-		return "storage-provisioner " + Driver
-	}},
+	{4, claimSelectedNode},
+	{2, claimProvisioner},
 	{5, func(g *Gen, w *World, c *corev1.PersistentVolumeClaim) string {
 		q := pick(g, "500Mi", "1Gi", "2Gi", "5Gi", "10Gi", "20Gi")
 		c.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: Quantity(q)}
@@ -397,16 +369,87 @@ var pvcMutations = []struct {
 		c.Spec.VolumeAttributesClassName = v
 		return "volumeAttributesClassName " + vac(v)
 	}},
-	{5, func(g *Gen, w *World, c *corev1.PersistentVolumeClaim) string {
-		f := pick(g, FinPVC, FinPVC, "example.com/keep")
-		if slices.Contains(c.Finalizers, f) {
-			DelFin(&c.ObjectMeta, f)
-			return "remove finalizer " + f
-		}
-		AddFin(&c.ObjectMeta, f)
-		return "add finalizer " + f
-	}},
+	{5, claimFinalizer},
 }
+
+// The metadata changes of the catalogue, shared by the writes of the main resource and of
+// status: the status strategies reset only the spec, so a status write carries metadata changes
+// as an update of the object does.
+
+func pvReclaimConfirmation(g *Gen, w *World, pv *corev1.PersistentVolume) string {
+	if g.chance(40) {
+		DelAnn(&pv.ObjectMeta, annConfirm)
+		return "drop the reclaim confirmation"
+	}
+	v := pick(g, "Delete", "Recycle")
+	SetAnn(&pv.ObjectMeta, annConfirm, v)
+	return "reclaim confirmation " + v
+}
+
+func pvFinalizer(g *Gen, w *World, pv *corev1.PersistentVolume) string {
+	f := pick(g, FinPV, FinPV, FinProvisioner, FinPVCtrl, "example.com/keep")
+	if slices.Contains(pv.Finalizers, f) {
+		DelFin(&pv.ObjectMeta, f)
+		return "remove finalizer " + f
+	}
+	AddFin(&pv.ObjectMeta, f)
+	return "add finalizer " + f
+}
+
+func claimSelectedNode(g *Gen, w *World, c *corev1.PersistentVolumeClaim) string {
+	if has(c.ObjectMeta, annSelectedNode) && g.chance(40) {
+		DelAnn(&c.ObjectMeta, annSelectedNode)
+		return "drop selected-node"
+	}
+	n := pick(g, "node-a", "node-b", "node-a", "node-b", "node-gone")
+	SetAnn(&c.ObjectMeta, annSelectedNode, n)
+	return "selected-node " + n
+}
+
+func claimProvisioner(g *Gen, w *World, c *corev1.PersistentVolumeClaim) string {
+	SetAnn(&c.ObjectMeta, annProvisioner, Driver)
+	SetAnn(&c.ObjectMeta, annBetaProv, Driver)
+	return "storage-provisioner " + Driver
+}
+
+func claimFinalizer(g *Gen, w *World, c *corev1.PersistentVolumeClaim) string {
+	f := pick(g, FinPVC, FinPVC, "example.com/keep")
+	if slices.Contains(c.Finalizers, f) {
+		DelFin(&c.ObjectMeta, f)
+		return "remove finalizer " + f
+	}
+	AddFin(&c.ObjectMeta, f)
+	return "add finalizer " + f
+}
+
+// pvMetaMutations and pvcMetaMutations are what a status write changes in the metadata beside
+// the status: mostly the protection finalizers and the binder's annotations (the destructive
+// status writes), and an annotation no rule reads (the harmless ones).
+var pvMetaMutations = []struct {
+	weight int
+	f      pvMutation
+}{
+	{6, pvFinalizer},
+	{3, toggleAnn(annBoundBy, "yes")},
+	{3, toggleAnn(annProvisionedBy, Driver)},
+	{2, pvReclaimConfirmation},
+	{2, toggleAnn(annOwner, "alice")},
+}
+
+var pvcMetaMutations = []struct {
+	weight int
+	f      pvcMutation
+}{
+	{6, claimFinalizer},
+	{6, toggleClaimAnn(annBindCompleted, "yes")},
+	{3, toggleClaimAnn(annBoundBy, "yes")},
+	{2, claimSelectedNode},
+	{1, claimProvisioner},
+	{2, toggleClaimAnn(annOwner, "alice")},
+}
+
+// annOwner is an annotation no rule reads.
+const annOwner = "example.com/owner"
 
 func toggleAnn(key, value string) pvMutation {
 	return func(g *Gen, w *World, pv *corev1.PersistentVolume) string {
@@ -501,8 +544,41 @@ func (g *Gen) pvStatusWrite(w *World, who Identity) (Step, bool) {
 		return Step{}, false
 	}
 	pv := pick(g, pvs...)
-	phase := pick(g, corev1.VolumePending, corev1.VolumeAvailable, corev1.VolumeBound, corev1.VolumeReleased, corev1.VolumeFailed)
-	return PVUpdate(w, who, UpdateStatus, pv.Name, "phase "+string(phase), func(x *corev1.PersistentVolume) { x.Status.Phase = phase })
+	var whats []string
+	s, ok := PVUpdate(w, who, UpdateStatus, pv.Name, "", func(x *corev1.PersistentVolume) {
+		meta, status := g.statusWriteParts()
+		if status {
+			phase := pick(g, corev1.VolumePending, corev1.VolumeAvailable, corev1.VolumeBound, corev1.VolumeReleased, corev1.VolumeFailed)
+			x.Status.Phase = phase
+			whats = append(whats, "phase "+string(phase))
+		}
+		for range meta {
+			if what := weighted(g, pvMetaMutations)(g, w, x); what != "" {
+				whats = append(whats, what)
+			}
+		}
+		if g.chance(10) {
+			// A change of the main resource sent through status: the strategy drops its spec
+			// part, keeps its metadata part.
+			if what := weighted(g, pvMutations)(g, w, x); what != "" {
+				whats = append(whats, what)
+			}
+		}
+	})
+	s.What = strings.Join(whats, "; ")
+	return s, ok
+}
+
+// statusWriteParts is what a status write changes: how many metadata fields, and whether the
+// status; at least one of them.
+func (g *Gen) statusWriteParts() (meta int, status bool) {
+	switch n := g.R.IntN(100); {
+	case n < 50:
+		return 0, true
+	case n < 75:
+		return g.fields(), true
+	}
+	return g.fields(), false
 }
 
 func (g *Gen) pvcStatusWrite(w *World, who Identity) (Step, bool) {
@@ -511,20 +587,37 @@ func (g *Gen) pvcStatusWrite(w *World, who Identity) (Step, bool) {
 		return Step{}, false
 	}
 	c := pick(g, pvcs...)
-	if g.chance(10) {
-		v := g.vac()
-		return PVCUpdate(w, who, UpdateStatus, c.Namespace, c.Name, "status.currentVolumeAttributesClassName "+vac(v), func(x *corev1.PersistentVolumeClaim) {
+	var whats []string
+	s, ok := PVCUpdate(w, who, UpdateStatus, c.Namespace, c.Name, "", func(x *corev1.PersistentVolumeClaim) {
+		meta, status := g.statusWriteParts()
+		switch {
+		case !status:
+		case g.chance(10):
+			v := g.vac()
 			x.Status.CurrentVolumeAttributesClassName = v
-		})
-	}
-	if g.chance(40) {
-		q := pick(g, "1Gi", "2Gi", "5Gi", "10Gi")
-		return PVCUpdate(w, who, UpdateStatus, c.Namespace, c.Name, "status.capacity "+q, func(x *corev1.PersistentVolumeClaim) {
+			whats = append(whats, "status.currentVolumeAttributesClassName "+vac(v))
+		case g.chance(40):
+			q := pick(g, "1Gi", "2Gi", "5Gi", "10Gi")
 			x.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: Quantity(q)}
-		})
-	}
-	phase := pick(g, corev1.ClaimPending, corev1.ClaimBound, corev1.ClaimLost)
-	return PVCUpdate(w, who, UpdateStatus, c.Namespace, c.Name, "phase "+string(phase), func(x *corev1.PersistentVolumeClaim) { x.Status.Phase = phase })
+			whats = append(whats, "status.capacity "+q)
+		default:
+			phase := pick(g, corev1.ClaimPending, corev1.ClaimBound, corev1.ClaimLost)
+			x.Status.Phase = phase
+			whats = append(whats, "phase "+string(phase))
+		}
+		for range meta {
+			if what := weighted(g, pvcMetaMutations)(g, w, x); what != "" {
+				whats = append(whats, what)
+			}
+		}
+		if g.chance(10) {
+			if what := weighted(g, pvcMutations)(g, w, x); what != "" {
+				whats = append(whats, what)
+			}
+		}
+	})
+	s.What = strings.Join(whats, "; ")
+	return s, ok
 }
 
 // randomVolume is a volume a create may bring: free, linked to a claim somehow, or looking
