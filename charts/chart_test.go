@@ -411,6 +411,7 @@ func checkDeployment(t *testing.T, c chartCase, r rendered) {
 		"review-max-waiting":               "500",
 		"review-max-waiting-bytes":         "268435456",
 		"live-read-budget":                 "250ms",
+		"live-rereads-per-requester":       "10",
 		"admission-read-rights":            "auto",
 		"shutdown-timeout":                 "25s",
 		"shutdown-delay":                   "5s",

@@ -186,3 +186,42 @@ func TestReviewIsAnsweredWithinItsTimeout(t *testing.T) {
 		t.Fatalf("HTTP %d, %+v; want an in-band refusal", code, resp)
 	}
 }
+
+// TestAFloodersRereadsDoNotSpendOthersTokens: a requester past its allowance of live re-reads has
+// its denials stand on the cache without touching the shared bucket, so another requester's
+// denial is still confirmed live; the fallback is counted as requester-share.
+func TestAFloodersRereadsDoNotSpendOthersTokens(t *testing.T) {
+	owner := testobj.PVC("team-b", "x", testobj.ClaimBoundTo("pv-b"))
+	cache := testobj.NewView(owner, testobj.PV("pv-b", testobj.BoundTo(owner)))
+	// The shared bucket holds 8 tokens and gets no more during the test: enough for the
+	// flooder's allowance and the bystander, not for ten re-reads of the flood.
+	views := &throttledViews{cache: cache, limiter: webhook.NewLiveReadRateLimiter(0.01, 8)}
+	reg := prometheus.NewRegistry()
+	h := web.NewServer(web.Options{
+		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: views, Registry: reg,
+		Admission: webhook.Limits{RereadsPerRequester: 1}, // a burst of 2, then one a second
+	}).Handler()
+	grab := func(user string) []byte {
+		return testobj.Review(t, testobj.PVCKind, "persistentvolumeclaims", admissionv1.Create,
+			testobj.PVC("team-a", "grab", testobj.VolumeName("pv-b")), nil, user)
+	}
+	reads := func() int {
+		views.mu.Lock()
+		defer views.mu.Unlock()
+		return len(views.deadlines)
+	}
+	flood := grab("system:serviceaccount:team-a:flooder")
+	for range 10 {
+		if _, resp := post(t, h, webhook.PathValidatePVC+"?timeout=2s", "application/json", bytes.NewReader(flood)); resp.Allowed {
+			t.Fatal("the flood's grab was admitted")
+		}
+	}
+	floodReads := reads()
+	if n := counterValue(t, reg, "pvguard_admission_live_read_fallbacks_total", map[string]string{"kind": "PersistentVolumeClaim", "reason": "requester-share"}); n < 7 {
+		t.Errorf("fallbacks{reason=requester-share} = %v after 10 grabs with an allowance of 2 at once, want at least 7", n)
+	}
+	_, resp := post(t, h, webhook.PathValidatePVC+"?timeout=2s", "application/json", bytes.NewReader(grab("bystander")))
+	if resp.Allowed || len(resp.Warnings) != 0 || reads() == floodReads {
+		t.Errorf("the bystander's denial: allowed %v, warnings %q, live reads %d -> %d; want it confirmed live", resp.Allowed, resp.Warnings, floodReads, reads())
+	}
+}

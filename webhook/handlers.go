@@ -28,6 +28,10 @@ type Limits struct {
 	// (FreshViewSource), the wait for its client's rate limiter included; when it is spent the
 	// cache's decision stands. 0 means DefaultLiveReadBudget.
 	LiveReadBudget time.Duration
+	// RereadsPerRequester is each requester's allowance of live re-reads a second (twice as many
+	// at once); past it the requester's denials stand on the cache. 0 means
+	// DefaultRereadsPerRequester.
+	RereadsPerRequester float64
 }
 
 // DefaultLiveReadBudget is --live-read-budget's default: an eighth of the chart's 2 s webhook
@@ -44,9 +48,11 @@ func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr
 	if budget <= 0 {
 		budget = DefaultLiveReadBudget
 	}
+	shares := newRereadShares(limits.RereadsPerRequester)
 	v := func(k policy.Kind) http.Handler {
 		val := NewValidator(k, engines, views, metrics, opts...)
 		val.liveReadBudget = budget
+		val.rereads = shares
 		return Review(val, log, limits.Queue)
 	}
 	m := func(k policy.Kind) http.Handler {

@@ -3,7 +3,9 @@ package webhook
 import (
 	"context"
 	"errors"
+	"sync"
 
+	"golang.org/x/time/rate"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -40,4 +42,45 @@ func (l liveReadLimiter) Wait(ctx context.Context) error {
 		return errNoToken
 	}
 	return l.RateLimiter.Wait(ctx)
+}
+
+// DefaultRereadsPerRequester is --live-rereads-per-requester's default: a requester's denials
+// re-read live per second (twice as many at once), a fifth of the live reads' default bucket, so
+// that no one requester's denials drain the shared bucket and leave everyone else's on the cache.
+const DefaultRereadsPerRequester = 10
+
+// maxRereaders bounds the requesters whose allowances are kept; beyond it they start afresh, as
+// a flood of made-up names must not grow pvguard's memory.
+const maxRereaders = 10000
+
+// rereadShares is each requester's allowance of live re-reads: a requester past it has its
+// denials stand on the cache at once, without taking a token of the shared bucket.
+type rereadShares struct {
+	limit rate.Limit
+	burst int
+
+	mu    sync.Mutex
+	byWho map[string]*rate.Limiter
+}
+
+func newRereadShares(perSecond float64) *rereadShares {
+	if perSecond <= 0 {
+		perSecond = DefaultRereadsPerRequester
+	}
+	return &rereadShares{limit: rate.Limit(perSecond), burst: max(1, int(2*perSecond)), byWho: map[string]*rate.Limiter{}}
+}
+
+// allow reports whether requester may re-read a denial now, and counts it if so.
+func (s *rereadShares) allow(requester string) bool {
+	s.mu.Lock()
+	l := s.byWho[requester]
+	if l == nil {
+		if len(s.byWho) >= maxRereaders {
+			clear(s.byWho)
+		}
+		l = rate.NewLimiter(s.limit, s.burst)
+		s.byWho[requester] = l
+	}
+	s.mu.Unlock()
+	return l.Allow()
 }

@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		liveFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pvguard_admission_live_read_fallbacks_total",
-			Help: "Denials judged on the informer cache whose live re-read did not complete, by kind and reason (no-token: the live reads' token bucket had none at once; budget: no answer within --live-read-budget; error: the read failed), so that the cache's decision stood.",
+			Help: "Denials judged on the informer cache whose live re-read did not complete, by kind and reason (requester-share: the requester's allowance of re-reads, --live-rereads-per-requester, was spent; no-token: the live reads' token bucket had none at once; budget: no answer within --live-read-budget; error: the read failed), so that the cache's decision stood.",
 		}, []string{"kind", "reason"}),
 	}
 	reg.MustRegister(m.reviews, m.duration, m.findings, m.configReloads, m.liveFallbacks)

@@ -31,6 +31,8 @@ type Validator struct {
 	metrics *Metrics
 	// liveReadBudget bounds the live re-read of a denial (0: DefaultLiveReadBudget).
 	liveReadBudget time.Duration
+	// rereads, when set, is each requester's allowance of live re-reads (Limits).
+	rereads *rereadShares
 	// rights, when set, says what a requester may read beyond its request (WithReadRights).
 	rights ReadRights
 }
@@ -121,6 +123,10 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 // gives back nothing while later reservations stand, so a flood's backlog of tokens outlives the
 // flood.
 func (v *Validator) recheck(ctx context.Context, engine *policy.Engine, review *policy.Review, fresh FreshViewSource, cached policy.Decision, cachedErr error) (d policy.Decision, onCache bool, err error) {
+	if v.rereads != nil && !v.rereads.allow(review.User.Username) {
+		v.metrics.observeLiveReadFallback(v.kind, "requester-share")
+		return cached, true, cachedErr
+	}
 	budget := v.liveReadBudget
 	if budget <= 0 {
 		budget = DefaultLiveReadBudget

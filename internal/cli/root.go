@@ -181,6 +181,7 @@ func bindServeFlags(f *pflag.FlagSet, o *ServeFlags) {
 		f.Float32Var(&c.r.QPS, c.name+"-qps", c.r.QPS, "client QPS of "+c.what+" (a token bucket of its own)")
 		f.IntVar(&c.r.Burst, c.name+"-burst", c.r.Burst, "client burst of "+c.what)
 	}
+	f.Float64Var(&o.RereadsPerRequester, "live-rereads-per-requester", o.RereadsPerRequester, "denials of one requester re-read live a second (twice as many at once); past it that requester's denials stand on the cache, and the live reads' bucket stays for others")
 	f.DurationVar(&o.LiveReadBudget, "live-read-budget", o.LiveReadBudget, "how long the live re-read that confirms a denial made on the cache may take, its wait for a rate-limiter token included; past it the cache's decision stands")
 	f.IntVar(&o.ReviewQueue.Concurrency, "review-concurrency", o.ReviewQueue.Concurrency, "admission reviews judged at once; others wait in a queue per requester, served in turn")
 	f.IntVar(&o.ReviewQueue.PerRequester, "review-concurrency-per-requester", o.ReviewQueue.PerRequester, "admission reviews of one requester judged at once (at most --review-concurrency)")

@@ -118,10 +118,12 @@ type ServeFlags struct {
 	APIClasses   APIClasses
 	// LiveReadBudget bounds a denial's live re-read (webhook.Limits); ReviewQueue sizes the fair
 	// queue of admission reviews (webhook.FairQueueOptions).
-	LiveReadBudget  time.Duration
-	ReviewQueue     webhook.FairQueueOptions
-	ShutdownTimeout time.Duration
-	ShutdownDelay   time.Duration
+	LiveReadBudget time.Duration
+	// RereadsPerRequester is each requester's allowance of live re-reads a second (webhook.Limits).
+	RereadsPerRequester float64
+	ReviewQueue         webhook.FairQueueOptions
+	ShutdownTimeout     time.Duration
+	ShutdownDelay       time.Duration
 	// Ready, when set, is called with the bound address once the server is ready.
 	Ready func(addr net.Addr)
 	// BinderHooks let end-to-end tests kill the binder between writes and make its cache lag.
@@ -183,10 +185,11 @@ func DefaultServeFlags() ServeFlags {
 			Access:         APIRate{QPS: 20, Burst: 40},
 			LeaderElection: APIRate{QPS: 5, Burst: 10},
 		},
-		LiveReadBudget:  webhook.DefaultLiveReadBudget,
-		ReviewQueue:     webhook.DefaultFairQueueOptions(),
-		ShutdownTimeout: 25 * time.Second,
-		ShutdownDelay:   5 * time.Second,
+		LiveReadBudget:      webhook.DefaultLiveReadBudget,
+		RereadsPerRequester: webhook.DefaultRereadsPerRequester,
+		ReviewQueue:         webhook.DefaultFairQueueOptions(),
+		ShutdownTimeout:     25 * time.Second,
+		ShutdownDelay:       5 * time.Second,
 
 		Namespace:                os.Getenv("POD_NAMESPACE"),
 		ServiceName:              "pvguard",
@@ -238,6 +241,9 @@ func (o *ServeFlags) validate() error {
 		if r.QPS <= 0 || r.Burst <= 0 {
 			errs = append(errs, fmt.Errorf("--%s-qps and --%s-burst must be positive", name, name))
 		}
+	}
+	if o.RereadsPerRequester <= 0 {
+		errs = append(errs, fmt.Errorf("--live-rereads-per-requester=%v: want a positive rate", o.RereadsPerRequester))
 	}
 	if o.LiveReadBudget <= 0 || o.LiveReadBudget >= time.Second {
 		errs = append(errs, fmt.Errorf("--live-read-budget=%s: want a positive duration under 1s, a fraction of the webhook timeout (the shortest is 1s)", o.LiveReadBudget))
@@ -383,7 +389,7 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 		ShutdownDelay:   o.ShutdownDelay,
 		Engines:         engines,
 		Views:           views,
-		Admission:       webhook.Limits{Queue: queue, LiveReadBudget: o.LiveReadBudget},
+		Admission:       webhook.Limits{Queue: queue, LiveReadBudget: o.LiveReadBudget, RereadsPerRequester: o.RereadsPerRequester},
 		ReadRights:      rights,
 		Report:          report,
 		Dashboard:       dashboard,

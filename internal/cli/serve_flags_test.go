@@ -90,7 +90,7 @@ func TestTrafficClassAndQueueFlags(t *testing.T) {
 	if c := o.APIClasses; c.LiveReads != (APIRate{50, 100}) || c.Audit != (APIRate{20, 40}) || c.Access != (APIRate{20, 40}) || c.LeaderElection != (APIRate{5, 10}) {
 		t.Errorf("class defaults %+v", c)
 	}
-	if q := o.ReviewQueue; q.Concurrency != 32 || q.PerRequester != 16 || q.QueueLength != 50 || q.MaxWaiting != 500 || q.MaxWaitingBytes != 256<<20 || o.LiveReadBudget != 250*time.Millisecond {
+	if q := o.ReviewQueue; q.Concurrency != 32 || q.PerRequester != 16 || q.QueueLength != 50 || q.MaxWaiting != 500 || q.MaxWaitingBytes != 256<<20 || o.LiveReadBudget != 250*time.Millisecond || o.RereadsPerRequester != 10 {
 		t.Errorf("queue defaults %+v, budget %s", q, o.LiveReadBudget)
 	}
 	for _, tc := range []struct {
