@@ -31,6 +31,8 @@ type AdmissionRights struct {
 	lim     *rate.Limiter
 	now     func() time.Time
 
+	// cache stands in front of lim: the delegating authorizer caches its answers too, but only
+	// behind the call that lim counts, so a cached answer would still spend the budget.
 	mu    sync.Mutex
 	cache map[rightsKey]rightsAnswer
 }
