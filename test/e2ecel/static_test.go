@@ -49,36 +49,7 @@ func TestStaticGuardsHoldWithoutPVGuard(t *testing.T) {
 
 	// A bound pair, as the PV controller leaves it (no controller runs here: the test writes it).
 	ns := "team-a"
-	harness.Must(t, create(ctx, admin.CoreV1().Namespaces(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}), "namespace")
-	claim, err := admin.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}, metav1.CreateOptions{})
-	harness.Must(t, err, "claim")
-	pv, err := admin.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "pv-1", Annotations: map[string]string{storage.AnnBoundByController: "yes"}},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/pv-1"}},
-			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: "data", UID: claim.UID},
-		},
-	}, metav1.CreateOptions{})
-	harness.Must(t, err, "volume")
-	pv.Status.Phase = corev1.VolumeBound
-	pv, err = admin.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{})
-	harness.Must(t, err, "volume status")
-	claim.Spec.VolumeName = "pv-1"
-	claim.Annotations = map[string]string{storage.AnnBindCompleted: "yes", storage.AnnBoundByController: "yes"}
-	claim, err = admin.CoreV1().PersistentVolumeClaims(ns).Update(ctx, claim, metav1.UpdateOptions{})
-	harness.Must(t, err, "claim bind")
-	claim.Status.Phase = corev1.ClaimBound
-	claim, err = admin.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
-	harness.Must(t, err, "claim status")
+	claim, pv := boundPair(ctx, t, admin, ns)
 
 	pvs, pvcs := admin.CoreV1().PersistentVolumes(), admin.CoreV1().PersistentVolumeClaims(ns)
 	refused := []struct {
