@@ -101,7 +101,13 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 	if !review.DryRun {
 		v.metrics.observeFindings(d)
 	}
-	resp = responseFor(review, d, audienceOf(ctx, review, v.views.View(ctx), engine.Config(), v.rights))
+	// The requester is an audience only for a denial or a warning: an admitted review without
+	// either renders no message, and does not pay for building one.
+	var aud policy.Audience
+	if len(d.Deny)+len(d.Warn) > 0 {
+		aud = audienceOf(ctx, review, v.views.View(ctx), engine.Config(), v.rights)
+	}
+	resp = responseFor(review, d, aud)
 	if err != nil {
 		resp.Result.Message += fmt.Sprintf("\n(pvguard could not evaluate every rule on %s; it refuses the write for the findings above: %s)", review.Object(), failedRules(err))
 	}
@@ -331,6 +337,7 @@ var skipManagedFields = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(de
 // causes carry the field paths (kubectl prints the message), warnings as admission warnings, both
 // rendered for the requester (aud), and audit findings as audit annotations, which only the API
 // audit log's readers see, rendered for everyone.
+// aud, the reader of the denials' and warnings' messages, is needed only when there are some.
 func responseFor(r *policy.Review, d policy.Decision, aud policy.Audience) admission.Response {
 	var resp admission.Response
 	if d.Allowed() {
