@@ -101,6 +101,11 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 	if !review.DryRun {
 		v.metrics.observeFindings(d)
 	}
+	if len(d.Deny) > 0 {
+		// The operator's record of a refusal, in full: pvguard's log is not a tenant's to read.
+		logf.FromContext(ctx).Info("refused a write", "object", review.Object().String(), "operation", review.Operation,
+			"requester", review.User.Username, "dryRun", review.DryRun, "onCache", onCache, "findings", denialSummary(d))
+	}
 	// The requester is an audience only for a denial or a warning: an admitted review without
 	// either renders no message, and does not pay for building one.
 	var aud policy.Audience
@@ -154,6 +159,15 @@ func (v *Validator) recheck(ctx context.Context, engine *policy.Engine, review *
 	logf.FromContext(ctx).V(1).Info("the live re-read of a denial did not complete; the cache's decision stands",
 		"object", review.Object().String(), "reason", reason, "error", err.Error())
 	return cached, true, cachedErr
+}
+
+// denialSummary lists a decision's denials as rule and plain message, for the log.
+func denialSummary(d policy.Decision) []string {
+	out := make([]string, 0, len(d.Deny))
+	for _, f := range d.Deny {
+		out = append(out, f.String())
+	}
+	return out
 }
 
 func decisionLabel(d policy.Decision) string {

@@ -92,9 +92,10 @@ const (
 	ChartNamespace = "pvguard-system"
 )
 
-// WaitForWebhook waits until the apiserver sends volumes to pvguard: until a dry-run create of
-// a volume whose claimRef has the wrong kind, which pvguard refuses, is refused by one of
-// pvguard's webhooks (not failed for want of an answer, nor let through).
+// WaitForWebhook waits until the apiserver sends volumes and claims to pvguard: until a dry-run
+// create of a volume whose claimRef has the wrong kind, which pvguard refuses, is refused by one
+// of pvguard's webhooks (not failed for want of an answer, nor let through), and a dry-run create
+// of a claim is answered.
 func WaitForWebhook(ctx context.Context, c client.Client) error {
 	probe := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pvguard-probe"},
@@ -105,10 +106,24 @@ func WaitForWebhook(ctx context.Context, c client.Client) error {
 			ClaimRef:               &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "probe"},
 		},
 	}
+	// The claims' webhooks (mutating and validating) are in the same two configurations, but
+	// the apiserver learns of each configuration's caBundle on its own: a dry-run claim must
+	// also reach them, not fail for want of a trusted answer.
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "pvguard-probe"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		},
+	}
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		last = c.Create(ctx, probe.DeepCopy(), client.DryRunAll)
-		return last != nil && strings.Contains(last.Error(), `.pvguard.io" denied the request`), nil
+		if last == nil || !strings.Contains(last.Error(), `.pvguard.io" denied the request`) {
+			return false, nil
+		}
+		last = c.Create(ctx, claim.DeepCopy(), client.DryRunAll)
+		return last == nil || strings.Contains(last.Error(), `.pvguard.io" denied the request`), nil
 	})
 	if err != nil {
 		return fmt.Errorf("pvguard's webhook never answered (last probe result: %v): %w", last, err)

@@ -121,7 +121,6 @@ type flow struct {
 	user     client.Client
 	warnings *devcluster.Warnings
 	ns       string
-	findings [2]float64
 	calls    map[string]int
 }
 
@@ -132,7 +131,6 @@ func newFlow(t *testing.T) *flow {
 	f.user, err = devcluster.NewClient(w.h.Config, f.warnings, "")
 	harness.Must(t, err, "user client")
 	f.ns = harness.Namespace(t, f.user, "")
-	f.findings = findings(t)
 	f.calls = w.plugin.AllCalls()
 	return f
 }
@@ -274,9 +272,16 @@ func (f *flow) noFindings() {
 			f.t.Errorf("%s was sent warnings or denials:\n%s", p.Name, strings.Join(found, "\n"))
 		}
 	}
-	if after := findings(f.t); after != f.findings {
-		f.t.Errorf("pvguard counted findings at admission during the flow (warn, deny): %v before, %v after", f.findings, after)
+	// pvguard's own binder is a writer of the flow too; its log records each write refused.
+	if found := csisidecars.APIFindings(w.pvguard.Log.String()); len(found) > 0 {
+		f.t.Errorf("pvguard's binder was sent warnings or denials:\n%s", strings.Join(found, "\n"))
 	}
+	// pvguard's findings metric is not compared: it also counts reviews whose answer no one
+	// received. The apiserver judges an update first against its watch cache's copy of the
+	// object and, when admission refuses that attempt, judges it again on the stored object
+	// (k8s.io/apiserver storage/etcd3 GuaranteedUpdate); a refusal of a stale copy (a volume
+	// whose deletion the cache had not yet seen) is thus counted, then replaced by an admission.
+	// What the writers were answered is what the flow checks.
 }
 
 // checkProvisioned checks the volume as the provisioner saved it.
@@ -383,16 +388,6 @@ func hasEvents(t *testing.T, c client.Client, ns, name string, reasons ...string
 }
 
 // findings is pvguard's count of admission findings that warn or deny.
-func findings(t *testing.T) [2]float64 {
-	t.Helper()
-	var out [2]float64
-	for i, action := range []string{"warn", "deny"} {
-		v, err := harness.MetricSum(w.h.HTTPSClient(), w.pvguard.BaseURL, "pvguard_admission_findings_total", map[string]string{"action": action})
-		harness.Must(t, err, "reading pvguard's metrics")
-		out[i] = v
-	}
-	return out
-}
 
 // dumpOnFailure puts the end of each component's log, and the plugin's call counts, in a failed
 // test's output; the whole logs stay in w.dir.

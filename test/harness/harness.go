@@ -101,8 +101,10 @@ func (h *Harness) Stop() error {
 // Instance is one running `pvguard serve`.
 type Instance struct {
 	BaseURL string
-	cancel  context.CancelFunc
-	done    chan error
+	// Log keeps the instance's log lines (info and above), for a failed test to show.
+	Log    *LogTail
+	cancel context.CancelFunc
+	done   chan error
 
 	stopOnce sync.Once
 	stopErr  error
@@ -124,8 +126,8 @@ func (h *Harness) Serve(mutate func(*cli.ServeFlags)) (*Instance, error) {
 	ready := make(chan net.Addr, 1)
 	opts.Ready = func(a net.Addr) { ready <- a }
 	ctx, cancel := context.WithCancel(context.Background())
-	inst := &Instance{cancel: cancel, done: make(chan error, 1)}
-	go func() { inst.done <- cli.Serve(ctx, opts, Logger()) }()
+	inst := &Instance{cancel: cancel, done: make(chan error, 1), Log: NewLogTail(2000)}
+	go func() { inst.done <- cli.Serve(ctx, opts, inst.Log.Logger()) }()
 	select {
 	case a := <-ready:
 		inst.BaseURL = "https://" + a.String()
