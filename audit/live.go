@@ -103,6 +103,20 @@ func (v liveView) Node(name string) (*corev1.Node, error) {
 	return &corev1.Node{ObjectMeta: m.ObjectMeta}, nil
 }
 
+// ListNodes lists the nodes' metadata, as Node reads it.
+func (v liveView) ListNodes() ([]*corev1.Node, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := v.c.List(v.ctx, list); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	out := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		out[i] = &corev1.Node{ObjectMeta: list.Items[i].ObjectMeta}
+	}
+	return out, nil
+}
+
 func (v liveView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	var list storagev1.StorageClassList
 	if err := v.c.List(v.ctx, &list); err != nil {

@@ -152,5 +152,8 @@ func (s *State) Node(name string) (*corev1.Node, error) {
 	})[name], nil
 }
 
+// ListNodes returns the state's nodes (Nodes).
+func (s *State) ListNodes() ([]*corev1.Node, error) { return s.nodes, nil }
+
 // StorageClasses returns the state's StorageClasses (Classes).
 func (s *State) StorageClasses() ([]*storagev1.StorageClass, error) { return s.classes, nil }

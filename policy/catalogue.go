@@ -29,6 +29,7 @@ func Catalogue() []Rule {
 		pvg022MisboundPair(),
 		pvg023ReleasedAging(),
 		pvg024FailedVolume(),
+		pvg025NodeGone(),
 	}
 }
 

@@ -110,7 +110,7 @@ func TestCatalogueIsComplete(t *testing.T) {
 			t.Errorf("catalogue out of order at %s", rl.ID)
 		}
 	}
-	if admission != 18 || audit != 5 {
-		t.Errorf("%d admission rules and %d audit-only rules, want PVG001-PVG018 and PVG020-PVG024", admission, audit)
+	if admission != 18 || audit != 6 {
+		t.Errorf("%d admission rules and %d audit-only rules, want PVG001-PVG018 and PVG020-PVG025", admission, audit)
 	}
 }

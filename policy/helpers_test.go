@@ -191,6 +191,11 @@ func (v *readsView) Node(name string) (*corev1.Node, error) {
 	return v.View.Node(name)
 }
 
+func (v *readsView) ListNodes() ([]*corev1.Node, error) {
+	v.saw(policy.KindNode)
+	return v.View.ListNodes()
+}
+
 func (v *readsView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	v.saw(policy.KindStorageClass)
 	return v.View.StorageClasses()

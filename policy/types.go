@@ -218,6 +218,10 @@ type View interface {
 	// that judge a claim made for another claim (named after its uid, policy/handoff.go) ask it.
 	ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error)
 	Node(name string) (*corev1.Node, error)
+	// ListNodes lists every node the view knows (names and labels are enough). Only PVG025 asks
+	// it, to tell a volume's node that is gone; an empty list means nothing is known of the nodes,
+	// never that there are none.
+	ListNodes() ([]*corev1.Node, error)
 	StorageClasses() ([]*storagev1.StorageClass, error)
 }
 

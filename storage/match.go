@@ -189,6 +189,56 @@ func (a VolumeAffinity) RefusesAssumedNode(name string) bool {
 	return true
 }
 
+// Hosts lists the hosts the affinity pins the volume to, when every term that can match a node
+// names the nodes it admits: by kubernetes.io/hostname or metadata.name with operator In (several
+// such requirements in one term admit the names they share), as the local static provisioner's
+// node-cleanup controller reads a local volume's node (GetLocalPersistentVolumeNodeNames). ok is
+// false when some term may admit a node by other labels alone (a zone: a node added later may
+// carry them), or the volume has no affinity: then which nodes it admits is not a list of names.
+func (a VolumeAffinity) Hosts() (hosts []string, ok bool) {
+	if a.sel == nil {
+		return nil, false
+	}
+	for _, term := range a.terms {
+		if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+			continue // matches no node
+		}
+		// A host is named by its label or by its Node's name; a term that names it both ways
+		// counts both names, so that a node that exists by either is never taken for gone.
+		var names []string
+		named := false
+		for _, key := range []string{corev1.LabelHostname, metav1.ObjectNameField} {
+			reqs := term.MatchExpressions
+			if key == metav1.ObjectNameField {
+				reqs = term.MatchFields
+			}
+			var values []string
+			in := false
+			for _, req := range reqs {
+				if req.Key != key || req.Operator != corev1.NodeSelectorOpIn {
+					continue
+				}
+				if !in {
+					values, in = slices.Clone(req.Values), true
+					continue
+				}
+				values = slices.DeleteFunc(values, func(n string) bool { return !slices.Contains(req.Values, n) })
+			}
+			names, named = append(names, values...), named || in
+		}
+		if !named {
+			return nil, false
+		}
+		for _, n := range names {
+			if !slices.Contains(hosts, n) {
+				hosts = append(hosts, n)
+			}
+		}
+	}
+	slices.Sort(hosts)
+	return hosts, true
+}
+
 // Satisfies explains why a volume cannot serve a claim by the checks upstream's binder also makes
 // (capacity, class, VolumeAttributesClass, volume mode, access modes), in that order and in the
 // words upstream's events use, so that a user reading pvguard's VolumeMismatch event sees the

@@ -63,6 +63,10 @@ func (c CacheView) Node(name string) (*corev1.Node, error) {
 	return shallow(n), err
 }
 
+func (c CacheView) ListNodes() ([]*corev1.Node, error) {
+	return shallowList(c.V.ListNodes())
+}
+
 func (c CacheView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	return shallowList(c.V.StorageClasses())
 }

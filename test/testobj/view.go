@@ -106,6 +106,13 @@ func (v *View) Node(name string) (*corev1.Node, error) {
 	return v.State.Node(name)
 }
 
+func (v *View) ListNodes() ([]*corev1.Node, error) {
+	if v.Err != nil {
+		return nil, v.Err
+	}
+	return v.State.ListNodes()
+}
+
 func (v *View) StorageClasses() ([]*storagev1.StorageClass, error) {
 	if v.Err != nil {
 		return nil, v.Err
