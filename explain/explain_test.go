@@ -123,6 +123,62 @@ func TestClaimState(t *testing.T) {
 			}.state()},
 			waitingFor: explain.WaitingForNothing, verdict: "pv-1 fits if the volume is freed (it is pre-bound to ns/other)",
 		},
+		// A local volume whose node was deleted: every node listed (a live read), node-1 not among them.
+		"named volume whose only node is gone": {
+			in: explain.Input{NodesListed: true, State: objects{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"), VolumeName("pv-1"))},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", Class("local"), NodeAffinity(corev1.LabelHostname, "node-1"))},
+				Classes: []*storagev1.StorageClass{local},
+				Nodes:   []*corev1.Node{Node("node-2", nil)},
+			}.state()},
+			waitingFor: explain.WaitingForNode,
+			state:      "stuck: it names volume pv-1 (spec.volumeName), which can be used only on node node-1, which no longer exists: no pod that uses the claim can be scheduled; to free it, delete the volume",
+			verdict:    "pv-1 can be used only on nodes that no longer exist",
+		},
+		"the binder's volume whose only node is gone": {
+			in: explain.Input{NodesListed: true, State: objects{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", NodeAffinity(corev1.LabelHostname, "node-1"))},
+				Nodes:   []*corev1.Node{Node("node-2", nil)},
+			}.state()},
+			waitingFor: explain.WaitingForNode,
+			state:      "the volume the binder's plan gives it, pv-1, which can be used only on node node-1, which no longer exists",
+			verdict:    "pv-1 can be used only on nodes that no longer exist",
+		},
+		"bound to a volume whose only node is gone": {
+			in: explain.Input{NodesListed: true, State: objects{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimBoundTo("pv-1"), ClaimPhase(corev1.ClaimBound))},
+				Volumes: []*corev1.PersistentVolume{PV("pv-1", ClaimRef("ns", "c", "uid-ns-c"), Phase(corev1.VolumeBound), NodeAffinity(corev1.LabelHostname, "node-1", "node-3"))},
+				Nodes:   []*corev1.Node{Node("node-2", nil)},
+			}.state()},
+			waitingFor: explain.WaitingForNode,
+			state:      "stuck: bound to volume pv-1, which can be used only on nodes node-1, node-3, which no longer exist: no pod that uses the claim can be scheduled; to free it, delete the claim (a StatefulSet re-creates it, and it gets a new volume), then the volume once it is Released",
+			verdict:    "pv-1 can be used only on nodes that no longer exist",
+		},
+		"bound to a volume whose node exists": {
+			in: explain.Input{NodesListed: true, State: objects{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimBoundTo("pv-1"), ClaimPhase(corev1.ClaimBound))},
+				Volumes: []*corev1.PersistentVolume{PV("pv-1", ClaimRef("ns", "c", "uid-ns-c"), Phase(corev1.VolumeBound), NodeAffinity(corev1.LabelHostname, "node-1"))},
+				Nodes:   []*corev1.Node{Node("node-1", nil)},
+			}.state()},
+			waitingFor: explain.WaitingForNothing, state: "bound to volume pv-1", verdict: "bound to pv-1",
+		},
+		// A dump of volumes and claims, or a node cache that lists nothing: no node is known gone.
+		"nodes not listed": {
+			in: explain.Input{State: objects{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", NodeAffinity(corev1.LabelHostname, "node-1"))},
+				Nodes:   []*corev1.Node{Node("node-2", nil)},
+			}.state()},
+			waitingFor: explain.WaitingForBinder, state: "bind it to volume pv-1", verdict: "the binder takes pv-1",
+		},
+		"no node listed": {
+			in: explain.Input{NodesListed: true, State: objects{
+				Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c")},
+				Volumes: []*corev1.PersistentVolume{available("pv-1", NodeAffinity(corev1.LabelHostname, "node-1"))},
+			}.state()},
+			waitingFor: explain.WaitingForBinder, state: "bind it to volume pv-1", verdict: "the binder takes pv-1",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

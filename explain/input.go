@@ -26,6 +26,10 @@ type Input struct {
 	// those that claims' selected-node annotations name; a node missing is one that does not
 	// exist (binder.PlanInput.State).
 	State *clusterstate.State
+	// NodesListed says State holds every node of the cluster (ReadInput lists them), so that a
+	// node it does not hold is gone: a claim whose volume can be used only on such nodes is told
+	// so (WaitingForNode). A dump, or the binder's input (the selected nodes only), does not.
+	NodesListed bool
 	// PendingFree and InFlight are the binder's (binder.PlanInput); zero for a dump or a live
 	// read from outside the binder.
 	PendingFree bool

@@ -25,7 +25,7 @@ func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace
 	if err != nil {
 		return Input{}, err
 	}
-	in := Input{State: state}
+	in := Input{State: state, NodesListed: true}
 	if namespaced == nil || namespace == "" {
 		return in, nil
 	}

@@ -64,6 +64,8 @@ type claimState struct {
 	provisioner string
 	text        policy.Text
 	volume      string
+	// goneVolume is the volume the claim waits on whose nodes are gone (nodeGone).
+	goneVolume string
 }
 
 // decide is the claim's state from binder.DecideClaim, assigned being the volume the binder's

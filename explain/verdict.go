@@ -48,6 +48,11 @@ func volumes(names []string, sep string) policy.Arg {
 // binder's plan considered it, and the pod placed without the scheduler, if any (consumersOf).
 func verdict(c *corev1.PersistentVolumeClaim, st claimState, rows []Candidate, planned bool, placedWithoutScheduler *corev1.Pod) Verdict {
 	v := Verdict{Volume: volumeText(st.volume)}
+	if st.goneVolume != "" {
+		// Nothing the binder writes frees the claim (nodeGone).
+		v.Text = policy.Textf("%s can be used only on nodes that no longer exist: no pod that uses the claim can be scheduled", volumeName(st.goneVolume))
+		return v
+	}
 	if st.volume != "" {
 		if st.waitingFor == WaitingForBinder {
 			v.Text = policy.Textf("the binder takes %s", volumeName(st.volume))
