@@ -30,6 +30,11 @@
 //   - pkg/util/volume_util*.go: what counts as a filesystem volume, its capacity (statfs blocks
 //     times block size) and how its contents are deleted.
 //
+// Beside the provisioner, StartNodeCleanup runs a stand-in of its node-cleanup controller
+// (cmd/node-cleanup: pkg/node-cleanup/controller/controller.go and deleter/deleter.go), which
+// deletes the claims of a deleted node's local volumes (with a uid precondition) and then the
+// volumes, once Available or Released with reclaim policy Delete (nodecleanup.go says how).
+//
 // What it leaves out, on purpose: block devices (the cleaning scripts and Jobs), the alpha
 // node-affinity annotation (the apiserver refuses local volumes without spec.nodeAffinity), the
 // readiness endpoint and startup-taint removal, metrics, and reloading a changed configuration.
