@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -20,6 +21,15 @@ import (
 type liveView struct {
 	ctx context.Context
 	c   client.Reader
+	// nodes, when set, keeps the first list of the nodes for the view's other readers: an audit
+	// confirms each volume whose node is gone (PVG025) on one list, not one list each.
+	nodes *nodeList
+}
+
+type nodeList struct {
+	once  sync.Once
+	nodes []*corev1.Node
+	err   error
 }
 
 var _ policy.View = liveView{}
@@ -103,8 +113,16 @@ func (v liveView) Node(name string) (*corev1.Node, error) {
 	return &corev1.Node{ObjectMeta: m.ObjectMeta}, nil
 }
 
-// ListNodes lists the nodes' metadata, as Node reads it.
+// ListNodes lists the nodes' metadata, as Node reads it (once for the view, with nodes set).
 func (v liveView) ListNodes() ([]*corev1.Node, error) {
+	if v.nodes == nil {
+		return v.listNodes()
+	}
+	v.nodes.once.Do(func() { v.nodes.nodes, v.nodes.err = v.listNodes() })
+	return v.nodes.nodes, v.nodes.err
+}
+
+func (v liveView) listNodes() ([]*corev1.Node, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	if err := v.c.List(v.ctx, list); err != nil {

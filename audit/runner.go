@@ -268,7 +268,9 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 		return err
 	}
 	// The state's one index serves the audit and the bindings.
-	each, err := r.o.Engine().AuditEach(st, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.live(ctx)})
+	// One live list of the nodes serves the whole audit's confirmations.
+	live := liveView{ctx: ctx, c: r.o.Live, nodes: &nodeList{}}
+	each, err := r.o.Engine().AuditEach(st, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: live})
 	if err != nil {
 		return err
 	}

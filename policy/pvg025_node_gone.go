@@ -62,11 +62,30 @@ func auditNodeGone(r *Review, v View, _ *Config) ([]Finding, error) {
 	if pv.DeletionTimestamp != nil || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 		return nil, nil
 	}
+	aff, err := storage.ParseVolumeAffinity(pv)
+	if err != nil {
+		return nil, nil // PVG009 reports an invalid affinity
+	}
+	hosts, ok := aff.Hosts()
+	if !ok || len(hosts) == 0 {
+		return nil, nil
+	}
+	// A host that is a node by name settles it with one read (the usual case: a node's name is
+	// its hostname); only a volume none of whose hosts is, lists the nodes.
+	for _, h := range hosts {
+		n, err := v.Node(h)
+		if err != nil {
+			return nil, fmt.Errorf("reading Node %s that %s may be used on: %w", h, pvRef(pv), err)
+		}
+		if n != nil {
+			return nil, nil
+		}
+	}
 	nodes, err := v.ListNodes()
 	if err != nil {
 		return nil, fmt.Errorf("listing the nodes %s may be used on: %w", pvRef(pv), err)
 	}
-	hosts := NodesGone(pv, nodes)
+	hosts = NodesGone(pv, nodes)
 	if hosts == nil {
 		return nil, nil
 	}
