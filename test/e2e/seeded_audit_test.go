@@ -63,7 +63,7 @@ type seededCluster struct {
 }
 
 // seedViolations creates, as the exempt seeder, one instance of every violation an audit can
-// see: the admission rules that describe a state, and the audit-only rules PVG020-PVG024.
+// see: the admission rules that describe a state, and the audit-only rules PVG020-PVG025.
 func seedViolations(t *testing.T) *seededCluster {
 	t.Helper()
 	ctx := context.Background()
@@ -165,6 +165,10 @@ func seedViolations(t *testing.T) *seededCluster {
 	sc.failedPV = pvName("PVG024")
 	volume(sc.failedPV, testobj.Phase(corev1.VolumeFailed))
 	sc.want = append(sc.want, expected{"PVG024", "PersistentVolume", "", sc.failedPV})
+
+	// A local volume whose node is gone (the seeded node stands for the nodes that exist).
+	volume(pvName("PVG025"), testobj.NodeAffinity(corev1.LabelHostname, "gone-node-"+sfx), testobj.Phase(corev1.VolumeAvailable))
+	sc.want = append(sc.want, expected{"PVG025", "PersistentVolume", "", pvName("PVG025")})
 
 	for _, c := range []string{"seed-default-a-" + sfx, "seed-default-b-" + sfx} {
 		harness.Must(t, s.Create(ctx, testobj.StorageClass(c, "example.com/csi", testobj.DefaultClass)), "seeding default class "+c)
