@@ -2,8 +2,10 @@ package storage
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -106,5 +108,59 @@ func TestSelectorMatchesDoesNotAllocate(t *testing.T) {
 	set := map[string]string{"disk": "nvme", "zone": "b"}
 	if n := testing.AllocsPerRun(100, func() { SelectorMatches(sel, set) }); n > 2 {
 		t.Fatalf("%v allocations per match, want at most one per key (IsQualifiedName splits it)", n)
+	}
+}
+
+// TestVolumeAffinityHosts: the hosts a volume's node affinity names, and when it names none that
+// a node added later could not escape.
+func TestVolumeAffinityHosts(t *testing.T) {
+	expr := func(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: key, Operator: op, Values: values}
+	}
+	host := func(values ...string) corev1.NodeSelectorRequirement {
+		return expr(corev1.LabelHostname, corev1.NodeSelectorOpIn, values...)
+	}
+	zone := expr("topology.kubernetes.io/zone", corev1.NodeSelectorOpIn, "z1")
+	for _, tc := range []struct {
+		name  string
+		terms []corev1.NodeSelectorTerm // nil: no affinity
+		want  []string
+		ok    bool
+	}{
+		{name: "no affinity"},
+		{name: "one host", terms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{host("a")}}}, want: []string{"a"}, ok: true},
+		{name: "a host in a zone", terms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{zone, host("a")}}}, want: []string{"a"}, ok: true},
+		{name: "two requirements on the host admit what they share",
+			terms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{host("a", "b"), host("b", "c")}}}, want: []string{"b"}, ok: true},
+		{name: "terms add up", terms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{host("c")}},
+			{MatchFields: []corev1.NodeSelectorRequirement{expr(metav1.ObjectNameField, corev1.NodeSelectorOpIn, "a")}},
+		}, want: []string{"a", "c"}, ok: true},
+		{name: "a name and a hostname in one term count both",
+			terms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{host("a")},
+				MatchFields: []corev1.NodeSelectorRequirement{expr(metav1.ObjectNameField, corev1.NodeSelectorOpIn, "n-a")}}},
+			want: []string{"a", "n-a"}, ok: true},
+		{name: "a zone alone", terms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{zone}}}},
+		{name: "a host other than some", terms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			expr(corev1.LabelHostname, corev1.NodeSelectorOpNotIn, "a")}}}},
+		{name: "one term of a zone", terms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{host("a")}},
+			{MatchExpressions: []corev1.NodeSelectorRequirement{zone}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pv := &corev1.PersistentVolume{}
+			if tc.terms != nil {
+				pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: tc.terms}}
+			}
+			aff, err := ParseVolumeAffinity(pv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := aff.Hosts()
+			if ok != tc.ok || !slices.Equal(got, tc.want) {
+				t.Errorf("Hosts() = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }
