@@ -195,9 +195,9 @@ func (v *requestView) Node(name string) (*corev1.Node, error) {
 	return &corev1.Node{TypeMeta: m.TypeMeta, ObjectMeta: m.ObjectMeta}, nil
 }
 
-// ListNodes lists the cache's nodes (metadata only, as nodeMetadata caches them): an informer
-// not synced yet, or not allowed to list nodes, lists none, which the one rule that asks
-// (PVG025) takes for knowing nothing.
+// ListNodes lists the cache's nodes (metadata only, as nodeMetadata caches them), never live: the
+// one rule that asks (PVG025) takes an empty list for knowing nothing, and the audit confirms
+// what it finds on a live list.
 func (v *requestView) ListNodes() ([]*corev1.Node, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
