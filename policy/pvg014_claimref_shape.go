@@ -27,6 +27,7 @@ func pvg014ClaimRefShape() Rule {
 					Field:   "spec.claimRef.name",
 					Message: Textf("%s has a spec.claimRef without a name, so no claim can ever bind it", pv),
 					Hint:    Plain("set spec.claimRef.name to the name of the claim, or remove spec.claimRef"),
+					fixes:   []Fix{clearing(r.Object(), "spec.claimRef")},
 				})
 			}
 			if ref.Namespace == "" {
@@ -34,6 +35,7 @@ func pvg014ClaimRefShape() Rule {
 					Field:   "spec.claimRef.namespace",
 					Message: Textf("%s has a spec.claimRef without a namespace, so no claim can ever bind it (claims are namespaced)", pv),
 					Hint:    Plain("set spec.claimRef.namespace to the namespace of the claim, or remove spec.claimRef"),
+					fixes:   []Fix{clearing(r.Object(), "spec.claimRef")},
 				})
 			}
 			// Empty kind and apiVersion are fine: the mutating webhook fills them in.
@@ -42,6 +44,7 @@ func pvg014ClaimRefShape() Rule {
 					Field:   "spec.claimRef.kind",
 					Message: Textf("%s has spec.claimRef.kind %q, but only a PersistentVolumeClaim can claim a volume", pv, Word(ref.Kind)),
 					Hint:    Plain("set spec.claimRef.kind to PersistentVolumeClaim, or leave it empty"),
+					fixes:   []Fix{clearing(r.Object(), "spec.claimRef.kind")},
 				})
 			}
 			if ref.APIVersion != "" && ref.APIVersion != "v1" {
@@ -49,6 +52,7 @@ func pvg014ClaimRefShape() Rule {
 					Field:   "spec.claimRef.apiVersion",
 					Message: Textf("%s has spec.claimRef.apiVersion %q, but PersistentVolumeClaims are v1", pv, Word(ref.APIVersion)),
 					Hint:    Plain("set spec.claimRef.apiVersion to v1, or leave it empty"),
+					fixes:   []Fix{clearing(r.Object(), "spec.claimRef.apiVersion")},
 				})
 			}
 			return out, nil
