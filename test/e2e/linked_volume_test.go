@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,7 +21,8 @@ import (
 // Released volume that still carries the deleted claim's uid, is admitted with PVG010's warning:
 // the volume belongs to an earlier claim of this name and an admin frees it by clearing
 // spec.claimRef.uid, without the deleted claim's uid, which the tenant never sent. The admin's
-// write the warning names is admitted. A restore's hand-over (Velero's RebindPVC: the restored
+// write the warning names is admitted. A tenant's claim dressed as a restore's (Velero's
+// selector label) is warned all the same. A restore's hand-over (Velero's RebindPVC: the restored
 // claim names the volume its deleted restore claim, of another name, left Released) is quiet,
 // and so is the restore pointing the volume at the claim.
 func TestClaimNamingALinkedVolumeIsWarned(t *testing.T) {
@@ -73,6 +75,17 @@ func TestClaimNamingALinkedVolumeIsWarned(t *testing.T) {
 	}
 	if strings.Contains(w, deadUID) {
 		t.Errorf("the tenant's warning shows the deleted claim's uid, which its request did not carry: %q", w)
+	}
+
+	// A tenant dressed up as the restore (its selector label, no binder annotations) is warned
+	// all the same: only the volume's claimRef decides.
+	other := uniq(t, "pv-earlier-2")
+	released(other, ns, "data-2")
+	dressed := harness.FreshPVC(testobj.PVC(ns, "data-2", testobj.VolumeName(other)))
+	dressed.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"velero.io/dynamic-pv-restore": ns + ".data-2.x1"}}
+	harness.Must(t, tenant.Create(ctx, dressed), "the tenant's claim dressed as a restore's")
+	if ws := tw.Take(); !hasWarning(ws, "PVG010") {
+		t.Errorf("the tenant dressed as a restore was not warned; warnings %q", ws)
 	}
 
 	// The way out the warning names: an admin clears the uid, pre-binding the volume by name.
