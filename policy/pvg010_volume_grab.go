@@ -59,9 +59,31 @@ func pvg010Claim(r *Review, v View, c *Config) ([]Finding, error) {
 	if grantsNamespace(pv.Annotations[grant], pvc.Namespace) {
 		return nil, nil
 	}
+	message := Textf("%s names %s in spec.volumeName, but the volume is not pre-bound to it and does not grant namespace %s (annotation %s)",
+		pvcRef(pvc), pvRef(pv), NamespaceOf(pvcRef(pvc)), Word(grant))
 	hint := Textf("ask the owner of %s to pre-bind it to this claim (spec.claimRef) or to grant namespace %s with the annotation %s",
 		pvRef(pv), NamespaceOf(pvcRef(pvc)), Word(grant))
 	ref := claimRefJSON(pvc)
+	if !storage.CompletedTo(pvc, pv.Name) {
+		// With another volume linked to this claim, pre-binding this one to it too would be two
+		// volumes for one claim, which PVG004 refuses: that is no way out.
+		others, err := v.VolumesClaiming(pvc.Namespace, pvc.Name)
+		if err != nil {
+			return nil, fmt.Errorf("listing the volumes linked to %s: %w", pvcRef(pvc), err)
+		}
+		for _, other := range others {
+			if other.Name != pv.Name && other.DeletionTimestamp == nil && storage.LinksTo(other.Spec.ClaimRef, pvc) {
+				return []Finding{{
+					Object:  pvcRef(pvc),
+					Field:   "spec.volumeName",
+					Message: message,
+					Hint: Textf("%s is already linked to this claim, and no second volume may be linked to it: name that volume in spec.volumeName, or leave it unset",
+						pvRef(other)),
+					fixes: []Fix{undoVolumeName(r)},
+				}}, nil
+			}
+		}
+	}
 	if storage.CompletedTo(pvc, pv.Name) {
 		// The volume holds this claim's data: its link goes back with the claim's uid (PVG002).
 		hint = Textf("ask the owner of %s to point its spec.claimRef back at this claim, with the claim's uid (the claim completed its binding to it), or to grant namespace %s with the annotation %s",
@@ -69,11 +91,10 @@ func pvg010Claim(r *Review, v View, c *Config) ([]Finding, error) {
 		ref["uid"] = string(pvc.UID)
 	}
 	return []Finding{{
-		Object: pvcRef(pvc),
-		Field:  "spec.volumeName",
-		Message: Textf("%s names %s in spec.volumeName, but the volume is not pre-bound to it and does not grant namespace %s (annotation %s)",
-			pvcRef(pvc), pvRef(pv), NamespaceOf(pvcRef(pvc)), Word(grant)),
-		Hint: hint,
+		Object:  pvcRef(pvc),
+		Field:   "spec.volumeName",
+		Message: message,
+		Hint:    hint,
 		fixes: []Fix{
 			{Writes: []Write{{Object: pvcRef(pvc)}, {Object: pvRef(pv), Set: map[string]any{"spec.claimRef": ref}}}},
 			{Writes: []Write{{Object: pvRef(pv), Set: map[string]any{annPath(grant): pvc.Namespace}}, {Object: pvcRef(pvc)}}},

@@ -37,6 +37,13 @@ func TestPVG010VolumeGrab(t *testing.T) {
 			wantText: "PersistentVolumeClaim team-a/data names PersistentVolume pv-7 in spec.volumeName, but the volume is not pre-bound to it and does not grant namespace team-a (annotation pvguard.io/allowed-namespaces); ask the owner of PersistentVolume pv-7 to pre-bind it to this claim (spec.claimRef) or to grant namespace team-a with the annotation pvguard.io/allowed-namespaces",
 		},
 		{
+			name:     "claim naming a free volume while another volume is linked to it is told to name that one, not to have this one pre-bound",
+			review:   grab,
+			view:     testobj.NewView(testobj.PV("pv-7"), testobj.PV("pv-3", testobj.ClaimRef("team-a", "data", "uid-team-a-data"))),
+			want:     []string{"spec.volumeName"},
+			wantText: "PersistentVolume pv-3 is already linked to this claim, and no second volume may be linked to it: name that volume in spec.volumeName, or leave it unset",
+		},
+		{
 			name:   "claim naming a volume reserved for another live claim is PVG004's denial, not repeated here",
 			review: grab,
 			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-b", "db", "")), testobj.PVC("team-b", "db")),
