@@ -14,10 +14,12 @@ import (
 // names the volume in spec.volumeName and the volume is free (no claimRef), so upstream binds them
 // at once. Whichever write completes that state is judged: the claim's (naming a free volume) or
 // the volume's (freeing a volume, or creating a free one, that a claim names). A claim that names
-// a volume whose claimRef names another claim is not judged: nothing binds it until the volume is
-// re-pointed or freed, a write PVG010 judges then (a tenant naming another's live volume is
-// PVG004's denial). So Velero's restore, which names the volume in its claim before pointing the
-// volume at it, is not warned, and no message names a claim that is gone.
+// a volume whose claimRef names another claim gets nothing until the volume is re-pointed or
+// freed, a write PVG010 judges then; of those claims only one naming the Released volume of its
+// own deleted namesake is warned, at apply time, with what frees the volume (pvg010Linked): a
+// tenant naming another's live volume is PVG004's denial, and Velero's restore, which names the
+// volume its own restore claim left in the restored claim before pointing the volume at it, is
+// not warned.
 func pvg010VolumeGrab() Rule {
 	return Rule{
 		ID:      "PVG010",
