@@ -129,6 +129,7 @@ func TestAudit(t *testing.T) {
 				if f.Message.IsZero() || f.Name == "" || f.Action == "" {
 					t.Errorf("incomplete finding %+v", f)
 				}
+				checkFixes(t, cfg, nil, tc.st, f)
 			}
 			if strings.Join(keys, "\n") != strings.Join(tc.want, "\n") {
 				t.Fatalf("findings:\n%s\nwant:\n%s", strings.Join(keys, "\n"), strings.Join(tc.want, "\n"))
@@ -215,6 +216,25 @@ func TestAuditHintsOfABoundPair(t *testing.T) {
 	}
 	if !strings.Contains(hint, "the pair is bound") {
 		t.Errorf("PVG018 hint in the audit = %q, want the bound-pair hint", hint)
+	}
+
+	// A claim scheduled to node-1 bound long ago to a volume pinned to node-2: dropping
+	// spec.volumeName is PVG003's refusal, so the hint says to create the claim again.
+	onNode1 := testobj.PVC("team-a", "data", testobj.ClaimBoundTo("pv-8"), testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
+	pinned := testobj.PV("pv-8", testobj.BoundTo(onNode1), testobj.NodeAffinity(corev1.LabelHostname, "node-2"))
+	found, err = policy.NewEngine(nil).Audit(clusterstate.New([]*corev1.PersistentVolumeClaim{onNode1}, []*corev1.PersistentVolume{pinned}, nil, nil), time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hint = ""
+	for _, f := range found {
+		if f.Rule == "PVG009" {
+			hint = f.Hint.String()
+			checkFixes(t, policy.DefaultConfig(), nil, clusterstate.New([]*corev1.PersistentVolumeClaim{onNode1}, []*corev1.PersistentVolume{pinned}, nil, nil), f)
+		}
+	}
+	if !strings.Contains(hint, "delete the claim and create it again without spec.volumeName") || strings.Contains(hint, "drop spec.volumeName") {
+		t.Errorf("PVG009 hint in the audit = %q, want the bound-pair hint", hint)
 	}
 }
 

@@ -125,6 +125,9 @@ func runRuleCases(t *testing.T, id policy.RuleID, cases []ruleCase) {
 			if tc.wantText != "" && !strings.Contains(got[0].String(), tc.wantText) {
 				t.Errorf("message %q does not contain %q", got[0].String(), tc.wantText)
 			}
+			for _, f := range got {
+				checkFixes(t, cfg, tc.review, view.State, f)
+			}
 			checkReads(t, rule, func(e *policy.Engine, v policy.View) { _, _ = e.Admit(tc.review, v) }, cfg, view)
 			checkRedaction(t, policy.NewEngine(cfg), tc.review, view)
 			refused := false

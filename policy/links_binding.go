@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pvguard/pvguard/storage"
 )
@@ -117,4 +118,49 @@ func linkString(ref *corev1.ObjectReference) Arg {
 		return Textf("%s (no uid)", claimRefOf(ref))
 	}
 	return WithUID(claimRefOf(ref), ref.UID)
+}
+
+// boundPairHint is the hint of a mismatch in a pair bound before (the audit reads one, or a
+// re-link): its binding never moves (PVG003), so unlinking it is no way out; a new claim is.
+var boundPairHint = Plain("the pair is bound and a completed binding never moves: to get a volume that fits, delete the claim " +
+	"and create it again without spec.volumeName (its volume is then Released, and the volume's reclaim policy applies to its data)")
+
+// unlinkHint is the hint of a rule that refuses the pair a write links: use (or link) another
+// object, or drop the link, which is the way out unlinkFix makes; for a bound pair, boundPairHint.
+func unlinkHint(r *Review, b *bindPair, use Text) Text {
+	if relinks(r, b) {
+		return boundPairHint
+	}
+	return Textf("%s or drop %s", use, Word(b.Field))
+}
+
+// unlinkFix is the way out of a pair a write links that a hint names: at admission the write
+// without its link (the field as it was before it), for a bound pair the claim created again
+// without spec.volumeName.
+func unlinkFix(r *Review, b *bindPair) []Fix {
+	if relinks(r, b) {
+		return []Fix{recreate(pvcRef(b.PVC), "spec.volumeName")}
+	}
+	if b.Field == "spec.volumeName" {
+		return []Fix{undoVolumeName(r)}
+	}
+	return []Fix{undoClaimRef(r)}
+}
+
+// undoVolumeName is the claim write under review without its change to spec.volumeName.
+func undoVolumeName(r *Review) Fix {
+	if r.OldPVC != nil && r.OldPVC.Spec.VolumeName != "" {
+		return undo(r.Object(), "spec.volumeName", r.OldPVC.Spec.VolumeName)
+	}
+	return undo(r.Object(), "spec.volumeName", nil)
+}
+
+// undoClaimRef is the volume write under review without its change to spec.claimRef.
+func undoClaimRef(r *Review) Fix {
+	if r.OldPV != nil && r.OldPV.Spec.ClaimRef != nil {
+		if ref, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r.OldPV.Spec.ClaimRef); err == nil {
+			return undo(r.Object(), "spec.claimRef", ref)
+		}
+	}
+	return undo(r.Object(), "spec.claimRef", nil)
 }

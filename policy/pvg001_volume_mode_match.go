@@ -27,7 +27,8 @@ func pvg001VolumeModeMatch() Rule {
 				Field:  b.Field,
 				Message: Textf("%s requests volumeMode %s, but %s is %s",
 					pvcRef(b.PVC), Word(claimMode), pvRef(b.PV), Word(volMode)),
-				Hint: Textf("use a %s volume or drop %s", Word(claimMode), Word(b.Field)),
+				Hint:  unlinkHint(r, b, Textf("use a %s volume", Word(claimMode))),
+				fixes: unlinkFix(r, b),
 			}}, nil
 		},
 	}

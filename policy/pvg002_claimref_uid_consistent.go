@@ -88,7 +88,8 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 				Field:  field,
 				Message: Textf("%s is claimed by the live %s and the write %s; a volume stays with its claim until the claim is deleted or bound to another volume, or the volume's data can go to another claim",
 					vol, WithUID(pvcRef(linked), linked.UID), linkChange(old, cur)),
-				Hint: Textf("to free the volume, delete %s: the volume is then Released and its reclaim policy applies", pvcRef(linked)),
+				Hint:  Textf("to free the volume, delete %s: the volume is then Released and its reclaim policy applies", pvcRef(linked)),
+				fixes: []Fix{{Writes: []Write{{Object: pvcRef(linked), Delete: true}}}},
 			}}, nil
 		}
 	}
@@ -104,6 +105,10 @@ func pvg002LinkKept(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 		Message: Textf("%s completed its binding to %s (%s), so the volume holds its data, and the write %s",
 			pvcRef(own), vol, Word(storage.AnnBindCompleted), linkChange(old, cur)),
 		Hint: Textf("point spec.claimRef at %s, or delete that claim first", WithUID(pvcRef(own), own.UID)),
+		fixes: []Fix{
+			{Writes: []Write{{Object: vol, Set: map[string]any{"spec.claimRef": claimRefWithUID(own)}}}},
+			{Writes: []Write{{Object: pvcRef(own), Delete: true}, {Object: vol}}},
+		},
 	}}, nil
 }
 
@@ -140,6 +145,7 @@ func pvg002GivenUID(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 				uid, named), unknown)),
 			Hint: Textf("%s", Either(named, Plain("drop spec.claimRef.uid to pre-bind the volume by name, or create the claim first"),
 				Plain("drop spec.claimRef.uid to pre-bind the volume by name"))),
+			fixes: []Fix{clearing(vol, "spec.claimRef.uid")},
 		}}, nil
 	case pvc.UID != cur.UID:
 		return []Finding{{
@@ -147,7 +153,8 @@ func pvg002GivenUID(r *Review, v View, old, cur *corev1.ObjectReference) ([]Find
 			Field:  "spec.claimRef.uid",
 			Message: Textf("%s", Either(named, Textf("spec.claimRef.uid %s is not the uid %s of the live %s (a re-created claim of the same name?); the volume would be released at once (and deleted with reclaim policy Delete)",
 				uid, UID(pvcRef(pvc), pvc.UID), pvcRef(pvc)), unknown)),
-			Hint: Plain("drop spec.claimRef.uid to pre-bind the volume by name"),
+			Hint:  Plain("drop spec.claimRef.uid to pre-bind the volume by name"),
+			fixes: []Fix{clearing(vol, "spec.claimRef.uid")},
 		}}, nil
 	}
 	return nil, nil
@@ -164,4 +171,11 @@ func linkChange(old, cur *corev1.ObjectReference) Text {
 		return Textf("changes spec.claimRef.uid from %s to %s", UID(claimRefOf(old), old.UID), UID(claimRefOf(cur), cur.UID))
 	}
 	return Textf("points spec.claimRef at %s", linkString(cur))
+}
+
+// claimRefWithUID is a claimRef linking a volume to pvc, with its uid, as the field holds it.
+func claimRefWithUID(pvc *corev1.PersistentVolumeClaim) map[string]any {
+	ref := claimRefJSON(pvc)
+	ref["uid"] = string(pvc.UID)
+	return ref
 }

@@ -30,6 +30,9 @@ func pvg003VolumeNameImmutable() Rule {
 				return nil, nil
 			}
 			claim := pvcRef(cur)
+			// Keeping the binding is keeping both: the volume's name and the annotation.
+			keep := Fix{Writes: []Write{{Object: claim, Set: map[string]any{"spec.volumeName": old.Spec.VolumeName,
+				annPath(storage.AnnBindCompleted): old.Annotations[storage.AnnBindCompleted]}}}}
 			var out []Finding
 			if cur.Spec.VolumeName != old.Spec.VolumeName {
 				what := Textf("changes spec.volumeName from %s to %s", NameOf(volumeRef(old.Spec.VolumeName)), NameOf(volumeRef(cur.Spec.VolumeName)))
@@ -41,7 +44,8 @@ func pvg003VolumeNameImmutable() Rule {
 					Field:  "spec.volumeName",
 					Message: Textf("%s is bound to %s and the write %s; a completed binding never moves",
 						claim, volumeRef(old.Spec.VolumeName), what),
-					Hint: Textf("keep spec.volumeName %s, or delete the claim and create a new one", NameOf(volumeRef(old.Spec.VolumeName))),
+					Hint:  Textf("keep spec.volumeName %s, or delete the claim and create a new one", NameOf(volumeRef(old.Spec.VolumeName))),
+					fixes: []Fix{keep, recreate(claim, "spec.volumeName")},
 				})
 			}
 			// Without the annotation the upstream controller treats the claim as pre-bound by a
@@ -52,7 +56,8 @@ func pvg003VolumeNameImmutable() Rule {
 					Field:  "metadata.annotations[" + storage.AnnBindCompleted + "]",
 					Message: Textf("%s is bound to %s and the write removes the %s annotation",
 						claim, volumeRef(cur.Spec.VolumeName), Word(storage.AnnBindCompleted)),
-					Hint: Textf("keep the annotation %s: yes", Word(storage.AnnBindCompleted)),
+					Hint:  Textf("keep the annotation %s: yes", Word(storage.AnnBindCompleted)),
+					fixes: []Fix{keep},
 				})
 			}
 			return out, nil

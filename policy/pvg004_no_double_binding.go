@@ -54,11 +54,20 @@ func pvg004Claim(r *Review, v View) ([]Finding, error) {
 	if other.Namespace == r.PVC.Namespace && other.Name == r.PVC.Name {
 		return nil, nil
 	}
+	hint := Textf("use another volume, or leave spec.volumeName unset: %s stays with %s until that claim is deleted", pvRef(pv), pvcRef(other))
+	fixes := []Fix{undoVolumeName(r)}
+	if r.audit && storage.CompletedTo(r.PVC, name) {
+		// A claim that completed its binding keeps spec.volumeName (PVG003): only a new claim
+		// names another volume.
+		hint = Textf("this claim's binding is complete and never moves: delete it and create it again without spec.volumeName; %s stays with %s until that claim is deleted", pvRef(pv), pvcRef(other))
+		fixes = []Fix{recreate(claim, "spec.volumeName")}
+	}
 	return []Finding{{
 		Object:  claim,
 		Field:   "spec.volumeName",
 		Message: Textf("%s names %s, which is already claimed by %s", claim, pvRef(pv), pvcRef(other)),
-		Hint:    Textf("use another volume: %s stays with %s until that claim is deleted", pvRef(pv), pvcRef(other)),
+		Hint:    hint,
+		fixes:   fixes,
 	}}, nil
 }
 
@@ -86,7 +95,8 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 				Object:  vol,
 				Field:   "spec.claimRef",
 				Message: Textf("%s points spec.claimRef at %s, which is already bound to %s", vol, pvcRef(pvc), pvRef(elsewhere)),
-				Hint:    Textf("point spec.claimRef at a claim that is not bound yet; %s stays with %s", pvcRef(pvc), pvRef(elsewhere)),
+				Hint:    Textf("point spec.claimRef at a claim that is not bound yet, or leave spec.claimRef as it was; %s stays with %s", pvcRef(pvc), pvRef(elsewhere)),
+				fixes:   []Fix{undoClaimRef(r)},
 			}}, nil
 		}
 	}
@@ -108,7 +118,8 @@ func pvg004Volume(r *Review, v View) ([]Finding, error) {
 				Object:  vol,
 				Field:   "spec.claimRef",
 				Message: Textf("%s points spec.claimRef at %s, which %s is already linked to; one claim would be claimed by two volumes", vol, pvcRef(pvc), pvRef(other)),
-				Hint:    Textf("leave %s to %s, or unlink that volume first", pvcRef(pvc), pvRef(other)),
+				Hint:    Textf("leave %s to %s: leave spec.claimRef as it was", pvcRef(pvc), pvRef(other)),
+				fixes:   []Fix{undoClaimRef(r)},
 			}}, nil
 		}
 	}

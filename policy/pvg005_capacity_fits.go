@@ -39,16 +39,17 @@ func pvg005AtBind(r *Review, b *bindPair) []Finding {
 	if offer.Cmp(request) >= 0 {
 		return nil
 	}
-	hint := Textf("use a volume of at least %s or drop %s", Word(request.String()), Word(b.Field))
-	if b.Field == "spec.claimRef" {
-		hint = Textf("point spec.claimRef at a claim of at most %s, or give the volume at least %s", Word(offer.String()), Word(request.String()))
+	hint := unlinkHint(r, b, Textf("use a volume of at least %s", Word(request.String())))
+	if b.Field == "spec.claimRef" && !relinks(r, b) {
+		hint = Textf("point spec.claimRef at a claim of at most %s, give the volume at least %s, or leave spec.claimRef as it was", Word(offer.String()), Word(request.String()))
 	}
 	return []Finding{{
 		Object: b.Subject,
 		Field:  b.Field,
 		Message: Textf("%s %s %s, but %s offers %s",
 			pvcRef(b.PVC), Word(asks), Word(request.String()), pvRef(b.PV), Word(offer.String())),
-		Hint: hint,
+		Hint:  hint,
+		fixes: unlinkFix(r, b),
 	}}
 }
 
@@ -70,6 +71,7 @@ func pvg005Shrink(r *Review, v View) ([]Finding, error) {
 		Field:  "spec.capacity",
 		Message: Textf("%s is bound to %s, which has %s, and the write shrinks it from %s to %s",
 			vol, pvcRef(pvc), Word(given.String()), Word(was.String()), Word(now.String())),
-		Hint: Textf("keep spec.capacity at %s or more; volumes can grow, not shrink", Word(given.String())),
+		Hint:  Textf("keep spec.capacity at %s or more; volumes can grow, not shrink", Word(given.String())),
+		fixes: []Fix{undo(vol, "spec.capacity.storage", given.String())},
 	}}, nil
 }

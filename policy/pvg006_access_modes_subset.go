@@ -24,28 +24,29 @@ func pvg006AccessModesSubset() Rule {
 				return nil, err
 			}
 			if b != nil {
-				return pvg006AtBind(b), nil
+				return pvg006AtBind(r, b), nil
 			}
 			return pvg006Dropped(r, v)
 		},
 	}
 }
 
-func pvg006AtBind(b *bindPair) []Finding {
+func pvg006AtBind(r *Review, b *bindPair) []Finding {
 	if storage.AccessModesFit(b.PV, b.PVC) {
 		return nil
 	}
 	missing := missingAccessModes(b.PVC.Spec.AccessModes, b.PV.Spec.AccessModes)
-	hint := Textf("use a volume that offers %s or drop %s", Word(accessModeList(b.PVC.Spec.AccessModes)), Word(b.Field))
-	if b.Field == "spec.claimRef" {
-		hint = Textf("point spec.claimRef at a claim that needs only %s", Word(accessModeList(b.PV.Spec.AccessModes)))
+	hint := unlinkHint(r, b, Textf("use a volume that offers %s", Word(accessModeList(b.PVC.Spec.AccessModes))))
+	if b.Field == "spec.claimRef" && !relinks(r, b) {
+		hint = Textf("point spec.claimRef at a claim that needs only %s, or leave spec.claimRef as it was", Word(accessModeList(b.PV.Spec.AccessModes)))
 	}
 	return []Finding{{
 		Object: b.Subject,
 		Field:  b.Field,
 		Message: Textf("%s requests access modes %s, but %s does not offer %s",
 			pvcRef(b.PVC), Word(accessModeList(b.PVC.Spec.AccessModes)), pvRef(b.PV), Word(accessModeList(missing))),
-		Hint: hint,
+		Hint:  hint,
+		fixes: unlinkFix(r, b),
 	}}
 }
 
@@ -72,7 +73,8 @@ func pvg006Dropped(r *Review, v View) ([]Finding, error) {
 		Field:  "spec.accessModes",
 		Message: Textf("%s is bound to %s, which uses %s, and the write drops %s",
 			vol, pvcRef(pvc), Word(accessModeList(pvc.Spec.AccessModes)), Word(accessModeList(dropped))),
-		Hint: Textf("keep %s in spec.accessModes", Word(accessModeList(dropped))),
+		Hint:  Textf("keep %s in spec.accessModes", Word(accessModeList(dropped))),
+		fixes: []Fix{undo(vol, "spec.accessModes", accessModesJSON(append(slices.Clone(r.PV.Spec.AccessModes), dropped...)))},
 	}}, nil
 }
 
@@ -96,4 +98,13 @@ func accessModeList(modes []corev1.PersistentVolumeAccessMode) string {
 		s[i] = string(m)
 	}
 	return strings.Join(s, ", ")
+}
+
+// accessModesJSON is a list of access modes as a field holds it.
+func accessModesJSON(modes []corev1.PersistentVolumeAccessMode) []any {
+	out := make([]any, len(modes))
+	for i, m := range modes {
+		out[i] = string(m)
+	}
+	return out
 }

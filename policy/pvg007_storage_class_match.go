@@ -25,17 +25,18 @@ func pvg007StorageClassMatch() Rule {
 			if want == got {
 				return nil, nil
 			}
-			hint := Textf("use a volume of class %s or drop spec.volumeName", classForMessage(want))
-			if b.Field == "spec.claimRef" {
-				hint = Textf("set the volume's storageClassName to %s, or point spec.claimRef at a claim of class %s",
-					classForMessage(want), classForMessage(got))
+			hint := unlinkHint(r, b, Textf("use a volume of class %s", classForMessage(want)))
+			if b.Field == "spec.claimRef" && !relinks(r, b) {
+				hint = Textf("point spec.claimRef at a claim of class %s, or leave spec.claimRef as it was",
+					classForMessage(got))
 			}
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,
 				Message: Textf("%s has storage class %s, but %s has class %s",
 					pvcRef(b.PVC), classForMessage(want), pvRef(b.PV), classForMessage(got)),
-				Hint: hint,
+				Hint:  hint,
+				fixes: unlinkFix(r, b),
 			}}, nil
 		},
 	}

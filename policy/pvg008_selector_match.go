@@ -39,22 +39,24 @@ func pvg008SelectorMatch() Rule {
 					Object:  pvcRef(b.PVC),
 					Field:   "spec.selector",
 					Message: Textf("%s has an invalid spec.selector: %s", pvcRef(b.PVC), Word(err.Error())),
-					Hint:    Plain("fix or remove spec.selector"),
+					Hint:    Plain("remove spec.selector (a claim's selector is set only when it is created: create the claim again without it)"),
+					fixes:   pvg008SelectorFix(r, b),
 				}}, nil
 			}
 			if sel.Admits(b.PV) {
 				return nil, nil
 			}
-			hint := Plain("use a volume whose labels match the selector, or drop spec.volumeName")
-			if b.Field == "spec.claimRef" {
-				hint = Plain("label the volume to match the claim's selector, or point spec.claimRef at another claim")
+			hint := unlinkHint(r, b, Plain("use a volume whose labels match the selector,"))
+			if b.Field == "spec.claimRef" && !relinks(r, b) {
+				hint = Plain("label the volume to match the claim's selector, point spec.claimRef at another claim, or leave spec.claimRef as it was")
 			}
 			return []Finding{{
 				Object: b.Subject,
 				Field:  b.Field,
 				Message: Textf("%s selects volumes with %s, but the labels of %s (%s) do not match",
 					pvcRef(b.PVC), Word(sel.String()), pvRef(b.PV), Word(labelsForMessage(b.PV.Labels))),
-				Hint: hint,
+				Hint:  hint,
+				fixes: unlinkFix(r, b),
 			}}, nil
 		},
 	}
@@ -65,4 +67,14 @@ func labelsForMessage(l map[string]string) string {
 		return "none"
 	}
 	return labels.Set(l).String()
+}
+
+// pvg008SelectorFix is the way out of an invalid selector: the claim without it, as it is created,
+// or created again.
+func pvg008SelectorFix(r *Review, b *bindPair) []Fix {
+	// A claim's spec.selector never changes once it is created (the apiserver refuses it).
+	if b.Field == "spec.volumeName" && r.Operation == OperationCreate {
+		return []Fix{clearing(pvcRef(b.PVC), "spec.selector")}
+	}
+	return []Fix{recreate(pvcRef(b.PVC), "spec.selector", "spec.volumeName")}
 }

@@ -34,7 +34,8 @@ func pvg009NodeAffinityMatch() Rule {
 					Object:  pvRef(b.PV),
 					Field:   "spec.nodeAffinity",
 					Message: Textf("%s has an invalid node affinity, so it cannot be used on node %s selected for %s: %s", pvRef(b.PV), Word(nodeName), pvcRef(b.PVC), Word(err.Error())),
-					Hint:    Textf("fix spec.nodeAffinity.required of %s, or bind another volume", pvRef(b.PV)),
+					Hint:    unlinkHint(r, b, Textf("bind a volume whose spec.nodeAffinity is valid")),
+					fixes:   unlinkFix(r, b),
 				}}, nil
 			}
 			node, err := v.Node(nodeName)
@@ -61,7 +62,8 @@ func pvg009NodeAffinityMatch() Rule {
 				Field:  b.Field,
 				Message: Textf("%s is scheduled to node %s (%s), but the node affinity of %s does not admit that node%s",
 					pvcRef(b.PVC), Word(nodeName), Word(storage.AnnSelectedNode), pvRef(b.PV), Word(assumed)),
-				Hint: Textf("bind a volume reachable from node %s, or drop %s", Word(nodeName), Word(b.Field)),
+				Hint:  unlinkHint(r, b, Textf("bind a volume reachable from node %s,", Word(nodeName))),
+				fixes: unlinkFix(r, b),
 			}}, nil
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
@@ -20,6 +21,12 @@ func TestPVG010VolumeGrab(t *testing.T) {
 	bind := testobj.BindSteps(testobj.PV("pv-7"), claim)
 	released := testobj.PV("pv-7", testobj.ClaimRef("team-a", "gone", "uid-of-a-deleted-claim"), testobj.Phase(corev1.VolumeReleased))
 	naming := testobj.PVC("team-b", "thief", testobj.VolumeName("pv-7"))
+	other := testobj.PVC("team-b", "db", testobj.ClaimBoundTo("pv-7"))
+	earlier := func(reclaim corev1.PersistentVolumeReclaimPolicy) *corev1.PersistentVolume {
+		return testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-of-the-deleted-data"), testobj.Phase(corev1.VolumeReleased),
+			testobj.Reclaim(reclaim))
+	}
+	veleroSA := policy.UserInfo{Username: "system:serviceaccount:velero:velero"}
 
 	runRuleCases(t, "PVG010", []ruleCase{
 		{
@@ -30,9 +37,70 @@ func TestPVG010VolumeGrab(t *testing.T) {
 			wantText: "PersistentVolumeClaim team-a/data names PersistentVolume pv-7 in spec.volumeName, but the volume is not pre-bound to it and does not grant namespace team-a (annotation pvguard.io/allowed-namespaces); ask the owner of PersistentVolume pv-7 to pre-bind it to this claim (spec.claimRef) or to grant namespace team-a with the annotation pvguard.io/allowed-namespaces",
 		},
 		{
-			name:   "claim naming a volume reserved for another claim is not judged (nothing binds until the volume is re-pointed)",
+			name:     "claim naming a free volume while another volume is linked to it is told to name that one, not to have this one pre-bound",
+			review:   grab,
+			view:     testobj.NewView(testobj.PV("pv-7"), testobj.PV("pv-3", testobj.ClaimRef("team-a", "data", "uid-team-a-data"))),
+			want:     []string{"spec.volumeName"},
+			wantText: "PersistentVolume pv-3 is already linked to this claim, and no second volume may be linked to it: name that volume in spec.volumeName, or leave it unset",
+		},
+		{
+			name:   "claim naming a volume reserved for another live claim is PVG004's denial, not repeated here",
 			review: grab,
-			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-b", "db", ""))),
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-b", "db", "")), testobj.PVC("team-b", "db")),
+		},
+		{
+			name:   "claim naming a volume bound to another live claim is PVG004's denial, not repeated here",
+			review: grab,
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.BoundTo(other)), other),
+		},
+		{
+			name:   "claim naming a volume whose claimRef carries its namesake's uid, that claim seen live (a lagging cache), is not judged",
+			review: grab,
+			view:   testobj.NewView(earlier(corev1.PersistentVolumeReclaimRetain), testobj.PVCWith(testobj.PVC("team-a", "data"), testobj.ClaimUID("uid-of-the-deleted-data"))),
+		},
+		{
+			name:     "a claim re-created naming the Released volume of its deleted namesake is warned, with what frees it (Retain)",
+			review:   grab,
+			view:     testobj.NewView(earlier(corev1.PersistentVolumeReclaimRetain)),
+			want:     []string{"spec.volumeName"},
+			wantText: "PersistentVolumeClaim team-a/data names PersistentVolume pv-7 in spec.volumeName, but the volume still belongs to an earlier claim of this name, PersistentVolumeClaim team-a/data (uid uid-of-the-deleted-data), which was deleted: the volume is Released and is bound to no other claim, so this claim stays Pending; an admin frees PersistentVolume pv-7 for this claim by clearing its spec.claimRef.uid",
+		},
+		{
+			name:     "a claim re-created naming the Released volume of its deleted namesake is warned, with what frees it (Delete)",
+			review:   grab,
+			view:     testobj.NewView(earlier(corev1.PersistentVolumeReclaimDelete)),
+			want:     []string{"spec.volumeName"},
+			wantText: "its reclaim policy is Delete, so the volume is deleted rather than handed to this claim",
+		},
+		{
+			name: "a tenant dressed up as Velero's restore (its selector label, no bind annotations) naming its namesake's volume is warned",
+			review: pvcCreate(tenant, testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"), func(c *corev1.PersistentVolumeClaim) {
+				c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"velero.io/dynamic-pv-restore": "team-a.data.x1"}}
+			})),
+			view: testobj.NewView(earlier(corev1.PersistentVolumeReclaimRetain)),
+			want: []string{"spec.volumeName"},
+		},
+		{
+			name:   "an update naming the volume later is judged as a create is (Velero's RebindPVC of a namesake's volume is warned too)",
+			review: pvcUpdate(tenant, testobj.PVC("team-a", "data"), testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"))),
+			view:   testobj.NewView(earlier(corev1.PersistentVolumeReclaimRetain)),
+			want:   []string{"spec.volumeName"},
+		},
+		{
+			name:   "a volume pre-bound by name to the claim is its own (no warning)",
+			review: grab,
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", ""), testobj.Phase(corev1.VolumeAvailable))),
+		},
+		{
+			name:   "a volume whose claimRef carries this claim's own uid is its own (no warning)",
+			review: grab,
+			view:   testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("team-a", "data", "uid-team-a-data"))),
+		},
+		{
+			name:   "Velero's RebindPVC: the restored claim names the volume its deleted restore claim left Released (no warning)",
+			review: pvcUpdate(veleroSA, testobj.PVC("team-a", "db"), testobj.PVC("team-a", "db", testobj.VolumeName("pv-7"))),
+			view: testobj.NewView(testobj.PV("pv-7", testobj.ClaimRef("velero", "dd-1", "uid-restore"), testobj.Phase(corev1.VolumeReleased),
+				testobj.Reclaim(corev1.PersistentVolumeReclaimRetain))),
 		},
 		{
 			name:   "claim naming a Released volume whose claim is gone names no deleted claim (Velero's restore names it first)",

@@ -51,16 +51,23 @@ func pvg011ReclaimDowngrade() Rule {
 			if r.PV.Annotations[confirm] == string(to) && r.OldPV.Annotations[confirm] != string(to) {
 				return nil, nil
 			}
+			vol := pvRef(r.PV)
 			hint := Textf("if that is intended, set the annotation %s=%s on the volume in the same write", Word(confirm), Word(to))
+			fixes := []Fix{{Writes: []Write{{Object: vol, Set: map[string]any{annPath(confirm): string(to)}}}}}
 			if r.OldPV.Annotations[confirm] == string(to) {
 				hint = Textf("the annotation %s=%s was already on the volume before this write, so it does not confirm it; if the change is intended, remove the annotation, then set it again in the write that changes the policy", Word(confirm), Word(to))
+				fixes = []Fix{{Writes: []Write{
+					{Object: vol, Set: map[string]any{"spec.persistentVolumeReclaimPolicy": string(from)}, Clear: []string{annPath(confirm)}},
+					{Object: vol, Set: map[string]any{annPath(confirm): string(to)}},
+				}}}
 			}
 			return []Finding{{
 				Object: pvRef(r.PV),
 				Field:  "spec.persistentVolumeReclaimPolicy",
 				Message: Textf("%s is %s, and changing its reclaim policy from Retain to %s %s once the claim is deleted",
 					pvRef(r.PV), use, Word(to), Word(effect)),
-				Hint: hint,
+				Hint:  hint,
+				fixes: fixes,
 			}}, nil
 		},
 	}

@@ -87,7 +87,8 @@ func pvg012ProtectionFinalizers() Rule {
 					Field: "metadata.finalizers",
 					Message: Textf("%s removed finalizer %s from %s, which is %s",
 						Word(requester(r.User)), Word(pf.Name), r.Object(), use),
-					Hint: Plain(Word(pf.Hint)),
+					Hint:  Plain(Word(pf.Hint)),
+					fixes: pvg012Fixes(r, pf.Name),
 				})
 			}
 			return out, nil
@@ -117,4 +118,13 @@ func celProtectionRemoved(volume bool) string {
 func protectsNothing(r *Review, finalizer string) bool {
 	return finalizer == storage.FinalizerExternalProvisioner && r.Kind == KindPersistentVolume &&
 		r.PV.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete
+}
+
+// pvg012Fixes are the writes a finalizer's hint names that pvguard's objects can carry: for
+// pv-protection, deleting the claim bound to the volume. The others name a wait, or pods.
+func pvg012Fixes(r *Review, finalizer string) []Fix {
+	if finalizer != storage.FinalizerPVProtection || r.OldPV == nil || r.OldPV.Spec.ClaimRef == nil {
+		return nil
+	}
+	return []Fix{{Writes: []Write{{Object: claimRefOf(r.OldPV.Spec.ClaimRef), Delete: true}}}}
 }

@@ -41,6 +41,7 @@ func volumePhaseFindings(r *Review) []Finding {
 			Field:   "status.phase",
 			Message: Textf("%s is set to Bound, but spec.claimRef carries no claim uid, so it is bound to no claim", pvRef(pv)),
 			Hint:    Plain("let the PV controller bind the volume (it sets spec.claimRef with the claim's uid first), or keep the volume Available"),
+			fixes:   []Fix{undoPhase(r, string(corev1.VolumeAvailable))},
 		}}
 	case pv.Status.Phase == corev1.VolumeAvailable && hasUID:
 		claim := ObjectRef{Kind: KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}
@@ -49,6 +50,7 @@ func volumePhaseFindings(r *Review) []Finding {
 			Field:   "status.phase",
 			Message: Textf("%s is set to Available, but spec.claimRef still carries the uid of %s", pvRef(pv), claim),
 			Hint:    Plain("a volume linked to a claim is Bound or Released, not Available; leave its phase to the PV controller"),
+			fixes:   []Fix{undoPhase(r, "")},
 		}}
 	}
 	return nil
@@ -67,5 +69,22 @@ func claimPhaseFindings(r *Review) []Finding {
 		Field:   "status.phase",
 		Message: Textf("%s is set to Bound, but names no volume in spec.volumeName", pvcRef(pvc)),
 		Hint:    Plain("let the PV controller bind the claim (it sets spec.volumeName first), or keep the claim Pending"),
+		fixes:   []Fix{undoPhase(r, string(corev1.ClaimPending))},
 	}}
+}
+
+// undoPhase is the write under review with the phase it had before, or else the given one (or
+// none, when that is "").
+func undoPhase(r *Review, otherwise string) Fix {
+	was := otherwise
+	switch {
+	case r.OldPV != nil:
+		was = string(r.OldPV.Status.Phase)
+	case r.OldPVC != nil:
+		was = string(r.OldPVC.Status.Phase)
+	}
+	if was == "" {
+		return undo(r.Object(), "status.phase", nil)
+	}
+	return undo(r.Object(), "status.phase", was)
 }

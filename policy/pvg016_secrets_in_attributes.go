@@ -50,7 +50,8 @@ func pvg016SecretsInAttributes() Rule {
 					Field:  fmt.Sprintf("spec.csi.volumeAttributes[%s]", key),
 					Message: Textf("%s has CSI volume attribute %q, which looks like a credential; volume attributes are readable by anyone who may read PersistentVolumes",
 						pvRef(r.PV), Word(key)),
-					Hint: Plain("move it to a Secret referenced by spec.csi.nodeStageSecretRef or spec.csi.nodePublishSecretRef"),
+					Hint:  Plain("move it to a Secret referenced by spec.csi.nodeStageSecretRef or spec.csi.nodePublishSecretRef"),
+					fixes: []Fix{clearing(pvRef(r.PV), fmt.Sprintf("spec.csi.volumeAttributes[%s]", key))},
 				})
 			}
 			return out, nil

@@ -52,7 +52,8 @@ func pvg017SingleDefaultClass() Rule {
 				Field:  fmt.Sprintf("metadata.annotations[%s]", key),
 				Message: Textf("%s is being marked default, but %s; claims without a class would get whichever default was created last",
 					self, Word(already)),
-				Hint: Textf("remove the is-default-class annotation from %s (or set it to \"false\"), or do not mark %s default", Word(names), self),
+				Hint:  Textf("remove the is-default-class annotation from %s (or set it to \"false\"), or do not mark %s default", Word(names), self),
+				fixes: []Fix{clearing(self, annPath(storage.AnnDefaultClass), annPath(storage.AnnBetaDefaultClass))},
 			}}, nil
 		},
 	}

@@ -32,20 +32,26 @@ func pvg018VolumeAttributesClassMatch() Rule {
 			want, got := storage.ClaimAttributesClass(b.PVC), storage.VolumeAttributesClass(b.PV)
 			hint := Textf("name a volume %s in spec.volumeName, or leave it unset so that a matching volume is bound or provisioned",
 				Word(pvg018VolumeWith(want)))
+			fixes := unlinkFix(r, b)
 			switch {
 			case relinks(r, b):
 				// A bound pair (seen by the audit, or re-linked): undoing the binding is not the
 				// fix, and other rules refuse it.
 				hint = Plain("the pair is bound: change the volume's attributes through the claim's spec.volumeAttributesClassName " +
 					"(the external-resizer then modifies the volume), or correct whichever of the two records the wrong class")
+				fixes = []Fix{undo(pvcRef(b.PVC), "spec.volumeAttributesClassName", nil)}
+				if got != "" {
+					fixes = []Fix{undo(pvcRef(b.PVC), "spec.volumeAttributesClassName", got)}
+				}
 			case b.Field == "spec.claimRef":
-				hint = Textf("link the volume only to a claim that asks for %s", Word(pvg018ClassPhrase(got)))
+				hint = Textf("link the volume only to a claim that asks for %s, or leave spec.claimRef as it was", Word(pvg018ClassPhrase(got)))
 			}
 			return []Finding{{
 				Object:  b.Subject,
 				Field:   b.Field,
 				Message: Textf("%s asks for %s, but %s has %s", pvcRef(b.PVC), Word(pvg018ClassPhrase(want)), pvRef(b.PV), Word(pvg018Has(got))),
 				Hint:    hint,
+				fixes:   fixes,
 			}}, nil
 		},
 	}

@@ -46,5 +46,6 @@ func auditDanglingClaimRef(r *Review, v View, _ *Config) ([]Finding, error) {
 		Object: pvRef(pv), Field: "spec.claimRef",
 		Message: msg,
 		Hint:    Plain("let the binder release the volume (check that it runs), or clear spec.claimRef once the data is safe"),
+		fixes:   []Fix{clearing(pvRef(pv), "spec.claimRef")},
 	}}, nil
 }

@@ -29,7 +29,8 @@ func auditClaimLost(r *Review, v View, _ *Config) ([]Finding, error) {
 	case pvc.Status.Phase == corev1.ClaimLost:
 		return []Finding{{Object: pvcRef(pvc), Field: "status.phase",
 			Message: Textf("%s is Lost: the volume it was bound to is gone or bound elsewhere", pvcRef(pvc)),
-			Hint:    Plain("restore the volume with spec.claimRef pointing at this claim, or delete the claim")}}, nil
+			Hint:    Plain("restore the volume with spec.claimRef pointing at this claim, or delete the claim"),
+			fixes:   []Fix{{Writes: []Write{{Object: pvcRef(pvc), Delete: true}}}}}}, nil
 	case completed && pvc.Spec.VolumeName != "":
 		pv, err := v.PersistentVolume(pvc.Spec.VolumeName)
 		if err != nil || pv != nil {
@@ -37,7 +38,8 @@ func auditClaimLost(r *Review, v View, _ *Config) ([]Finding, error) {
 		}
 		return []Finding{{Object: pvcRef(pvc), Field: "spec.volumeName",
 			Message: Textf("%s is bound to %s, which does not exist", pvcRef(pvc), volumeRef(pvc.Spec.VolumeName)),
-			Hint:    Plain("restore the volume with spec.claimRef pointing at this claim, or delete the claim")}}, nil
+			Hint:    Plain("restore the volume with spec.claimRef pointing at this claim, or delete the claim"),
+			fixes:   []Fix{{Writes: []Write{{Object: pvcRef(pvc), Delete: true}}}}}}, nil
 	}
 	return nil, nil
 }

@@ -42,5 +42,7 @@ func auditReleasedAging(r *Review, _ View, c *Config) ([]Finding, error) {
 	}
 	return []Finding{{Object: pvRef(pv), Field: "status.phase",
 		Message: Textf("%s has been Released (reclaim policy Retain) for %s, longer than %s", pvRef(pv), Word(r.now.Sub(since).Round(time.Hour).String()), Word(maxAge.String())),
-		Hint:    Plain("recover or delete its data, then delete the volume, or mark it " + storage.AnnReuseWhenReleased + "=true to make it Available again")}}, nil
+		Hint:    Plain("recover or delete its data, then delete the volume, or mark it " + storage.AnnReuseWhenReleased + "=true to make it Available again"),
+		fixes: []Fix{{Writes: []Write{{Object: pvRef(pv), Delete: true}}},
+			{Writes: []Write{{Object: pvRef(pv), Set: map[string]any{annPath(storage.AnnReuseWhenReleased): "true"}}}}}}}, nil
 }

@@ -26,5 +26,6 @@ func auditFailed(r *Review, _ View, _ *Config) ([]Finding, error) {
 		msg = Textf("%s: %s", msg, Word(pv.Status.Message))
 	}
 	return []Finding{{Object: pvRef(pv), Field: "status.phase", Message: msg,
-		Hint: Plain("clean up the storage by hand, then delete the volume (its reclaim policy could not be carried out)")}}, nil
+		Hint:  Plain("clean up the storage by hand, then delete the volume (its reclaim policy could not be carried out)"),
+		fixes: []Fix{{Writes: []Write{{Object: pvRef(pv), Delete: true}}}}}}, nil
 }

@@ -185,6 +185,8 @@ type Finding struct {
 	// (text.go), rendered per reader: For.
 	Message Text
 	Hint    Text
+	// fixes are the routes Hint names as writes (Fix), for programs; never rendered.
+	fixes []Fix
 }
 
 // String renders the finding for a reader who may read everything (the API audit log, the logs).
