@@ -191,6 +191,11 @@ func (v *readsView) Node(name string) (*corev1.Node, error) {
 	return v.View.Node(name)
 }
 
+func (v *readsView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
+	v.saw(policy.KindPod)
+	return v.View.PodsUsingClaim(namespace, claim)
+}
+
 func (v *readsView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	v.saw(policy.KindStorageClass)
 	return v.View.StorageClasses()
