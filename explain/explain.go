@@ -84,6 +84,7 @@ func explainClaim(x *index, p pool, c *corev1.PersistentVolumeClaim, onlyIfStuck
 	rows = sortCandidates(withTakers(rows, p, c.UID, x.claimName), s.className)
 	st = provisionerAsked(st, c, x.in.Events)
 	st, cons := consumersOf(st, s, x.in, targets)
+	st = outOfReach(st, x, c)
 	running, st := provisionerRunning(st, x.in)
 	e := explanation(s, st)
 	e.ProvisionerRunning, e.Pods, e.Candidates = running, cons.pods, rows

@@ -2,6 +2,7 @@ package storage
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Pods as the rules read them: which claims a pod uses, and whether it holds a node.
@@ -40,4 +41,33 @@ func PodNode(p *corev1.Pod) string {
 		return ""
 	}
 	return p.Spec.NodeName
+}
+
+// StripPod is what the rules read of a pod (PodClaims, PodNode), for a cache or a list to keep:
+// its name, namespace, uid, resourceVersion and deletion timestamp, spec.nodeName, its volumes
+// that name a claim (a generic ephemeral one without its template) and status.phase. Pods are
+// the most numerous and largest objects of a cluster; the rest of them is not kept.
+func StripPod(p *corev1.Pod) *corev1.Pod {
+	out := &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			DeletionTimestamp: p.DeletionTimestamp,
+		},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}
+	for _, v := range p.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName},
+			}})
+		case v.Ephemeral != nil:
+			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
+				Ephemeral: &corev1.EphemeralVolumeSource{},
+			}})
+		}
+	}
+	return out
 }

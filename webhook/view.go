@@ -96,38 +96,13 @@ func podClaimKeys(o client.Object) []string {
 	return out
 }
 
-// StripPod is the cache transform of pods: the rules read only where a pod is (spec.nodeName,
-// status.phase) and which claims it uses, and pods are the most numerous and largest objects a
-// cluster has, so the cache keeps only that (name, namespace, uid, resourceVersion, deletion
-// timestamp, nodeName, the claim volumes and phase).
+// StripPod is the cache transform of pods: pods are the most numerous and largest objects of a
+// cluster, and the rules read only where a pod is and which claims it uses (storage.StripPod).
 func StripPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil // a tombstone
+	if p, ok := obj.(*corev1.Pod); ok {
+		return storage.StripPod(p), nil
 	}
-	out := &corev1.Pod{
-		TypeMeta: p.TypeMeta,
-		ObjectMeta: metav1.ObjectMeta{
-			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			DeletionTimestamp: p.DeletionTimestamp,
-		},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
-		Status: corev1.PodStatus{Phase: p.Status.Phase},
-	}
-	for _, v := range p.Spec.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName},
-			}})
-		case v.Ephemeral != nil:
-			// The claim's name is the pod's and the volume's; its template is not read.
-			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
-				Ephemeral: &corev1.EphemeralVolumeSource{},
-			}})
-		}
-	}
-	return out, nil
+	return obj, nil // a tombstone
 }
 
 // nodeMetadata is the metadata-only shape nodes are cached in: node affinity needs only names
