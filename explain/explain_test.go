@@ -496,7 +496,7 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 		for _, tc := range []struct {
 			node, want string
 		}{
-			{"n1", "; but pod web-0 is on node n1, which the node affinity of volume pv-n2 does not admit: the volume cannot be mounted there, so the pod cannot run (widen the volume's node affinity to admit node n1, or delete the pod so that it is scheduled where the volume is)"},
+			{"n1", "; but pod web-0 is on node n1, which the node affinity of volume pv-n2 does not admit: the volume cannot be mounted there, so the pod cannot run (delete the pod so that it is scheduled where the volume is, or, where the MutablePVNodeAffinity gate is on, widen the volume's node affinity to admit node n1)"},
 			{"n2", ""},
 			{"", ""},
 		} {

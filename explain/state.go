@@ -207,7 +207,7 @@ func outOfReach(st claimState, x *index, c *corev1.PersistentVolumeClaim) claimS
 			continue
 		}
 		st.text = st.text.Append(policy.Textf("; but pod %s is on node %s, which the node affinity of volume %s does not admit: "+
-			"the volume cannot be mounted there, so the pod cannot run (widen the volume's node affinity to admit node %s, or delete the pod so that it is scheduled where the volume is)",
+			"the volume cannot be mounted there, so the pod cannot run (delete the pod so that it is scheduled where the volume is, or, where the MutablePVNodeAffinity gate is on, widen the volume's node affinity to admit node %s)",
 			policy.Word(p.Name), policy.Word(nodeName), volumeName(pv.Name), policy.Word(nodeName)))
 	}
 	return st

@@ -196,7 +196,7 @@ func podsAdmitted(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim
 		} else {
 			f.Message = Textf("%s using %s %s node %s, which the node affinity of %s does not admit%s",
 				pod, pvcRef(pvc), where, Word(nodeName), pvRef(pv), Word(assumed))
-			f.Hint = Textf("widen spec.nodeAffinity of %s to admit node %s, or delete %s so that it is scheduled where the volume is", pvRef(pv), Word(nodeName), pod)
+			f.Hint = Textf("delete %s so that it is scheduled where the volume is, or (where the apiserver's MutablePVNodeAffinity gate is on) widen spec.nodeAffinity of %s to admit node %s", pod, pvRef(pv), Word(nodeName))
 		}
 		found = append(found, f)
 	}

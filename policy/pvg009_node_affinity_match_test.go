@@ -460,7 +460,7 @@ func TestPVG009AuditReportsPodsOutOfReach(t *testing.T) {
 				return
 			}
 			f := found[0]
-			want := "[PVG009 node-affinity-match] Pod team-a/app-0 using PersistentVolumeClaim team-a/data runs on node node-1, which the node affinity of PersistentVolume pv-7 does not admit; widen spec.nodeAffinity of PersistentVolume pv-7 to admit node node-1, or delete Pod team-a/app-0 so that it is scheduled where the volume is"
+			want := "[PVG009 node-affinity-match] Pod team-a/app-0 using PersistentVolumeClaim team-a/data runs on node node-1, which the node affinity of PersistentVolume pv-7 does not admit; delete Pod team-a/app-0 so that it is scheduled where the volume is, or (where the apiserver's MutablePVNodeAffinity gate is on) widen spec.nodeAffinity of PersistentVolume pv-7 to admit node node-1"
 			if f.Object.Kind != policy.KindPersistentVolume || f.Field != "spec.nodeAffinity" || f.String() != want {
 				t.Errorf("finding on %v %s: %q; want on the volume's spec.nodeAffinity: %q", f.Object, f.Field, f, want)
 			}
