@@ -39,6 +39,8 @@ func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace
 	for i := range pods.Items {
 		in.Pods = append(in.Pods, &pods.Items[i])
 	}
+	// The rules judging the claim's pairs (Input.Policy, against the State) see where its pods are.
+	in.State = state.WithPods(in.Pods)
 	for i := range events.Items {
 		in.Events = append(in.Events, &events.Items[i])
 	}

@@ -2,7 +2,7 @@
 // linked volume's node affinity: with the MutablePVNodeAffinity feature gate on, PVG009 refuses
 // a change that leaves a pod using the claim on a node the volume no longer reaches, and admits
 // one that widens the affinity or keeps the pods' nodes; the audit reports a bound pair whose
-// pod is out of the volume's reach. With the gate off the apiserver refuses any such change by
+// pod is out of the volume's reach, and the explanation of its claim says so. With the gate off the apiserver refuses any such change by
 // itself, as it always has.
 package e2eaffinity
 
@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/internal/devcluster"
 	"github.com/pvguard/pvguard/policy"
@@ -197,6 +198,16 @@ func TestNodeAffinityChangeWithTheGateOn(t *testing.T) {
 	t.Logf("audit: %s: %s; %s", found.Object, found.Message, found.Hint)
 	if !strings.Contains(found.Message.String(), "node node-3") || found.Field != "spec.nodeAffinity" {
 		t.Errorf("audit finding %+v does not name node node-3 on spec.nodeAffinity", found)
+	}
+
+	// `pvguard explain pvc` (its live read) says the claim's pod cannot run where it is.
+	in, err := explain.ReadInput(ctx, admin, admin, ns)
+	harness.Must(t, err, "reading the explanation's input")
+	e, err := explain.Claim(in, ns, "data")
+	harness.Must(t, err, "explaining the claim")
+	t.Logf("explain: %s", e.State)
+	if s := e.State.String(); !strings.Contains(s, "pod app-1 is on node node-3, which the node affinity of volume "+pv.Name+" does not admit") || strings.Contains(s, "app-0 is on") {
+		t.Errorf("explanation %q does not say that pod app-1 (and only it) is out of the volume's reach", s)
 	}
 }
 
