@@ -117,7 +117,7 @@ func affinityChanged(r *Review, v View) ([]Finding, error) {
 	}
 	was, err := storage.ParseVolumeAffinity(r.OldPV)
 	if err != nil {
-		was = storage.VolumeAffinity{} // an invalid old affinity admitted nothing to keep: judge the new one whole
+		was = storage.VolumeAffinity{} // judged as admitting every node: the new affinity is judged whole
 	}
 	keep := func(nodeName string) (bool, error) {
 		ok, _, err := admitsNode(was, nodeName, v)
