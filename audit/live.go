@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // liveView is the policy.View over live reads that findings are confirmed on
@@ -143,6 +144,21 @@ func (v liveView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	out := make([]*storagev1.StorageClass, len(list.Items))
 	for i := range list.Items {
 		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// PodsUsingClaim lists the pods of the claim's namespace and keeps those that use it.
+func (v liveView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := v.c.List(v.ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing the pods using claim %s/%s: %w", namespace, claim, err)
+	}
+	var out []*corev1.Pod
+	for i := range list.Items {
+		if storage.PodUsesClaim(&list.Items[i], claim) {
+			out = append(out, &list.Items[i])
+		}
 	}
 	return out, nil
 }

@@ -507,11 +507,17 @@ func (r *Runner) view(ctx context.Context) (policy.View, error) {
 // it, and what confirms them, each rule declares (policy.Rule.ConfirmLive).
 func (r *Runner) live(ctx context.Context) policy.View { return liveView{ctx: ctx, c: r.o.Live} }
 
-// state reads the cluster's state from the cache (clusterstate.Read).
+// state reads the cluster's state from the cache (clusterstate.Read), with the pods the rules
+// read (clusterstate.ReadPods: the cache's own, stripped, or a live client's, stripped page by
+// page).
 func (r *Runner) state(ctx context.Context) (*clusterstate.State, error) {
 	s, err := clusterstate.Read(ctx, r.o.Cache)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
 	}
-	return s, nil
+	pods, err := clusterstate.ReadPods(ctx, r.o.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
+	}
+	return s.WithPods(pods), nil
 }

@@ -693,6 +693,7 @@ func wantPermissions(c chartCase) map[perm]bool {
 	read := []string{"get", "list", "watch"}
 	grant("", "", []string{"persistentvolumes", "persistentvolumeclaims", "nodes"}, read, "")
 	grant("", "storage.k8s.io", []string{"storageclasses"}, []string{"list", "watch"}, "")
+	grant("", "", []string{"pods"}, []string{"list", "watch"}, "")
 	if c.binder != "off" {
 		grant("", "authentication.k8s.io", []string{"selfsubjectreviews"}, []string{"create"}, "")
 		grant("", "", []string{"events"}, []string{"create", "patch"}, "")

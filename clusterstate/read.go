@@ -6,10 +6,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/internal/cachelist"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Read reads the state of the cluster from c, as the audit and the explanations read it: every
@@ -44,4 +47,41 @@ func Read(ctx context.Context, c client.Reader) (*State, error) {
 		names = append(names, &corev1.Node{ObjectMeta: n.ObjectMeta})
 	}
 	return New(claims, volumes, classes, names), nil
+}
+
+// podPage is how many pods one live list returns: a live list is stripped page by page
+// (storage.StripPod), so that a cluster's pods are never all held whole at once.
+const podPage = 500
+
+// ReadPods reads the pods as the rules read them (State.WithPods), for a reader whose rules have
+// no other view of pods (the audit of `pvguard audit --kubeconfig`). From an informer cache, the cache's own (which
+// pvguard keeps stripped); from a live client, each page stripped. A reader that may not list pods
+// reads none: the rules then know of no pod using a claim, and the rest of the state is read.
+func ReadPods(ctx context.Context, c client.Reader) ([]*corev1.Pod, error) {
+	if _, ok := c.(cache.Informers); ok {
+		pods, err := cachelist.List(ctx, c, &corev1.Pod{}, &corev1.PodList{})
+		if err != nil {
+			return nil, fmt.Errorf("listing pods: %w", err)
+		}
+		return pods, nil
+	}
+	var out []*corev1.Pod
+	opts := []client.ListOption{client.Limit(podPage)}
+	for {
+		var list corev1.PodList
+		err := c.List(ctx, &list, opts...)
+		switch {
+		case apierrors.IsForbidden(err):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("listing pods: %w", err)
+		}
+		for i := range list.Items {
+			out = append(out, storage.StripPod(&list.Items[i]))
+		}
+		if list.Continue == "" {
+			return out, nil
+		}
+		opts = []client.ListOption{client.Limit(podPage), client.Continue(list.Continue)}
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,5 +53,53 @@ func TestRead(t *testing.T) {
 	}).Build()
 	if _, err := clusterstate.Read(context.Background(), failing); err == nil || !strings.Contains(err.Error(), "listing storage classes: forbidden") {
 		t.Errorf("Read with classes forbidden: %v", err)
+	}
+}
+
+// TestReadPods: pods are read page by page and stripped to what the rules read; a reader that may
+// not list pods reads none, and any other failure is an error.
+func TestReadPods(t *testing.T) {
+	pod := func(name, node, claim string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{"app": "web"}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	pages := 0
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(pod("web-0", "n1", "data-0"), pod("web-1", "n2", "data-1")).
+		WithInterceptorFuncs(interceptor.Funcs{
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				pages++
+				return c.List(ctx, list, opts...)
+			},
+		}).Build()
+	pods, err := clusterstate.ReadPods(context.Background(), c)
+	if err != nil || len(pods) != 2 || pages == 0 {
+		t.Fatalf("ReadPods = %d pods, %v after %d lists; want 2", len(pods), err, pages)
+	}
+	s := clusterstate.New(nil, nil, nil, nil).WithPods(pods)
+	using, _ := s.PodsUsingClaim("ns", "data-1")
+	if len(using) != 1 || using[0].Name != "web-1" || using[0].Spec.NodeName != "n2" || using[0].Status.Phase != corev1.PodRunning {
+		t.Fatalf("PodsUsingClaim(ns, data-1) = %v, want web-1 on n2, Running", using)
+	}
+	if p := using[0]; len(p.Spec.Containers) != 0 || p.Labels != nil {
+		t.Errorf("pod kept as %+v, want it stripped to its node, phase and claims", p)
+	}
+
+	forbidden := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
+		},
+	}).Build()
+	if pods, err := clusterstate.ReadPods(context.Background(), forbidden); err != nil || pods != nil {
+		t.Errorf("ReadPods forbidden = %v, %v; want none and no error", pods, err)
+	}
+	failing := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("timeout")
+		},
+	}).Build()
+	if _, err := clusterstate.ReadPods(context.Background(), failing); err == nil || !strings.Contains(err.Error(), "listing pods: timeout") {
+		t.Errorf("ReadPods failing: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // State is a fixed set of cluster objects: claims, volumes, StorageClasses and nodes. It keeps the
@@ -22,6 +24,7 @@ type State struct {
 	volumes []*corev1.PersistentVolume
 	classes []*storagev1.StorageClass
 	nodes   []*corev1.Node
+	pods    []*corev1.Pod
 
 	volumeByName index[map[string]*corev1.PersistentVolume]
 	claimByKey   index[map[Key]*corev1.PersistentVolumeClaim]
@@ -31,6 +34,8 @@ type State struct {
 	claiming   index[map[Key][]*corev1.PersistentVolume]
 	claimByUID index[map[types.UID]*corev1.PersistentVolumeClaim]
 	nodeByName index[map[string]*corev1.Node]
+	// podsUsing maps a claim's key to the pods whose volumes use it.
+	podsUsing index[map[Key][]*corev1.Pod]
 }
 
 // index is a lookup table built once, on first use.
@@ -48,6 +53,15 @@ func (x *index[M]) get(build func() M) M {
 func New(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume, classes []*storagev1.StorageClass, nodes []*corev1.Node) *State {
 	return &State{claims: claims, volumes: volumes, classes: classes, nodes: nodes}
 }
+
+// WithPods returns a State of s's objects and the given pods, which the rules read to know where
+// a claim is used (PodsUsingClaim). A State without pods knows of no pod using any claim.
+func (s *State) WithPods(pods []*corev1.Pod) *State {
+	return &State{claims: s.claims, volumes: s.volumes, classes: s.classes, nodes: s.nodes, pods: pods}
+}
+
+// Pods are the state's pods, as given to WithPods.
+func (s *State) Pods() []*corev1.Pod { return s.pods }
 
 // Claims are the state's claims, as given to New.
 func (s *State) Claims() []*corev1.PersistentVolumeClaim { return s.claims }
@@ -154,6 +168,21 @@ func (s *State) Node(name string) (*corev1.Node, error) {
 
 // ListNodes returns the state's nodes (Nodes).
 func (s *State) ListNodes() ([]*corev1.Node, error) { return s.nodes, nil }
+
+// PodsUsingClaim lists, in the order of Pods, the pods of the namespace whose volumes use the
+// claim (storage.PodClaims).
+func (s *State) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
+	return s.podsUsing.get(func() map[Key][]*corev1.Pod {
+		m := make(map[Key][]*corev1.Pod, len(s.pods))
+		for _, p := range s.pods {
+			for _, c := range storage.PodClaims(p) {
+				k := ClaimKey(p.Namespace, c)
+				m[k] = append(m[k], p)
+			}
+		}
+		return m
+	})[ClaimKey(namespace, claim)], nil
+}
 
 // StorageClasses returns the state's StorageClasses (Classes).
 func (s *State) StorageClasses() ([]*storagev1.StorageClass, error) { return s.classes, nil }

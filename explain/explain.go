@@ -85,6 +85,7 @@ func explainClaim(x *index, p pool, c *corev1.PersistentVolumeClaim, onlyIfStuck
 	st = provisionerAsked(st, c, x.in.Events)
 	st, cons := consumersOf(st, s, x.in, targets)
 	st = nodeGone(st, x, c)
+	st = outOfReach(st, x, c)
 	running, st := provisionerRunning(st, x.in)
 	e := explanation(s, st)
 	e.ProvisionerRunning, e.Pods, e.Candidates = running, cons.pods, rows

@@ -546,6 +546,27 @@ func TestNodeAffinityAgainstThePodsNode(t *testing.T) {
 			t.Errorf("verdict %q, want %q", e.Verdict.Text.String(), want)
 		}
 	})
+	t.Run("bound, the volume's node affinity no longer admits the pod's node", func(t *testing.T) {
+		claims := []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimBoundTo("pv-n2"))}
+		bound := []*corev1.PersistentVolume{PV("pv-n2", ClaimRef("ns", "c", "uid-ns-c"), Phase(corev1.VolumeBound), NodeAffinity("kubernetes.io/hostname", "n2"))}
+		for _, tc := range []struct {
+			node, want string
+		}{
+			{"n1", "; but pod web-0 is on node n1, which the node affinity of volume pv-n2 does not admit: the volume cannot be mounted there, so the pod cannot run (delete the pod so that it is scheduled where the volume is, or, where the MutablePVNodeAffinity gate is on, widen the volume's node affinity to admit node n1)"},
+			{"n2", ""},
+			{"", ""},
+		} {
+			in := explain.Input{State: objects{Claims: claims, Volumes: bound, Nodes: nodes}.state(), Pods: []*corev1.Pod{podOn("web-0", "c", tc.node)}}
+			e, err := explain.Claim(in, "ns", "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := e.State.String()
+			if !strings.HasPrefix(got, "bound to volume pv-n2") || tc.want != "" && !strings.Contains(got, tc.want) || tc.want == "" && strings.Contains(got, "does not admit") {
+				t.Errorf("pod on node %q: state %q, want it bound and saying %q", tc.node, got, tc.want)
+			}
+		}
+	})
 	t.Run("pod on a node that does not exist", func(t *testing.T) {
 		in := explain.Input{
 			State: objects{Claims: []*corev1.PersistentVolumeClaim{PVC("ns", "c")}, Volumes: volumes, Nodes: nodes}.state(),

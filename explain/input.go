@@ -156,5 +156,5 @@ func withUIDs(s *clusterstate.State) *clusterstate.State {
 	if !copied {
 		return s
 	}
-	return clusterstate.New(claims, s.Volumes(), s.Classes(), s.Nodes())
+	return clusterstate.New(claims, s.Volumes(), s.Classes(), s.Nodes()).WithPods(s.Pods())
 }

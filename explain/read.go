@@ -18,8 +18,8 @@ import (
 // objects); from namespaced, when it is set and
 // namespace is not "", the pods and events of that namespace (which let a claim waiting for its
 // first consumer quote the scheduler). `pvguard explain` passes its live client as both; the
-// server passes its informer cache as cluster and no namespaced reader: it caches no pods or
-// events, and may not read them (docs/explain.md).
+// server passes its informer cache as cluster and no namespaced reader: it caches no events, and
+// pods only stripped to what PVG009 reads (docs/explain.md).
 func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace string) (Input, error) {
 	state, err := clusterstate.Read(ctx, cluster)
 	if err != nil {
@@ -39,6 +39,8 @@ func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace
 	for i := range pods.Items {
 		in.Pods = append(in.Pods, &pods.Items[i])
 	}
+	// The rules judging the claim's pairs (Input.Policy, against the State) see where its pods are.
+	in.State = state.WithPods(in.Pods)
 	for i := range events.Items {
 		in.Events = append(in.Events, &events.Items[i])
 	}

@@ -183,6 +183,38 @@ func consumersOf(st claimState, s subject, in Input, targets []nodeTarget) (clai
 	return st, out
 }
 
+// outOfReach is the state of a bound claim with what it says of the pods using the claim that
+// are on a node its volume's node affinity does not admit (the affinity changed under them, where
+// the MutablePVNodeAffinity feature gate lets it): the kubelet there cannot mount the volume, so
+// the pod cannot run where it is placed.
+func outOfReach(st claimState, x *index, c *corev1.PersistentVolumeClaim) claimState {
+	if st.volume == "" || st.waitingFor != WaitingForNothing || !storage.CompletedTo(c, st.volume) {
+		return st
+	}
+	pv, _ := x.in.State.PersistentVolume(st.volume)
+	if pv == nil || pv.Spec.NodeAffinity == nil {
+		return st
+	}
+	aff, err := storage.ParseVolumeAffinity(pv)
+	if err != nil {
+		return st
+	}
+	for _, p := range sortedPods(x.in.Pods) {
+		nodeName := storage.PodNode(p)
+		if p.Namespace != c.Namespace || nodeName == "" || !usesClaim(p, c.Name) {
+			continue
+		}
+		node, _ := x.in.State.Node(nodeName)
+		if node != nil && aff.Admits(node) || node == nil && !aff.RefusesAssumedNode(nodeName) {
+			continue
+		}
+		st.text = st.text.Append(policy.Textf("; but pod %s is on node %s, which the node affinity of volume %s does not admit: "+
+			"the volume cannot be mounted there, so the pod cannot run (delete the pod so that it is scheduled where the volume is, or, where the MutablePVNodeAffinity gate is on, widen the volume's node affinity to admit node %s)",
+			policy.Word(p.Name), policy.Word(nodeName), volumeName(pv.Name), policy.Word(nodeName)))
+	}
+	return st
+}
+
 // sortedPods are the pods by namespace and name.
 func sortedPods(pods []*corev1.Pod) []*corev1.Pod {
 	out := slices.Clone(pods)

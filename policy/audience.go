@@ -56,7 +56,7 @@ func (r Readers) named(name string) bool {
 // Reads implements Audience.
 func (r Readers) Reads(o ObjectRef) bool {
 	switch o.Kind {
-	case KindPersistentVolumeClaim:
+	case KindPersistentVolumeClaim, KindPod:
 		return o.Namespace != "" && r.Claims != nil && r.Claims(o.Namespace)
 	case KindPersistentVolume:
 		return r.volume(o.Name)

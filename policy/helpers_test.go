@@ -199,6 +199,11 @@ func (v *readsView) ListNodes() ([]*corev1.Node, error) {
 	return v.View.ListNodes()
 }
 
+func (v *readsView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
+	v.saw(policy.KindPod)
+	return v.View.PodsUsingClaim(namespace, claim)
+}
+
 func (v *readsView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	v.saw(policy.KindStorageClass)
 	return v.View.StorageClasses()

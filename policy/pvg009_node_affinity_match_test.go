@@ -4,8 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
@@ -241,4 +243,228 @@ func onlyRule(t *testing.T, id policy.RuleID) *policy.Config {
 		}
 	}
 	return mustConfig(t, b.String())
+}
+
+// A change of a linked volume's node affinity (the MutablePVNodeAffinity feature gate) must keep
+// admitting the node its claim is scheduled to and the nodes of the pods using the claim.
+func TestPVG009NodeAffinityChange(t *testing.T) {
+	claim := testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"),
+		testobj.ClaimMeta(testobj.Annotation(storage.AnnBindCompleted, "yes")))
+	bound := func(hosts ...string) *corev1.PersistentVolume {
+		return testobj.PV("pv-7", testobj.BoundTo(claim), testobj.NodeAffinity(corev1.LabelHostname, hosts...))
+	}
+	nodes := []*corev1.Node{
+		testobj.Node("node-1", map[string]string{zoneKey: "zone-a"}),
+		testobj.Node("node-2", map[string]string{zoneKey: "zone-b"}),
+		testobj.Node("node-3", map[string]string{zoneKey: "zone-b"}),
+	}
+	view := func(objs ...runtime.Object) *testobj.View {
+		for _, n := range nodes {
+			objs = append(objs, n)
+		}
+		return testobj.NewView(objs...)
+	}
+	running := testobj.Pod("team-a", "app-0", "node-1", corev1.PodRunning, "data")
+	scheduled := testobj.Pod("team-a", "app-0", "node-1", corev1.PodPending, "data")
+	selected := testobj.PVCWith(claim, testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
+
+	runRuleCases(t, "PVG009", []ruleCase{
+		{
+			name:     "narrowing away from the node a pod runs on is denied, naming the pod and the node",
+			review:   pvUpdate(admin, bound("node-1", "node-2"), bound("node-2")),
+			view:     view(claim, running),
+			want:     []string{"spec.nodeAffinity"},
+			wantText: "[PVG009 node-affinity-match] the new node affinity of PersistentVolume pv-7 does not admit node node-1, where Pod team-a/app-0 using PersistentVolumeClaim team-a/data runs on it; keep node node-1 in spec.nodeAffinity of PersistentVolume pv-7 while Pod team-a/app-0 is there",
+		},
+		{
+			name:     "narrowing away from the node a pod is scheduled to is denied",
+			review:   pvUpdate(admin, bound("node-1", "node-2"), bound("node-2")),
+			view:     view(claim, scheduled),
+			want:     []string{"spec.nodeAffinity"},
+			wantText: "where Pod team-a/app-0 using PersistentVolumeClaim team-a/data is scheduled to it",
+		},
+		{
+			name:   "widening is allowed",
+			review: pvUpdate(admin, bound("node-1"), bound("node-1", "node-2", "node-3")),
+			view:   view(claim, running),
+		},
+		{
+			name:   "narrowing to the node the pod runs on is allowed",
+			review: pvUpdate(admin, bound("node-1", "node-2"), bound("node-1")),
+			view:   view(claim, running),
+		},
+		{
+			name: "moving from hostnames to a zone holding the pod's node is allowed",
+			review: pvUpdate(admin, bound("node-1", "node-2"),
+				testobj.PVWith(bound(), testobj.NodeAffinity(zoneKey, "zone-a"))),
+			view: view(claim, running),
+		},
+		{
+			name: "moving to a zone without the pod's node is denied",
+			review: pvUpdate(admin, bound("node-1", "node-2"),
+				testobj.PVWith(bound(), testobj.NodeAffinity(zoneKey, "zone-b"))),
+			view: view(claim, running),
+			want: []string{"spec.nodeAffinity"},
+		},
+		{
+			name:   "dropping the affinity altogether is a widening",
+			review: pvUpdate(admin, bound("node-1"), testobj.PVWith(bound(), func(pv *corev1.PersistentVolume) { pv.Spec.NodeAffinity = nil })),
+			view:   view(claim, running),
+		},
+		{
+			name: "setting an affinity where there was none is judged like any narrowing",
+			review: pvUpdate(admin, testobj.PVWith(bound(), func(pv *corev1.PersistentVolume) { pv.Spec.NodeAffinity = nil }),
+				bound("node-2")),
+			view: view(claim, running),
+			want: []string{"spec.nodeAffinity"},
+		},
+		{
+			name:   "a finished pod holds no node",
+			review: pvUpdate(admin, bound("node-1", "node-2"), bound("node-2")),
+			view:   view(claim, testobj.Pod("team-a", "app-0", "node-1", corev1.PodSucceeded, "data")),
+		},
+		{
+			name:   "a pod not scheduled yet holds no node",
+			review: pvUpdate(admin, bound("node-1", "node-2"), bound("node-2")),
+			view:   view(claim, testobj.Pod("team-a", "app-0", "", corev1.PodPending, "data")),
+		},
+		{
+			name:   "a pod of another claim, or of a claim of that name elsewhere, is not the claim's",
+			review: pvUpdate(admin, bound("node-1", "node-2"), bound("node-2")),
+			view:   view(claim, testobj.Pod("team-a", "app-0", "node-1", corev1.PodRunning, "other"), testobj.Pod("team-b", "app-0", "node-1", corev1.PodRunning, "data")),
+		},
+		{
+			name: "a generic ephemeral volume's claim is the pod's",
+			review: pvUpdate(admin,
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "app-0-scratch", "uid-team-a-app-0-scratch"), testobj.NodeAffinity(corev1.LabelHostname, "node-1")),
+				testobj.PV("pv-7", testobj.ClaimRef("team-a", "app-0-scratch", "uid-team-a-app-0-scratch"), testobj.NodeAffinity(corev1.LabelHostname, "node-2"))),
+			view: view(testobj.PVC("team-a", "app-0-scratch"), func() *corev1.Pod {
+				p := testobj.Pod("team-a", "app-0", "node-1", corev1.PodRunning)
+				p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}}
+				return p
+			}()),
+			want: []string{"spec.nodeAffinity"},
+		},
+		{
+			name:     "narrowing away from the claim's selected node is denied",
+			review:   pvUpdate(admin, bound("node-1", "node-2"), bound("node-2")),
+			view:     view(selected),
+			want:     []string{"spec.nodeAffinity"},
+			wantText: "the new node affinity of PersistentVolume pv-7 does not admit node node-1, to which PersistentVolumeClaim team-a/data is scheduled (volume.kubernetes.io/selected-node); keep node node-1",
+		},
+		{
+			name:   "the selected node and a pod, both on the node: two findings",
+			review: pvUpdate(admin, bound("node-1", "node-2"), bound("node-2")),
+			view:   view(selected, running),
+			want:   []string{"spec.nodeAffinity", "spec.nodeAffinity"},
+		},
+		{
+			name:   "a node the old affinity already excluded is not the write's doing",
+			review: pvUpdate(admin, bound("node-2", "node-3"), bound("node-2")),
+			view:   view(claim, running),
+		},
+		{
+			name:     "a node that is gone is judged by its hostname label",
+			review:   pvUpdate(admin, bound("node-9", "node-2"), bound("node-2")),
+			view:     view(claim, testobj.Pod("team-a", "app-0", "node-9", corev1.PodRunning, "data")),
+			want:     []string{"spec.nodeAffinity"},
+			wantText: "(Node node-9 not found; judged by the labels every kubelet sets: kubernetes.io/hostname=node-9)",
+		},
+		{
+			name: "a node that is gone, the volume moving between zones: not judged",
+			review: pvUpdate(admin, testobj.PVWith(bound(), testobj.NodeAffinity(zoneKey, "zone-a")),
+				testobj.PVWith(bound(), testobj.NodeAffinity(zoneKey, "zone-b"))),
+			view: view(claim, testobj.Pod("team-a", "app-0", "node-9", corev1.PodRunning, "data")),
+		},
+		{
+			name:   "a volume linked to no live claim keeps no pod's node",
+			review: pvUpdate(admin, testobj.PVWith(bound("node-1"), testobj.ClaimRef("team-a", "data", "uid-earlier")), testobj.PVWith(bound("node-2"), testobj.ClaimRef("team-a", "data", "uid-earlier"))),
+			view:   view(claim, running),
+		},
+		{
+			name:   "an unlinked volume is not judged",
+			review: pvUpdate(admin, testobj.PV("pv-7", testobj.NodeAffinity(corev1.LabelHostname, "node-1")), testobj.PV("pv-7", testobj.NodeAffinity(corev1.LabelHostname, "node-2"))),
+			view:   view(claim, running),
+		},
+		{
+			name:   "a write that leaves the affinity as it was is not judged again",
+			review: pvUpdate(admin, bound("node-2"), testobj.PVWith(bound("node-2"), testobj.PVMeta(testobj.Annotation("note", "x")))),
+			view:   view(claim, running),
+		},
+	})
+}
+
+func TestPVG009NodeAffinityChangeNamesThePodToItsReaders(t *testing.T) {
+	claim := testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"))
+	old := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.NodeAffinity(corev1.LabelHostname, "node-1", "node-2"))
+	cur := testobj.PVWith(old, testobj.NodeAffinity(corev1.LabelHostname, "node-2"))
+	view := testobj.NewView(claim, testobj.Pod("team-a", "app-0", "node-1", corev1.PodRunning, "data"))
+	d, err := policy.NewEngine(onlyRule(t, "PVG009")).Admit(pvUpdate(admin, old, cur), view)
+	if err != nil || len(d.Deny) != 1 {
+		t.Fatalf("Admit = %+v, %v; want one denial", d, err)
+	}
+	other := policy.NamespaceReaders("team-b", view, nil)
+	got := d.Deny[0].For(other)
+	if strings.Contains(got, "app-0") || strings.Contains(got, "team-a") || !strings.Contains(got, policy.HiddenPod) || !strings.Contains(got, "node node-1") {
+		t.Errorf("for a reader of team-b: %q; want the pod and claim hidden (%q), the node named", got, policy.HiddenPod)
+	}
+	own := d.Deny[0].For(policy.NamespaceReaders("team-a", view, nil))
+	if !strings.Contains(own, "Pod team-a/app-0") {
+		t.Errorf("for a reader of team-a: %q; want the pod named", own)
+	}
+}
+
+func TestPVG009NodeAffinityChangeViewErrorIsReturned(t *testing.T) {
+	claim := testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"))
+	old := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.NodeAffinity(corev1.LabelHostname, "node-1", "node-2"))
+	cur := testobj.PVWith(old, testobj.NodeAffinity(corev1.LabelHostname, "node-2"))
+	view := &podsFail{View: testobj.NewView(claim), err: errors.New("pods not synced")}
+	_, err := policy.NewEngine(onlyRule(t, "PVG009")).Admit(pvUpdate(admin, old, cur), view)
+	if err == nil || !errors.Is(err, view.err) || !strings.Contains(err.Error(), "PVG009") {
+		t.Fatalf("Admit error = %v, want the pod list's error wrapped with the rule", err)
+	}
+}
+
+type podsFail struct {
+	*testobj.View
+	err error
+}
+
+func (v *podsFail) PodsUsingClaim(string, string) ([]*corev1.Pod, error) { return nil, v.err }
+
+// The audit reports a bound pair whose volume does not reach the node of a pod using its claim,
+// once, on the volume.
+func TestPVG009AuditReportsPodsOutOfReach(t *testing.T) {
+	claim := testobj.PVC("team-a", "data", testobj.VolumeName("pv-7"),
+		testobj.ClaimMeta(testobj.Annotation(storage.AnnBindCompleted, "yes")))
+	pv := testobj.PV("pv-7", testobj.BoundTo(claim), testobj.NodeAffinity(corev1.LabelHostname, "node-2"))
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want int
+	}{
+		{"pod on a node the volume does not reach", testobj.Pod("team-a", "app-0", "node-1", corev1.PodRunning, "data"), 1},
+		{"pod on the volume's node", testobj.Pod("team-a", "app-0", "node-2", corev1.PodRunning, "data"), 0},
+		{"pod not scheduled", testobj.Pod("team-a", "app-0", "", corev1.PodPending, "data"), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := testobj.NewView(claim, pv, tc.pod, testobj.Node("node-1", nil), testobj.Node("node-2", nil))
+			found, err := policy.NewEngine(onlyRule(t, "PVG009")).Audit(v.State, time.Time{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(found) != tc.want {
+				t.Fatalf("audit found %v; want %d findings", found, tc.want)
+			}
+			if tc.want == 0 {
+				return
+			}
+			f := found[0]
+			want := "[PVG009 node-affinity-match] Pod team-a/app-0 using PersistentVolumeClaim team-a/data runs on node node-1, which the node affinity of PersistentVolume pv-7 does not admit; delete Pod team-a/app-0 so that it is scheduled where the volume is, or (where the apiserver's MutablePVNodeAffinity gate is on) widen spec.nodeAffinity of PersistentVolume pv-7 to admit node node-1"
+			if f.Object.Kind != policy.KindPersistentVolume || f.Field != "spec.nodeAffinity" || f.String() != want {
+				t.Errorf("finding on %v %s: %q; want on the volume's spec.nodeAffinity: %q", f.Object, f.Field, f, want)
+			}
+			checkFixes(t, onlyRule(t, "PVG009"), nil, v.State, f)
+		})
+	}
 }

@@ -95,18 +95,23 @@ func auditNodeGone(r *Review, v View, _ *Config) ([]Finding, error) {
 	}
 	msg := Textf("%s can be used only on %s", pvRef(pv), on)
 	var hint Text
+	var fixes []Fix
 	ref := pv.Spec.ClaimRef
+	deleteVolume := Write{Object: pvRef(pv), Delete: true}
 	switch {
 	case ref != nil && ref.UID != "" && pv.Status.Phase != corev1.VolumeReleased && pv.Status.Phase != corev1.VolumeFailed:
 		claim := claimRefOf(ref)
 		msg = Textf("%s, so no pod that uses %s, which it is bound to, can be scheduled", msg, claim)
 		hint = Textf("its data went with the node: delete %s (a StatefulSet then re-creates it, and it gets a new volume), then delete the volume once it is Released", claim)
+		fixes = []Fix{{Writes: []Write{{Object: claim, Delete: true}, deleteVolume}}}
 	case ref != nil && ref.UID == "" && storage.NamesAClaim(ref):
 		claim := claimRefOf(ref)
 		msg = Textf("%s, and it is reserved for %s", msg, claim)
 		hint = Textf("delete the volume (its storage went with the node), and %s too if it names the volume (spec.volumeName)", claim)
+		fixes = []Fix{{Writes: []Write{deleteVolume}}}
 	default:
 		hint = Plain("delete the volume: its storage went with the node")
+		fixes = []Fix{{Writes: []Write{deleteVolume}}}
 	}
-	return []Finding{{Object: pvRef(pv), Field: "spec.nodeAffinity", Message: msg, Hint: hint}}, nil
+	return []Finding{{Object: pvRef(pv), Field: "spec.nodeAffinity", Message: msg, Hint: hint, fixes: fixes}}, nil
 }

@@ -98,6 +98,7 @@ func TestNodeGone(t *testing.T) {
 				if gone := policy.NodesGone(tc.pv, tc.nodes); len(gone) == 0 {
 					t.Errorf("NodesGone says no node is gone")
 				}
+				checkFixes(t, policy.DefaultConfig(), nil, st, found[0])
 			}
 			checkReads(t, rule, func(e *policy.Engine, v policy.View) { _, _ = e.AuditObject(tc.pv, v, now) }, policy.DefaultConfig(), st)
 		})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/sequence"
+	"github.com/pvguard/pvguard/test/testobj"
 )
 
 // The stateful tests of the deny invariants: random sequences of writes from generated clusters,
@@ -244,6 +245,22 @@ func TestUpstreamFlows(t *testing.T) {
 // exceptions. The writes are applied with every rule off (sequence.Unguarded), so nothing refuses them.
 func TestOracle(t *testing.T) {
 	e := sequence.Unguarded()
+	// podOnNode is a bound pair on node-a and node-b, and a pod of the claim on node in phase,
+	// with the MutablePVNodeAffinity gate on.
+	podOnNode := func(node string, phase corev1.PodPhase) func() *sequence.World {
+		return func() *sequence.World {
+			w := sequence.BaseWorld()
+			pv, c := sequence.Volume("pv-1", "1Gi", ""), sequence.Claim("team-a", "data", "uid-data", "1Gi", "")
+			pv.Spec.ClaimRef, pv.Status.Phase, pv.Spec.NodeAffinity = sequence.RefTo(c), corev1.VolumeBound, sequence.HostAffinity("node-a", "node-b")
+			c.Spec.VolumeName, c.Status.Phase = "pv-1", corev1.ClaimBound
+			sequence.SetAnn(&c.ObjectMeta, sequence.AnnBindCompleted, "yes")
+			w.Put(pv)
+			w.Put(c)
+			w.Put(testobj.Pod("team-a", "app-0", node, phase, "data"))
+			w.Gates.MutablePVNodeAffinity = true
+			return w
+		}
+	}
 
 	pair := func(pvName, ns, name, uid string) (*corev1.PersistentVolume, *corev1.PersistentVolumeClaim) {
 		pv, c := sequence.Volume(pvName, "1Gi", ""), sequence.Claim(ns, name, uid, "1Gi", "")
@@ -387,6 +404,14 @@ func TestOracle(t *testing.T) {
 		}, pvStep(sequence.Tenant, sequence.Update, "pvc-uid-data", func(pv *corev1.PersistentVolume) {
 			sequence.DelFin(&pv.ObjectMeta, sequence.FinProvisioner)
 		}), "I9"},
+		{"with MutablePVNodeAffinity, a bound volume narrowed away from its claim's running pod", podOnNode("node-a", corev1.PodRunning),
+			pvStep(sequence.Admin, sequence.Update, "pv-1", func(pv *corev1.PersistentVolume) { pv.Spec.NodeAffinity = sequence.HostAffinity("node-b") }), "I12"},
+		{"with MutablePVNodeAffinity, a bound volume narrowed to its claim's running pod's node", podOnNode("node-a", corev1.PodRunning),
+			pvStep(sequence.Admin, sequence.Update, "pv-1", func(pv *corev1.PersistentVolume) { pv.Spec.NodeAffinity = sequence.HostAffinity("node-a") }), ""},
+		{"with MutablePVNodeAffinity, a bound volume narrowed away from a finished pod's node", podOnNode("node-a", corev1.PodSucceeded),
+			pvStep(sequence.Admin, sequence.Update, "pv-1", func(pv *corev1.PersistentVolume) { pv.Spec.NodeAffinity = sequence.HostAffinity("node-b") }), ""},
+		{"with MutablePVNodeAffinity, a bound volume narrowed away from a node it already excluded", podOnNode("node-c", corev1.PodRunning),
+			pvStep(sequence.Admin, sequence.Update, "pv-1", func(pv *corev1.PersistentVolume) { pv.Spec.NodeAffinity = sequence.HostAffinity("node-b") }), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -581,5 +606,50 @@ func handOffWorld(madeFor bool) func() *sequence.World {
 		group := "example.io"
 		target.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: &group, Kind: "Hello", Name: "hello"}
 		return sequence.NewWorld(pv, c, target)
+	}
+}
+
+// TestSequenceExplorerMutableNodeAffinity explores with the apiserver's MutablePVNodeAffinity
+// gate on, from clusters whose claims have pods: node affinity changes of linked volumes are then
+// admitted by the apiserver, and must keep the nodes the claims are used on (I12). The explorer
+// must reach both kinds of change: refused, and admitted by the apiserver and the rules.
+func TestSequenceExplorerMutableNodeAffinity(t *testing.T) {
+	e := policy.NewEngine(policy.DefaultConfig())
+	gates := sequence.Gates{MutablePVNodeAffinity: true}
+	changes := map[string]int{}
+	for i := range *seqRuns {
+		seed := *seqSeed + uint64(i)
+		tr := sequence.ExploreWith(e, seed, gates)
+		for _, o := range tr.Outcomes {
+			if o.Step.Kind != policy.KindPersistentVolume || !strings.HasPrefix(o.Step.What, "node affinity") || o.Review == nil ||
+				o.Review.OldPV == nil || o.Review.OldPV.Spec.ClaimRef == nil || o.Review.OldPV.Spec.NodeAffinity == nil {
+				continue
+			}
+			changes[string(o.Result)+" "+o.Reason]++
+		}
+		if tr.At < 0 {
+			continue
+		}
+		startW, small := sequence.Shrink(e, tr.Start, tr.Steps(), tr.Invariants())
+		c, err := sequence.NewCase(fmt.Sprintf("explorer-gated-%s-seed-%d", tr.Invariants(), seed), "found by the explorer with MutablePVNodeAffinity on", startW, small, sequence.Run(e, startW, small).Violation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := c.YAML()
+		t.Fatalf("invariant %s broken (seed %d, replay: go test ./policy/ -run TestSequenceExplorerMutableNodeAffinity -seq.seed=%d -seq.runs=1 -v):\n%s\ncase:\n%s",
+			tr.Invariants(), seed, seed, sequence.Run(e, startW, small).Report(), data)
+	}
+	t.Logf("changes of a linked volume's node affinity, by outcome: %v", changes)
+	admitted, refused := 0, 0
+	for k, n := range changes {
+		switch {
+		case strings.HasPrefix(k, string(sequence.Admitted)):
+			admitted += n
+		case strings.Contains(k, "PVG009"):
+			refused += n
+		}
+	}
+	if *seqRuns >= 200 && (admitted == 0 || refused == 0) {
+		t.Errorf("the explorer made %d admitted and %d PVG009-refused changes of a linked volume's node affinity; want both", admitted, refused)
 	}
 }

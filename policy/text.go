@@ -43,6 +43,7 @@ const (
 	HiddenClaim  = "a claim in another namespace"
 	HiddenVolume = "a volume you cannot read"
 	HiddenUID    = "a uid you cannot read"
+	HiddenPod    = "a pod you cannot read"
 )
 
 // Arg is a part of a Text: an object reference, a uid, a Word or another Text. Only the types of
@@ -73,6 +74,8 @@ func hiddenPhrase(k Kind) string {
 		return HiddenClaim
 	case KindPersistentVolume:
 		return HiddenVolume
+	case KindPod:
+		return HiddenPod
 	}
 	return "an object you cannot read"
 }

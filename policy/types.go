@@ -65,6 +65,9 @@ const (
 	KindStorageClass          Kind = "StorageClass"
 	// KindNode is only read, by the rules that judge node affinity: no review is about a Node.
 	KindNode Kind = "Node"
+	// KindPod is only read, by the rule that keeps a volume's node affinity admitting the nodes
+	// of the pods using its claim. A pod is named to whoever may read its claim's namespace.
+	KindPod Kind = "Pod"
 )
 
 // Operation is the kind of write under review.
@@ -224,6 +227,10 @@ type View interface {
 	// it, to tell a volume's node that is gone; an empty list means nothing is known of the nodes,
 	// never that there are none.
 	ListNodes() ([]*corev1.Node, error)
+	// PodsUsingClaim lists the pods of the namespace whose volumes use the claim
+	// (storage.PodClaims). A view may hold pods stripped to what the rules read: name,
+	// namespace, spec.nodeName, the claims of spec.volumes and status.phase.
+	PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error)
 	StorageClasses() ([]*storagev1.StorageClass, error)
 }
 

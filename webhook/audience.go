@@ -103,6 +103,8 @@ func (a *requestAudience) Reads(o policy.ObjectRef) bool {
 	switch o.Kind {
 	case policy.KindPersistentVolumeClaim:
 		return o.Namespace != "" && a.mayRead("persistentvolumeclaims", o.Namespace)
+	case policy.KindPod:
+		return o.Namespace != "" && a.mayRead("pods", o.Namespace)
 	case policy.KindPersistentVolume:
 		return a.mayRead("persistentvolumes", "")
 	case policy.KindStorageClass, policy.KindNode:

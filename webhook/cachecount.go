@@ -27,6 +27,7 @@ func CountCachedObjects(ctx context.Context, c cache.Cache, reg prometheus.Regis
 		"PersistentVolumeClaim": &corev1.PersistentVolumeClaim{},
 		"StorageClass":          &storagev1.StorageClass{},
 		"Node":                  nodeMetadata(),
+		"Pod":                   &corev1.Pod{},
 	} {
 		g := objects.WithLabelValues(kind)
 		inf, err := c.GetInformer(ctx, obj)

@@ -21,7 +21,7 @@ func TestCountCachedObjects(t *testing.T) {
 	if err := storagev1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	s.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{})
+	s.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}, &corev1.Pod{})
 	// The real cache keeps Nodes as metadata; the fake finds their informer through the scheme.
 	s.AddKnownTypeWithName(corev1.SchemeGroupVersion.WithKind("Node"), &metav1.PartialObjectMetadata{})
 	informers := &informertest.FakeInformers{Scheme: s}
@@ -44,8 +44,13 @@ func TestCountCachedObjects(t *testing.T) {
 	pvs.Update(pv, pv) // an update is no new object
 	pvs.Delete(pv)
 	claims.Add(&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "c"}})
+	pods, err := informers.FakeInformerFor(ctx, &corev1.Pod{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "p"}})
 
-	for kind, want := range map[string]float64{"PersistentVolume": 2, "PersistentVolumeClaim": 1, "StorageClass": 0} {
+	for kind, want := range map[string]float64{"PersistentVolume": 2, "PersistentVolumeClaim": 1, "StorageClass": 0, "Pod": 1} {
 		if got := testutil.ToFloat64(gaugeFor(t, reg, kind)); got != want {
 			t.Errorf("pvguard_cache_objects{kind=%q} = %v, want %v", kind, got, want)
 		}

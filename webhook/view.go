@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Cache field indexes the view relies on.
@@ -20,6 +21,7 @@ const (
 	indexClaimVolumeName = "pvguard.spec.volumeName"
 	indexVolumeClaimRef  = "pvguard.spec.claimRef"
 	indexClaimUID        = "pvguard.metadata.uid"
+	indexPodClaim        = "pvguard.pod.claims"
 )
 
 // ClusterView is the policy.View over the informer cache, with a live read when the cache misses
@@ -71,12 +73,36 @@ func SetupIndexes(ctx context.Context, c cache.Cache) error {
 	}); err != nil {
 		return fmt.Errorf("indexing claims by uid: %w", err)
 	}
+	// Pods by the claims they use (namespace/claim), for the rule that keeps a volume's node
+	// affinity admitting the nodes of its claim's pods.
+	if err := c.IndexField(ctx, &corev1.Pod{}, indexPodClaim, podClaimKeys); err != nil {
+		return fmt.Errorf("indexing pods by the claims they use: %w", err)
+	}
 	for _, obj := range []client.Object{&storagev1.StorageClass{}, nodeMetadata()} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
 		}
 	}
 	return nil
+}
+
+func podClaimKeys(o client.Object) []string {
+	p := o.(*corev1.Pod)
+	claims := storage.PodClaims(p)
+	out := make([]string, len(claims))
+	for i, c := range claims {
+		out[i] = p.Namespace + "/" + c
+	}
+	return out
+}
+
+// StripPod is the cache transform of pods: pods are the most numerous and largest objects of a
+// cluster, and the rules read only where a pod is and which claims it uses (storage.StripPod).
+func StripPod(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		return storage.StripPod(p), nil
+	}
+	return obj, nil // a tombstone
 }
 
 // nodeMetadata is the metadata-only shape nodes are cached in: node affinity needs only names
@@ -207,6 +233,29 @@ func (v *requestView) ListNodes() ([]*corev1.Node, error) {
 	out := make([]*corev1.Node, len(list.Items))
 	for i := range list.Items {
 		out[i] = &corev1.Node{ObjectMeta: list.Items[i].ObjectMeta}
+	}
+	return out, nil
+}
+
+// PodsUsingClaim lists the pods that use the claim from the cache; a FreshView lists the pods of
+// the claim's namespace live, so that a denial for a pod that has just left its node is judged
+// again on where the pods are now.
+func (v *requestView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	var err error
+	if v.fresh {
+		err = v.cv.live.List(v.ctx, &list, client.InNamespace(namespace))
+	} else {
+		err = v.cv.cache.List(v.ctx, &list, client.MatchingFields{indexPodClaim: namespace + "/" + claim}, shared)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the pods using claim %s/%s: %w", namespace, claim, err)
+	}
+	var out []*corev1.Pod
+	for i := range list.Items {
+		if storage.PodUsesClaim(&list.Items[i], claim) {
+			out = append(out, &list.Items[i])
+		}
 	}
 	return out, nil
 }

@@ -484,7 +484,10 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 	// none, which the apiserver takes as "keep the stored ones". The last-applied annotation
 	// stays: an update from a cached object without it would erase it.
 	mgrOpts.Cache.DefaultTransform = cache.TransformStripManagedFields()
-	mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{}
+	mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{
+		// Pods are cached only as far as the rules read them (webhook.StripPod).
+		&corev1.Pod{}: {Transform: webhook.StripPod},
+	}
 	if o.CertSecret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
 		// of anyone else's.

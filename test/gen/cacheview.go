@@ -70,3 +70,7 @@ func (c CacheView) ListNodes() ([]*corev1.Node, error) {
 func (c CacheView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	return shallowList(c.V.StorageClasses())
 }
+
+func (c CacheView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
+	return shallowList(c.V.PodsUsingClaim(namespace, claim))
+}

@@ -234,7 +234,7 @@ func preparePV(w *World, s Step) (*policy.Review, func(*World), string, error) {
 			pv.Status = old.Status
 		}
 		keepIdentity(&pv.ObjectMeta, &old.ObjectMeta)
-		if reason := pvUpdateRefused(old, pv); reason != "" {
+		if reason := pvUpdateRefused(w.Gates, old, pv); reason != "" {
 			return nil, nil, reason, nil
 		}
 		rev.Operation, rev.PV = policy.OperationUpdate, pv
@@ -400,8 +400,9 @@ func pvcInvalid(pvc *corev1.PersistentVolumeClaim) string {
 
 // pvUpdateRefused is the apiserver's update validation of a volume, as far as the model needs
 // it: the source and the volume mode are immutable, node affinity may only be set where there was
-// none, and a volume being deleted takes no new finalizer.
-func pvUpdateRefused(old, cur *corev1.PersistentVolume) string {
+// none (any change, with the MutablePVNodeAffinity gate), and a volume being deleted takes no new
+// finalizer.
+func pvUpdateRefused(gates Gates, old, cur *corev1.PersistentVolume) string {
 	if r := pvInvalid(cur); r != "" {
 		return r
 	}
@@ -410,7 +411,7 @@ func pvUpdateRefused(old, cur *corev1.PersistentVolume) string {
 		return "spec.persistentvolumesource is immutable after creation"
 	case mode(old.Spec.VolumeMode) != mode(cur.Spec.VolumeMode):
 		return "spec.volumeMode: field is immutable"
-	case old.Spec.NodeAffinity != nil && !equality.Semantic.DeepEqual(old.Spec.NodeAffinity, cur.Spec.NodeAffinity):
+	case !gates.MutablePVNodeAffinity && old.Spec.NodeAffinity != nil && !equality.Semantic.DeepEqual(old.Spec.NodeAffinity, cur.Spec.NodeAffinity):
 		return "spec.nodeAffinity: field is immutable"
 	case finalizersAdded(&old.ObjectMeta, &cur.ObjectMeta):
 		return "metadata.finalizers: no new finalizers can be added if the object is being deleted"

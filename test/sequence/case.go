@@ -25,14 +25,16 @@ type Case struct {
 	Violation string `json:"violation,omitempty"`
 	// Open, when set, says why the violation is still expected on this code (a rule fix that has
 	// not landed yet); the replay then logs it instead of failing, unless run strict.
-	Open  string            `json:"open,omitempty"`
+	Open string `json:"open,omitempty"`
+	// Gates are the apiserver's feature gates the case runs with (World.Gates).
+	Gates Gates             `json:"gates,omitzero"`
 	World []json.RawMessage `json:"world"`
 	Steps []Step            `json:"steps"`
 }
 
 // NewCase records a world and steps as a case.
 func NewCase(name, note string, w *World, steps []Step, v []Violation) (Case, error) {
-	c := Case{Name: name, Note: note, Steps: steps}
+	c := Case{Name: name, Note: note, Steps: steps, Gates: w.Gates}
 	var vs []string
 	for _, x := range v {
 		vs = append(vs, x.String())
@@ -73,6 +75,7 @@ func LoadCase(path string) (Case, error) {
 // Start decodes the case's starting world.
 func (c Case) Start() (*World, error) {
 	w := NewWorld()
+	w.Gates = c.Gates
 	for i, raw := range c.World {
 		var tm metav1.TypeMeta
 		if err := json.Unmarshal(raw, &tm); err != nil {
@@ -88,6 +91,8 @@ func (c Case) Start() (*World, error) {
 			o = &storagev1.StorageClass{}
 		case "Node":
 			o = &corev1.Node{}
+		case "Pod":
+			o = &corev1.Pod{}
 		default:
 			return nil, fmt.Errorf("case %s: world[%d]: kind %q is not modelled", c.Name, i, tm.Kind)
 		}
@@ -99,9 +104,13 @@ func (c Case) Start() (*World, error) {
 	return w, nil
 }
 
-// Describe renders each object of a world on one line, with the fields the invariants read.
+// Describe renders each object of a world on one line, with the fields the invariants read, and
+// the feature gates it runs with.
 func Describe(w *World) []string {
 	var out []string
+	if w.Gates.MutablePVNodeAffinity {
+		out = append(out, "feature gate MutablePVNodeAffinity on")
+	}
 	for _, o := range w.Objects() {
 		out = append(out, DescribeObject(o))
 	}
@@ -148,6 +157,14 @@ func DescribeObject(o runtime.Object) string {
 			s += fmt.Sprintf(" (current %q)", *c)
 		}
 		return s + describeMeta(t.ObjectMeta)
+	case *corev1.Pod:
+		var claims []string
+		for _, v := range t.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+			}
+		}
+		return fmt.Sprintf("Pod %s/%s: node %q phase %q claims %v", t.Namespace, t.Name, t.Spec.NodeName, t.Status.Phase, claims)
 	}
 	return fmt.Sprintf("%T", o)
 }

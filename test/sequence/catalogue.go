@@ -47,9 +47,12 @@ func (g *Gen) NextStep(w *World) Step {
 			s  Step
 			ok bool
 		)
-		if g.chance(45) {
+		switch {
+		case w.Gates.MutablePVNodeAffinity && g.chance(20):
+			s, ok = g.affinityChange(w)
+		case g.chance(45):
 			s, ok = g.flowMove(w)
-		} else {
+		default:
 			s, ok = g.randomWrite(w)
 		}
 		if ok {
@@ -58,6 +61,27 @@ func (g *Gen) NextStep(w *World) Step {
 	}
 	c := g.newClaim(ClassManual)
 	return PVCCreate(Tenant, c, "tenant creates a claim")
+}
+
+// affinityChange changes the node affinity of a volume linked to a claim, as an admin or a storage
+// vendor's controller may with the MutablePVNodeAffinity gate on (a disk moved or made regional).
+func (g *Gen) affinityChange(w *World) (Step, bool) {
+	var linked []*corev1.PersistentVolume
+	for _, pv := range w.SortedPVs() {
+		if pv.Spec.ClaimRef != nil {
+			linked = append(linked, pv)
+		}
+	}
+	if len(linked) == 0 {
+		return Step{}, false
+	}
+	pv := pick(g, linked...)
+	aff := pick(g, HostAffinity("node-a"), HostAffinity("node-b"), HostAffinity("node-a", "node-b"), ZoneAffinity("zone-a"), ZoneAffinity("zone-b"), nil)
+	what := "node affinity dropped"
+	if aff != nil {
+		what = "node affinity " + describeSelector(aff.Required)
+	}
+	return PVUpdate(w, pick(g, Admin, Provisioner), Update, pv.Name, what, func(p *corev1.PersistentVolume) { p.Spec.NodeAffinity = aff })
 }
 
 // NextUpstreamStep is a move of the upstream flows only (a controller's next write, or what a
@@ -311,7 +335,14 @@ var pvMutations = []struct {
 		return "volumeMode " + string(m)
 	}},
 	{2, func(g *Gen, w *World, pv *corev1.PersistentVolume) string {
-		pv.Spec.NodeAffinity = pick(g, HostAffinity("node-a"), HostAffinity("node-b"), ZoneAffinity("zone-b"))
+		if w.Gates.MutablePVNodeAffinity && g.chance(40) {
+			// Changes only the gate lets through: widening to both nodes or dropping the affinity.
+			if pv.Spec.NodeAffinity = pick(g, HostAffinity("node-a", "node-b"), nil); pv.Spec.NodeAffinity == nil {
+				return "node affinity dropped"
+			}
+		} else {
+			pv.Spec.NodeAffinity = pick(g, HostAffinity("node-a"), HostAffinity("node-b"), ZoneAffinity("zone-b"))
+		}
 		return "node affinity " + describeSelector(pv.Spec.NodeAffinity.Required)
 	}},
 	{1, func(g *Gen, w *World, pv *corev1.PersistentVolume) string {

@@ -2,12 +2,15 @@ package sequence
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/pvguard/pvguard/test/testobj"
 )
 
 // Gen makes random starting clusters and random writes from one seed.
@@ -289,6 +292,39 @@ func (g *Gen) piece(w *World) {
 		pv.Spec.ClaimRef = RefTo(prime)
 		put(pv, prime)
 		put(nil, target)
+	}
+}
+
+// Pods puts pods on the world's nodes that use some of its claims: most bound claims and claims
+// with a selected node get one, on a node their volume admits (or, now and then, on any node: a
+// pod placed with spec.nodeName), running, scheduled but not running yet, finished, or not
+// scheduled.
+func (g *Gen) Pods(w *World) {
+	nodes := slices.Sorted(maps.Keys(w.Nodes))
+	for _, c := range w.SortedPVCs() {
+		_, selected := c.Annotations[annSelectedNode]
+		if c.Spec.VolumeName == "" && !selected || !g.chance(70) {
+			continue
+		}
+		var near []string
+		for _, n := range nodes {
+			if pv := w.PVs[c.Spec.VolumeName]; pv == nil || reaches(w, pv, n) {
+				near = append(near, n)
+			}
+		}
+		if len(near) == 0 || g.chance(10) {
+			near = nodes
+		}
+		p := testobj.Pod(c.Namespace, fmt.Sprintf("pod-%d", g.id()), pick(g, near...), corev1.PodRunning, c.Name)
+		switch g.R.IntN(8) {
+		case 0, 1:
+			p.Status.Phase = corev1.PodPending
+		case 2:
+			p.Status.Phase = corev1.PodSucceeded
+		case 3:
+			p.Spec.NodeName, p.Status.Phase = "", corev1.PodPending
+		}
+		w.Put(p)
 	}
 }
 

@@ -107,10 +107,11 @@ func DelFin(m *metav1.ObjectMeta, f string) {
 	m.Finalizers = out
 }
 
-// HostAffinity is the node affinity an external provisioner writes for a volume on one node.
-func HostAffinity(node string) *corev1.VolumeNodeAffinity {
+// HostAffinity is the node affinity an external provisioner writes for a volume on one node (or
+// admits each of the nodes).
+func HostAffinity(nodes ...string) *corev1.VolumeNodeAffinity {
 	return &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: nodes}},
 	}}}}
 }
 

@@ -2,17 +2,19 @@ package sequence
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/pvguard/pvguard/policy"
 )
 
-// The oracle: the deny invariants (I1 to I11, each stated where Check tests it; docs/rules.md
+// The oracle: the deny invariants (I1 to I12, each stated where Check tests it; docs/rules.md
 // states each rule's invariant) written as predicates over the world before and after one
 // admitted write. It is written from the invariants' text, not from the rules: it must not share
 // the rules' mistakes.
@@ -234,6 +236,20 @@ func checkVolume(before, after *World, s Step, add func(inv, format string, args
 		}
 	}
 
+	// I12: a write that changes the node affinity of a volume linked to a live claim (and keeps
+	// the link) leaves admitted each node the old affinity admitted that the claim is scheduled to
+	// (selected-node) or that a pod using the claim is on (scheduled, not finished).
+	if old != nil && cur != nil && curRef != nil && sameRef(oldRef, curRef) &&
+		!equality.Semantic.DeepEqual(old.Spec.NodeAffinity, cur.Spec.NodeAffinity) {
+		if c := liveRef(after, curRef); c != nil {
+			for _, at := range claimNodes(after, c) {
+				if reaches(after, old, at.node) && !reaches(after, cur, at.node) {
+					add("I12", "PersistentVolume %s's node affinity became %s, which does not admit node %s, where %s", s.Name, affinityString(cur), at.node, at.why)
+				}
+			}
+		}
+	}
+
 	// I8: Retain -> Delete/Recycle of a volume in use is confirmed by the same write.
 	if old != nil && cur != nil && old.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain &&
 		(cur.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete ||
@@ -442,6 +458,50 @@ func mayAdmit(sel *corev1.NodeSelector, node string) bool {
 		}
 	}
 	return false
+}
+
+// claimAt is a node a claim is used on, and why.
+type claimAt struct{ node, why string }
+
+// claimNodes are the nodes a claim is used on: its selected node, and the nodes of the pods of
+// its namespace whose volumes name it, scheduled and not finished.
+func claimNodes(w *World, c *corev1.PersistentVolumeClaim) []claimAt {
+	var out []claimAt
+	if n := c.Annotations[annSelectedNode]; n != "" {
+		out = append(out, claimAt{n, fmt.Sprintf("PersistentVolumeClaim %s/%s is scheduled", c.Namespace, c.Name)})
+	}
+	for _, k := range slices.Sorted(maps.Keys(w.Pods)) {
+		p := w.Pods[k]
+		if p.Namespace != c.Namespace || p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == c.Name {
+				out = append(out, claimAt{p.Spec.NodeName, fmt.Sprintf("pod %s/%s using PersistentVolumeClaim %s is", p.Namespace, p.Name, c.Name)})
+			}
+		}
+	}
+	return out
+}
+
+// reaches reports whether a volume's node affinity admits the node of that name: by its labels
+// when the world holds it, else by its name (mayAdmit).
+func reaches(w *World, pv *corev1.PersistentVolume, node string) bool {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return true
+	}
+	if n := w.Nodes[node]; n != nil {
+		ok, err := corev1helpers.MatchNodeSelectorTerms(n, pv.Spec.NodeAffinity.Required)
+		return err == nil && ok
+	}
+	return mayAdmit(pv.Spec.NodeAffinity.Required, node)
+}
+
+func affinityString(pv *corev1.PersistentVolume) string {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return "none"
+	}
+	return describeSelector(pv.Spec.NodeAffinity.Required)
 }
 
 func requirementHolds(r corev1.NodeSelectorRequirement, value string) bool {

@@ -103,9 +103,18 @@ func Run(e *policy.Engine, start *World, steps []Step) Trace {
 
 // Explore runs a random sequence of 5 to 20 steps from a random cluster, both from one seed,
 // and stops at the first violation.
-func Explore(e *policy.Engine, seed uint64) Trace {
+func Explore(e *policy.Engine, seed uint64) Trace { return ExploreWith(e, seed, Gates{}) }
+
+// ExploreWith is Explore on an apiserver with the feature gates. With MutablePVNodeAffinity on,
+// the starting cluster also has pods using some of its claims (Gen.Pods), whose nodes a change of
+// a volume's node affinity must keep (I12). With no gate on it is Explore, seed for seed.
+func ExploreWith(e *policy.Engine, seed uint64, gates Gates) Trace {
 	g := NewGen(seed)
 	start := g.World()
+	if gates.MutablePVNodeAffinity {
+		start.Gates = gates
+		g.Pods(start)
+	}
 	t := Trace{Start: start, End: start, At: -1}
 	for range 5 + g.R.IntN(16) {
 		if !t.step(e, g.NextStep(t.End)) {

@@ -62,14 +62,25 @@ var knownControllers = map[Identity]bool{
 	PVBinder: true, KCM: true, Scheduler: true, Expander: true, PVProt: true, PVCProt: true,
 }
 
-// World is a cluster: volumes by name, claims by namespace/name, classes and nodes by name.
-// Objects in a World are never modified in place: a write replaces the object, so Clone only
-// copies the maps.
+// World is a cluster: volumes by name, claims by namespace/name, classes and nodes by name, and
+// the pods that use claims by namespace/name (no step writes a pod: they are where claims are
+// used). Objects in a World are never modified in place: a write replaces the object, so Clone
+// only copies the maps.
 type World struct {
 	PVs     map[string]*corev1.PersistentVolume
 	PVCs    map[string]*corev1.PersistentVolumeClaim
 	Classes map[string]*storagev1.StorageClass
 	Nodes   map[string]*corev1.Node
+	Pods    map[string]*corev1.Pod
+	// Gates are the apiserver's feature gates the model honours.
+	Gates Gates
+}
+
+// Gates are the kube-apiserver feature gates that change what the model's apiserver accepts.
+type Gates struct {
+	// MutablePVNodeAffinity lets a volume's spec.nodeAffinity change (alpha since 1.35, off by
+	// default); off, only setting it where there was none is accepted.
+	MutablePVNodeAffinity bool `json:"mutablePVNodeAffinity,omitempty"`
 }
 
 // NewWorld returns a world holding the objects (volumes, claims, classes, nodes).
@@ -79,6 +90,7 @@ func NewWorld(objs ...runtime.Object) *World {
 		PVCs:    map[string]*corev1.PersistentVolumeClaim{},
 		Classes: map[string]*storagev1.StorageClass{},
 		Nodes:   map[string]*corev1.Node{},
+		Pods:    map[string]*corev1.Pod{},
 	}
 	for _, o := range objs {
 		w.Put(o)
@@ -98,6 +110,8 @@ func (w *World) Put(o runtime.Object) {
 		w.Classes[t.Name] = t
 	case *corev1.Node:
 		w.Nodes[t.Name] = t
+	case *corev1.Pod:
+		w.Pods[claimKey(t.Namespace, t.Name)] = t
 	default:
 		panic(fmt.Sprintf("sequence.World: unsupported %T", o))
 	}
@@ -105,7 +119,8 @@ func (w *World) Put(o runtime.Object) {
 
 // Clone returns a world that shares the (never modified) objects but not the maps.
 func (w *World) Clone() *World {
-	return &World{PVs: maps.Clone(w.PVs), PVCs: maps.Clone(w.PVCs), Classes: maps.Clone(w.Classes), Nodes: maps.Clone(w.Nodes)}
+	return &World{PVs: maps.Clone(w.PVs), PVCs: maps.Clone(w.PVCs), Classes: maps.Clone(w.Classes), Nodes: maps.Clone(w.Nodes),
+		Pods: maps.Clone(w.Pods), Gates: w.Gates}
 }
 
 func claimKey(namespace, name string) string { return namespace + "/" + name }
@@ -115,7 +130,8 @@ func (w *World) PVC(namespace, name string) *corev1.PersistentVolumeClaim {
 	return w.PVCs[claimKey(namespace, name)]
 }
 
-// Objects lists every object in a stable order: classes, nodes, volumes, claims, each by name.
+// Objects lists every object in a stable order: classes, nodes, volumes, claims, pods, each by
+// name.
 func (w *World) Objects() []runtime.Object {
 	var out []runtime.Object
 	for _, k := range slices.Sorted(maps.Keys(w.Classes)) {
@@ -129,6 +145,9 @@ func (w *World) Objects() []runtime.Object {
 	}
 	for _, k := range slices.Sorted(maps.Keys(w.PVCs)) {
 		out = append(out, w.PVCs[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(w.Pods)) {
+		out = append(out, w.Pods[k])
 	}
 	return out
 }
@@ -166,5 +185,7 @@ func (w *World) remove(o runtime.Object) {
 		delete(w.Classes, t.Name)
 	case *corev1.Node:
 		delete(w.Nodes, t.Name)
+	case *corev1.Pod:
+		delete(w.Pods, claimKey(t.Namespace, t.Name))
 	}
 }

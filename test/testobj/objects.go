@@ -1,6 +1,7 @@
 package testobj
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,6 +92,23 @@ func Node(name string, labels map[string]string) *corev1.Node {
 		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
 	}
+}
+
+// Pod builds a pod of the namespace on a node ("" for one not scheduled yet) in a phase, using
+// the claims.
+func Pod(namespace, name, node string, phase corev1.PodPhase, claims ...string) *corev1.Pod {
+	p := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID("uid-pod-" + namespace + "-" + name)},
+		Spec:       corev1.PodSpec{NodeName: node},
+		Status:     corev1.PodStatus{Phase: phase},
+	}
+	for i, c := range claims {
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: fmt.Sprintf("data-%d", i), VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c},
+		}})
+	}
+	return p
 }
 
 // --- volume modifiers ---

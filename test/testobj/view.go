@@ -37,6 +37,7 @@ func NewView(objs ...runtime.Object) *View {
 		claims  []*corev1.PersistentVolumeClaim
 		nodes   []*corev1.Node
 		classes []*storagev1.StorageClass
+		pods    []*corev1.Pod
 	)
 	for _, o := range objs {
 		switch t := o.(type) {
@@ -48,11 +49,13 @@ func NewView(objs ...runtime.Object) *View {
 			nodes = append(nodes, t)
 		case *storagev1.StorageClass:
 			classes = append(classes, t)
+		case *corev1.Pod:
+			pods = append(pods, t)
 		default:
 			panic(fmt.Sprintf("testobj.NewView: unsupported %T", o))
 		}
 	}
-	return &View{State: clusterstate.New(claims, volumes, classes, nodes)}
+	return &View{State: clusterstate.New(claims, volumes, classes, nodes).WithPods(pods)}
 }
 
 func (v *View) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
@@ -111,6 +114,13 @@ func (v *View) ListNodes() ([]*corev1.Node, error) {
 		return nil, v.Err
 	}
 	return v.State.ListNodes()
+}
+
+func (v *View) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
+	if v.Err != nil {
+		return nil, v.Err
+	}
+	return v.State.PodsUsingClaim(namespace, claim)
 }
 
 func (v *View) StorageClasses() ([]*storagev1.StorageClass, error) {
