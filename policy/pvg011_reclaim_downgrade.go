@@ -63,5 +63,6 @@ func pvg011ReclaimDowngrade() Rule {
 				Hint: hint,
 			}}, nil
 		},
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase"}},
 	}
 }

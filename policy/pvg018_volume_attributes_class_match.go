@@ -48,6 +48,7 @@ func pvg018VolumeAttributesClassMatch() Rule {
 				Hint:    hint,
 			}}, nil
 		},
+		StatusReads: map[Kind][]string{KindPersistentVolumeClaim: {"currentVolumeAttributesClassName", "modifyVolumeStatus"}},
 	}
 }
 

@@ -1,0 +1,239 @@
+package policy_test
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/policy"
+)
+
+// statusVariants are the values the status-reads check gives the status fields a rule does not
+// declare, per kind and field (as the API spells it): two different values each, beside the
+// field's zero value. A status field of the API with no entry here fails the check, so a field
+// added to the API is perturbed too once it is listed.
+var statusVariants = map[policy.Kind]map[string][2]any{
+	policy.KindPersistentVolume: {
+		"phase":                   {corev1.VolumeFailed, corev1.VolumePending},
+		"message":                 {"the disk is on fire", "still on fire"},
+		"reason":                  {"Fire", "Smoke"},
+		"lastPhaseTransitionTime": {&metav1.Time{Time: time.Unix(1e9, 0)}, &metav1.Time{Time: time.Unix(2e9, 0)}},
+	},
+	policy.KindPersistentVolumeClaim: {
+		"phase":       {corev1.ClaimLost, corev1.ClaimPending},
+		"accessModes": {[]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}, []corev1.PersistentVolumeAccessMode{corev1.ReadOnlyMany, corev1.ReadWriteMany}},
+		"capacity":    {corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Ti")}, corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		"conditions": {
+			[]corev1.PersistentVolumeClaimCondition{{Type: "Unused", Status: corev1.ConditionTrue, Reason: "NoPodsUsingPVC", LastTransitionTime: metav1.Time{Time: time.Unix(1e9, 0)}}},
+			[]corev1.PersistentVolumeClaimCondition{{Type: "Unused", Status: corev1.ConditionFalse, Reason: "PodUsingPVC"}, {Type: corev1.PersistentVolumeClaimResizing, Status: corev1.ConditionTrue}},
+		},
+		"allocatedResources":               {corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Ti")}, corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("3Mi")}},
+		"allocatedResourceStatuses":        {map[corev1.ResourceName]corev1.ClaimResourceStatus{corev1.ResourceStorage: corev1.PersistentVolumeClaimControllerResizeInProgress}, map[corev1.ResourceName]corev1.ClaimResourceStatus{corev1.ResourceStorage: corev1.PersistentVolumeClaimNodeResizeInfeasible}},
+		"currentVolumeAttributesClassName": {new("gold"), new("tin")},
+		"modifyVolumeStatus": {
+			&corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: "gold", Status: corev1.PersistentVolumeClaimModifyVolumeInProgress},
+			&corev1.ModifyVolumeStatus{TargetVolumeAttributesClassName: "tin", Status: corev1.PersistentVolumeClaimModifyVolumeInfeasible},
+		},
+		"healthStatus": {
+			&corev1.VolumeHealthStatus{HealthConditions: []corev1.VolumeHealthCondition{{Status: "Abnormal", Reason: "Fire"}}},
+			&corev1.VolumeHealthStatus{LastTransitionTime: metav1.Time{Time: time.Unix(2e9, 0)}},
+		},
+	},
+}
+
+// perturbStatus sets every field of the status st points to that the kind's undeclared set holds:
+// to its zero value (variant < 0) or to statusVariants' value number variant.
+func perturbStatus(t *testing.T, k policy.Kind, st reflect.Value, declared []string, variant int) {
+	t.Helper()
+	st = st.Elem()
+	for i := 0; i < st.NumField(); i++ {
+		name, _, _ := strings.Cut(st.Type().Field(i).Tag.Get("json"), ",")
+		if slices.Contains(declared, name) {
+			continue
+		}
+		f := st.Field(i)
+		if variant < 0 {
+			f.Set(reflect.Zero(f.Type()))
+			continue
+		}
+		vals, ok := statusVariants[k][name]
+		if !ok {
+			t.Fatalf("status field %s of a %s has no values in statusVariants: add two", name, k)
+		}
+		f.Set(reflect.ValueOf(vals[variant]).Convert(f.Type()))
+	}
+}
+
+// statusPerturber gives copies of volumes and claims whose status fields the rule does not
+// declare hold other values.
+type statusPerturber struct {
+	t        *testing.T
+	declared map[policy.Kind][]string
+	variant  int
+}
+
+func (p statusPerturber) pv(pv *corev1.PersistentVolume, variant int) *corev1.PersistentVolume {
+	if pv == nil {
+		return nil
+	}
+	pv = pv.DeepCopy()
+	perturbStatus(p.t, policy.KindPersistentVolume, reflect.ValueOf(&pv.Status), p.declared[policy.KindPersistentVolume], variant)
+	return pv
+}
+
+func (p statusPerturber) pvc(pvc *corev1.PersistentVolumeClaim, variant int) *corev1.PersistentVolumeClaim {
+	if pvc == nil {
+		return nil
+	}
+	pvc = pvc.DeepCopy()
+	perturbStatus(p.t, policy.KindPersistentVolumeClaim, reflect.ValueOf(&pvc.Status), p.declared[policy.KindPersistentVolumeClaim], variant)
+	return pvc
+}
+
+// other is the variant the old object of a review gets: not the new object's, so that a write
+// that changes an undeclared field is tried too.
+func (p statusPerturber) other() int {
+	if p.variant < 0 {
+		return p.variant
+	}
+	return 1 - p.variant
+}
+
+func (p statusPerturber) review(r *policy.Review) *policy.Review {
+	cp := *r
+	cp.PV, cp.OldPV = p.pv(r.PV, p.variant), p.pv(r.OldPV, p.other())
+	cp.PVC, cp.OldPVC = p.pvc(r.PVC, p.variant), p.pvc(r.OldPVC, p.other())
+	return &cp
+}
+
+func (p statusPerturber) object(obj any) any {
+	switch o := obj.(type) {
+	case *corev1.PersistentVolume:
+		return p.pv(o, p.variant)
+	case *corev1.PersistentVolumeClaim:
+		return p.pvc(o, p.variant)
+	}
+	return obj
+}
+
+// perturbedView is a View whose volumes and claims have their undeclared status fields changed.
+type perturbedView struct {
+	policy.View
+	p statusPerturber
+}
+
+func (v perturbedView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
+	pv, err := v.View.PersistentVolume(name)
+	return v.p.pv(pv, v.p.variant), err
+}
+
+func (v perturbedView) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	pvc, err := v.View.PersistentVolumeClaim(namespace, name)
+	return v.p.pvc(pvc, v.p.variant), err
+}
+
+func (v perturbedView) claims(list []*corev1.PersistentVolumeClaim, err error) ([]*corev1.PersistentVolumeClaim, error) {
+	out := make([]*corev1.PersistentVolumeClaim, 0, len(list))
+	for _, pvc := range list {
+		out = append(out, v.p.pvc(pvc, v.p.variant))
+	}
+	return out, err
+}
+
+func (v perturbedView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
+	return v.claims(v.View.ClaimsNamingVolume(volumeName))
+}
+
+func (v perturbedView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	list, err := v.View.VolumesClaiming(namespace, name)
+	out := make([]*corev1.PersistentVolume, 0, len(list))
+	for _, pv := range list {
+		out = append(out, v.p.pv(pv, v.p.variant))
+	}
+	return out, err
+}
+
+func (v perturbedView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	pvc, err := v.View.ClaimWithUID(uid)
+	return v.p.pvc(pvc, v.p.variant), err
+}
+
+// findingsText is what a rule's findings say, for comparing two runs.
+func findingsText(found []policy.Finding, err error) string {
+	var b strings.Builder
+	for _, f := range found {
+		fmt.Fprintf(&b, "%s %s %s %s\n", f.Action, f.Object, f.Field, f.String())
+	}
+	if err != nil {
+		fmt.Fprintf(&b, "error: %v\n", err)
+	}
+	return b.String()
+}
+
+// checkStatusReads holds a rule to its StatusReads: run alone on an admission review (admit) or
+// an audited object (audit), it finds the same whatever the status fields it does not declare
+// hold, on the object, its old version and every volume and claim it reads through the view. The
+// webhooks' matchConditions skip the status writes that change only such fields, which is sound
+// only while this holds.
+func checkStatusReads(t *testing.T, rule policy.Rule, cfg *policy.Config, v policy.View, admit *policy.Review, audit any, now time.Time) {
+	t.Helper()
+	e := policy.NewEngineWith(cfg, []policy.Rule{rule})
+	run := func(p *statusPerturber) string {
+		view, r, obj := v, admit, audit
+		if p != nil {
+			view = perturbedView{View: v, p: *p}
+			if r != nil {
+				r = p.review(r)
+			}
+			obj = p.object(obj)
+		}
+		if r != nil {
+			d, err := e.Admit(r, view)
+			return findingsText(slices.Concat(d.Deny, d.Warn, d.Audit), err)
+		}
+		return findingsText(e.AuditObject(obj, view, now))
+	}
+	want := run(nil)
+	for _, variant := range []int{-1, 0, 1} {
+		got := run(&statusPerturber{t: t, declared: rule.StatusReads, variant: variant})
+		if got != want {
+			t.Errorf("%s %s reads a status field it does not declare (StatusReads %v): with the others changed (variant %d) it finds\n%s\ninstead of\n%s",
+				rule.ID, rule.Name, rule.StatusReads, variant, got, want)
+		}
+	}
+}
+
+// checkNoOpWrite: a status write that leaves the object as it was (the write the webhooks'
+// matchConditions keep from pvguard, once the rules' undeclared fields are set back) is admitted
+// by the whole catalogue, on the object before the review's write and on the one after it.
+func checkNoOpWrite(t *testing.T, cfg *policy.Config, v policy.View, r *policy.Review) {
+	t.Helper()
+	e := policy.NewEngine(cfg)
+	for _, obj := range []any{r.OldPV, r.PV, r.OldPVC, r.PVC} {
+		noop := &policy.Review{Kind: r.Kind, Operation: policy.OperationUpdate, SubResource: "status", User: r.User}
+		switch o := obj.(type) {
+		case *corev1.PersistentVolume:
+			if o == nil {
+				continue
+			}
+			noop.OldPV, noop.PV = o, o.DeepCopy()
+		case *corev1.PersistentVolumeClaim:
+			if o == nil {
+				continue
+			}
+			noop.OldPVC, noop.PVC = o, o.DeepCopy()
+		}
+		d, err := e.Admit(noop, v)
+		if err != nil || len(d.Deny) > 0 {
+			t.Errorf("a status write of %s that changes nothing: denials %v, error %v", noop.Object(), d.Deny, err)
+		}
+	}
+}
