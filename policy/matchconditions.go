@@ -50,7 +50,8 @@ func StatusReadsOf(rules []Rule, k Kind) []string {
 // Each field is tested with has() before it is read, so the expression evaluates without error
 // on any object (an error would fail the request under failurePolicy Fail).
 func WebhookMatchConditions(rules []Rule, k Kind) []MatchCondition {
-	terms := []string{"request.subResource != 'status'"}
+	// The request leaves out an empty subResource (a write of the object itself).
+	terms := []string{"!has(request.subResource) || request.subResource != 'status'"}
 	for _, f := range mutableMeta {
 		terms = append(terms, celFieldChanged("metadata", f))
 	}
