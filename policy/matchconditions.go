@@ -42,10 +42,11 @@ func StatusReadsOf(rules []Rule, k Kind) []string {
 // a status subresource: PersistentVolume or PersistentVolumeClaim) that keeps from pvguard the
 // writes of the status subresource which change nothing the rules judging k read: no status
 // field of StatusReadsOf(rules, k) and no field of metadata a rule may read. Such a write leaves
-// every rule's view of the object as it was, so every decision as it was before the write: the
-// pvc-protection controller's conditions, the resizer's allocatedResources, a CSI driver's
-// modifyVolumeStatus progress (when no rule reads it) no longer wait on pvguard. The apiserver
-// resets spec on a status write before validating admission, so spec need not be compared.
+// everything the rules read as it was, and the engine admits it without a word (the rule tests
+// hold each rule to its StatusReads and check both): the pvc-protection controller's Unused
+// condition, the resizer's allocatedResources, a health monitor's healthStatus no longer wait on
+// pvguard. The apiserver resets spec on a status write before validating admission, so spec need
+// not be compared.
 //
 // Each field is tested with has() before it is read, so the expression evaluates without error
 // on any object (an error would fail the request under failurePolicy Fail).
