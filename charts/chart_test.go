@@ -819,14 +819,25 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 			AdmissionReviewVersions: v.AdmissionReviewVersions, ReinvocationPolicy: new(admissionregistrationv1.NeverReinvocationPolicy),
 		}
 	}
+	// The volumes' and claims' validating webhooks skip the status writes that change nothing the
+	// rules read: the conditions derived from the rules as they are now (not from the chart's
+	// generated file, which must equal them).
+	generated := func(k policy.Kind) []admissionregistrationv1.MatchCondition {
+		var out []admissionregistrationv1.MatchCondition
+		for _, mc := range policy.WebhookMatchConditions(policy.Catalogue(), k) {
+			out = append(out, admissionregistrationv1.MatchCondition{Name: mc.Name, Expression: mc.Expression})
+		}
+		return out
+	}
+	pvConditions := append(slices.Clone(c.matchConditions), generated(policy.KindPersistentVolume)...)
 	v := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: meta,
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			validating("validate-pv.pvguard.io", "/validate/persistentvolumes", rules(createUpdate, "", "persistentvolumes", "persistentvolumes/status"), nil, c.matchConditions),
-			validating("validate-pv-components.pvguard.io", "/validate/persistentvolumes", rules(createUpdate, "", "persistentvolumes", "persistentvolumes/status"), nil, c.matchConditions),
-			validating("validate-pvc.pvguard.io", "/validate/persistentvolumeclaims", rules(createUpdate, "", "persistentvolumeclaims", "persistentvolumeclaims/status"), claims, nil),
-			validating("validate-pvc-components.pvguard.io", "/validate/persistentvolumeclaims", rules(createUpdate, "", "persistentvolumeclaims", "persistentvolumeclaims/status"), claims, nil),
+			validating("validate-pv.pvguard.io", "/validate/persistentvolumes", rules(createUpdate, "", "persistentvolumes", "persistentvolumes/status"), nil, pvConditions),
+			validating("validate-pv-components.pvguard.io", "/validate/persistentvolumes", rules(createUpdate, "", "persistentvolumes", "persistentvolumes/status"), nil, pvConditions),
+			validating("validate-pvc.pvguard.io", "/validate/persistentvolumeclaims", rules(createUpdate, "", "persistentvolumeclaims", "persistentvolumeclaims/status"), claims, generated(policy.KindPersistentVolumeClaim)),
+			validating("validate-pvc-components.pvguard.io", "/validate/persistentvolumeclaims", rules(createUpdate, "", "persistentvolumeclaims", "persistentvolumeclaims/status"), claims, generated(policy.KindPersistentVolumeClaim)),
 			validating("validate-sc.pvguard.io", "/validate/storageclasses", rules(createUpdate, "storage.k8s.io", "storageclasses"), nil, nil),
 			validating("validate-sc-components.pvguard.io", "/validate/storageclasses", rules(createUpdate, "storage.k8s.io", "storageclasses"), nil, nil),
 		},

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -129,6 +130,8 @@ func runRuleCases(t *testing.T, id policy.RuleID, cases []ruleCase) {
 				checkFixes(t, cfg, tc.review, view.State, f)
 			}
 			checkReads(t, rule, func(e *policy.Engine, v policy.View) { _, _ = e.Admit(tc.review, v) }, cfg, view)
+			checkStatusReads(t, rule, cfg, view, tc.review, nil, time.Time{})
+			checkNoOpWrite(t, cfg, view, tc.review)
 			checkRedaction(t, policy.NewEngine(cfg), tc.review, view)
 			refused := false
 			for _, f := range d.Deny {

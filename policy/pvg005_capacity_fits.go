@@ -23,6 +23,7 @@ func pvg005CapacityFits() Rule {
 			}
 			return pvg005Shrink(r, v)
 		},
+		StatusReads: map[Kind][]string{KindPersistentVolumeClaim: {"capacity"}},
 	}
 }
 

@@ -70,5 +70,6 @@ func pvg011ReclaimDowngrade() Rule {
 				fixes: fixes,
 			}}, nil
 		},
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase"}},
 	}
 }

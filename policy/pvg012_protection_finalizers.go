@@ -93,6 +93,7 @@ func pvg012ProtectionFinalizers() Rule {
 			}
 			return out, nil
 		},
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase"}, KindPersistentVolumeClaim: {"phase"}},
 	}
 }
 

@@ -21,6 +21,7 @@ func pvg015PhaseConsistency() Rule {
 			}
 			return nil, nil
 		},
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase"}, KindPersistentVolumeClaim: {"phase"}},
 	}
 }
 

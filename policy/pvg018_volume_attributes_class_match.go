@@ -54,6 +54,7 @@ func pvg018VolumeAttributesClassMatch() Rule {
 				fixes:   fixes,
 			}}, nil
 		},
+		StatusReads: map[Kind][]string{KindPersistentVolumeClaim: {"currentVolumeAttributesClassName", "modifyVolumeStatus"}},
 	}
 }
 

@@ -19,6 +19,7 @@ func pvg020DanglingClaimRef() Rule {
 		ConfirmLive: []string{"spec.claimRef"},
 		Summary:     "a Bound volume's claimRef names a claim that no longer exists (or was re-created)",
 		Check:       auditDanglingClaimRef,
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase"}},
 	}
 }
 

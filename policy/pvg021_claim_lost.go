@@ -19,6 +19,7 @@ func pvg021ClaimLost() Rule {
 		ConfirmLive: []string{"spec.volumeName"},
 		Summary:     "a claim is Lost, or bound to a volume that does not exist",
 		Check:       auditClaimLost,
+		StatusReads: map[Kind][]string{KindPersistentVolumeClaim: {"phase"}},
 	}
 }
 

@@ -14,13 +14,14 @@ const DefaultReleasedMaxAge = 7 * 24 * time.Hour
 
 func pvg023ReleasedAging() Rule {
 	return Rule{
-		ID:      "PVG023",
-		Name:    "released-aging",
-		Default: ActionAudit,
-		Judges:  JudgesStoredState,
-		Kinds:   []Kind{KindPersistentVolume},
-		Summary: "a Released volume with reclaim policy Retain has waited longer than the configured age",
-		Check:   auditReleasedAging,
+		ID:          "PVG023",
+		Name:        "released-aging",
+		Default:     ActionAudit,
+		Judges:      JudgesStoredState,
+		Kinds:       []Kind{KindPersistentVolume},
+		Summary:     "a Released volume with reclaim policy Retain has waited longer than the configured age",
+		Check:       auditReleasedAging,
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase", "lastPhaseTransitionTime"}},
 	}
 }
 

@@ -6,13 +6,14 @@ import (
 
 func pvg024FailedVolume() Rule {
 	return Rule{
-		ID:      "PVG024",
-		Name:    "failed-volume",
-		Default: ActionAudit,
-		Judges:  JudgesStoredState,
-		Kinds:   []Kind{KindPersistentVolume},
-		Summary: "a volume is in phase Failed",
-		Check:   auditFailed,
+		ID:          "PVG024",
+		Name:        "failed-volume",
+		Default:     ActionAudit,
+		Judges:      JudgesStoredState,
+		Kinds:       []Kind{KindPersistentVolume},
+		Summary:     "a volume is in phase Failed",
+		Check:       auditFailed,
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase", "message"}},
 	}
 }
 

@@ -273,6 +273,13 @@ type Rule struct {
 	// Reads lists the kinds of related object the rule reads through the View (a claim's
 	// volume, a volume's claims, the StorageClasses, a Node); the rule tests hold each rule to it.
 	Reads []Kind
+	// StatusReads lists, per kind, the fields of status the rule reads (as the API spells them:
+	// "phase", "capacity"), of the object it judges, of its old version and of the related objects
+	// it reads through the View. The rule tests hold each rule to it (changing any other status
+	// field changes none of its findings), and the webhooks' matchConditions are generated from it
+	// (WebhookMatchConditions): a status write that changes none of the fields the rules judging
+	// its kind read is not sent to pvguard.
+	StatusReads map[Kind][]string
 	// ConfirmLive lists the fields of the rule's audit findings that report an object as gone (the
 	// claim a volume names, the volume a claim names). The audit reports such a finding only when
 	// the rule, judging the object again on live reads (Engine.Confirm), finds it again: an

@@ -164,3 +164,36 @@ func (c *Cluster) ControllerManagerLog() string {
 
 // SchedulerLog is kube-scheduler's log file.
 func (c *Cluster) SchedulerLog() string { return filepath.Join(c.LogDir, "kube-scheduler.log") }
+
+// StopControllerManager stops kube-controller-manager and leaves everything else running, as
+// during a rollout of it; StartControllerManager starts it again with the same flags. pvguard
+// keeps running, and its counters go on. A starting kube-controller-manager re-processes every
+// object its controllers watch: with the PersistentVolumeClaimUnusedSinceTime gate on (beta,
+// default on in 1.37) the pvc-protection controller writes the Unused condition of each claim
+// whose condition is missing or out of date.
+func (c *Cluster) StopControllerManager() error {
+	if c.kcm == nil {
+		return errors.New("kube-controller-manager is not running: use Use")
+	}
+	err := c.kcm.Stop()
+	c.kcm = nil
+	if err != nil {
+		return fmt.Errorf("stopping kube-controller-manager: %w", err)
+	}
+	return nil
+}
+
+// StartControllerManager starts the kube-controller-manager StopControllerManager stopped, with
+// the flags of the cluster's mode. It returns once the process runs; what it writes then is the
+// caller's to wait for.
+func (c *Cluster) StartControllerManager() error {
+	if c.kcm != nil {
+		return errors.New("kube-controller-manager is running")
+	}
+	if c.mode == "" {
+		return errors.New("the cluster runs no mode: use Use")
+	}
+	var err error
+	c.kcm, err = StartProcess(c.LogDir, "kube-controller-manager", filepath.Join(c.assets, "kube-controller-manager"), c.ControllerManagerArgs(c.mode)...)
+	return err
+}
