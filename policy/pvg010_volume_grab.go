@@ -39,6 +39,8 @@ func pvg010VolumeGrab() Rule {
 			}
 			return nil, nil
 		},
+		// The warning on a claim naming its deleted namesake's volume says what phase the volume is in.
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase"}},
 	}
 }
 

@@ -26,6 +26,7 @@ func pvg025NodeGone() Rule {
 		ConfirmLive: []string{"spec.nodeAffinity"},
 		Summary:     "a volume's node affinity admits only nodes that no longer exist (a local volume whose node was deleted)",
 		Check:       auditNodeGone,
+		StatusReads: map[Kind][]string{KindPersistentVolume: {"phase"}},
 	}
 }
 
