@@ -22,7 +22,7 @@ func pvg025NodeGone() Rule {
 		Default:     ActionAudit,
 		Judges:      JudgesStoredState,
 		Kinds:       []Kind{KindPersistentVolume},
-		Reads:       []Kind{KindNode},
+		Reads:       []Kind{KindNode, KindPod},
 		ConfirmLive: []string{"spec.nodeAffinity"},
 		Summary:     "a volume's node affinity admits only nodes that no longer exist (a local volume whose node was deleted)",
 		Check:       auditNodeGone,
@@ -103,6 +103,19 @@ func auditNodeGone(r *Review, v View, _ *Config) ([]Finding, error) {
 	case ref != nil && ref.UID != "" && pv.Status.Phase != corev1.VolumeReleased && pv.Status.Phase != corev1.VolumeFailed:
 		claim := claimRefOf(ref)
 		msg = Textf("%s, so no pod that uses %s, which it is bound to, can be scheduled", msg, claim)
+		// The pods that wait on the claim are what the reader is after (a StatefulSet's pod
+		// re-created elsewhere): named, each as its reader may see it.
+		pods, err := v.PodsUsingClaim(ref.Namespace, ref.Name)
+		if err != nil {
+			return nil, fmt.Errorf("listing the pods using %s: %w", claim, err)
+		}
+		if len(pods) > 0 {
+			refs := make([]Arg, 0, len(pods))
+			for _, p := range pods {
+				refs = append(refs, ObjectRef{Kind: KindPod, Namespace: p.Namespace, Name: p.Name})
+			}
+			msg = Textf("%s; waiting on it: %s", msg, Join(refs, ", "))
+		}
 		hint = Textf("its data went with the node: delete %s (a StatefulSet then re-creates it, and it gets a new volume), then delete the volume once it is Released", claim)
 		fixes = []Fix{{Writes: []Write{{Object: claim, Delete: true}, deleteVolume}}}
 	case ref != nil && ref.UID == "" && storage.NamesAClaim(ref):

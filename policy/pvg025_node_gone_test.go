@@ -41,8 +41,13 @@ func TestNodeGone(t *testing.T) {
 		pv     *corev1.PersistentVolume
 		claims []*corev1.PersistentVolumeClaim
 		nodes  []*corev1.Node
+		pods   []*corev1.Pod
 		want   string // text the finding must hold; "" for no finding
 	}{
+		{name: "the pods waiting on the claim are named",
+			pv: local(testobj.BoundTo(data)), claims: []*corev1.PersistentVolumeClaim{data}, nodes: []*corev1.Node{node2},
+			pods: []*corev1.Pod{testobj.Pod("team-a", "db-0", "", corev1.PodPending, "data-db-0"), testobj.Pod("team-a", "web", "node-2", corev1.PodRunning, "other")},
+			want: "which it is bound to, can be scheduled; waiting on it: Pod team-a/db-0; its data went with the node"},
 		{name: "a bound volume whose only node is gone names its claim and what frees it",
 			pv: local(testobj.BoundTo(data)), claims: []*corev1.PersistentVolumeClaim{data}, nodes: []*corev1.Node{node2},
 			want: "PersistentVolume pv-local can be used only on node node-1, which no longer exists, so no pod that uses PersistentVolumeClaim team-a/data-db-0, which it is bound to, can be scheduled; " +
@@ -78,7 +83,7 @@ func TestNodeGone(t *testing.T) {
 		{name: "a volume being deleted", pv: local(testobj.PVMeta(testobj.Deleting())), nodes: []*corev1.Node{node2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := clusterstate.New(tc.claims, []*corev1.PersistentVolume{tc.pv}, nil, tc.nodes)
+			st := clusterstate.New(tc.claims, []*corev1.PersistentVolume{tc.pv}, nil, tc.nodes).WithPods(tc.pods)
 			rule, _ := policy.LookupRule("PVG025")
 			e := policy.NewEngineWith(policy.DefaultConfig(), []policy.Rule{rule})
 			found, err := e.AuditObject(tc.pv, st, now)
