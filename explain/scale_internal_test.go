@@ -1,0 +1,117 @@
+package explain
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/storage"
+	. "github.com/pvguard/pvguard/test/testobj"
+)
+
+// synthetic is a generated cluster of pairs bound pairs and pending Pending claims (of an
+// Immediate default class "standard" and a WaitForFirstConsumer class "local"), with pending/2
+// free volumes of mixed sizes, access modes, labels and node affinity, one in twenty volumes
+// Released, some free volumes pre-bound to a pending claim; seed makes it.
+func synthetic(seed uint64, pairs, pending int) *clusterstate.State {
+	rng := rand.New(rand.NewPCG(seed, uint64(pairs)))
+	standard := StorageClass("standard", "csi.example.com", DefaultClass)
+	local := StorageClass("local", storage.NoProvisioner, func(sc *storagev1.StorageClass) {
+		m := storagev1.VolumeBindingWaitForFirstConsumer
+		sc.VolumeBindingMode = &m
+	})
+	nodes := make([]*corev1.Node, 8)
+	for i := range nodes {
+		nodes[i] = Node(fmt.Sprintf("node-%d", i), map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)})
+	}
+	size := func() string { return fmt.Sprintf("%dGi", 1+rng.IntN(100)) }
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany, corev1.ReadOnlyMany}
+	classOf := func() string {
+		if rng.IntN(10) == 0 {
+			return "local"
+		}
+		return "standard"
+	}
+	var claims []*corev1.PersistentVolumeClaim
+	var volumes []*corev1.PersistentVolume
+	for i := range pairs {
+		ns, name, pv := fmt.Sprintf("ns-%02d", i%50), fmt.Sprintf("data-%06d", i), fmt.Sprintf("pv-bound-%06d", i)
+		s, cls := size(), classOf()
+		c := PVC(ns, name, ClaimClass(cls), Request(s), ClaimUID(fmt.Sprintf("uid-%s-%s", ns, name)), ClaimBoundTo(pv),
+			ClaimMeta(Annotation(storage.AnnBindCompleted, "yes")))
+		claims = append(claims, c)
+		phase := corev1.VolumeBound
+		if i%20 == 0 {
+			phase = corev1.VolumeReleased
+		}
+		volumes = append(volumes, PV(pv, Class(cls), Capacity(s), BoundTo(c), Phase(phase)))
+	}
+	pendingName := func(j int) (string, string) { return fmt.Sprintf("ns-%02d", j%50), fmt.Sprintf("pending-%05d", j) }
+	for j := range pending {
+		ns, name := pendingName(j)
+		mods := []PVCMod{ClaimClass(classOf()), Request(size()), ClaimAccessModes(modes[rng.IntN(len(modes))]),
+			ClaimUID(fmt.Sprintf("uid-%s-%s", ns, name)), ClaimPhase(corev1.ClaimPending)}
+		switch rng.IntN(20) {
+		case 0:
+			mods = append(mods, Selector(map[string]string{"tier": []string{"gold", "silver"}[rng.IntN(2)]}))
+		case 1:
+			mods = append(mods, ClaimMeta(Annotation(storage.AnnSelectedNode, nodes[rng.IntN(len(nodes))].Name)))
+		case 2:
+			mods = append(mods, ClaimVolumeMode(corev1.PersistentVolumeBlock))
+		}
+		claims = append(claims, PVC(ns, name, mods...))
+	}
+	for k := range pending / 2 {
+		mods := []PVMod{Class(classOf()), Capacity(size()), Phase(corev1.VolumeAvailable),
+			AccessModes(modes[:1+rng.IntN(len(modes))]...), PVMeta(Label("tier", []string{"gold", "silver", "bronze"}[rng.IntN(3)]))}
+		switch rng.IntN(12) {
+		case 0:
+			mods = append(mods, NodeAffinity("kubernetes.io/hostname", nodes[rng.IntN(len(nodes))].Name))
+		case 1:
+			ns, name := pendingName(rng.IntN(pending))
+			uid := ""
+			if rng.IntN(2) == 0 {
+				uid = fmt.Sprintf("uid-%s-%s", ns, name)
+			}
+			mods = append(mods, ClaimRef(ns, name, uid))
+		case 2:
+			mods = append(mods, VolumeMode(corev1.PersistentVolumeBlock))
+		case 3:
+			mods = append(mods, Phase(corev1.VolumePending))
+		}
+		volumes = append(volumes, PV(fmt.Sprintf("pv-free-%06d", k), mods...))
+	}
+	rng.Shuffle(len(volumes), func(i, j int) { volumes[i], volumes[j] = volumes[j], volumes[i] })
+	return clusterstate.New(claims, volumes, []*storagev1.StorageClass{standard, local}, nodes)
+}
+
+// pendingClaims are the uids and keys of the state's claims that are not bound.
+func pendingClaims(s *clusterstate.State) []*corev1.PersistentVolumeClaim {
+	var out []*corev1.PersistentVolumeClaim
+	for _, c := range s.Claims() {
+		if c.Status.Phase != corev1.ClaimBound {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func benchmarkClaim(b *testing.B, pairs int) {
+	s := synthetic(1, pairs, pairs/10)
+	pend := pendingClaims(s)
+	in := Input{State: s, NodesListed: true}
+	b.ResetTimer()
+	for i := range b.N {
+		c := pend[i%len(pend)]
+		if _, err := Claim(in, c.Namespace, c.Name); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkClaimFullPool10k(b *testing.B)  { benchmarkClaim(b, 10000) }
+func BenchmarkClaimFullPool100k(b *testing.B) { benchmarkClaim(b, 100000) }
