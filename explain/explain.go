@@ -65,9 +65,9 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 	}
 	x := indexInput(in)
 	e, t := explainTable(x, planPool(x, in.InFlight), c)
-	e.Candidates = make([]Candidate, len(t.entries))
-	for i := range t.entries {
-		e.Candidates[i] = t.row(i)
+	e.Candidates = make([]Candidate, t.order.len())
+	for k := range e.Candidates {
+		e.Candidates[k] = t.row(t.order.at(k))
 	}
 	e.Refused = refusals(in.Events, c)
 	return e, nil

@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -115,3 +116,45 @@ func benchmarkClaim(b *testing.B, pairs int) {
 
 func BenchmarkClaimFullPool10k(b *testing.B)  { benchmarkClaim(b, 10000) }
 func BenchmarkClaimFullPool100k(b *testing.B) { benchmarkClaim(b, 100000) }
+
+// benchmarkServed is one explanation as the server answers it: of a Pending claim (each in
+// turn), from the one plan of the pool the server keeps (made once, before the timer), its
+// closest candidates listed and the rest counted, encoded as the API sends it. It reports the
+// answer's bytes.
+func benchmarkServed(b *testing.B, pairs int) {
+	in := Input{State: synthetic(1, pairs, pairs/10), NodesListed: true}
+	in.State = withUIDs(in.state())
+	x := indexInput(in)
+	p := planPool(x, in.InFlight)
+	pend := pendingClaims(in.State)
+	size := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		c := pend[i%len(pend)]
+		e, t := explainTable(x, p, c)
+		listed(e, t, nil, candidatePage{})
+		data, err := json.MarshalIndent(e, "", "  ")
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = max(size, len(data))
+	}
+	b.ReportMetric(float64(size), "max-answer-bytes")
+}
+
+func BenchmarkServed10k(b *testing.B)  { benchmarkServed(b, 10000) }
+func BenchmarkServed100k(b *testing.B) { benchmarkServed(b, 100000) }
+
+// BenchmarkPlanPool100k is the plan the server makes as objects change (once a second at most),
+// which each explanation made before.
+func BenchmarkPlanPool100k(b *testing.B) {
+	in := Input{State: synthetic(1, 100000, 10000), NodesListed: true}
+	in.State = withUIDs(in.state())
+	x := indexInput(in)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		planPool(x, in.InFlight)
+	}
+}

@@ -3,8 +3,10 @@ package explain
 import (
 	"math/bits"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/policy"
@@ -16,6 +18,9 @@ import (
 // with their texts made only for the volumes an answer shows or the verdict reads. A row of every
 // volume (candidates) costs a kilobyte or so a volume and a sort that allocates; at 100,000
 // volumes that was most of an explanation's time and memory, and of its answer's size.
+
+// checkCount is len(Checks), as a constant (TestCheckCount holds them equal).
+const checkCount = 11
 
 // checkBit is the bit of check i of Checks in a row's failed set.
 func checkBit(i int) uint16 { return 1 << i }
@@ -34,10 +39,68 @@ var judgedMask = func() uint16 {
 // claimRefBit is CheckClaimRef's bit.
 var claimRefBit = checkBit(slices.Index(Checks, CheckClaimRef))
 
-// failedChecks is the set of the checks candidate fails on volume v for claim c, without their
-// texts: the same tests in the same order, so that a bit is set exactly when candidate's row
-// fails that check (the differential test holds the two to it).
-func failedChecks(x *index, c *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume, targets []nodeTarget) uint16 {
+// volumeFacts is what the checks read of a volume that does not depend on the claim, read once
+// per input (index.facts) rather than once per question: its class, VolumeAttributesClass,
+// volume mode, capacity and access modes (a bit per mode; odd is set for a mode without one).
+type volumeFacts struct {
+	class, attributesClass string
+	mode                   corev1.PersistentVolumeMode
+	capacity               resource.Quantity
+	modes                  uint8
+	odd                    bool
+}
+
+// modeBits are the access modes' bits in volumeFacts.modes.
+var modeBits = map[corev1.PersistentVolumeAccessMode]uint8{corev1.ReadWriteOnce: 1, corev1.ReadOnlyMany: 2,
+	corev1.ReadWriteMany: 4, corev1.ReadWriteOncePod: 8}
+
+// accessBits are the modes' bits, and whether one has none.
+func accessBits(modes []corev1.PersistentVolumeAccessMode) (bitset uint8, odd bool) {
+	for _, m := range modes {
+		b, ok := modeBits[m]
+		bitset, odd = bitset|b, odd || !ok
+	}
+	return bitset, odd
+}
+
+// factsOf reads the facts of each volume, in the state's order.
+func factsOf(volumes []*corev1.PersistentVolume) []volumeFacts {
+	out := make([]volumeFacts, len(volumes))
+	for i, v := range volumes {
+		f := &out[i]
+		f.class, f.attributesClass = storage.VolumeClass(v), storage.VolumeAttributesClass(v)
+		f.mode, f.capacity = storage.VolumeMode(v.Spec.VolumeMode), storage.VolumeCapacity(v)
+		f.modes, f.odd = accessBits(v.Spec.AccessModes)
+	}
+	return out
+}
+
+// claimFacts is what the checks read of the claim, read once per question.
+type claimFacts struct {
+	c                      *corev1.PersistentVolumeClaim
+	class, attributesClass string
+	mode                   corev1.PersistentVolumeMode
+	request                resource.Quantity
+	modes                  uint8
+	odd                    bool
+	sel                    storage.ClaimSelector
+	selErr                 error
+}
+
+func claimFactsOf(c *corev1.PersistentVolumeClaim) *claimFacts {
+	f := &claimFacts{c: c, class: storage.ClaimClass(c), attributesClass: storage.ClaimAttributesClass(c),
+		mode: storage.VolumeMode(c.Spec.VolumeMode), request: storage.ClaimRequest(c)}
+	f.modes, f.odd = accessBits(c.Spec.AccessModes)
+	f.sel, f.selErr = storage.ParseClaimSelector(c)
+	return f
+}
+
+// failedChecks is the set of the checks candidate fails on volume v (whose facts are vf) for the
+// claim, without their texts: the same tests, on facts read once, in the same order, so that a
+// bit is set exactly when candidate's row fails that check (the differential test holds the two
+// to it).
+func failedChecks(x *index, cf *claimFacts, v *corev1.PersistentVolume, vf *volumeFacts, targets []nodeTarget) uint16 {
+	c := cf.c
 	var m uint16
 	i := 0
 	check := func(pass bool) {
@@ -46,15 +109,22 @@ func failedChecks(x *index, c *corev1.PersistentVolumeClaim, v *corev1.Persisten
 		}
 		i++
 	}
-	check(storage.ClassesMatch(v, c))
-	check(storage.AttributesClassesMatch(v, c))
-	check(storage.AccessModesFit(v, c))
-	check(storage.ModesMatch(v, c))
-	check(storage.CapacityFits(v, c))
-	ok, err := storage.SelectorAdmits(c, v)
-	check(err == nil && ok)
-	_, pass, _ := nodeAffinity(v, targets)
-	check(pass)
+	check(vf.class == cf.class)                     // storage.ClassesMatch
+	check(vf.attributesClass == cf.attributesClass) // storage.AttributesClassesMatch
+	if vf.odd || cf.odd {
+		check(storage.AccessModesFit(v, c))
+	} else {
+		check(cf.modes&^vf.modes == 0)
+	}
+	check(vf.mode == cf.mode)                   // storage.ModesMatch
+	check(vf.capacity.Cmp(cf.request) >= 0)     // storage.CapacityFits
+	check(cf.selErr == nil && cf.sel.Admits(v)) // storage.SelectorAdmits
+	if len(targets) == 0 {
+		check(true)
+	} else {
+		_, pass, _ := nodeAffinity(v, targets)
+		check(pass)
+	}
 	avail := binder.VolumeAvailabilityFor(c, v, x.in.PendingFree)
 	phaseOK := avail != binder.VolumeBeingDeleted && avail != binder.VolumeNotFree
 	if avail == binder.VolumeClaimedElsewhere {
@@ -62,10 +132,18 @@ func failedChecks(x *index, c *corev1.PersistentVolumeClaim, v *corev1.Persisten
 	}
 	check(phaseOK)
 	check(avail != binder.VolumeClaimedElsewhere)
-	owner, reserved := x.in.InFlight.Reserved[v.Name]
-	check(!reserved || owner == c.UID)
-	_, denied := x.in.InFlight.DeniedAt(c.UID, v.Name)
-	check(!denied)
+	if len(x.in.InFlight.Reserved) > 0 {
+		owner, reserved := x.in.InFlight.Reserved[v.Name]
+		check(!reserved || owner == c.UID)
+	} else {
+		check(true)
+	}
+	if len(x.in.InFlight.Denied) > 0 {
+		_, denied := x.in.InFlight.DeniedAt(c.UID, v.Name)
+		check(!denied)
+	} else {
+		check(true)
+	}
 	return m
 }
 
@@ -86,6 +164,7 @@ type entry struct {
 	v       *corev1.PersistentVolume
 	failed  uint16
 	ofClass bool
+	facts   *volumeFacts
 	row     *Candidate
 }
 
@@ -110,6 +189,7 @@ type table struct {
 	targets []nodeTarget
 	p       pool
 	entries []entry
+	order   *order
 }
 
 // newTable makes the table of claim c: the failed set of every volume, and the rows of those
@@ -119,8 +199,9 @@ func newTable(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget, c
 	t := &table{x: x, c: c, targets: targets, entries: make([]entry, 0, len(x.in.State.Volumes()))}
 	judge := newPairJudge(x.in)
 	var denied []string
-	for _, v := range x.in.State.Volumes() {
-		e := entry{v: v, failed: failedChecks(x, c, v, targets), ofClass: storage.VolumeClass(v) == class}
+	cf, facts := claimFactsOf(c), x.volumeFacts()
+	for k, v := range x.in.State.Volumes() {
+		e := entry{v: v, failed: failedChecks(x, cf, v, &facts[k], targets), ofClass: facts[k].class == class, facts: &facts[k]}
 		if judge != nil && e.failed&judgedMask == 0 {
 			row, deny := judge.judge(candidate(x, c, v, targets), v, c)
 			if deny {
@@ -130,29 +211,108 @@ func newTable(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget, c
 		}
 		t.entries = append(t.entries, e)
 	}
-	// The order of sortCandidates: checks failed, then the claim's class first, then name; stable.
-	slices.SortStableFunc(t.entries, func(a, b entry) int {
-		if fa, fb := bits.OnesCount16(a.failed), bits.OnesCount16(b.failed); fa != fb {
-			return fa - fb
-		}
-		if a.ofClass != b.ofClass {
-			if a.ofClass {
-				return -1
-			}
-			return 1
-		}
-		switch {
-		case a.v.Name < b.v.Name:
-			return -1
-		case a.v.Name > b.v.Name:
-			return 1
-		}
-		return 0
-	})
+	t.order = newOrder(t, nil)
 	return t, denied
 }
 
-// row is the i-th row, made on first use, with its taker from the table's pool (withTakers).
+// order is the table's order over some of its entries (all of them, or those a reader may
+// read): sortCandidates' order (checks failed, then the claim's class first, then name, then
+// the input's order), made lazily. The entries fall into a bucket per number of checks failed
+// and class, in one pass; each bucket is a heap that gives its entries in order as far as they
+// are asked for. A table is read at its head (the closest rows, the verdict's) or a page at a
+// time, so most of a large cluster's entries are never put in order.
+type order struct {
+	t       *table
+	buckets [2 * (checkCount + 1)]bucket
+	n       int
+}
+
+// bucket is one bucket of an order: sorted, the entries given out in order so far, heap the rest.
+type bucket struct {
+	sorted, heap []int32
+}
+
+// bucketOf is the bucket of an entry: by checks failed, then the claim's class first.
+func bucketOf(e *entry) int {
+	b := 2 * bits.OnesCount16(e.failed)
+	if !e.ofClass {
+		b++
+	}
+	return b
+}
+
+// newOrder orders the table's entries that keep says to keep (nil: all).
+func newOrder(t *table, keep func(*entry) bool) *order {
+	o := &order{t: t}
+	for i := range t.entries {
+		e := &t.entries[i]
+		if keep != nil && !keep(e) {
+			continue
+		}
+		b := &o.buckets[bucketOf(e)]
+		b.heap = append(b.heap, int32(i))
+		o.n++
+	}
+	for b := range o.buckets {
+		h := o.buckets[b].heap
+		for i := len(h)/2 - 1; i >= 0; i-- {
+			o.down(h, i)
+		}
+	}
+	return o
+}
+
+// less orders two entries of a bucket: by name, then the input's order (a stable sort by name).
+func (o *order) less(i, j int32) bool {
+	a, b := o.t.entries[i].v.Name, o.t.entries[j].v.Name
+	if a != b {
+		return a < b
+	}
+	return i < j
+}
+
+func (o *order) down(h []int32, i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && o.less(h[r], h[l]) {
+			m = r
+		}
+		if !o.less(h[m], h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// len is the number of entries ordered.
+func (o *order) len() int { return o.n }
+
+// at is the entry at position k of the order (k < len).
+func (o *order) at(k int) int {
+	for b := range o.buckets {
+		bk := &o.buckets[b]
+		if size := len(bk.sorted) + len(bk.heap); k >= size {
+			k -= size
+			continue
+		}
+		for len(bk.sorted) <= k {
+			h := bk.heap
+			bk.sorted = append(bk.sorted, h[0])
+			h[0] = h[len(h)-1]
+			bk.heap = h[:len(h)-1]
+			o.down(bk.heap, 0)
+		}
+		return int(bk.sorted[k])
+	}
+	panic("explain: order position out of range")
+}
+
+// row is the row of entry i, made on first use, with its taker from the table's pool (withTakers).
 func (t *table) row(i int) Candidate {
 	e := &t.entries[i]
 	if e.row == nil {
@@ -171,25 +331,34 @@ func (t *table) row(i int) Candidate {
 // row, and the named volumes' rows by name.
 func (t *table) verdictRows(n int, named ...string) []Candidate {
 	var rows []Candidate
+	included := map[int]bool{}
 	free := false
-	i := 0
-	for ; i < len(t.entries); i++ {
-		if i >= n && free && t.entries[i].failed != 0 {
+	for k := 0; k < t.order.len(); k++ {
+		i := t.order.at(k)
+		if k >= n && free && t.entries[i].failed != 0 {
 			break
 		}
 		r := t.row(i)
 		free = free || r.TakenBy.IsZero()
-		rows = append(rows, r)
+		rows, included[i] = append(rows, r), true
 	}
 	for _, name := range named {
 		if name == "" {
 			continue
 		}
-		for j := i; j < len(t.entries); j++ {
-			if t.entries[j].v.Name == name {
-				rows = append(rows, t.row(j))
-				break
+		// The first in the table's order of the volumes of that name (one, but for a dump that
+		// holds a name twice).
+		best := -1
+		for i := range t.entries {
+			if t.entries[i].v.Name != name {
+				continue
 			}
+			if best < 0 || bucketOf(&t.entries[i]) < bucketOf(&t.entries[best]) {
+				best = i
+			}
+		}
+		if best >= 0 && !included[best] {
+			rows, included[best] = append(rows, t.row(best)), true
 		}
 	}
 	return rows
@@ -246,16 +415,13 @@ type candidatePage struct {
 // offset of the next page (-1 for none).
 func listed(e *Explanation, t *table, aud policy.Audience, page candidatePage) (next int) {
 	groups := map[string]*HiddenVolumes{}
-	others := map[string]int{}
-	from, to := 0, shownClosest
-	if page.all {
-		from, to = page.offset, page.offset+page.limit
-	}
-	e.Candidates, e.CandidatesTotal, next = []Candidate{}, 0, -1
-	for i := range t.entries {
-		en := &t.entries[i]
-		if aud != nil && !aud.Reads(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: en.v.Name}) {
-			class := storage.VolumeClass(en.v)
+	o := t.order
+	if aud != nil {
+		o = newOrder(t, func(en *entry) bool {
+			if aud.Reads(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: en.v.Name}) {
+				return true
+			}
+			class := en.facts.class
 			g := groups[class]
 			if g == nil {
 				g = &HiddenVolumes{Class: class, Failing: map[string]int{}}
@@ -263,23 +429,39 @@ func listed(e *Explanation, t *table, aud policy.Audience, page candidatePage) (
 			}
 			g.Count++
 			g.Failing[en.firstFailing()]++
-			continue
-		}
-		k := e.CandidatesTotal
-		e.CandidatesTotal++
-		switch {
-		case k >= from && k < to:
-			e.Candidates = append(e.Candidates, t.row(i))
-		case page.all && k >= to && next < 0:
-			next = k
-		case !page.all:
-			others[en.firstFailing()]++
-		}
+			return false
+		})
+	}
+	from, to := 0, shownClosest
+	if page.all {
+		from, to = page.offset, page.offset+page.limit
+	}
+	e.Candidates, e.CandidatesTotal, next = []Candidate{}, o.len(), -1
+	listedAt := map[int]bool{}
+	for k := from; k < min(to, o.len()); k++ {
+		i := o.at(k)
+		e.Candidates, listedAt[i] = append(e.Candidates, t.row(i)), true
+	}
+	if page.all && to < o.len() {
+		next = to
 	}
 	e.Others = nil
-	for _, c := range append(slices.Clone(Checks), "fits") {
-		if n := others[string(c)]; n > 0 {
-			e.Others = append(e.Others, CandidateGroup{Failing: string(c), Count: n})
+	if !page.all {
+		others := map[string]int{}
+		for b := range o.buckets {
+			bk := &o.buckets[b]
+			for _, list := range [][]int32{bk.sorted, bk.heap} {
+				for _, i := range list {
+					if !listedAt[int(i)] {
+						others[t.entries[i].firstFailing()]++
+					}
+				}
+			}
+		}
+		for _, c := range append(slices.Clone(Checks), "fits") {
+			if n := others[string(c)]; n > 0 {
+				e.Others = append(e.Others, CandidateGroup{Failing: string(c), Count: n})
+			}
 		}
 	}
 	e.Hidden = nil
@@ -287,14 +469,6 @@ func listed(e *Explanation, t *table, aud policy.Audience, page candidatePage) (
 		g.Text = hiddenText(g)
 		e.Hidden = append(e.Hidden, *g)
 	}
-	slices.SortFunc(e.Hidden, func(a, b HiddenVolumes) int {
-		switch {
-		case a.Class < b.Class:
-			return -1
-		case a.Class > b.Class:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(e.Hidden, func(a, b HiddenVolumes) int { return strings.Compare(a.Class, b.Class) })
 	return next
 }

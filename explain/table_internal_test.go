@@ -46,7 +46,7 @@ func randomState(rng *rand.Rand) Input {
 	key := func(i int) (string, string) { return pick("a", "b"), fmt.Sprintf("c%d", i) }
 	for i := range nClaims {
 		ns, name := key(i)
-		mods := []PVCMod{Request(fmt.Sprintf("%dGi", 1+rng.IntN(8))), ClaimAccessModes(modes[rng.IntN(3)]),
+		mods := []PVCMod{Request(fmt.Sprintf("%dGi", 1+rng.IntN(8))), ClaimAccessModes(modes[rng.IntN(3)], modes[rng.IntN(3)]),
 			ClaimUID(fmt.Sprintf("uid-%s-%d", ns, i)), ClaimPhase(corev1.ClaimPending)}
 		switch r := rng.IntN(6); r {
 		case 0:
@@ -76,7 +76,7 @@ func randomState(rng *rand.Rand) Input {
 	}
 	var volumes []*corev1.PersistentVolume
 	for i := range nVolumes {
-		mods := []PVMod{Capacity(fmt.Sprintf("%dGi", 1+rng.IntN(8))), AccessModes(modes[:1+rng.IntN(3)]...),
+		mods := []PVMod{Capacity(fmt.Sprintf("%dGi", 1+rng.IntN(8))), AccessModes(someModes(rng)...),
 			Phase([]corev1.PersistentVolumePhase{corev1.VolumeAvailable, corev1.VolumeAvailable, corev1.VolumeBound,
 				corev1.VolumeReleased, corev1.VolumePending, ""}[rng.IntN(6)]),
 			PVMeta(Label("tier", pick("gold", "silver", "bronze")))}
@@ -138,6 +138,20 @@ func randomState(rng *rand.Rand) Input {
 	return in
 }
 
+// someModes is a random non-empty set of access modes.
+func someModes(rng *rand.Rand) []corev1.PersistentVolumeAccessMode {
+	var out []corev1.PersistentVolumeAccessMode
+	for _, m := range []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany, corev1.ReadOnlyMany} {
+		if rng.IntN(2) == 0 {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, corev1.ReadWriteOnce)
+	}
+	return out
+}
+
 // TestTableExplainsAsTheFullPool: over random states, the explanation made with the table (the
 // server's and the CLI's) has the verdict, the state, what the claim waits for and the closest
 // candidates of the explanation made with every row over a plan of the question's own
@@ -178,7 +192,7 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 				t.Fatalf("%s: %d rows, want %d", where, len(tab.entries), len(want.Candidates))
 			}
 			for i := range tab.entries {
-				if row := tab.row(i); !reflect.DeepEqual(row, want.Candidates[i]) {
+				if row := tab.row(tab.order.at(i)); !reflect.DeepEqual(row, want.Candidates[i]) {
 					t.Fatalf("%s: row %d\n%+v\nwant\n%+v", where, i, row, want.Candidates[i])
 				}
 			}
@@ -189,5 +203,11 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 				t.Fatalf("%s: closest\n%+v\nwant\n%+v", where, e.Candidates, closest)
 			}
 		}
+	}
+}
+
+func TestCheckCount(t *testing.T) {
+	if checkCount != len(Checks) {
+		t.Fatalf("checkCount is %d, len(Checks) %d", checkCount, len(Checks))
 	}
 }
