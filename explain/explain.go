@@ -64,7 +64,7 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 		return nil, err
 	}
 	x := indexInput(in)
-	e, t := explainTable(x, planPool(x, in.InFlight), c)
+	e, t := explainTable(x, planPool(x, in.InFlight), c, shownClosest)
 	e.Candidates = make([]Candidate, t.order.len())
 	for k := range e.Candidates {
 		e.Candidates[k] = t.row(t.order.at(k))

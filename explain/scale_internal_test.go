@@ -132,7 +132,7 @@ func benchmarkServed(b *testing.B, pairs int) {
 	b.ResetTimer()
 	for i := range b.N {
 		c := pend[i%len(pend)]
-		e, t := explainTable(x, p, c)
+		e, t := explainTable(x, p, c, shownClosest)
 		listed(e, t, nil, candidatePage{})
 		data, err := json.MarshalIndent(e, "", "  ")
 		if err != nil {

@@ -131,7 +131,7 @@ func (x *explainer) claim(ctx context.Context, namespace, name string, page cand
 	}
 	xi := *snap.x
 	xi.in = in
-	e, t := explainTable(&xi, snap.p, c)
+	e, t := explainTable(&xi, snap.p, c, shownClosest)
 	e.Refused = refusals(in.Events, c)
 	var aud policy.Audience
 	if !rd.Full() {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/policy"
@@ -48,7 +49,15 @@ type volumeFacts struct {
 	capacity               resource.Quantity
 	modes                  uint8
 	odd                    bool
+	// avail is the volume's availability to a claim its claimRef does not name (with
+	// PendingFree false and true); usedPhase says its phase is Available, Pending or none.
+	avail     [2]binder.VolumeAvailability
+	usedPhase bool
 }
+
+// nobody is a claim no claimRef names (no object has these names): a volume's availability to
+// it is its availability to every claim its claimRef does not name.
+var nobody = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "\x00", Name: "\x00"}}
 
 // modeBits are the access modes' bits in volumeFacts.modes.
 var modeBits = map[corev1.PersistentVolumeAccessMode]uint8{corev1.ReadWriteOnce: 1, corev1.ReadOnlyMany: 2,
@@ -71,6 +80,8 @@ func factsOf(volumes []*corev1.PersistentVolume) []volumeFacts {
 		f.class, f.attributesClass = storage.VolumeClass(v), storage.VolumeAttributesClass(v)
 		f.mode, f.capacity = storage.VolumeMode(v.Spec.VolumeMode), storage.VolumeCapacity(v)
 		f.modes, f.odd = accessBits(v.Spec.AccessModes)
+		f.avail = [2]binder.VolumeAvailability{binder.VolumeAvailabilityFor(nobody, v, false), binder.VolumeAvailabilityFor(nobody, v, true)}
+		f.usedPhase = v.Status.Phase == corev1.VolumeAvailable || v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
 	}
 	return out
 }
@@ -85,11 +96,17 @@ type claimFacts struct {
 	odd                    bool
 	sel                    storage.ClaimSelector
 	selErr                 error
+	// named are the volumes whose claimRef names the claim (State.VolumesClaiming).
+	named map[*corev1.PersistentVolume]bool
 }
 
-func claimFactsOf(c *corev1.PersistentVolumeClaim) *claimFacts {
+func claimFactsOf(x *index, c *corev1.PersistentVolumeClaim) *claimFacts {
 	f := &claimFacts{c: c, class: storage.ClaimClass(c), attributesClass: storage.ClaimAttributesClass(c),
-		mode: storage.VolumeMode(c.Spec.VolumeMode), request: storage.ClaimRequest(c)}
+		mode: storage.VolumeMode(c.Spec.VolumeMode), request: storage.ClaimRequest(c), named: map[*corev1.PersistentVolume]bool{}}
+	named, _ := x.in.State.VolumesClaiming(c.Namespace, c.Name)
+	for _, v := range named {
+		f.named[v] = true
+	}
 	f.modes, f.odd = accessBits(c.Spec.AccessModes)
 	f.sel, f.selErr = storage.ParseClaimSelector(c)
 	return f
@@ -125,10 +142,19 @@ func failedChecks(x *index, cf *claimFacts, v *corev1.PersistentVolume, vf *volu
 		_, pass, _ := nodeAffinity(v, targets)
 		check(pass)
 	}
-	avail := binder.VolumeAvailabilityFor(c, v, x.in.PendingFree)
+	// binder.VolumeAvailabilityFor, read from the facts but for a volume whose claimRef names the
+	// claim: the volume itself is not read, as most of a large cluster's are bound elsewhere.
+	var avail binder.VolumeAvailability
+	if cf.named[v] {
+		avail = binder.VolumeAvailabilityFor(c, v, x.in.PendingFree)
+	} else if x.in.PendingFree {
+		avail = vf.avail[1]
+	} else {
+		avail = vf.avail[0]
+	}
 	phaseOK := avail != binder.VolumeBeingDeleted && avail != binder.VolumeNotFree
 	if avail == binder.VolumeClaimedElsewhere {
-		phaseOK = v.Status.Phase == corev1.VolumeAvailable || v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
+		phaseOK = vf.usedPhase
 	}
 	check(phaseOK)
 	check(avail != binder.VolumeClaimedElsewhere)
@@ -199,7 +225,7 @@ func newTable(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget, c
 	t := &table{x: x, c: c, targets: targets, entries: make([]entry, 0, len(x.in.State.Volumes()))}
 	judge := newPairJudge(x.in)
 	var denied []string
-	cf, facts := claimFactsOf(c), x.volumeFacts()
+	cf, facts := claimFactsOf(x, c), x.volumeFacts()
 	for k, v := range x.in.State.Volumes() {
 		e := entry{v: v, failed: failedChecks(x, cf, v, &facts[k], targets), ofClass: facts[k].class == class, facts: &facts[k]}
 		if judge != nil && e.failed&judgedMask == 0 {
@@ -227,9 +253,11 @@ type order struct {
 	n       int
 }
 
-// bucket is one bucket of an order: sorted, the entries given out in order so far, heap the rest.
+// bucket is one bucket of an order: sorted, the entries given out in order so far, heap the rest
+// (a heap once heaped: a bucket no one reads into is never heaped).
 type bucket struct {
 	sorted, heap []int32
+	heaped       bool
 }
 
 // bucketOf is the bucket of an entry: by checks failed, then the claim's class first.
@@ -252,12 +280,6 @@ func newOrder(t *table, keep func(*entry) bool) *order {
 		b := &o.buckets[bucketOf(e)]
 		b.heap = append(b.heap, int32(i))
 		o.n++
-	}
-	for b := range o.buckets {
-		h := o.buckets[b].heap
-		for i := len(h)/2 - 1; i >= 0; i-- {
-			o.down(h, i)
-		}
 	}
 	return o
 }
@@ -300,6 +322,12 @@ func (o *order) at(k int) int {
 			k -= size
 			continue
 		}
+		if !bk.heaped {
+			for i := len(bk.heap)/2 - 1; i >= 0; i-- {
+				o.down(bk.heap, i)
+			}
+			bk.heaped = true
+		}
 		for len(bk.sorted) <= k {
 			h := bk.heap
 			bk.sorted = append(bk.sorted, h[0])
@@ -338,7 +366,13 @@ func (t *table) verdictRows(n int, named ...string) []Candidate {
 		if k >= n && free && t.entries[i].failed != 0 {
 			break
 		}
-		r := t.row(i)
+		var r Candidate
+		if k >= n && t.entries[i].failed == 0 && !slices.Contains(named, t.entries[i].v.Name) {
+			// Of a fitting volume the verdict reads only its name and taker: no texts.
+			r = withTakers([]Candidate{{Volume: t.entries[i].v.Name, Class: t.entries[i].facts.class, Fits: true}}, t.p, t.c.UID, t.x.claimName)[0]
+		} else {
+			r = t.row(i)
+		}
 		free = free || r.TakenBy.IsZero()
 		rows, included[i] = append(rows, r), true
 	}
@@ -368,9 +402,9 @@ func (t *table) verdictRows(n int, named ...string) []Candidate {
 const shownClosest = 10
 
 // explainTable explains claim c of the indexed input x, which p plans, as explainClaim does,
-// but with the candidate table kept as a table: the explanation's Candidates are the rows the
-// verdict read (at least the shownClosest closest), and the table gives the others on request.
-func explainTable(x *index, p pool, c *corev1.PersistentVolumeClaim) (*Explanation, *table) {
+// but with the candidate table kept as a table, which gives the rows on request (listed); the
+// head closest rows are made in full, the others the verdict reads only as far as it reads them.
+func explainTable(x *index, p pool, c *corev1.PersistentVolumeClaim, head int) (*Explanation, *table) {
 	s := subjectOf(c, x.classes)
 	targets := nodeTargets(c, x.in.Pods, x.in.State, s.selectedNode, s.scheduled)
 	st := decide(x, s, p.plan.Volumes[c.UID])
@@ -386,7 +420,7 @@ func explainTable(x *index, p pool, c *corev1.PersistentVolumeClaim) (*Explanati
 	st = nodeGone(st, x, c)
 	st = outOfReach(st, x, c)
 	running, st := provisionerRunning(st, x.in)
-	rows := t.verdictRows(shownClosest, st.volume, c.Spec.VolumeName)
+	rows := t.verdictRows(head, st.volume, c.Spec.VolumeName)
 	e := explanation(s, st)
 	e.ProvisionerRunning, e.Pods = running, cons.pods
 	e.Verdict = verdict(c, st, rows, p.planned[c.UID], cons.placedWithoutScheduler)
