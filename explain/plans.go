@@ -149,6 +149,10 @@ func readSnapshot(ctx context.Context, o ServeOptions) (*snapshot, error) {
 	}
 	in.State = withUIDs(in.state())
 	x := indexInput(in)
+	// What every question reads of the whole state, made here once rather than by the first
+	// question after the plan: the volumes' facts and the state's index of claimRefs.
+	x.volumeFacts()
+	_, _ = in.State.VolumesClaiming("", "")
 	return &snapshot{in: in, x: x, p: planPool(x, in.InFlight), at: in.Now}, nil
 }
 
