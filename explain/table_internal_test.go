@@ -216,6 +216,19 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 			if !reflect.DeepEqual(e.Candidates, closest) && !(len(closest) == 0 && len(e.Candidates) == 0) {
 				t.Fatalf("%s: closest\n%+v\nwant\n%+v", where, e.Candidates, closest)
 			}
+			// For a reader who may read some volumes only: the closest they may read, the others
+			// counted as forAudience counts them, and every reference rendered for them.
+			aud := someVolumes{}
+			forAudience(aud, want)
+			listed(got, tab, aud, candidatePage{})
+			policy.Redact(got, aud)
+			closest = want.Candidates[:min(shownClosest, len(want.Candidates))]
+			if !reflect.DeepEqual(got.Candidates, closest) && !(len(closest) == 0 && len(got.Candidates) == 0) {
+				t.Fatalf("%s: the closest a reader may read\n%+v\nwant\n%+v", where, got.Candidates, closest)
+			}
+			if !reflect.DeepEqual(got.Hidden, want.Hidden) || !reflect.DeepEqual(got.Verdict, want.Verdict) || got.State.String() != want.State.String() {
+				t.Fatalf("%s: for a reader: hidden %+v verdict %+v\nwant hidden %+v verdict %+v", where, got.Hidden, got.Verdict, want.Hidden, want.Verdict)
+			}
 		}
 	}
 }
@@ -225,3 +238,19 @@ func TestCheckCount(t *testing.T) {
 		t.Fatalf("checkCount is %d, len(Checks) %d", checkCount, len(Checks))
 	}
 }
+
+// someVolumes is a reader who may read the volumes whose name has an odd length (pv0..pv9, not
+// pv10..), every claim of namespace a, and nothing else.
+type someVolumes struct{}
+
+func (someVolumes) Names(o policy.ObjectRef) bool { return someVolumes{}.Reads(o) }
+func (someVolumes) Reads(o policy.ObjectRef) bool {
+	switch o.Kind {
+	case policy.KindPersistentVolume:
+		return len(o.Name)%2 == 1
+	case policy.KindPersistentVolumeClaim:
+		return o.Namespace == "a"
+	}
+	return true
+}
+func (someVolumes) UID(o policy.ObjectRef, _ types.UID) bool { return someVolumes{}.Reads(o) }
