@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -429,5 +431,50 @@ func TestExplainAPIListsTheClosestAndPagesTheRest(t *testing.T) {
 		if _, code := get("/pvc/team-a/data" + q); code != http.StatusBadRequest {
 			t.Errorf("GET %s: HTTP %d, want 400", q, code)
 		}
+	}
+}
+
+// TestExplainAPIReadsOnePlan: with the server's Plans, eight callers asking at once and again
+// are all answered from one read and plan of the cache, each answer the one a plan of its own
+// would give.
+func TestExplainAPIReadsOnePlan(t *testing.T) {
+	objs := explainCluster()
+	var lists atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.PersistentVolumeList); ok {
+				lists.Add(1)
+			}
+			return cl.List(ctx, list, opts...)
+		}}).Build()
+	o := explain.ServeOptions{Cache: c, Now: func() time.Time { return ExplainNow }, Log: logr.Discard()}
+	o.Plans = explain.NewPlans(o, explain.PlansOptions{})
+	h := explain.API(o)
+	var solo explain.Explanation
+	if err := json.Unmarshal([]byte(want(t, objs, "pvc", "team-a", "data")), &solo); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*5)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				rec := HTTPGet(h, "/pvc/team-a/data")
+				var e explain.Explanation
+				if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &e) != nil || !reflect.DeepEqual(e.Verdict, solo.Verdict) || !reflect.DeepEqual(e.Candidates, solo.Candidates) {
+					errs <- fmt.Sprintf("HTTP %d: %s", rec.Code, rec.Body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("%d reads of the cache for 40 questions, want 1", n)
 	}
 }
