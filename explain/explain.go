@@ -38,6 +38,13 @@ type Explanation struct {
 	// Candidates are all volumes, closest first: those that fit, then by the number of checks
 	// failed, then those of the claim's class, then by name.
 	Candidates []Candidate `json:"candidates"`
+	// CandidatesTotal, Others and Continue are the server's (API): Candidates lists there the
+	// closest candidates the caller may read, or a page of them; CandidatesTotal counts them all,
+	// Others those not listed, by the first check each fails, and Continue is the token of the
+	// next page (docs/explain.md, "Candidates on the API").
+	CandidatesTotal int              `json:"candidatesTotal,omitempty"`
+	Others          []CandidateGroup `json:"others,omitempty"`
+	Continue        string           `json:"continue,omitempty"`
 	// Hidden counts, by class, the volumes left out of Candidates for a caller who may not read
 	// them (the API and the pages serve each caller their own explanation).
 	Hidden  []HiddenVolumes `json:"hidden,omitempty"`
@@ -57,7 +64,11 @@ func Claim(in Input, namespace, name string) (*Explanation, error) {
 		return nil, err
 	}
 	x := indexInput(in)
-	e := explainClaim(x, planPool(x, in.InFlight), c, false)
+	e, t := explainTable(x, planPool(x, in.InFlight), c, shownClosest)
+	e.Candidates = make([]Candidate, t.order.len())
+	for k := range e.Candidates {
+		e.Candidates[k] = t.row(t.order.at(k))
+	}
 	e.Refused = refusals(in.Events, c)
 	return e, nil
 }

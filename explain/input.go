@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -86,12 +87,26 @@ func findClaim(s *clusterstate.State, namespace, name string) (*corev1.Persisten
 type index struct {
 	in      Input
 	classes map[string]*storagev1.StorageClass
+	// facts are the volumes' facts the candidate table reads (volumeFacts), in the state's order,
+	// read on first use: shared by every copy of the index (the server's explanations copy it).
+	facts *lazyFacts
+}
+
+type lazyFacts struct {
+	once  sync.Once
+	facts []volumeFacts
+}
+
+// volumeFacts are the facts of x's volumes, in the state's order.
+func (x *index) volumeFacts() []volumeFacts {
+	x.facts.once.Do(func() { x.facts.facts = factsOf(x.in.State.Volumes()) })
+	return x.facts.facts
 }
 
 // indexInput indexes in.
 func indexInput(in Input) *index {
 	in.State = in.state()
-	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}}
+	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}, facts: &lazyFacts{}}
 	for _, sc := range in.State.Classes() {
 		x.classes[sc.Name] = sc
 	}

@@ -40,17 +40,31 @@ func (e *Explanation) Table() (rows []Candidate, others string) {
 		}
 		rows = append(rows, cand)
 	}
-	if len(byClass) == 0 {
-		return rows, ""
+	if len(byClass) > 0 {
+		var parts []string
+		n := 0
+		for class, count := range byClass {
+			parts = append(parts, fmt.Sprintf("%s: %d", class, count))
+			n += count
+		}
+		sort.Strings(parts)
+		others = fmt.Sprintf("%d volume(s) of other classes (%s)", n, strings.Join(parts, ", "))
 	}
-	var parts []string
-	n := 0
-	for class, count := range byClass {
-		parts = append(parts, fmt.Sprintf("%s: %d", class, count))
-		n += count
+	// The server lists only the closest candidates and counts the rest (Others).
+	if len(e.Others) > 0 {
+		var parts []string
+		n := 0
+		for _, g := range e.Others {
+			parts = append(parts, fmt.Sprintf("%s: %d", g.Failing, g.Count))
+			n += g.Count
+		}
+		more := fmt.Sprintf("%d more candidate(s) not listed, by the first check each fails (%s)", n, strings.Join(parts, ", "))
+		if others != "" {
+			more = others + "; " + more
+		}
+		others = more
 	}
-	sort.Strings(parts)
-	return rows, fmt.Sprintf("%d volume(s) of other classes (%s)", n, strings.Join(parts, ", "))
+	return rows, others
 }
 
 // WriteText writes the explanation for people: the state, the table of the volumes of the

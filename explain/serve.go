@@ -3,11 +3,14 @@ package explain
 import (
 	"context"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +45,10 @@ type ServeOptions struct {
 	// Now is the clock a volume's explanation is judged at (default time.Now).
 	Now func() time.Time
 	Log logr.Logger
+	// Plans, when set, is the server's one plan of the pool (NewPlans, kept current by
+	// WatchChanges), which every explanation of a claim reads; without it each reads the cache
+	// and plans the pool again.
+	Plans *Plans
 }
 
 // explainer computes explanations for the HTTP endpoints: the same functions `pvguard explain`
@@ -89,7 +96,7 @@ func (x *explainer) input(ctx context.Context) (Input, error) {
 	return in, nil
 }
 
-func (x *explainer) claim(ctx context.Context, namespace, name string) (*Explanation, error) {
+func (x *explainer) claim(ctx context.Context, namespace, name string, page candidatePage) (*Explanation, error) {
 	if err := checkName("namespace", namespace, validation.IsDNS1123Label); err != nil {
 		return nil, err
 	}
@@ -101,23 +108,101 @@ func (x *explainer) claim(ctx context.Context, namespace, name string) (*Explana
 		return nil, &explainError{status: http.StatusForbidden,
 			msg: fmt.Sprintf("%s may not list persistentvolumeclaims in namespace %s", rd.User, namespace)}
 	}
-	in, err := x.input(ctx)
+	snap, err := x.snapshot(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// The plan's read and plan, with this request's policy engine and leases.
+	in := snap.in
+	if x.o.Engine != nil {
+		in.Policy, in.Identity = x.o.Engine(), x.o.Identity
+		if x.o.View != nil {
+			in.View = x.o.View(ctx)
+		}
 	}
 	if x.o.Leases != nil {
 		if err := ReadProvisionerLeases(ctx, x.o.Leases, &in, namespace, name); err != nil {
 			return nil, err
 		}
 	}
-	e, err := Claim(in, namespace, name)
-	if errors.Is(err, ErrUnknownClaim) {
+	c, err := findClaim(in.State, namespace, name)
+	if err != nil {
 		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
 	}
-	if err == nil {
-		claimForReader(rd, in, e)
+	xi := *snap.x
+	xi.in = in
+	e, t := explainTable(&xi, snap.p, c, shownClosest)
+	e.Refused = refusals(in.Events, c)
+	var aud policy.Audience
+	if !rd.Full() {
+		aud = rd.Audience(in.state(), nil)
 	}
-	return e, err
+	if next := listed(e, t, aud, page); next >= 0 {
+		e.Continue = continueToken(next)
+	}
+	if aud != nil {
+		policy.Redact(e, aud)
+	}
+	return e, nil
+}
+
+// snapshot is the plan an explanation of a claim reads: the server's current one, or one made
+// for the request.
+func (x *explainer) snapshot(ctx context.Context) (*snapshot, error) {
+	if x.o.Plans != nil {
+		return x.o.Plans.current(ctx)
+	}
+	return readSnapshot(ctx, x.o)
+}
+
+// Paging the candidates (docs/explain.md, "Candidates on the API").
+const (
+	defaultCandidateLimit = 500
+	maxCandidateLimit     = 5000
+)
+
+// continueToken is the token of the page that starts at offset.
+func continueToken(offset int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o" + strconv.Itoa(offset)))
+}
+
+// parsePage reads the candidates a request asks for: the closest (no query), or
+// candidates=all with limit and continue.
+func parsePage(q url.Values) (candidatePage, error) {
+	bad := func(format string, args ...any) error {
+		return &explainError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
+	}
+	var page candidatePage
+	switch q.Get("candidates") {
+	case "":
+		if q.Has("limit") || q.Has("continue") {
+			return page, bad("limit and continue page the full table: add candidates=all")
+		}
+		return page, nil
+	case "all":
+	default:
+		return page, bad("candidates=%q: the only value is all", q.Get("candidates"))
+	}
+	page.all, page.limit = true, defaultCandidateLimit
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxCandidateLimit {
+			return page, bad("limit=%q: want a number from 1 to %d", l, maxCandidateLimit)
+		}
+		page.limit = n
+	}
+	if tok := q.Get("continue"); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		n, err2 := 0, errors.New("no offset")
+		if err == nil && len(b) > 1 && b[0] == 'o' {
+			n, err2 = strconv.Atoi(string(b[1:]))
+		}
+		if err != nil || err2 != nil || n < 0 {
+			return page, bad("continue=%q is not a token this server gave", tok)
+		}
+		page.offset = n
+	}
+	return page, nil
 }
 
 func (x *explainer) volume(ctx context.Context, name string) (*VolumeExplanation, error) {
@@ -163,7 +248,11 @@ func API(o ServeOptions) http.Handler {
 	r := chi.NewRouter()
 	r.Get("/pvc/{namespace}/{name}", func(w http.ResponseWriter, req *http.Request) {
 		ns, name := chi.URLParam(req, "namespace"), chi.URLParam(req, "name")
-		e, err := x.claim(req.Context(), ns, name)
+		page, err := parsePage(req.URL.Query())
+		var e *Explanation
+		if err == nil {
+			e, err = x.claim(req.Context(), ns, name, page)
+		}
 		x.writeJSON(w, e, err, "PersistentVolumeClaim "+ns+"/"+name)
 	})
 	r.Get("/pv/{name}", func(w http.ResponseWriter, req *http.Request) {
@@ -230,7 +319,7 @@ func Pages(o ServeOptions) http.Handler {
 		path := "api/v1/explain/pvc/" + ns + "/" + name
 		p := explainPage{Title: "PersistentVolumeClaim " + ns + "/" + name, Root: "../../../",
 			JSON: "../../../" + path, Path: "/" + path, Checks: Checks}
-		e, err := x.claim(req.Context(), ns, name)
+		e, err := x.claim(req.Context(), ns, name, candidatePage{})
 		if err == nil {
 			p.Claim = e
 			p.Rows, p.Others = e.Table()

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,7 +62,12 @@ func want(t *testing.T, objs []client.Object, kind, ns, name string) string {
 	}
 	var v any
 	if kind == "pvc" {
-		v, err = explain.Claim(in, ns, name)
+		var e *explain.Explanation
+		e, err = explain.Claim(in, ns, name)
+		if e != nil {
+			e.CandidatesTotal = len(e.Candidates) // the server counts them (all are listed here)
+		}
+		v = e
 	} else {
 		v, err = explain.Volume(in, name, ExplainNow)
 	}
@@ -348,5 +357,124 @@ func TestReadProvisionerLeases(t *testing.T) {
 	}})
 	if err := explain.ReadProvisionerLeases(ctx, forbidden, &in, "team-a", "data"); err != nil || in.LeasesRead {
 		t.Errorf("forbidden: read %v, err %v", in.LeasesRead, err)
+	}
+}
+
+// TestExplainAPIListsTheClosestAndPagesTheRest: the API lists the 10 closest candidates and
+// counts the rest by the first check each fails; with candidates=all it pages through every
+// candidate, in the CLI's order, and refuses a query it cannot read.
+func TestExplainAPIListsTheClosestAndPagesTheRest(t *testing.T) {
+	objs := []client.Object{StorageClass("local", "kubernetes.io/no-provisioner"),
+		PVC("team-a", "data", ClaimClass("local"), Request("5Gi"))}
+	for i := range 25 {
+		size, class := fmt.Sprintf("%dGi", 1+i%4), "local"
+		if i%3 == 0 {
+			class = "slow"
+		}
+		objs = append(objs, PV(fmt.Sprintf("pv-%02d", i), Class(class), Capacity(size), Phase(corev1.VolumeAvailable)))
+	}
+	var cli explain.Explanation
+	if err := json.Unmarshal([]byte(want(t, objs, "pvc", "team-a", "data")), &cli); err != nil {
+		t.Fatal(err)
+	}
+	h := explain.API(explainOptions(objs...))
+	get := func(path string) (explain.Explanation, int) {
+		rec := HTTPGet(h, path)
+		var e explain.Explanation
+		if rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e, rec.Code
+	}
+	e, code := get("/pvc/team-a/data")
+	if code != http.StatusOK || e.CandidatesTotal != 25 || !reflect.DeepEqual(e.Candidates, cli.Candidates[:10]) {
+		t.Fatalf("HTTP %d, %d of %d candidates, want the CLI's 10 closest of 25", code, len(e.Candidates), e.CandidatesTotal)
+	}
+	if e.Verdict.Text.String() != cli.Verdict.Text.String() {
+		t.Errorf("verdict %q, want the CLI's %q", e.Verdict.Text, cli.Verdict.Text)
+	}
+	counted := map[string]int{}
+	for _, c := range cli.Candidates[10:] {
+		why := "fits"
+		if f := c.Failed(); len(f) > 0 {
+			why = string(f[0].Check)
+		}
+		counted[why]++
+	}
+	got := map[string]int{}
+	for _, g := range e.Others {
+		got[g.Failing] = g.Count
+	}
+	if !reflect.DeepEqual(got, counted) {
+		t.Errorf("others %v, want %v", got, counted)
+	}
+	var all []explain.Candidate
+	path, pages := "/pvc/team-a/data?candidates=all&limit=7", 0
+	for {
+		e, code := get(path)
+		if code != http.StatusOK || len(e.Others) != 0 || e.CandidatesTotal != 25 {
+			t.Fatalf("GET %s: HTTP %d, others %v, total %d", path, code, e.Others, e.CandidatesTotal)
+		}
+		all, pages = append(all, e.Candidates...), pages+1
+		if e.Continue == "" {
+			break
+		}
+		path = "/pvc/team-a/data?candidates=all&limit=7&continue=" + e.Continue
+	}
+	if pages != 4 || !reflect.DeepEqual(all, cli.Candidates) {
+		t.Errorf("%d pages of %d candidates, want 4 pages of the CLI's 25 in its order", pages, len(all))
+	}
+	for _, q := range []string{"?candidates=some", "?limit=5", "?candidates=all&limit=0", "?candidates=all&limit=5001",
+		"?candidates=all&continue=xyz", "?candidates=all&continue=by0x" /* "o-1" */} {
+		if _, code := get("/pvc/team-a/data" + q); code != http.StatusBadRequest {
+			t.Errorf("GET %s: HTTP %d, want 400", q, code)
+		}
+	}
+}
+
+// TestExplainAPIReadsOnePlan: with the server's Plans, eight callers asking at once and again
+// are all answered from one read and plan of the cache, each answer the one a plan of its own
+// would give.
+func TestExplainAPIReadsOnePlan(t *testing.T) {
+	objs := explainCluster()
+	var lists atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.PersistentVolumeList); ok {
+				lists.Add(1)
+			}
+			return cl.List(ctx, list, opts...)
+		}}).Build()
+	o := explain.ServeOptions{Cache: c, Now: func() time.Time { return ExplainNow }, Log: logr.Discard()}
+	o.Plans = explain.NewPlans(o, explain.PlansOptions{})
+	h := explain.API(o)
+	var solo explain.Explanation
+	if err := json.Unmarshal([]byte(want(t, objs, "pvc", "team-a", "data")), &solo); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*5)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				rec := HTTPGet(h, "/pvc/team-a/data")
+				var e explain.Explanation
+				if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &e) != nil || !reflect.DeepEqual(e.Verdict, solo.Verdict) || !reflect.DeepEqual(e.Candidates, solo.Candidates) {
+					errs <- fmt.Sprintf("HTTP %d: %s", rec.Code, rec.Body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("%d reads of the cache for 40 questions, want 1", n)
 	}
 }

@@ -20,12 +20,13 @@ import (
 // TestExplanationsCarryReferencesOnlyAsTexts: the fields of an explanation that are not Texts
 // are the reviewed ones, none of which can name what the caller may not read: the claim itself,
 // its pods (in its namespace), classes, nodes, enumerations, the counts of hidden volumes, the
-// refusals of events about the claim (in its namespace), and Candidate.Volume, whose rows the
+// refusals of events about the claim (in its namespace), the counts of the candidates not listed
+// (by check) and the token of the next page (an offset), and Candidate.Volume, whose rows the
 // caller may not read are taken out (HiddenVolumes) before it is served.
 func TestExplanationsCarryReferencesOnlyAsTexts(t *testing.T) {
 	want := []string{"Explanation.Claim", "Explanation.Phase", "Explanation.Class", "Explanation.BindingMode", "Explanation.SelectedNode",
 		"Explanation.WaitingFor", "Explanation.Provisioner", "Explanation.ProvisionerRunning", "Explanation.Pods",
-		"Candidate.Volume", "Candidate.Class", "Result.Check", "HiddenVolumes.Class", "HiddenVolumes.Failing", "HiddenVolumes.Text",
+		"Candidate.Volume", "Candidate.Class", "Result.Check", "CandidateGroup.Failing", "Explanation.Continue", "HiddenVolumes.Class", "HiddenVolumes.Failing", "HiddenVolumes.Text",
 		"Refusal.Point", "Refusal.Name", "Refusal.Rule", "Refusal.Reason", "Refusal.Source"}
 	if got := policy.PlainFields(reflect.TypeFor[explain.Explanation]()); !slices.Equal(got, want) {
 		t.Errorf("the plain fields of an Explanation are %q, want the reviewed %q: a field that may name an object must be a policy.Text", got, want)

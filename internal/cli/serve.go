@@ -366,7 +366,10 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 			return err
 		}
 	}
-	explainAPI, explainPages := explainHandlers(mgr, o, b, engines, auditViews, auditReader, log)
+	explainAPI, explainPages, err := explainHandlers(ctx, mgr, o, b, engines, auditViews, auditReader, log)
+	if err != nil {
+		return err
+	}
 	guard, err := readGuard(withOwnBucket(cfg, o.APIClasses.Access, "pvguard-access"), mgr.GetCache(), log)
 	if err != nil {
 		return err
@@ -627,19 +630,24 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engi
 
 // explainHandlers are the explain endpoints, served with the dashboard (nil when the audit is
 // off): explanations computed from the informer cache and, when the binder runs in this process,
-// its in-flight state, so that a page plans as the binder does. Each pair is judged by the
-// current policy as the binder that binds writes it: pvguard's, or with it off upstream's, whose
-// writes the webhook judges all the same. A claim's provisioner's Lease is read live.
-func explainHandlers(mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines *engineRef, views *webhook.ClusterView, live client.Reader, log logr.Logger) (api, pages http.Handler) {
+// its in-flight state, so that a page plans as the binder does. The pool is planned once for all
+// of them and again as objects change (explain.Plans), not once a question. Each pair is judged
+// by the current policy as the binder that binds writes it: pvguard's, or with it off upstream's,
+// whose writes the webhook judges all the same. A claim's provisioner's Lease is read live.
+func explainHandlers(ctx context.Context, mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines *engineRef, views *webhook.ClusterView, live client.Reader, log logr.Logger) (api, pages http.Handler, err error) {
 	if o.AuditInterval <= 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
 		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live}
 	if b != nil {
 		eo.PlanState, eo.Identity = b.PlanState, b.Identity()
 	}
-	return explain.API(eo), explain.Pages(eo)
+	eo.Plans = explain.NewPlans(eo, explain.PlansOptions{})
+	if err := explain.WatchChanges(ctx, mgr.GetCache(), eo.Plans); err != nil {
+		return nil, nil, err
+	}
+	return explain.API(eo), explain.Pages(eo), nil
 }
 
 // readGuard authenticates the callers of the report, the dashboard and the explanations with

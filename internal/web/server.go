@@ -152,9 +152,9 @@ func (s *Server) routes() chi.Router {
 	if s.opts.Dashboard != nil {
 		r.With(guarded).Method(http.MethodGet, "/", s.opts.Dashboard)
 	}
-	// An explanation plans the whole pool, as the binder does (its cost: docs/benchmarks.md,
-	// "Admission while callers ask for explanations"). The pages and the API
-	// share one slot, with a short queue, so that a dashboard reloaded in many tabs cannot take
+	// An explanation reads the server's one plan of the pool and checks every volume against
+	// the claim (its cost: docs/benchmarks.md, "Explanations while callers ask"). The pages and
+	// the API share one slot, with a short queue, so that a dashboard reloaded in many tabs cannot take
 	// the memory the webhooks need; requests beyond the queue get 429 and try again. Each
 	// caller has a rate of their own besides, so that one caller cannot keep the slot.
 	explainSlot := middleware.ThrottleBacklog(1, explainBacklog, 30*time.Second)

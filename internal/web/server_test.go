@@ -76,7 +76,7 @@ func TestExplainRoutes(t *testing.T) {
 	}
 }
 
-// TestExplanationsRunOneAtATime: an explanation plans the whole pool, so the pages and the API
+// TestExplanationsRunOneAtATime: an explanation checks every volume, so the pages and the API
 // share one slot; the others wait their turn rather than run beside it.
 func TestExplanationsRunOneAtATime(t *testing.T) {
 	var running, most atomic.Int32

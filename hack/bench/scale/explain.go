@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,8 +56,14 @@ type explainLoad struct {
 	// sampler's one-a-second series).
 	PeakRSS       uint64 `json:"peak_rss"`
 	PeakHeapInuse uint64 `json:"peak_heap_inuse"`
-	// OKp50ms is the median latency of the 200 answers (client side).
+	// OKp50ms and OKp99ms are the median and 99th percentile latency of the 200 answers
+	// (client side, on the same machine: the server's and the loopback's).
 	OKp50ms float64 `json:"ok_p50_ms"`
+	OKp99ms float64 `json:"ok_p99_ms"`
+	// MaxAnswerBytes is the largest 200 answer's body.
+	MaxAnswerBytes uint64 `json:"max_answer_bytes"`
+	// RSSBefore is pvguard serve's RSS in the last sample before the callers started.
+	RSSBefore uint64 `json:"rss_before"`
 	// FirstOther is the first unexpected answer, to say why.
 	FirstOther string    `json:"first_other,omitempty"`
 	Admission  []latency `json:"admission"`
@@ -131,6 +138,7 @@ func pendingClaimPaths(pairs int) []string {
 // explainCounts is what the callers were answered.
 type explainCounts struct {
 	started, ok, limited, other atomic.Uint64
+	maxBytes                    atomic.Uint64
 	mu                          sync.Mutex
 	okTimes                     []time.Duration
 	firstOther                  string
@@ -156,8 +164,9 @@ func (e *explainCounts) note(status int, d time.Duration, why string) {
 }
 
 // explainCaller GETs paths in turn, starting at offset, as token, until ctx ends; it does not
-// wait out a 429 (a caller that ignores Retry-After is the load the limit is there for).
-func explainCaller(ctx context.Context, hc *http.Client, base, token string, paths []string, offset int, e *explainCounts) {
+// wait out a 429 (a caller that ignores Retry-After is the load the limit is there for) unless
+// retryAfter: then it waits as the answer says, as kubectl and client-go do.
+func explainCaller(ctx context.Context, hc *http.Client, base, token string, paths []string, offset int, e *explainCounts, retryAfter bool) {
 	for i := offset; ctx.Err() == nil; i++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+paths[i%len(paths)], nil)
 		if err != nil {
@@ -182,6 +191,21 @@ func explainCaller(ctx context.Context, hc *http.Client, base, token string, pat
 			why = fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, body)
 		}
 		e.note(resp.StatusCode, time.Since(start), why)
+		if resp.StatusCode == http.StatusOK {
+			for n := uint64(len(body)); ; {
+				m := e.maxBytes.Load()
+				if n <= m || e.maxBytes.CompareAndSwap(m, n) {
+					break
+				}
+			}
+		}
+		if retryAfter && resp.StatusCode == http.StatusTooManyRequests {
+			wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(max(wait, 1)) * time.Second):
+			}
+		}
 	}
 }
 
@@ -208,7 +232,7 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 			defer wg.Done()
 			hc := admissionload.Client(pool)
 			hc.Timeout = 10 * time.Minute // an explanation over a large cluster, on a busy machine, is slow
-			explainCaller(cctx, hc, base, token, paths, i*len(paths)/len(tokens), &counts)
+			explainCaller(cctx, hc, base, token, paths, i*len(paths)/len(tokens), &counts, c.explainRetryAfter)
 		}()
 	}
 	stop := func() {
@@ -217,6 +241,9 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		load.Seconds = time.Since(start).Seconds()
 		load.ServerCPUSeconds = cpuSeconds(srv.pid) - cpu0
 		for _, p := range mem.points() {
+			if p.T < t0 {
+				load.RSSBefore = p.RSS
+			}
 			if p.T >= t0 {
 				load.PeakRSS, load.PeakHeapInuse = max(load.PeakRSS, p.RSS), max(load.PeakHeapInuse, p.HeapInuse)
 			}
@@ -240,7 +267,9 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 	if len(counts.okTimes) > 0 {
 		slices.Sort(counts.okTimes)
 		load.OKp50ms = float64(admissionload.Quantile(counts.okTimes, 0.50).Microseconds()) / 1000
+		load.OKp99ms = float64(admissionload.Quantile(counts.okTimes, 0.99).Microseconds()) / 1000
 	}
+	load.MaxAnswerBytes = counts.maxBytes.Load()
 	if load.OK == 0 && load.Other > 0 {
 		return load, fmt.Errorf("%d explaining callers got no explanation (%d limited, %d other; first: %s)", load.Callers, load.Limited, load.Other, load.FirstOther)
 	}

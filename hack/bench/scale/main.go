@@ -55,6 +55,8 @@ type config struct {
 	profiles    string
 	explainers  int
 	explainWarm time.Duration
+	// explainRetryAfter has the explaining callers wait out a 429's Retry-After.
+	explainRetryAfter bool
 }
 
 // listFlag is a repeatable string flag.
@@ -84,6 +86,7 @@ func main() {
 	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
 	flag.IntVar(&c.explainers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
 	flag.DurationVar(&c.explainWarm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
+	flag.BoolVar(&c.explainRetryAfter, "explain-retry-after", false, "the explaining callers wait out a 429's Retry-After, as kubectl does (default: they ask again at once)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs of pvguard, kube-apiserver and etcd)")
 	flag.Parse()
 	c.env, c.args = env, args
@@ -289,7 +292,7 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru)},
 			filler: f, cases: cases, pairs: n, pending: c.pending, fillPending: fillPending,
 			warmup: c.warmup, reviews: c.reviews, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
-			explainers: c.explainers, explainWarm: c.explainWarm,
+			explainers: c.explainers, explainWarm: c.explainWarm, explainRetryAfter: c.explainRetryAfter,
 		})
 		r.Mode = ru.label
 		res.Modes = append(res.Modes, r)
@@ -373,8 +376,8 @@ func writeExplainReport(w io.Writer, o output) {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| pairs | binder | callers | explanations 200 (/s, p50) | 429 (/s) | other, in flight at stop | pvguard CPU, peak RSS | pvc-create p50/p99: alone -> with callers | pvc-update | pv-create | pv-update |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| pairs | binder | callers | explanations 200 (/s, p50, p99) | largest answer | 429 (/s) | other, in flight at stop | pvguard CPU, RSS before -> peak | pvc-create p50/p99: alone -> with callers | pvc-update | pv-create | pv-update |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range o.Sizes {
 		for _, r := range s.Modes {
 			e := r.Explain
@@ -392,8 +395,9 @@ func writeExplainReport(w io.Writer, o output) {
 				a, b := alone[name], loaded[name]
 				return fmt.Sprintf("%.2f / %.2f -> %.2f / %.2f ms", a.P50ms, a.P99ms, b.P50ms, b.P99ms)
 			}
-			fmt.Fprintf(w, "| %d | %s | %d | %d (%.1f/s, %.1f ms) | %d (%.0f/s) | %d, %d | %.2f cores, %s | %s | %s | %s | %s |\n",
-				r.Pairs, r.Mode, e.Callers, e.OK, e.OKPerS, e.OKp50ms, e.Limited, e.LimitedPerS, e.Other, e.InFlight, e.ServerCPUSeconds/e.Seconds, mib(e.PeakRSS),
+			fmt.Fprintf(w, "| %d | %s | %d | %d (%.1f/s, %.1f ms, %.1f ms) | %.1f KB | %d (%.0f/s) | %d, %d | %.2f cores, %s -> %s | %s | %s | %s | %s |\n",
+				r.Pairs, r.Mode, e.Callers, e.OK, e.OKPerS, e.OKp50ms, e.OKp99ms, float64(e.MaxAnswerBytes)/1000, e.Limited, e.LimitedPerS, e.Other, e.InFlight,
+				e.ServerCPUSeconds/e.Seconds, mib(e.RSSBefore), mib(e.PeakRSS),
 				cell("pvc-create"), cell("pvc-update"), cell("pv-create"), cell("pv-update"))
 		}
 	}

@@ -108,7 +108,9 @@ type modeConfig struct {
 	planBudget  time.Duration
 	explainers  int
 	explainWarm time.Duration
-	log         io.Writer
+	// explainRetryAfter: the explaining callers wait out a 429's Retry-After.
+	explainRetryAfter bool
+	log               io.Writer
 }
 
 const (

@@ -1,0 +1,101 @@
+package explain
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	. "github.com/pvguard/pvguard/test/testobj"
+)
+
+// waitIdle waits until no plan is being made.
+func waitIdle(t *testing.T, p *Plans) {
+	t.Helper()
+	for range 1000 {
+		p.mu.Lock()
+		idle := p.building == nil
+		p.mu.Unlock()
+		if idle {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the plan was not made in 5s")
+}
+
+// TestPlansAreMadeOnChangeNotPerQuestion: the explanations read one plan; it is made again only
+// when an object changed and MinInterval has passed since the last (in the background: the
+// question that notices reads the last one), or when it is older than MaxAge.
+func TestPlansAreMadeOnChangeNotPerQuestion(t *testing.T) {
+	var lists atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).
+		WithObjects(PVC("ns", "c", Request("1Gi")), PV("pv-1", Capacity("1Gi"), Phase(corev1.VolumeAvailable))).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.PersistentVolumeList); ok {
+				lists.Add(1)
+			}
+			return cl.List(ctx, list, opts...)
+		}}).Build()
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	p := NewPlans(ServeOptions{Cache: c, Now: clock, Log: logr.Discard()}, PlansOptions{MinInterval: time.Second, MaxAge: time.Minute})
+	ctx := context.Background()
+	ask := func() *snapshot {
+		t.Helper()
+		s, err := p.current(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := ask()
+	for range 5 {
+		if ask() != first {
+			t.Fatal("a question made a plan of its own")
+		}
+	}
+	if n := lists.Load(); n != 1 {
+		t.Fatalf("%d reads of the cache for 6 questions, want 1", n)
+	}
+	if err := c.Create(ctx, PV("pv-2", Capacity("2Gi"), Phase(corev1.VolumeAvailable))); err != nil {
+		t.Fatal(err)
+	}
+	p.Changed()
+	if ask() != first || lists.Load() != 1 {
+		t.Fatal("a change was planned before MinInterval passed")
+	}
+	advance(2 * time.Second)
+	if ask() != first {
+		t.Fatal("the question that noticed the change waited for the plan")
+	}
+	waitIdle(t, p)
+	second := ask()
+	if second == first || len(second.in.State.Volumes()) != 2 || lists.Load() != 2 {
+		t.Fatalf("after the change: %d volumes, %d reads, want the new volume in a second read", len(second.in.State.Volumes()), lists.Load())
+	}
+	advance(2 * time.Second)
+	if ask() != second {
+		t.Fatal("a plan was made again without a change")
+	}
+	waitIdle(t, p)
+	if lists.Load() != 2 {
+		t.Fatal("a plan was made again without a change")
+	}
+	advance(time.Minute)
+	ask()
+	waitIdle(t, p)
+	if ask() == second || lists.Load() != 3 {
+		t.Fatal("a plan older than MaxAge was not made again")
+	}
+}

@@ -1,0 +1,188 @@
+package explain
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/storage"
+	. "github.com/pvguard/pvguard/test/testobj"
+)
+
+// synthetic is a generated cluster of pairs bound pairs and pending Pending claims (of an
+// Immediate default class "standard" and a WaitForFirstConsumer class "local"), with pending/2
+// free volumes of mixed sizes, access modes, labels and node affinity, one in twenty volumes
+// Released, some free volumes pre-bound to a pending claim; seed makes it.
+func synthetic(seed uint64, pairs, pending int) *clusterstate.State {
+	rng := rand.New(rand.NewPCG(seed, uint64(pairs)))
+	standard := StorageClass("standard", "csi.example.com", DefaultClass)
+	local := StorageClass("local", storage.NoProvisioner, func(sc *storagev1.StorageClass) {
+		m := storagev1.VolumeBindingWaitForFirstConsumer
+		sc.VolumeBindingMode = &m
+	})
+	nodes := make([]*corev1.Node, 8)
+	for i := range nodes {
+		nodes[i] = Node(fmt.Sprintf("node-%d", i), map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)})
+	}
+	size := func() string { return fmt.Sprintf("%dGi", 1+rng.IntN(100)) }
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany, corev1.ReadOnlyMany}
+	classOf := func() string {
+		if rng.IntN(10) == 0 {
+			return "local"
+		}
+		return "standard"
+	}
+	var claims []*corev1.PersistentVolumeClaim
+	var volumes []*corev1.PersistentVolume
+	for i := range pairs {
+		ns, name, pv := fmt.Sprintf("ns-%02d", i%50), fmt.Sprintf("data-%06d", i), fmt.Sprintf("pv-bound-%06d", i)
+		s, cls := size(), classOf()
+		c := PVC(ns, name, ClaimClass(cls), Request(s), ClaimUID(fmt.Sprintf("uid-%s-%s", ns, name)), ClaimBoundTo(pv),
+			ClaimMeta(Annotation(storage.AnnBindCompleted, "yes")))
+		claims = append(claims, c)
+		phase := corev1.VolumeBound
+		if i%20 == 0 {
+			phase = corev1.VolumeReleased
+		}
+		volumes = append(volumes, PV(pv, Class(cls), Capacity(s), BoundTo(c), Phase(phase)))
+	}
+	pendingName := func(j int) (string, string) { return fmt.Sprintf("ns-%02d", j%50), fmt.Sprintf("pending-%05d", j) }
+	for j := range pending {
+		ns, name := pendingName(j)
+		mods := []PVCMod{ClaimClass(classOf()), Request(size()), ClaimAccessModes(modes[rng.IntN(len(modes))]),
+			ClaimUID(fmt.Sprintf("uid-%s-%s", ns, name)), ClaimPhase(corev1.ClaimPending)}
+		switch rng.IntN(20) {
+		case 0:
+			mods = append(mods, Selector(map[string]string{"tier": []string{"gold", "silver"}[rng.IntN(2)]}))
+		case 1:
+			mods = append(mods, ClaimMeta(Annotation(storage.AnnSelectedNode, nodes[rng.IntN(len(nodes))].Name)))
+		case 2:
+			mods = append(mods, ClaimVolumeMode(corev1.PersistentVolumeBlock))
+		}
+		claims = append(claims, PVC(ns, name, mods...))
+	}
+	for k := range pending / 2 {
+		mods := []PVMod{Class(classOf()), Capacity(size()), Phase(corev1.VolumeAvailable),
+			AccessModes(modes[:1+rng.IntN(len(modes))]...), PVMeta(Label("tier", []string{"gold", "silver", "bronze"}[rng.IntN(3)]))}
+		switch rng.IntN(12) {
+		case 0:
+			mods = append(mods, NodeAffinity("kubernetes.io/hostname", nodes[rng.IntN(len(nodes))].Name))
+		case 1:
+			ns, name := pendingName(rng.IntN(pending))
+			uid := ""
+			if rng.IntN(2) == 0 {
+				uid = fmt.Sprintf("uid-%s-%s", ns, name)
+			}
+			mods = append(mods, ClaimRef(ns, name, uid))
+		case 2:
+			mods = append(mods, VolumeMode(corev1.PersistentVolumeBlock))
+		case 3:
+			mods = append(mods, Phase(corev1.VolumePending))
+		}
+		volumes = append(volumes, PV(fmt.Sprintf("pv-free-%06d", k), mods...))
+	}
+	rng.Shuffle(len(volumes), func(i, j int) { volumes[i], volumes[j] = volumes[j], volumes[i] })
+	return clusterstate.New(claims, volumes, []*storagev1.StorageClass{standard, local}, nodes)
+}
+
+// pendingClaims are the uids and keys of the state's claims that are not bound.
+func pendingClaims(s *clusterstate.State) []*corev1.PersistentVolumeClaim {
+	var out []*corev1.PersistentVolumeClaim
+	for _, c := range s.Claims() {
+		if c.Status.Phase != corev1.ClaimBound {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// benchmarkReference is one explanation as it was made before the server kept a plan and a
+// table (referenceClaim: a plan of the pool and every volume's row, per question), encoded as
+// the API sent it: the anchor of benchmarkServed, on the same state.
+func benchmarkReference(b *testing.B, pairs int) {
+	in := Input{State: synthetic(1, pairs, pairs/10), NodesListed: true}
+	in.State = withUIDs(in.state())
+	pend := pendingClaims(in.State)
+	size := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		e := referenceClaim(in, pend[i%len(pend)])
+		data, err := json.MarshalIndent(e, "", "  ")
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = max(size, len(data))
+	}
+	b.ReportMetric(float64(size), "max-answer-bytes")
+	reportCPU(b, cpu0)
+}
+
+func BenchmarkReference10k(b *testing.B)  { benchmarkReference(b, 10000) }
+func BenchmarkReference100k(b *testing.B) { benchmarkReference(b, 100000) }
+
+// benchmarkServed is one explanation as the server answers it: of a Pending claim (each in
+// turn), from the one plan of the pool the server keeps (made once, before the timer), its
+// closest candidates listed and the rest counted, encoded as the API sends it. It reports the
+// answer's bytes.
+func benchmarkServed(b *testing.B, pairs int) {
+	in := Input{State: synthetic(1, pairs, pairs/10), NodesListed: true}
+	in.State = withUIDs(in.state())
+	x := indexInput(in)
+	p := planPool(x, in.InFlight)
+	pend := pendingClaims(in.State)
+	size := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for i := range b.N {
+		c := pend[i%len(pend)]
+		e, t := explainTable(x, p, c, shownClosest)
+		listed(e, t, nil, candidatePage{})
+		data, err := json.MarshalIndent(e, "", "  ")
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = max(size, len(data))
+	}
+	b.ReportMetric(float64(size), "max-answer-bytes")
+	reportCPU(b, cpu0)
+}
+
+func BenchmarkServed10k(b *testing.B)  { benchmarkServed(b, 10000) }
+func BenchmarkServed100k(b *testing.B) { benchmarkServed(b, 100000) }
+
+// BenchmarkPlanPool100k is the plan the server makes as objects change (once a second at most),
+// which each explanation made before.
+func BenchmarkPlanPool100k(b *testing.B) {
+	in := Input{State: synthetic(1, 100000, 10000), NodesListed: true}
+	in.State = withUIDs(in.state())
+	x := indexInput(in)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		planPool(x, in.InFlight)
+	}
+}
+
+// cpuTime is the CPU time the process has used (user and system): on a shared machine a
+// benchmark's wall time is mostly the other tenants', its CPU time (cpu-ns/op) its own.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportCPU(b *testing.B, since time.Duration) {
+	b.ReportMetric(float64(cpuTime()-since)/float64(b.N), "cpu-ns/op")
+}

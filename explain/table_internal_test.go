@@ -1,0 +1,256 @@
+package explain
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
+	. "github.com/pvguard/pvguard/test/testobj"
+)
+
+// referenceClaim is the explanation as it was made before the table (explainClaim): every
+// volume's row made in full and sorted, over a plan of the whole pool made for the question.
+func referenceClaim(in Input, c *corev1.PersistentVolumeClaim) *Explanation {
+	x := indexInput(in)
+	return explainClaim(x, planPool(x, in.InFlight), c, false)
+}
+
+// randomState is a small cluster drawn from rng, with something of everything the checks and the
+// planner look at: classes of each binding mode (one default), volumes of every phase, bound,
+// pre-bound (with and without uid) and free, with node affinity, labels, modes and sizes, some
+// being deleted; claims pending, bound, naming volumes, with selectors and selected nodes; and
+// binds in flight and denials.
+func randomState(rng *rand.Rand) Input {
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	wffc := func(sc *storagev1.StorageClass) {
+		m := storagev1.VolumeBindingWaitForFirstConsumer
+		sc.VolumeBindingMode = &m
+	}
+	classes := []*storagev1.StorageClass{StorageClass("fast", "csi.example.com", DefaultClass),
+		StorageClass("local", storage.NoProvisioner, wffc), StorageClass("late", "csi.example.com", wffc),
+		StorageClass("static", storage.NoProvisioner)}
+	nodes := []*corev1.Node{Node("n1", map[string]string{"zone": "a"}), Node("n2", map[string]string{"zone": "b"})}
+	nClaims, nVolumes := 1+rng.IntN(12), rng.IntN(25)
+	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany, corev1.ReadOnlyMany}
+	var claims []*corev1.PersistentVolumeClaim
+	key := func(i int) (string, string) { return pick("a", "b"), fmt.Sprintf("c%d", i) }
+	for i := range nClaims {
+		ns, name := key(i)
+		mods := []PVCMod{Request(fmt.Sprintf("%dGi", 1+rng.IntN(8))), ClaimAccessModes(modes[rng.IntN(3)], modes[rng.IntN(3)]),
+			ClaimUID(fmt.Sprintf("uid-%s-%d", ns, i)), ClaimPhase(corev1.ClaimPending)}
+		switch r := rng.IntN(6); r {
+		case 0:
+			mods = append(mods, ClaimNoClass)
+		case 1, 2, 3, 4:
+			mods = append(mods, ClaimClass(pick("fast", "local", "late", "static", "gone")))
+		}
+		if rng.IntN(5) == 0 {
+			mods = append(mods, Selector(map[string]string{"tier": pick("gold", "silver")}))
+		}
+		if rng.IntN(5) == 0 {
+			mods = append(mods, ClaimMeta(Annotation(storage.AnnSelectedNode, pick("n1", "n2", "n3"))))
+		}
+		if rng.IntN(6) == 0 {
+			mods = append(mods, VolumeName(fmt.Sprintf("pv%d", rng.IntN(nVolumes+2))))
+		}
+		if rng.IntN(8) == 0 {
+			mods = append(mods, ClaimVolumeMode(corev1.PersistentVolumeBlock))
+		}
+		if rng.IntN(10) == 0 {
+			mods = append(mods, ClaimVolumeAttributesClass("gold"))
+		}
+		if rng.IntN(12) == 0 {
+			mods = append(mods, ClaimMeta(Deleting()))
+		}
+		claims = append(claims, PVC(ns, name, mods...))
+	}
+	var volumes []*corev1.PersistentVolume
+	for i := range nVolumes {
+		mods := []PVMod{Capacity(fmt.Sprintf("%dGi", 1+rng.IntN(8))), AccessModes(someModes(rng)...),
+			Phase([]corev1.PersistentVolumePhase{corev1.VolumeAvailable, corev1.VolumeAvailable, corev1.VolumeBound,
+				corev1.VolumeReleased, corev1.VolumePending, ""}[rng.IntN(6)]),
+			PVMeta(Label("tier", pick("gold", "silver", "bronze")))}
+		if rng.IntN(6) > 0 {
+			mods = append(mods, Class(pick("fast", "local", "late", "static", "")))
+		} else {
+			mods = append(mods, Class(""))
+		}
+		switch rng.IntN(5) {
+		case 0:
+			c := claims[rng.IntN(len(claims))]
+			uid := string(c.UID)
+			if rng.IntN(3) == 0 {
+				uid = ""
+			}
+			mods = append(mods, ClaimRef(c.Namespace, c.Name, uid))
+		case 1:
+			mods = append(mods, ClaimRef("b", "gone", "uid-gone"))
+		}
+		if rng.IntN(4) == 0 {
+			mods = append(mods, NodeAffinity("kubernetes.io/hostname", pick("n1", "n2", "n3")))
+		}
+		if rng.IntN(8) == 0 {
+			mods = append(mods, VolumeMode(corev1.PersistentVolumeBlock))
+		}
+		if rng.IntN(10) == 0 {
+			mods = append(mods, VolumeAttributesClass("gold"))
+		}
+		if rng.IntN(15) == 0 {
+			mods = append(mods, PVMeta(Deleting(), Finalizers("kubernetes.io/pv-protection")))
+		}
+		volumes = append(volumes, PV(fmt.Sprintf("pv%d", i), mods...))
+	}
+	// A crowded pool, one state in three: most volumes free in the default class and most
+	// claims asking for it, so that many volumes fit and the plan gives most of them out.
+	if rng.IntN(3) == 0 {
+		for i, v := range volumes {
+			if rng.IntN(5) > 0 {
+				volumes[i] = PVWith(v, Class("fast"), Phase(corev1.VolumeAvailable), NoClaimRef)
+			}
+		}
+		for i, c := range claims {
+			if rng.IntN(4) > 0 {
+				claims[i] = PVCWith(c, ClaimClass("fast"))
+			}
+		}
+	}
+	// Some claims bound to a volume that names them.
+	for _, v := range volumes {
+		if ref := v.Spec.ClaimRef; ref != nil && ref.UID != "" && rng.IntN(2) == 0 {
+			for i, c := range claims {
+				if c.Namespace == ref.Namespace && c.Name == ref.Name && c.Spec.VolumeName == "" {
+					claims[i] = PVCWith(c, ClaimBoundTo(v.Name), ClaimMeta(Annotation(storage.AnnBindCompleted, "yes")))
+				}
+			}
+		}
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	in := Input{State: clusterstate.New(claims, volumes, classes, nodes), NodesListed: rng.IntN(2) == 0, PendingFree: rng.IntN(2) == 0}
+	in.InFlight = binder.InFlight{Reserved: map[string]types.UID{}, Denied: map[types.UID]map[string]time.Time{}, At: now}
+	for _, v := range volumes {
+		switch rng.IntN(10) {
+		case 0:
+			in.InFlight.Reserved[v.Name] = claims[rng.IntN(len(claims))].UID
+		case 1:
+			c := claims[rng.IntN(len(claims))]
+			if in.InFlight.Denied[c.UID] == nil {
+				in.InFlight.Denied[c.UID] = map[string]time.Time{}
+			}
+			in.InFlight.Denied[c.UID][v.Name] = now.Add(-time.Duration(rng.IntN(120)) * time.Second)
+		}
+	}
+	return in
+}
+
+// someModes is a random non-empty set of access modes.
+func someModes(rng *rand.Rand) []corev1.PersistentVolumeAccessMode {
+	var out []corev1.PersistentVolumeAccessMode
+	for _, m := range []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce, corev1.ReadWriteMany, corev1.ReadOnlyMany} {
+		if rng.IntN(2) == 0 {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, corev1.ReadWriteOnce)
+	}
+	return out
+}
+
+// TestTableExplainsAsTheFullPool: over random states, the explanation made with the table (the
+// server's and the CLI's) has the verdict, the state, what the claim waits for and the closest
+// candidates of the explanation made with every row over a plan of the question's own
+// (referenceClaim), and its table's rows are the full table's, in its order.
+func TestTableExplainsAsTheFullPool(t *testing.T) {
+	cfg, err := policy.ParseConfig([]byte("rules:\n  binder-annotations: {action: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	denyAll := policy.NewEngine(cfg)
+	seeds := 400
+	if testing.Short() {
+		seeds = 100
+	}
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		in := randomState(rng)
+		switch rng.IntN(4) {
+		case 0:
+			in.Policy, in.Identity = denyAll, policy.UserInfo{Username: "system:serviceaccount:pvguard-system:pvguard"}
+		case 1:
+			in.Policy, in.Identity = denyAll, policy.UserInfo{Username: binder.UpstreamBinderIdentity.Username}
+		}
+		in.State = withUIDs(in.state())
+		x := indexInput(in)
+		shared := planPool(x, in.InFlight) // planned once for every claim, as the server keeps it
+		for _, c := range in.State.Claims() {
+			want := referenceClaim(in, c)
+			got, tab := explainTable(x, shared, c, []int{0, 1, shownClosest}[rng.IntN(3)]) // rows made in full: any head
+			where := fmt.Sprintf("seed %d, claim %s/%s", seed, c.Namespace, c.Name)
+			if !reflect.DeepEqual(got.Verdict, want.Verdict) {
+				t.Fatalf("%s: verdict\n%+v\nwant\n%+v", where, got.Verdict, want.Verdict)
+			}
+			if got.WaitingFor != want.WaitingFor || got.State.String() != want.State.String() || got.Provisioner != want.Provisioner {
+				t.Fatalf("%s: waiting for %s (%s), want %s (%s)", where, got.WaitingFor, got.State, want.WaitingFor, want.State)
+			}
+			if len(tab.entries) != len(want.Candidates) {
+				t.Fatalf("%s: %d rows, want %d", where, len(tab.entries), len(want.Candidates))
+			}
+			for i := range tab.entries {
+				if row := tab.row(tab.order.at(i)); !reflect.DeepEqual(row, want.Candidates[i]) {
+					t.Fatalf("%s: row %d\n%+v\nwant\n%+v", where, i, row, want.Candidates[i])
+				}
+			}
+			var e Explanation
+			listed(&e, tab, nil, candidatePage{})
+			closest := want.Candidates[:min(shownClosest, len(want.Candidates))]
+			if !reflect.DeepEqual(e.Candidates, closest) && !(len(closest) == 0 && len(e.Candidates) == 0) {
+				t.Fatalf("%s: closest\n%+v\nwant\n%+v", where, e.Candidates, closest)
+			}
+			// For a reader who may read some volumes only: the closest they may read, the others
+			// counted as forAudience counts them, and every reference rendered for them.
+			aud := someVolumes{}
+			forAudience(aud, want)
+			listed(got, tab, aud, candidatePage{})
+			policy.Redact(got, aud)
+			closest = want.Candidates[:min(shownClosest, len(want.Candidates))]
+			if !reflect.DeepEqual(got.Candidates, closest) && !(len(closest) == 0 && len(got.Candidates) == 0) {
+				t.Fatalf("%s: the closest a reader may read\n%+v\nwant\n%+v", where, got.Candidates, closest)
+			}
+			if !reflect.DeepEqual(got.Hidden, want.Hidden) || !reflect.DeepEqual(got.Verdict, want.Verdict) || got.State.String() != want.State.String() {
+				t.Fatalf("%s: for a reader: hidden %+v verdict %+v\nwant hidden %+v verdict %+v", where, got.Hidden, got.Verdict, want.Hidden, want.Verdict)
+			}
+		}
+	}
+}
+
+func TestCheckCount(t *testing.T) {
+	if checkCount != len(Checks) {
+		t.Fatalf("checkCount is %d, len(Checks) %d", checkCount, len(Checks))
+	}
+}
+
+// someVolumes is a reader who may read the volumes whose name has an odd length (pv0..pv9, not
+// pv10..), every claim of namespace a, and nothing else.
+type someVolumes struct{}
+
+func (someVolumes) Names(o policy.ObjectRef) bool { return someVolumes{}.Reads(o) }
+func (someVolumes) Reads(o policy.ObjectRef) bool {
+	switch o.Kind {
+	case policy.KindPersistentVolume:
+		return len(o.Name)%2 == 1
+	case policy.KindPersistentVolumeClaim:
+		return o.Namespace == "a"
+	}
+	return true
+}
+func (someVolumes) UID(o policy.ObjectRef, _ types.UID) bool { return someVolumes{}.Reads(o) }
