@@ -1,0 +1,335 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/explain"
+)
+
+// listPage is how many objects one list request of the local explanation returns: a page is
+// decoded, reduced and dropped before the next is asked for, so the client holds one page of
+// whole objects at a time however large the cluster is.
+const listPage = 1000
+
+// settledPairs is what a claim's local explanation makes of the volumes in a settled pair (a
+// volume bound to another claim that is bound to it): the binder plans only claims without a
+// volume (binder.Plan), so such a volume is no one's to take, and policy judges only pairs that
+// pass claimRef, which it fails. It still counts for the verdict when no volume fits (the closest
+// volume may be one that would fit if it were freed), so the read keeps the closest of them
+// (Kept, at most settledKept, ranked as the candidate table ranks) and counts the rest: Total, by
+// class and by the check each fails first.
+type settledPairs struct {
+	Total   int
+	ByClass map[string]int
+	ByCheck map[explain.Check]int
+}
+
+// settledKept is how many volumes of settled pairs the local read keeps: the closest, from which
+// the verdict names one when nothing fits. More than localTop, so the rows shown are the closest.
+const settledKept = 2 * localTop
+
+// boundClaim is what the local read keeps of a claim that names its volume, until the volumes
+// show whether that volume names it back (a settled pair).
+type boundClaim struct {
+	namespace, name, volume string
+}
+
+// readClaimLive reads, from the cluster of rc as the user of rc, what the explanation of the
+// claim namespace/name reads (readClaimInput): the large lists in protobuf and page by page.
+func readClaimLive(ctx context.Context, rc *rest.Config, namespace, name string) (explain.Input, settledPairs, error) {
+	pc := rest.CopyConfig(rc)
+	pc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	pc.ContentType = runtime.ContentTypeProtobuf
+	cs, err := kubernetes.NewForConfig(pc)
+	if err != nil {
+		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
+	}
+	// Leases are one filtered request (explain.ReadProvisionerLeases), through the same client
+	// library the server uses.
+	leases, err := client.New(rc, client.Options{})
+	if err != nil {
+		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
+	}
+	in, settled, err := readClaimInput(ctx, cs, leases, namespace, name, listPage, settledKept)
+	if err != nil {
+		return explain.Input{}, settledPairs{}, fmt.Errorf("reading %s: %w", rc.Host, err)
+	}
+	return in, settled, nil
+}
+
+// readClaimInput reads what the explanation of the claim namespace/name needs, without holding
+// the cluster: the claim; every class; the nodes' names and labels; the pods and events of the
+// claim's namespace; the claims without a volume (those the binder plans, which compete for the
+// same volumes) whole, and of the others only which volume each names; the volumes, but for
+// those in a settled pair, of which only the closest are kept and the rest counted
+// (settledPairs); and, with leases set, the Leases of the claim's provisioner. Claims naming a
+// volume that does not name them back are read again one by one: they are few, and the state
+// holds them whole. Lists are read page objects at a time, each page reduced before the next is
+// read; keep is how many volumes of settled pairs it keeps (settledKept). A claim that does not
+// exist is explain.ErrUnknownClaim.
+func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.Reader, namespace, name string, page int64, keep int) (explain.Input, settledPairs, error) {
+	settled := settledPairs{ByClass: map[string]int{}, ByCheck: map[explain.Check]int{}}
+	target, err := cs.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return explain.Input{}, settled, fmt.Errorf("%w %s/%s", explain.ErrUnknownClaim, namespace, name)
+	}
+	if err != nil {
+		return explain.Input{}, settled, fmt.Errorf("reading claim %s/%s: %w", namespace, name, err)
+	}
+
+	var classes []*storagev1.StorageClass
+	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := cs.StorageV1().StorageClasses().List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			classes = append(classes, &l.Items[i])
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return explain.Input{}, settled, fmt.Errorf("listing storage classes: %w", err)
+	}
+
+	in := explain.Input{NodesListed: true, Now: time.Now()}
+	// Nodes: only names and labels, all that the binder and the explanation read of a node.
+	var nodes []*corev1.Node
+	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := cs.CoreV1().Nodes().List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			n := &l.Items[i]
+			nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, Labels: n.Labels}})
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return explain.Input{}, settled, fmt.Errorf("listing nodes: %w", err)
+	}
+
+	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := cs.CoreV1().Pods(namespace).List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			p := &l.Items[i]
+			p.ManagedFields = nil
+			in.Pods = append(in.Pods, p)
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return explain.Input{}, settled, fmt.Errorf("listing pods in namespace %s: %w", namespace, err)
+	}
+	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := cs.CoreV1().Events(namespace).List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			e := &l.Items[i]
+			e.ManagedFields = nil
+			in.Events = append(in.Events, e)
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return explain.Input{}, settled, fmt.Errorf("listing events in namespace %s: %w", namespace, err)
+	}
+	// Claims: whole when the binder may plan them (no volume named) or when explained; else
+	// only the volume each names, by uid.
+	var claims []*corev1.PersistentVolumeClaim
+	bound := map[types.UID]boundClaim{}
+	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := cs.CoreV1().PersistentVolumeClaims("").List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		for i := range l.Items {
+			c := &l.Items[i]
+			switch {
+			case c.UID == target.UID:
+				// The explained claim as this list has it, so the state is one list's.
+				claims = append(claims, trimClaim(c))
+			case c.Spec.VolumeName == "":
+				claims = append(claims, trimClaim(c))
+			default:
+				bound[c.UID] = boundClaim{namespace: c.Namespace, name: c.Name, volume: c.Spec.VolumeName}
+			}
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return explain.Input{}, settled, fmt.Errorf("listing claims: %w", err)
+	}
+	if !containsClaim(claims, target.UID) {
+		claims = append(claims, trimClaim(target)) // created after the list began
+	}
+
+	var volumes []*corev1.PersistentVolume
+	closest := closestSettled{keep: keep, target: target, classes: classes, nodes: nodes, pods: in.Pods, out: &settled}
+	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := cs.CoreV1().PersistentVolumes().List(ctx, o)
+		if err != nil {
+			return "", err
+		}
+		var pairs []*corev1.PersistentVolume
+		for i := range l.Items {
+			v := &l.Items[i]
+			// The volume the claim names is its own state's subject, whoever holds it.
+			if ref := v.Spec.ClaimRef; ref != nil && ref.UID != "" && ref.UID != target.UID && v.Name != target.Spec.VolumeName {
+				if b, ok := bound[ref.UID]; ok && b.volume == v.Name && b.namespace == ref.Namespace && b.name == ref.Name {
+					delete(bound, ref.UID)
+					pairs = append(pairs, trimVolume(v))
+					continue
+				}
+			}
+			volumes = append(volumes, trimVolume(v))
+		}
+		return l.Continue, closest.add(pairs)
+	})
+	if err != nil {
+		return explain.Input{}, settled, fmt.Errorf("listing volumes: %w", err)
+	}
+	volumes = append(volumes, closest.kept...)
+	// The claims left in bound name a volume that does not name them back: read them whole.
+	for _, b := range sortedBound(bound) {
+		c, err := cs.CoreV1().PersistentVolumeClaims(b.namespace).Get(ctx, b.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return explain.Input{}, settled, fmt.Errorf("reading claim %s/%s: %w", b.namespace, b.name, err)
+		}
+		claims = append(claims, trimClaim(c))
+	}
+
+	in.State = clusterstate.New(claims, volumes, classes, nodes).WithPods(in.Pods)
+	if leases != nil {
+		if err := explain.ReadProvisionerLeases(ctx, leases, &in, namespace, name); err != nil {
+			return explain.Input{}, settled, err
+		}
+	}
+	return in, settled, nil
+}
+
+// eachPage calls list with Limit page and each Continue token it returns, until the last page.
+func eachPage(ctx context.Context, page int64, list func(context.Context, metav1.ListOptions) (next string, err error)) error {
+	o := metav1.ListOptions{Limit: page}
+	for {
+		next, err := list(ctx, o)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		o.Continue = next
+	}
+}
+
+// trimClaim and trimVolume copy an object out of its page without the managed fields, which
+// no rule, the binder nor the explanation reads, and which are most of a written object's
+// size. A copy, not a pointer into the page's items: a pointer would keep the whole page.
+func trimClaim(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
+	cp := *c
+	cp.ManagedFields = nil
+	return &cp
+}
+
+func trimVolume(v *corev1.PersistentVolume) *corev1.PersistentVolume {
+	cp := *v
+	cp.ManagedFields = nil
+	return &cp
+}
+
+func containsClaim(claims []*corev1.PersistentVolumeClaim, uid types.UID) bool {
+	for _, c := range claims {
+		if c.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// sortedBound is bound's claims in namespace/name order, so that the state's order does not
+// depend on the map's.
+func sortedBound(bound map[types.UID]boundClaim) []boundClaim {
+	out := make([]boundClaim, 0, len(bound))
+	for _, b := range bound {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].namespace != out[j].namespace {
+			return out[i].namespace < out[j].namespace
+		}
+		return out[i].name < out[j].name
+	})
+	return out
+}
+
+// closestSettled keeps, of the volumes in settled pairs, the keep closest to the claim
+// target, ranked as the candidate table ranks them, and counts the others into out.
+type closestSettled struct {
+	keep    int
+	target  *corev1.PersistentVolumeClaim
+	classes []*storagev1.StorageClass
+	nodes   []*corev1.Node
+	pods    []*corev1.Pod
+	out     *settledPairs
+	kept    []*corev1.PersistentVolume
+}
+
+// add ranks pairs (one page's volumes of settled pairs) with those kept so far, by the
+// explanation's own checks: the target's explanation over only these volumes, where no plan
+// gives any of them out, so each row is as the whole cluster's explanation has it.
+func (k *closestSettled) add(pairs []*corev1.PersistentVolume) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	vols := append(k.kept, pairs...)
+	in := explain.Input{State: clusterstate.New([]*corev1.PersistentVolumeClaim{k.target}, vols, k.classes, k.nodes).WithPods(k.pods),
+		Pods: k.pods, NodesListed: true}
+	e, err := explain.Claim(in, k.target.Namespace, k.target.Name)
+	if err != nil {
+		return fmt.Errorf("ranking the volumes of settled pairs: %w", err)
+	}
+	byName := make(map[string]*corev1.PersistentVolume, len(vols))
+	for _, v := range vols {
+		byName[v.Name] = v
+	}
+	k.kept = k.kept[:0:0]
+	for i, row := range e.Candidates { // closest first
+		v := byName[row.Volume]
+		if i < k.keep {
+			k.kept = append(k.kept, v)
+			continue
+		}
+		first := explain.Check("fits")
+		if f := row.Failed(); len(f) > 0 {
+			first = f[0].Check
+		}
+		k.out.Total++
+		k.out.ByClass[v.Spec.StorageClassName]++
+		k.out.ByCheck[first]++
+	}
+	return nil
+}
