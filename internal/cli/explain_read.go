@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -65,6 +66,9 @@ func readClaimLive(ctx context.Context, rc *rest.Config, namespace, name string)
 		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
 	}
 	in, settled, err := readClaimInput(ctx, cs, leases, namespace, name, listPage, settledKept)
+	if errors.Is(err, explain.ErrUnknownClaim) {
+		return explain.Input{}, settledPairs{}, err // bad input, said as it is
+	}
 	if err != nil {
 		return explain.Input{}, settledPairs{}, fmt.Errorf("reading %s: %w", rc.Host, err)
 	}
