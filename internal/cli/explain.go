@@ -368,7 +368,7 @@ func (s settledPairs) note() string {
 			byCheck = append(byCheck, fmt.Sprintf("%d fail %s first", n, c))
 		}
 	}
-	return fmt.Sprintf("%d more volume(s), each bound to a claim bound to it, were counted and not kept (by class: %s; %s).",
+	return fmt.Sprintf("%d more volume(s) bound to other claims or released were counted, not kept (by class: %s; %s).",
 		s.Total, strings.Join(byClass, ", "), strings.Join(byCheck, ", "))
 }
 

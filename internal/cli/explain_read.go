@@ -26,25 +26,26 @@ import (
 // whole objects at a time however large the cluster is.
 const listPage = 1000
 
-// settledPairs is what a claim's local explanation makes of the volumes in a settled pair (a
-// volume bound to another claim that is bound to it): the binder plans only claims without a
-// volume (binder.Plan), so such a volume is no one's to take, and policy judges only pairs that
-// pass claimRef, which it fails. It still counts for the verdict when no volume fits (the closest
-// volume may be one that would fit if it were freed), so the read keeps the closest of them
-// (Kept, at most settledKept, ranked as the candidate table ranks) and counts the rest: Total, by
-// class and by the check each fails first.
+// settledPairs is what a claim's local explanation makes of the settled volumes (settledVolume:
+// bound to another claim, or Released by a claim that is gone): the binder plans only claims
+// without a volume and gives out only free volumes or those pre-bound to such a claim
+// (binder.Plan), so a settled volume is no one's to take, and policy judges only pairs that pass
+// claimRef, which it fails. It still counts for the verdict when no volume fits (the closest
+// volume may be one that would fit if it were freed), so the read keeps the closest of them (at
+// most settledKept, ranked as the candidate table ranks) and counts the rest: Total, by class and
+// by the check each fails first.
 type settledPairs struct {
 	Total   int
 	ByClass map[string]int
 	ByCheck map[explain.Check]int
 }
 
-// settledKept is how many volumes of settled pairs the local read keeps: the closest, from which
+// settledKept is how many settled volumes the local read keeps: the closest, from which
 // the verdict names one when nothing fits. More than localTop, so the rows shown are the closest.
 const settledKept = 2 * localTop
 
 // boundClaim is what the local read keeps of a claim that names its volume, until the volumes
-// show whether that volume names it back (a settled pair).
+// show whether that volume names it back.
 type boundClaim struct {
 	namespace, name, volume string
 }
@@ -52,16 +53,21 @@ type boundClaim struct {
 // readClaimLive reads, from the cluster of rc as the user of rc, what the explanation of the
 // claim namespace/name reads (readClaimInput): the large lists in protobuf and page by page.
 func readClaimLive(ctx context.Context, rc *rest.Config, namespace, name string) (explain.Input, settledPairs, error) {
+	// Leases are one filtered request (explain.ReadProvisionerLeases), through the same client
+	// library the server uses.
+	leases, err := client.New(rc, client.Options{})
+	if err != nil {
+		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
+	}
+	return readClaimLiveWith(ctx, rc, leases, namespace, name)
+}
+
+// readClaimLiveWith is readClaimLive reading Leases from leases (nil: none).
+func readClaimLiveWith(ctx context.Context, rc *rest.Config, leases client.Reader, namespace, name string) (explain.Input, settledPairs, error) {
 	pc := rest.CopyConfig(rc)
 	pc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	pc.ContentType = runtime.ContentTypeProtobuf
 	cs, err := kubernetes.NewForConfig(pc)
-	if err != nil {
-		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
-	}
-	// Leases are one filtered request (explain.ReadProvisionerLeases), through the same client
-	// library the server uses.
-	leases, err := client.New(rc, client.Options{})
 	if err != nil {
 		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
 	}
@@ -79,11 +85,11 @@ func readClaimLive(ctx context.Context, rc *rest.Config, namespace, name string)
 // the cluster: the claim; every class; the nodes' names and labels; the pods and events of the
 // claim's namespace; the claims without a volume (those the binder plans, which compete for the
 // same volumes) whole, and of the others only which volume each names; the volumes, but for
-// those in a settled pair, of which only the closest are kept and the rest counted
+// the settled ones (settledVolume), of which only the closest are kept and the rest counted
 // (settledPairs); and, with leases set, the Leases of the claim's provisioner. Claims naming a
 // volume that does not name them back are read again one by one: they are few, and the state
 // holds them whole. Lists are read page objects at a time, each page reduced before the next is
-// read; keep is how many volumes of settled pairs it keeps (settledKept). A claim that does not
+// read; keep is how many settled volumes it keeps (settledKept). A claim that does not
 // exist is explain.ErrUnknownClaim.
 func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.Reader, namespace, name string, page int64, keep int) (explain.Input, settledPairs, error) {
 	settled := settledPairs{ByClass: map[string]int{}, ByCheck: map[explain.Check]int{}}
@@ -161,6 +167,7 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.
 	// Claims: whole when the binder may plan them (no volume named) or when explained; else
 	// only the volume each names, by uid.
 	var claims []*corev1.PersistentVolumeClaim
+	whole := map[types.UID]bool{} // the claims kept whole: a volume naming one may be planned for it
 	bound := map[types.UID]boundClaim{}
 	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := cs.CoreV1().PersistentVolumeClaims("").List(ctx, o)
@@ -170,11 +177,10 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.
 		for i := range l.Items {
 			c := &l.Items[i]
 			switch {
-			case c.UID == target.UID:
+			case c.UID == target.UID, c.Spec.VolumeName == "":
 				// The explained claim as this list has it, so the state is one list's.
 				claims = append(claims, trimClaim(c))
-			case c.Spec.VolumeName == "":
-				claims = append(claims, trimClaim(c))
+				whole[c.UID] = true
 			default:
 				bound[c.UID] = boundClaim{namespace: c.Namespace, name: c.Name, volume: c.Spec.VolumeName}
 			}
@@ -198,13 +204,12 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.
 		var pairs []*corev1.PersistentVolume
 		for i := range l.Items {
 			v := &l.Items[i]
-			// The volume the claim names is its own state's subject, whoever holds it.
-			if ref := v.Spec.ClaimRef; ref != nil && ref.UID != "" && ref.UID != target.UID && v.Name != target.Spec.VolumeName {
-				if b, ok := bound[ref.UID]; ok && b.volume == v.Name && b.namespace == ref.Namespace && b.name == ref.Name {
-					delete(bound, ref.UID)
-					pairs = append(pairs, trimVolume(v))
-					continue
-				}
+			if b, ok := bound[refUID(v)]; ok && b.volume == v.Name && b.namespace == v.Spec.ClaimRef.Namespace && b.name == v.Spec.ClaimRef.Name {
+				delete(bound, refUID(v)) // the claim's volume names it back: it stays in no one's way
+			}
+			if settledVolume(v, target, whole) {
+				pairs = append(pairs, trimVolume(v))
+				continue
 			}
 			volumes = append(volumes, trimVolume(v))
 		}
@@ -235,6 +240,25 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.
 	return in, settled, nil
 }
 
+// refUID is the uid of the claim v names, "" for none.
+func refUID(v *corev1.PersistentVolume) types.UID {
+	if v.Spec.ClaimRef == nil {
+		return ""
+	}
+	return v.Spec.ClaimRef.UID
+}
+
+// settledVolume says volume v is no one's to take in a plan made now, so that the explanation of
+// target needs only its row: it names, by uid, a claim that the plan does not consider (bound, or
+// gone: none of those kept whole, which are every claim without a volume), and it is not
+// Available, so not free (binder.Plan gives out free volumes and those pre-bound to a pending
+// claim). The claim's own volume, and the volume it names, are the subject of its state and stay.
+func settledVolume(v *corev1.PersistentVolume, target *corev1.PersistentVolumeClaim, whole map[types.UID]bool) bool {
+	uid := refUID(v)
+	return uid != "" && !whole[uid] && uid != target.UID && v.Name != target.Spec.VolumeName &&
+		v.Status.Phase != corev1.VolumeAvailable && v.Status.Phase != corev1.VolumePending
+}
+
 // eachPage calls list with Limit page and each Continue token it returns, until the last page.
 func eachPage(ctx context.Context, page int64, list func(context.Context, metav1.ListOptions) (next string, err error)) error {
 	o := metav1.ListOptions{Limit: page}
@@ -255,14 +279,32 @@ func eachPage(ctx context.Context, page int64, list func(context.Context, metav1
 // size. A copy, not a pointer into the page's items: a pointer would keep the whole page.
 func trimClaim(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
 	cp := *c
-	cp.ManagedFields = nil
+	cp.ManagedFields, cp.Annotations = nil, withoutLastApplied(c.Annotations)
 	return &cp
 }
 
 func trimVolume(v *corev1.PersistentVolume) *corev1.PersistentVolume {
 	cp := *v
-	cp.ManagedFields = nil
+	cp.ManagedFields, cp.Annotations = nil, withoutLastApplied(v.Annotations)
 	return &cp
+}
+
+// lastApplied is the annotation `kubectl apply` keeps the applied configuration in: a copy of the
+// object, which no rule reads.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// withoutLastApplied is annotations without lastApplied (annotations itself when it has none).
+func withoutLastApplied(annotations map[string]string) map[string]string {
+	if _, ok := annotations[lastApplied]; !ok {
+		return annotations
+	}
+	out := make(map[string]string, len(annotations)-1)
+	for k, v := range annotations {
+		if k != lastApplied {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func containsClaim(claims []*corev1.PersistentVolumeClaim, uid types.UID) bool {
@@ -290,7 +332,7 @@ func sortedBound(bound map[types.UID]boundClaim) []boundClaim {
 	return out
 }
 
-// closestSettled keeps, of the volumes in settled pairs, the keep closest to the claim
+// closestSettled keeps, of the settled volumes, the keep closest to the claim
 // target, ranked as the candidate table ranks them, and counts the others into out.
 type closestSettled struct {
 	keep    int
@@ -302,7 +344,7 @@ type closestSettled struct {
 	kept    []*corev1.PersistentVolume
 }
 
-// add ranks pairs (one page's volumes of settled pairs) with those kept so far, by the
+// add ranks pairs (one page's settled volumes) with those kept so far, by the
 // explanation's own checks: the target's explanation over only these volumes, where no plan
 // gives any of them out, so each row is as the whole cluster's explanation has it.
 func (k *closestSettled) add(pairs []*corev1.PersistentVolume) error {
@@ -314,7 +356,7 @@ func (k *closestSettled) add(pairs []*corev1.PersistentVolume) error {
 		Pods: k.pods, NodesListed: true}
 	e, err := explain.Claim(in, k.target.Namespace, k.target.Name)
 	if err != nil {
-		return fmt.Errorf("ranking the volumes of settled pairs: %w", err)
+		return fmt.Errorf("ranking the settled volumes: %w", err)
 	}
 	byName := make(map[string]*corev1.PersistentVolume, len(vols))
 	for _, v := range vols {

@@ -67,10 +67,11 @@ func pagedClientset(t *testing.T, objs ...runtime.Object) (*fake.Clientset, map[
 	return cs, requests
 }
 
-// TestReadClaimInputReadsPageByPageAndCountsSettledPairs: the local read keeps the claims the
-// binder plans and every volume that is not in a settled pair, reads a claim whose volume does
-// not name it back, counts the settled pairs by class, and asks for each list page by page.
-func TestReadClaimInputReadsPageByPageAndCountsSettledPairs(t *testing.T) {
+// TestReadClaimInputReadsPageByPageAndCountsSettledVolumes: the local read keeps the claims the
+// binder plans and every volume that is not settled, reads a claim whose volume does not name it
+// back, keeps the closest settled volumes and counts the others by class and check, and asks
+// for each list page by page.
+func TestReadClaimInputReadsPageByPageAndCountsSettledVolumes(t *testing.T) {
 	target := PVC("team-a", "data", ClaimClass("local"), ClaimPhase(corev1.ClaimPending))
 	var objs []runtime.Object
 	objs = append(objs, target, StorageClass("local", "kubernetes.io/no-provisioner"), Node("n1", map[string]string{"zone": "a"}))
@@ -94,15 +95,17 @@ func TestReadClaimInputReadsPageByPageAndCountsSettledPairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if settled.Total != 5 || settled.ByClass["local"] != 5 || settled.ByCheck[explain.CheckPhase] != 5 {
-		t.Errorf("settled pairs %+v, want 5 of class local, each failing phase first", settled)
+	// Settled: the 45 bound, pv-released and pv-other (which names a claim that does not
+	// exist); the closest settledKept are kept.
+	if settled.Total != 7 || settled.ByClass["local"] != 7 || settled.ByCheck[explain.CheckPhase] != 7 {
+		t.Errorf("settled volumes %+v, want 7 of class local, each failing phase first", settled)
 	}
 	var claims, volumes []string
 	for _, c := range in.State.Claims() {
 		claims = append(claims, c.Namespace+"/"+c.Name)
 	}
 	for _, v := range in.State.Volumes() {
-		if strings.HasPrefix(v.Name, "pv-bound-") {
+		if strings.HasPrefix(v.Name, "pv-bound-") || v.Name == "pv-released" || v.Name == "pv-other" {
 			continue
 		}
 		volumes = append(volumes, v.Name)
@@ -115,7 +118,7 @@ func TestReadClaimInputReadsPageByPageAndCountsSettledPairs(t *testing.T) {
 	if want := []string{"team-a/data", "team-b/half", "team-c/waiting"}; !slices.Equal(claims, want) {
 		t.Errorf("claims %v, want %v", claims, want)
 	}
-	if want := []string{"pv-free", "pv-other", "pv-released"}; !slices.Equal(volumes, want) {
+	if want := []string{"pv-free"}; !slices.Equal(volumes, want) {
 		t.Errorf("volumes %v, want %v", volumes, want)
 	}
 	if n := len(in.State.Volumes()) - len(volumes); n != settledKept {

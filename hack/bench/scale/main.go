@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,6 +56,8 @@ type config struct {
 	profiles    string
 	explainers  int
 	explainWarm time.Duration
+	cli         []cliBinary
+	cliRuns     int
 }
 
 // listFlag is a repeatable string flag.
@@ -84,12 +87,18 @@ func main() {
 	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
 	flag.IntVar(&c.explainers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
 	flag.DurationVar(&c.explainWarm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
+	var cliBins string
+	flag.StringVar(&cliBins, "cli", "", "after the fill, measure `explain pvc` of a pending claim run as a user runs it (wall time, peak RSS) by these binaries, LABEL=PATH[,LABEL=PATH...] (\"new\" for the one built or given with -pvguard)")
+	flag.IntVar(&c.cliRuns, "cli-runs", 3, "runs of each -cli binary")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs of pvguard, kube-apiserver and etcd)")
 	flag.Parse()
 	c.env, c.args = env, args
 	var err error
 	if c.sizes, err = parseSizes(pairs); err == nil {
 		c.modes, err = parseModes(modes)
+	}
+	if err == nil {
+		c.cli, err = parseCLI(cliBins)
 	}
 	if err == nil && (c.workers <= 0 || c.reviews <= 0 || c.warmup < 0 || c.pending < 0 || c.explainers < 0) {
 		err = errors.New("-workers and -reviews must be positive, -warmup, -pending and -explainers not negative")
@@ -125,6 +134,9 @@ func parseSizes(s string) ([]int, error) {
 
 func parseModes(s string) ([]binder.Mode, error) {
 	var out []binder.Mode
+	if s == "none" { // only the -cli measurement
+		return nil, nil
+	}
 	for _, m := range strings.Split(s, ",") {
 		switch mode := binder.Mode(strings.TrimSpace(m)); mode {
 		case binder.ModeOff, binder.ModeShadow, binder.ModeActive:
@@ -155,6 +167,7 @@ type sizeResult struct {
 	Seconds float64      `json:"seconds"`
 	Fill    fillStats    `json:"fill"`
 	Modes   []modeResult `json:"modes"`
+	CLI     []cliResult  `json:"cli,omitempty"`
 }
 
 type output struct {
@@ -276,6 +289,17 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			fillPending++
 		}
 	}
+	if len(c.cli) > 0 {
+		bins := slices.Clone(c.cli)
+		for i := range bins {
+			if bins[i].path == "new" {
+				bins[i].path = c.pvguard
+			}
+		}
+		if res.CLI, err = measureCLI(ctx, bins, c.cliRuns, kubeconfig, fixtureNamespace+"/"+fixturePending, n, os.Stderr); err != nil {
+			return res, err
+		}
+	}
 	var runs []child
 	if c.baseline != "" {
 		runs = append(runs, child{c.baseline, binder.ModeOff, "off (baseline)"})
@@ -339,6 +363,11 @@ func writeReport(w io.Writer, o output) {
 		}
 	}
 	writeExplainReport(w, o)
+	var cli []cliResult
+	for _, s := range o.Sizes {
+		cli = append(cli, s.CLI...)
+	}
+	writeCLIReport(w, cli)
 	if o.TotalSeconds > 0 {
 		fmt.Fprintf(w, "\nwhole run: %.0f s\n", o.TotalSeconds)
 	}
