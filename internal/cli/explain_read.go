@@ -23,8 +23,9 @@ import (
 
 // listPage is how many objects one list request of the local explanation returns: a page is
 // decoded, reduced and dropped before the next is asked for, so the client holds one page of
-// whole objects at a time however large the cluster is.
-const listPage = 1000
+// whole objects at a time however large the cluster is (about 25 MB decoded at 5,000 written
+// objects), in few round trips (40 at 100,000 pairs: from a laptop, each one is the network's).
+const listPage = 5000
 
 // settledPairs is what a claim's local explanation makes of the settled volumes (settledVolume:
 // bound to another claim, or Released by a claim that is gone): the binder plans only claims
@@ -67,6 +68,12 @@ func readClaimLiveWith(ctx context.Context, rc *rest.Config, leases client.Reade
 	pc := rest.CopyConfig(rc)
 	pc.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	pc.ContentType = runtime.ContentTypeProtobuf
+	// One request at a time, each waiting for the one before: client-go's default limit (5/s
+	// after a burst of 10) would only add waits, 200 ms a page past the tenth. The apiserver's
+	// own fairness (API Priority and Fairness) still queues this user's requests.
+	if pc.QPS == 0 {
+		pc.QPS, pc.Burst = -1, 0
+	}
 	cs, err := kubernetes.NewForConfig(pc)
 	if err != nil {
 		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)

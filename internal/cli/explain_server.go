@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,11 +36,14 @@ func forbidden(err error) bool { return apierrors.IsForbidden(err) }
 const serverTimeout = 20 * time.Second
 
 // The full candidate list of a claim's explanation, as the server pages it (docs/explain.md,
-// "The API"): candidatesParam=candidatesAll asks for every candidate, continueParam carries the
-// token of the page before, and the answer's continueField names the next page ("" for none).
+// "Candidates on the API"): candidatesParam=candidatesAll asks for every candidate, limitParam
+// for pages of serverPage (the most the server gives), continueParam carries the token of the
+// page before, and the answer's continue names the next page ("" for none).
 const (
 	candidatesParam = "candidates"
 	candidatesAll   = "all"
+	limitParam      = "limit"
+	serverPage      = 5000
 	continueParam   = "continue"
 )
 
@@ -68,7 +72,7 @@ func askServerClaim(ctx context.Context, o ExplainFlags, rc *rest.Config, namesp
 	var out *explain.Explanation
 	token := ""
 	for pages := 0; ; pages++ {
-		q := url.Values{candidatesParam: {candidatesAll}}
+		q := url.Values{candidatesParam: {candidatesAll}, limitParam: {strconv.Itoa(serverPage)}}
 		if token != "" {
 			q.Set(continueParam, token)
 		}

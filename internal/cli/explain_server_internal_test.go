@@ -94,7 +94,7 @@ func TestExplainClaimFollowsTheServersPages(t *testing.T) {
 		asked++
 		q := r.URL.Query()
 		p, ok := pages[q.Get(continueParam)]
-		if q.Get(candidatesParam) != candidatesAll || !ok {
+		if q.Get(candidatesParam) != candidatesAll || q.Get(limitParam) != "5000" || !ok {
 			http.Error(w, "unexpected query "+r.URL.RawQuery, http.StatusBadRequest)
 			return
 		}
