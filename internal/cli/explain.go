@@ -368,6 +368,9 @@ func (s settledPairs) note() string {
 			byCheck = append(byCheck, fmt.Sprintf("%d fail %s first", n, c))
 		}
 	}
+	if n := s.ByCheck[""]; n > 0 {
+		byCheck = append(byCheck, fmt.Sprintf("%d not checked: they cannot be closer than those shown", n))
+	}
 	return fmt.Sprintf("%d more volume(s) bound to other claims or released were counted, not kept (by class: %s; %s).",
 		s.Total, strings.Join(byClass, ", "), strings.Join(byCheck, ", "))
 }

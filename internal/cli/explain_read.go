@@ -19,6 +19,7 @@ import (
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // listPage is how many objects one list request of the local explanation returns: a page is
@@ -339,8 +340,9 @@ func sortedBound(bound map[types.UID]boundClaim) []boundClaim {
 	return out
 }
 
-// closestSettled keeps, of the settled volumes, the keep closest to the claim
-// target, ranked as the candidate table ranks them, and counts the others into out.
+// closestSettled keeps, of the settled volumes, the keep closest to the claim target, ranked as
+// the candidate table ranks them (by checks failed, then the claim's class first, then by name),
+// and counts the others into out.
 type closestSettled struct {
 	keep    int
 	target  *corev1.PersistentVolumeClaim
@@ -349,16 +351,28 @@ type closestSettled struct {
 	pods    []*corev1.Pod
 	out     *settledPairs
 	kept    []*corev1.PersistentVolume
+	// worst is the last of the kept rows once keep are kept: a volume that cannot rank before it
+	// is counted without being checked.
+	worst *explain.Candidate
 }
 
-// add ranks pairs (one page's settled volumes) with those kept so far, by the
-// explanation's own checks: the target's explanation over only these volumes, where no plan
-// gives any of them out, so each row is as the whole cluster's explanation has it.
+// add ranks pairs (one page's settled volumes) with those kept so far, by the explanation's own
+// checks: the target's explanation over only these volumes, where no plan gives any of them
+// out, so each row is as the whole cluster's explanation has it. Once keep are kept, volumes
+// that cannot rank before the last of them are counted without being checked (outranked).
 func (k *closestSettled) add(pairs []*corev1.PersistentVolume) error {
-	if len(pairs) == 0 {
+	var check []*corev1.PersistentVolume
+	for _, v := range pairs {
+		if first, ok := k.outranked(v); ok {
+			k.count(v, first)
+			continue
+		}
+		check = append(check, v)
+	}
+	if len(check) == 0 {
 		return nil
 	}
-	vols := append(k.kept, pairs...)
+	vols := append(k.kept, check...)
 	in := explain.Input{State: clusterstate.New([]*corev1.PersistentVolumeClaim{k.target}, vols, k.classes, k.nodes).WithPods(k.pods),
 		Pods: k.pods, NodesListed: true}
 	e, err := explain.Claim(in, k.target.Namespace, k.target.Name)
@@ -374,15 +388,42 @@ func (k *closestSettled) add(pairs []*corev1.PersistentVolume) error {
 		v := byName[row.Volume]
 		if i < k.keep {
 			k.kept = append(k.kept, v)
+			if i == k.keep-1 {
+				k.worst = &e.Candidates[i]
+			}
 			continue
 		}
 		first := explain.Check("fits")
 		if f := row.Failed(); len(f) > 0 {
 			first = f[0].Check
 		}
-		k.out.Total++
-		k.out.ByClass[v.Spec.StorageClassName]++
-		k.out.ByCheck[first]++
+		k.count(v, first)
 	}
 	return nil
+}
+
+// outranked says v cannot rank before the worst kept row, from what every settled volume fails
+// (phase, not Available, and claimRef, naming another claim) and its class alone; first is the
+// check it fails first when that is known without checking it ("" otherwise). A volume of
+// another class fails class too, the first check: it ranks after a worst row that fails at most
+// two checks, or three and is of the claim's class. A volume of the claim's class fails at least
+// two: it ranks after a worst row that fails exactly two (so is of the claim's class) and has a
+// smaller name.
+func (k *closestSettled) outranked(v *corev1.PersistentVolume) (first explain.Check, ok bool) {
+	if k.worst == nil {
+		return "", false
+	}
+	failed, class := len(k.worst.Failed()), storage.ClaimClass(k.target)
+	if storage.VolumeClass(v) != class {
+		worstOfClass := k.worst.Class == class
+		return explain.CheckClass, failed < 3 || failed == 3 && worstOfClass
+	}
+	return "", failed == 2 && v.Name > k.worst.Volume
+}
+
+// count counts v as left out, failing first (by the column order; "" when it was not checked).
+func (k *closestSettled) count(v *corev1.PersistentVolume, first explain.Check) {
+	k.out.Total++
+	k.out.ByClass[storage.VolumeClass(v)]++
+	k.out.ByCheck[first]++
 }

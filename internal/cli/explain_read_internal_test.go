@@ -16,6 +16,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -96,9 +97,10 @@ func TestReadClaimInputReadsPageByPageAndCountsSettledVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Settled: the 45 bound, pv-released and pv-other (which names a claim that does not
-	// exist); the closest settledKept are kept.
-	if settled.Total != 7 || settled.ByClass["local"] != 7 || settled.ByCheck[explain.CheckPhase] != 7 {
-		t.Errorf("settled volumes %+v, want 7 of class local, each failing phase first", settled)
+	// exist); the closest settledKept are kept. Each fails exactly phase and claimRef, so once
+	// settledKept are kept, those with a later name than the last kept are counted unchecked.
+	if settled.Total != 7 || settled.ByClass["local"] != 7 || settled.ByCheck[""] != 7 {
+		t.Errorf("settled volumes %+v, want 7 of class local, counted without being checked", settled)
 	}
 	var claims, volumes []string
 	for _, c := range in.State.Claims() {
@@ -147,7 +149,7 @@ func TestReadClaimInputUnknownClaim(t *testing.T) {
 // claimRef.
 func TestLocalReadExplainsAsTheWholeCluster(t *testing.T) {
 	counted := 0
-	for seed := range uint64(60) {
+	for seed := range uint64(200) {
 		objs, claims := randomCluster(rand.New(rand.NewPCG(seed, 7)))
 		cs, _ := pagedClientset(t, objs...)
 		full := wholeState(t, objs)
@@ -156,8 +158,9 @@ func TestLocalReadExplainsAsTheWholeCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Keep one to three volumes of settled pairs, so that most clusters have some counted.
-			in, settled, err := readClaimInput(context.Background(), cs, nil, c.Namespace, c.Name, 3, 1+int(seed%3))
+			// Keep one to three settled volumes, so that most clusters have some counted.
+			keep := 1 + int(seed%3)
+			in, settled, err := readClaimInput(context.Background(), cs, nil, c.Namespace, c.Name, 3, keep)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -190,6 +193,19 @@ func TestLocalReadExplainsAsTheWholeCluster(t *testing.T) {
 			if left != settled.Total {
 				t.Errorf("%s: %d volumes left out, %d counted", where, left, settled.Total)
 			}
+			// The settled volumes kept are the keep closest of them, in the whole table's order.
+			var settledOrder []string
+			for _, r := range want.Candidates {
+				if settledVolume(volumeNamed(objs, r.Volume), c, wholeClaims(objs)) {
+					settledOrder = append(settledOrder, r.Volume)
+				}
+			}
+			for i, name := range settledOrder {
+				shown := slices.ContainsFunc(got.Candidates, func(g explain.Candidate) bool { return g.Volume == name })
+				if shown != (i < keep) {
+					t.Errorf("%s: settled volume %s, %d closest of them, kept %v (keep %d)", where, name, i+1, shown, keep)
+				}
+			}
 			if !reflect.DeepEqual(got.Candidates, kept) {
 				t.Errorf("%s: rows differ from the whole cluster's:\n got %+v\nwant %+v", where, got.Candidates, kept)
 			}
@@ -198,6 +214,28 @@ func TestLocalReadExplainsAsTheWholeCluster(t *testing.T) {
 	if counted == 0 {
 		t.Fatal("no cluster had a volume of a settled pair counted rather than kept: the comparison tested nothing")
 	}
+}
+
+// volumeNamed is the volume of objs named name.
+func volumeNamed(objs []runtime.Object, name string) *corev1.PersistentVolume {
+	for _, o := range objs {
+		if v, ok := o.(*corev1.PersistentVolume); ok && v.Name == name {
+			return v
+		}
+	}
+	return nil
+}
+
+// wholeClaims are the uids of the claims of objs without a volume: those the local read keeps
+// whole.
+func wholeClaims(objs []runtime.Object) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for _, o := range objs {
+		if c, ok := o.(*corev1.PersistentVolumeClaim); ok && c.Spec.VolumeName == "" {
+			out[c.UID] = true
+		}
+	}
+	return out
 }
 
 // wholeState is the state of every object, as the whole-cluster read has it.
