@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -49,6 +50,10 @@ type ExplainFlags struct {
 	// When the live cluster forbids one of the explanation's reads, the explanation is asked of
 	// that server instead, as the same user: it answers what that user's RBAC lets them list.
 	Server, ServerCA string
+	// AllCandidates (--all-candidates) asks for every candidate volume of a claim: from the
+	// server, its full list page by page; locally, every row instead of the closest ones and
+	// counts by the check the others fail.
+	AllCandidates bool
 }
 
 // DefaultBinderIdentity is the user pvguard's binder writes as when the chart is installed as
@@ -105,9 +110,12 @@ func bindExplainFlags(f *pflag.FlagSet, o *ExplainFlags) (given func() []string)
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "manifest file or directory (repeatable); without it, the live cluster")
 	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
 	f.StringVar(&o.ConfigFile, "config", "", "policy config file, as pvguard serve reads it (default: the default config)")
-	f.StringVar(&o.Server, "pvguard-server", "",
-		"a pvguard server (https://HOST:PORT, e.g. a port-forward of its Service) to ask, as the same user, when your own reads are forbidden")
-	f.StringVar(&o.ServerCA, "pvguard-certificate-authority", "", "the CA of the pvguard server's serving certificate (default: the system's)")
+	f.StringVar(&o.Server, "pvguard-server", os.Getenv(serverEnv),
+		"a pvguard server (https://HOST:PORT, e.g. a port-forward of its Service) to ask first, as the same user; when it cannot be reached, the explanation is made from your own reads (default $"+serverEnv+")")
+	f.BoolVar(&o.AllCandidates, "all-candidates", false,
+		fmt.Sprintf("show every candidate volume of a claim (default: the %d closest, and the others counted by the check they fail)", localTop))
+	f.StringVar(&o.ServerCA, "pvguard-certificate-authority", os.Getenv(serverCAEnv),
+		"the CA of the pvguard server's serving certificate (default $"+serverCAEnv+", else the system's)")
 	f.StringVar(&o.BinderIdentity, "binder-identity", DefaultBinderIdentity,
 		"the user the binder writes as, which policy judges each pair as (upstream's binder: system:serviceaccount:kube-system:persistent-volume-binder)")
 	// The connection flags go to a set of their own first, to be told apart from the others.
@@ -222,7 +230,9 @@ func claimKey(ref, flagNamespace string, contextNamespace func() (string, error)
 }
 
 // RunExplainClaim explains the claim REF (NAMESPACE/NAME, or NAME: see claimKey) and writes the
-// explanation to out.
+// explanation to out. Live, it asks the pvguard server first when one is named (--pvguard-server),
+// as the user of the kubeconfig; when the server cannot be reached, or none is named, it
+// explains from the user's own reads (readClaimLive), saying so on errOut.
 func RunExplainClaim(o ExplainFlags, ref string, out, errOut io.Writer) error {
 	if o.Output != "table" && o.Output != "json" {
 		return badInput("-o %s: want table or json", o.Output)
@@ -231,21 +241,54 @@ func RunExplainClaim(o ExplainFlags, ref string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	in, err := loadInput(o, rc, namespace, name, errOut)
-	if rc != nil && forbidden(err) {
-		if o.Server == "" {
-			return fmt.Errorf("%w; %s", err, forbiddenHint)
-		}
-		fmt.Fprintf(errOut, "pvguard explain: %v; asking the pvguard server %s, which shows what your RBAC lets you list\n", err, o.Server)
-		e := &explain.Explanation{}
-		if err := askServer(context.Background(), o, rc, "pvc/"+namespace+"/"+name, e); err != nil {
+	ctx := context.Background()
+	if rc == nil {
+		in, err := loadInput(o, nil, namespace, name, errOut)
+		if err != nil {
 			return err
 		}
-		return writeExplanation(out, o.Output, e)
+		return explainLocally(o, in, settledPairs{}, namespace, name, out, errOut)
 	}
+	serverDown := false
+	if o.Server != "" {
+		e, err := askServerClaim(ctx, o, rc, namespace, name, o.AllCandidates)
+		var down *serverUnreachable
+		if !errors.As(err, &down) {
+			if err != nil {
+				return err
+			}
+			return writeExplanation(out, o.Output, e)
+		}
+		serverDown = true
+		fmt.Fprintf(errOut, "pvguard explain: %v; explaining from your own reads instead (the server's answer is the authoritative one)\n", err)
+	}
+	engine, identity, err := policyOf(o)
 	if err != nil {
 		return err
 	}
+	in, settled, err := readClaimLive(ctx, rc, namespace, name)
+	switch {
+	case forbidden(err) && serverDown:
+		return fmt.Errorf("%w; and the pvguard server %s could not be reached", err, o.Server)
+	case forbidden(err):
+		return fmt.Errorf("%w; %s", err, forbiddenHint)
+	case errors.Is(err, explain.ErrUnknownClaim):
+		return badInput("%v", err)
+	case err != nil:
+		return err
+	}
+	in.Policy, in.Identity = engine, identity
+	return explainLocally(o, in, settled, namespace, name, out, errOut)
+}
+
+// localTop is how many candidates a local explanation shows without --all-candidates: the
+// closest, which the verdict names; the others are counted by the check they fail first.
+const localTop = 20
+
+// explainLocally explains the claim namespace/name of in and writes it: without
+// --all-candidates, the closest localTop candidates and the others counted (compactCandidates);
+// and what the read left out (settled), after the table, or on errOut for -o json.
+func explainLocally(o ExplainFlags, in explain.Input, settled settledPairs, namespace, name string, out, errOut io.Writer) error {
 	e, err := explain.Claim(in, namespace, name)
 	if errors.Is(err, explain.ErrUnknownClaim) {
 		return badInput("%v", err)
@@ -253,7 +296,90 @@ func RunExplainClaim(o ExplainFlags, ref string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeExplanation(out, o.Output, e)
+	var notes []string
+	if !o.AllCandidates {
+		if note := compactCandidates(e, localTop); note != "" {
+			notes = append(notes, note)
+		}
+	}
+	if note := settled.note(); note != "" {
+		notes = append(notes, note)
+	}
+	if err := writeExplanation(out, o.Output, e); err != nil {
+		return err
+	}
+	w := out
+	if o.Output == "json" {
+		w = errOut
+	}
+	for _, n := range notes {
+		if _, err := fmt.Fprintln(w, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compactCandidates keeps e's top closest candidates and says how many it left out, counted by
+// the first check each fails ("" when it left none out). The verdict is made before: it names
+// the closest, which stay.
+func compactCandidates(e *explain.Explanation, top int) string {
+	if len(e.Candidates) <= top {
+		return ""
+	}
+	rest := e.Candidates[top:]
+	e.Candidates = e.Candidates[:top:top]
+	counts := map[explain.Check]int{}
+	for _, c := range rest {
+		first := explain.Check("fits")
+		if f := c.Failed(); len(f) > 0 {
+			first = f[0].Check
+		}
+		counts[first]++
+	}
+	var parts []string
+	for _, c := range append(slices.Clone(explain.Checks), "fits") {
+		if n := counts[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d fail %s", n, c))
+		}
+	}
+	if n := counts["fits"]; n > 0 {
+		parts[len(parts)-1] = fmt.Sprintf("%d fit", n)
+	}
+	return fmt.Sprintf("%d more candidate volume(s) not shown (--all-candidates shows them): %s.", len(rest), strings.Join(parts, ", "))
+}
+
+// note says what a local read left out, "" for nothing.
+func (s settledPairs) note() string {
+	if s.Total == 0 {
+		return ""
+	}
+	classes := make([]string, 0, len(s.ByClass))
+	for c := range s.ByClass {
+		classes = append(classes, c)
+	}
+	slices.Sort(classes)
+	var byClass, byCheck []string
+	for _, c := range classes {
+		byClass = append(byClass, fmt.Sprintf("%s %d", orNone(c), s.ByClass[c]))
+	}
+	for _, c := range explain.Checks {
+		if n := s.ByCheck[c]; n > 0 {
+			byCheck = append(byCheck, fmt.Sprintf("%d fail %s first", n, c))
+		}
+	}
+	if n := s.ByCheck[""]; n > 0 {
+		byCheck = append(byCheck, fmt.Sprintf("%d not checked: they cannot be closer than those shown", n))
+	}
+	return fmt.Sprintf("%d more volume(s) bound to other claims or released were counted, not kept (by class: %s; %s).",
+		s.Total, strings.Join(byClass, ", "), strings.Join(byCheck, ", "))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
 }
 
 // writeExplanation writes a claim's explanation as -o asks.
@@ -326,11 +452,7 @@ func writeJSON(out io.Writer, v any) error {
 // ("" for none), whose provisioner's Lease a live read looks for. The input carries the policy
 // engine of o's config and the binder's identity.
 func loadInput(o ExplainFlags, rc *rest.Config, namespace, claim string, errOut io.Writer) (explain.Input, error) {
-	cfg, err := loadPolicyConfig(o.ConfigFile)
-	if err != nil {
-		return explain.Input{}, badInput("%v", err)
-	}
-	identity, err := binderIdentity(o.BinderIdentity)
+	engine, identity, err := policyOf(o)
 	if err != nil {
 		return explain.Input{}, err
 	}
@@ -349,8 +471,22 @@ func loadInput(o ExplainFlags, rc *rest.Config, namespace, claim string, errOut 
 		}
 		in = explain.Input{State: state}
 	}
-	in.Policy, in.Identity = policy.NewEngine(cfg), identity
+	in.Policy, in.Identity = engine, identity
 	return in, nil
+}
+
+// policyOf is the policy engine of o's config and the binder's identity (--config,
+// --binder-identity).
+func policyOf(o ExplainFlags) (*policy.Engine, policy.UserInfo, error) {
+	cfg, err := loadPolicyConfig(o.ConfigFile)
+	if err != nil {
+		return nil, policy.UserInfo{}, badInput("%v", err)
+	}
+	identity, err := binderIdentity(o.BinderIdentity)
+	if err != nil {
+		return nil, policy.UserInfo{}, err
+	}
+	return policy.NewEngine(cfg), identity, nil
 }
 
 // binderIdentity is the user --binder-identity names, with the groups the API server gives it:

@@ -191,8 +191,19 @@ func row(out, volume string) string {
 	return ""
 }
 
+// seeded says seed ran: the tests share its objects.
+var seeded bool
+
+func seedOnce(t *testing.T) {
+	t.Helper()
+	if !seeded {
+		seed(t)
+		seeded = true
+	}
+}
+
 func TestKubectlPlugin(t *testing.T) {
-	seed(t)
+	seedOnce(t)
 	kc := writeKubeconfig(t)
 	env := []string{"KUBECONFIG=" + kc}
 	kubectl := func(args ...string) result { t.Helper(); return runIn(t, env, suite.kubectl, args...) }

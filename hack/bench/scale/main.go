@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,6 +58,8 @@ type config struct {
 	explainWarm time.Duration
 	// explainRetryAfter has the explaining callers wait out a 429's Retry-After.
 	explainRetryAfter bool
+	cli               []cliBinary
+	cliRuns           int
 }
 
 // listFlag is a repeatable string flag.
@@ -87,12 +90,18 @@ func main() {
 	flag.IntVar(&c.explainers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
 	flag.DurationVar(&c.explainWarm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
 	flag.BoolVar(&c.explainRetryAfter, "explain-retry-after", false, "the explaining callers wait out a 429's Retry-After, as kubectl does (default: they ask again at once)")
+	var cliBins string
+	flag.StringVar(&cliBins, "cli", "", "after the fill, measure `explain pvc` of a pending claim run as a user runs it (wall time, peak RSS) by these binaries, LABEL=PATH[,LABEL=PATH...] (\"new\" for the one built or given with -pvguard)")
+	flag.IntVar(&c.cliRuns, "cli-runs", 3, "runs of each -cli binary")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs of pvguard, kube-apiserver and etcd)")
 	flag.Parse()
 	c.env, c.args = env, args
 	var err error
 	if c.sizes, err = parseSizes(pairs); err == nil {
 		c.modes, err = parseModes(modes)
+	}
+	if err == nil {
+		c.cli, err = parseCLI(cliBins)
 	}
 	if err == nil && (c.workers <= 0 || c.reviews <= 0 || c.warmup < 0 || c.pending < 0 || c.explainers < 0) {
 		err = errors.New("-workers and -reviews must be positive, -warmup, -pending and -explainers not negative")
@@ -128,6 +137,9 @@ func parseSizes(s string) ([]int, error) {
 
 func parseModes(s string) ([]binder.Mode, error) {
 	var out []binder.Mode
+	if s == "none" { // only the -cli measurement
+		return nil, nil
+	}
 	for _, m := range strings.Split(s, ",") {
 		switch mode := binder.Mode(strings.TrimSpace(m)); mode {
 		case binder.ModeOff, binder.ModeShadow, binder.ModeActive:
@@ -158,6 +170,7 @@ type sizeResult struct {
 	Seconds float64      `json:"seconds"`
 	Fill    fillStats    `json:"fill"`
 	Modes   []modeResult `json:"modes"`
+	CLI     []cliResult  `json:"cli,omitempty"`
 }
 
 type output struct {
@@ -279,6 +292,17 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			fillPending++
 		}
 	}
+	if len(c.cli) > 0 {
+		bins := slices.Clone(c.cli)
+		for i := range bins {
+			if bins[i].path == "new" {
+				bins[i].path = c.pvguard
+			}
+		}
+		if res.CLI, err = measureCLI(ctx, bins, c.cliRuns, kubeconfig, fixtureNamespace+"/"+fixturePending, n, os.Stderr); err != nil {
+			return res, err
+		}
+	}
 	var runs []child
 	if c.baseline != "" {
 		runs = append(runs, child{c.baseline, binder.ModeOff, "off (baseline)"})
@@ -342,6 +366,11 @@ func writeReport(w io.Writer, o output) {
 		}
 	}
 	writeExplainReport(w, o)
+	var cli []cliResult
+	for _, s := range o.Sizes {
+		cli = append(cli, s.CLI...)
+	}
+	writeCLIReport(w, cli)
 	if o.TotalSeconds > 0 {
 		fmt.Fprintf(w, "\nwhole run: %.0f s\n", o.TotalSeconds)
 	}
