@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -480,13 +481,19 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 		},
 	}
 	// No rule, audit or binder decision reads managedFields, and they are a third of a
-	// controller-written object's size (docs/benchmarks.md, "Scale"). The binder's updates carry
-	// none, which the apiserver takes as "keep the stored ones". The last-applied annotation
-	// stays: an update from a cached object without it would erase it.
+	// controller-written object's size (docs/benchmarks.md, "Scale").
 	mgrOpts.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	// Volumes, claims and classes are cached without what no rule, binder decision or
+	// explanation reads (storage.CacheShape, made from what each declares it reads): managedFields,
+	// the last-applied annotation, unread status fields. The binder writes them by patch, which
+	// leaves what the cache dropped on the server.
+	strip := explain.CacheShape().Strip
 	mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{
 		// Pods are cached only as far as the rules read them (webhook.StripPod).
-		&corev1.Pod{}: {Transform: webhook.StripPod},
+		&corev1.Pod{}:                   {Transform: webhook.StripPod},
+		&corev1.PersistentVolume{}:      {Transform: strip},
+		&corev1.PersistentVolumeClaim{}: {Transform: strip},
+		&storagev1.StorageClass{}:       {Transform: strip},
 	}
 	if o.CertSecret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
