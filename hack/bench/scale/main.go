@@ -55,6 +55,7 @@ type config struct {
 	profiles    string
 	explainers  int
 	explainWarm time.Duration
+	upstream    time.Duration
 }
 
 // listFlag is a repeatable string flag.
@@ -84,6 +85,7 @@ func main() {
 	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
 	flag.IntVar(&c.explainers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
 	flag.DurationVar(&c.explainWarm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
+	flag.DurationVar(&c.upstream, "upstream", 0, "after pvguard's runs, time the apiserver's lists of every volume and claim and run kube-controller-manager with only its persistentvolume-binder-controller against the same objects for this long after it synced, for its sync time and RSS (0 skips)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs of pvguard, kube-apiserver and etcd)")
 	flag.Parse()
 	c.env, c.args = env, args
@@ -155,6 +157,8 @@ type sizeResult struct {
 	Seconds float64      `json:"seconds"`
 	Fill    fillStats    `json:"fill"`
 	Modes   []modeResult `json:"modes"`
+	// Upstream is kube-controller-manager's binder on the same objects (-upstream).
+	Upstream *upstreamResult `json:"upstream,omitempty"`
 }
 
 type output struct {
@@ -297,6 +301,15 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			return res, fmt.Errorf("binder %s: %w", ru.label, err)
 		}
 	}
+	if c.upstream > 0 {
+		u, err := measureUpstream(ctx, assets, dir, kubeconfig, cp.Config, c.upstream)
+		if err != nil {
+			return res, fmt.Errorf("kube-controller-manager: %w", err)
+		}
+		res.Upstream = &u
+		fmt.Fprintf(os.Stderr, "[%d upstream] lists %.2f s (JSON), %.2f s (protobuf); kube-controller-manager synced %.2f s, peak RSS %s, steady %s\n",
+			n, u.ListJSONSeconds, u.ListProtobufSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS))
+	}
 	return res, nil
 }
 
@@ -338,9 +351,30 @@ func writeReport(w io.Writer, o output) {
 				mib(r.Memory.PeakRSS), mib(r.Memory.PeakHeapInuse), mib(r.Steady.RSS), mib(r.Steady.HeapInuse))
 		}
 	}
+	writeUpstreamReport(w, o)
 	writeExplainReport(w, o)
 	if o.TotalSeconds > 0 {
 		fmt.Fprintf(w, "\nwhole run: %.0f s\n", o.TotalSeconds)
+	}
+}
+
+// writeUpstreamReport prints, when -upstream ran, the lists' time and kube-controller-manager's
+// binder on the same objects.
+func writeUpstreamReport(w io.Writer, o output) {
+	var shown bool
+	for _, s := range o.Sizes {
+		shown = shown || s.Upstream != nil
+	}
+	if !shown {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| pairs | lists of all volumes and claims: JSON / protobuf | kube-controller-manager (PV binder only): synced | peak RSS | steady RSS | ran |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, s := range o.Sizes {
+		if u := s.Upstream; u != nil {
+			fmt.Fprintf(w, "| %d | %.2f / %.2f s | %.2f s | %s | %s | %.0f s |\n", s.Pairs, u.ListJSONSeconds, u.ListProtobufSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS), u.RanSeconds)
+		}
 	}
 }
 
