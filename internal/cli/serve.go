@@ -54,6 +54,7 @@ import (
 	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/webhook"
 )
 
@@ -486,8 +487,9 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 	// Volumes, claims and classes are cached without what no rule, binder decision or
 	// explanation reads (storage.CacheShape, made from what each declares it reads): managedFields,
 	// the last-applied annotation, unread status fields. The binder writes them by patch, which
-	// leaves what the cache dropped on the server.
-	strip := explain.CacheShape().Strip
+	// leaves what the cache dropped on the server. Their equal labels, annotations and resource
+	// lists are shared (storage.Interner): together, half of what a cached object held.
+	strip := explain.CacheShape().Transform(storage.NewInterner(cacheInternMaps))
 	mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{
 		// Pods are cached only as far as the rules read them (webhook.StripPod).
 		&corev1.Pod{}:                   {Transform: webhook.StripPod},
@@ -968,3 +970,8 @@ func issueSelfSigned(dir string, hosts []string) error {
 	}
 	return b.WriteDir(dir)
 }
+
+// cacheInternMaps bounds the cache's table of shared maps (storage.Interner), per type: a
+// cluster's distinct labels, annotations and sizes of volumes and claims are far fewer, and a
+// tenant filling it with distinct ones makes it hold at most a few MiB (maps of up to 1 KiB).
+const cacheInternMaps = 4096
