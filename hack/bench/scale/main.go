@@ -85,7 +85,7 @@ func main() {
 	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
 	flag.IntVar(&c.explainers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
 	flag.DurationVar(&c.explainWarm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
-	flag.DurationVar(&c.upstream, "upstream", 0, "after pvguard's runs, time the apiserver's lists of every volume and claim and run kube-controller-manager with only its persistentvolume-binder-controller against the same objects for this long after it synced, for its sync time and RSS (0 skips)")
+	flag.DurationVar(&c.upstream, "upstream", 0, "before pvguard's runs, time the apiserver's lists of every volume and claim and run kube-controller-manager with only its persistentvolume-binder-controller against the same objects for this long after it synced, for its sync time and RSS (0 skips)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs of pvguard, kube-apiserver and etcd)")
 	flag.Parse()
 	c.env, c.args = env, args
@@ -280,6 +280,17 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			fillPending++
 		}
 	}
+	// Upstream's binder runs first, on the objects as filled: pvguard's shadow and active runs
+	// add a batch of pending claims and free volumes.
+	if c.upstream > 0 {
+		u, err := measureUpstream(ctx, assets, dir, kubeconfig, cp.Config, c.upstream)
+		if err != nil {
+			return res, fmt.Errorf("kube-controller-manager: %w", err)
+		}
+		res.Upstream = &u
+		fmt.Fprintf(os.Stderr, "[%d upstream] lists %.2f s (JSON), %.2f s (protobuf); kube-controller-manager synced %.2f s, peak RSS %s, steady %s\n",
+			n, u.ListJSONSeconds, u.ListProtobufSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS))
+	}
 	var runs []child
 	if c.baseline != "" {
 		runs = append(runs, child{c.baseline, binder.ModeOff, "off (baseline)"})
@@ -300,15 +311,6 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 		if err != nil {
 			return res, fmt.Errorf("binder %s: %w", ru.label, err)
 		}
-	}
-	if c.upstream > 0 {
-		u, err := measureUpstream(ctx, assets, dir, kubeconfig, cp.Config, c.upstream)
-		if err != nil {
-			return res, fmt.Errorf("kube-controller-manager: %w", err)
-		}
-		res.Upstream = &u
-		fmt.Fprintf(os.Stderr, "[%d upstream] lists %.2f s (JSON), %.2f s (protobuf); kube-controller-manager synced %.2f s, peak RSS %s, steady %s\n",
-			n, u.ListJSONSeconds, u.ListProtobufSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS))
 	}
 	return res, nil
 }

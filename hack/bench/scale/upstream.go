@@ -21,7 +21,7 @@ import (
 
 // upstreamResult is what the size's objects cost the apiserver's lists alone, and what they cost
 // kube-controller-manager running only the persistentvolume-binder-controller (the binder
-// pvguard's replaces), measured against the same apiserver after pvguard's runs.
+// pvguard's replaces), measured against the same apiserver before pvguard's runs.
 type upstreamResult struct {
 	// ListSeconds: every volume and every claim listed at once, as informers first list them
 	// (resourceVersion 0, from the apiserver's watch cache), JSON and protobuf.
