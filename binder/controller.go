@@ -640,12 +640,22 @@ func (b *Binder) settleReservation(v *corev1.PersistentVolume) {
 // (storage.CacheShape: managedFields, the last-applied annotation, unread status fields) is in
 // neither object, so the patch leaves it on the server where an update would erase it.
 func (b *Binder) update(ctx context.Context, base, obj client.Object) error {
-	return b.o.Writer.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return b.o.Writer.Patch(ctx, obj, patchFrom(base))
 }
 
 // updateStatus is update through the status subresource.
 func (b *Binder) updateStatus(ctx context.Context, base, obj client.Object) error {
-	return b.o.Writer.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return b.o.Writer.Status().Patch(ctx, obj, patchFrom(base))
+}
+
+// patchFrom is the merge patch from base, locked to base's resourceVersion. An object read from
+// the apiserver always has one; one without (built by hand) is patched unconditionally, as an
+// update without a resourceVersion is.
+func patchFrom(base client.Object) client.Patch {
+	if base.GetResourceVersion() == "" {
+		return client.MergeFrom(base)
+	}
+	return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 }
 
 func (b *Binder) write(op string, obj client.Object, f func() error) error {
