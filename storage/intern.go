@@ -18,7 +18,7 @@ import (
 // binder deep-copies what it writes.
 //
 // Its table is bounded so that a tenant's objects cannot make it grow without end: a map of more
-// than maxInternKey bytes is never shared, and when the table holds max maps it starts again
+// than maxInternKey bytes (keys and values) is never shared, and when the table holds max maps it starts again
 // empty (the objects keep the maps they share; only later ones stop meeting them).
 type Interner struct {
 	mu        sync.Mutex

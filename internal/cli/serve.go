@@ -973,5 +973,6 @@ func issueSelfSigned(dir string, hosts []string) error {
 
 // cacheInternMaps bounds the cache's table of shared maps (storage.Interner), per type: a
 // cluster's distinct labels, annotations and sizes of volumes and claims are far fewer, and a
-// tenant filling it with distinct ones makes it hold at most a few MiB (maps of up to 1 KiB).
+// tenant filling it with distinct ones makes it hold at most about 25 MiB (maps of up to 1 KiB,
+// each kept with its key), after which it starts again empty.
 const cacheInternMaps = 4096
