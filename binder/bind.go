@@ -64,7 +64,7 @@ func (b *Binder) bind(ctx context.Context, v *corev1.PersistentVolume, claim *co
 func (b *Binder) bindWrites(ctx context.Context, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) (wrote bool, err error) {
 	if !linkedTo(v, claim) {
 		nv := linkVolume(v, claim)
-		if err := b.write("bind-1-volume-spec", nv, func() error { return b.o.Writer.Update(ctx, nv) }); err != nil {
+		if err := b.write("bind-1-volume-spec", nv, func() error { return b.update(ctx, v, nv) }); err != nil {
 			b.unreserve(v.Name, claim.UID)
 			return wrote, err
 		}
@@ -72,21 +72,21 @@ func (b *Binder) bindWrites(ctx context.Context, v *corev1.PersistentVolume, cla
 	}
 	if v.Status.Phase != corev1.VolumeBound {
 		nv := boundVolume(v)
-		if err := b.write("bind-2-volume-status", nv, func() error { return b.o.Writer.Status().Update(ctx, nv) }); err != nil {
+		if err := b.write("bind-2-volume-status", nv, func() error { return b.updateStatus(ctx, v, nv) }); err != nil {
 			return wrote, err
 		}
 		v, wrote = nv, true
 	}
 	if !completedOn(claim, v) {
 		nc := completeClaim(claim, v)
-		if err := b.write("bind-3-claim-spec", nc, func() error { return b.o.Writer.Update(ctx, nc) }); err != nil {
+		if err := b.write("bind-3-claim-spec", nc, func() error { return b.update(ctx, claim, nc) }); err != nil {
 			return wrote, err
 		}
 		claim, wrote = nc, true
 	}
 	if claim.Status.Phase != corev1.ClaimBound || !slices.Equal(claim.Status.AccessModes, v.Spec.AccessModes) {
 		nc := boundClaim(claim, v)
-		if err := b.write("bind-4-claim-status", nc, func() error { return b.o.Writer.Status().Update(ctx, nc) }); err != nil {
+		if err := b.write("bind-4-claim-status", nc, func() error { return b.updateStatus(ctx, claim, nc) }); err != nil {
 			return wrote, err
 		}
 		wrote = true

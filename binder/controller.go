@@ -444,13 +444,13 @@ func (b *Binder) applyClaim(ctx context.Context, claim *corev1.PersistentVolumeC
 	if a.SetClass != "" {
 		c := claim.DeepCopy()
 		c.Spec.StorageClassName = &a.SetClass
-		return b.write("claim-default-class", c, func() error { return b.o.Writer.Update(ctx, c) })
+		return b.write("claim-default-class", c, func() error { return b.update(ctx, claim, c) })
 	}
 	if a.Provisioner != "" {
 		c := claim.DeepCopy()
 		setAnn(&c.ObjectMeta, storage.AnnStorageProvisioner, a.Provisioner)
 		setAnn(&c.ObjectMeta, storage.AnnBetaStorageProvisioner, a.Provisioner)
-		if err := b.write("claim-provisioner", c, func() error { return b.o.Writer.Update(ctx, c) }); err != nil {
+		if err := b.write("claim-provisioner", c, func() error { return b.update(ctx, claim, c) }); err != nil {
 			return err
 		}
 		claim = c
@@ -463,7 +463,7 @@ func (b *Binder) applyClaim(ctx context.Context, claim *corev1.PersistentVolumeC
 		c := claim.DeepCopy()
 		c.Status.Phase = a.Phase
 		c.Status.AccessModes, c.Status.Capacity = nil, nil
-		if err := b.write("claim-status", c, func() error { return b.o.Writer.Status().Update(ctx, c) }); err != nil {
+		if err := b.write("claim-status", c, func() error { return b.updateStatus(ctx, claim, c) }); err != nil {
 			return err
 		}
 		changed = true
@@ -576,7 +576,7 @@ func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a 
 	if a.SetFinalizers {
 		nv := v.DeepCopy()
 		nv.Finalizers = a.Finalizers
-		if err := b.write("volume-finalizers", nv, func() error { return b.o.Writer.Update(ctx, nv) }); err != nil {
+		if err := b.write("volume-finalizers", nv, func() error { return b.update(ctx, v, nv) }); err != nil {
 			return err
 		}
 		v = nv
@@ -593,7 +593,7 @@ func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a 
 		if a.Reuse {
 			op = "volume-reuse"
 		}
-		if err := b.write(op, nv, func() error { return b.o.Writer.Update(ctx, nv) }); err != nil {
+		if err := b.write(op, nv, func() error { return b.update(ctx, v, nv) }); err != nil {
 			return err
 		}
 		if a.Reuse {
@@ -608,7 +608,7 @@ func (b *Binder) applyVolume(ctx context.Context, v *corev1.PersistentVolume, a 
 	if a.Phase != "" && v.Status.Phase != a.Phase {
 		nv := v.DeepCopy()
 		nv.Status.Phase, nv.Status.Message = a.Phase, a.Message
-		if err := b.write("volume-status", nv, func() error { return b.o.Writer.Status().Update(ctx, nv) }); err != nil {
+		if err := b.write("volume-status", nv, func() error { return b.updateStatus(ctx, v, nv) }); err != nil {
 			return err
 		}
 		changed = true
@@ -635,6 +635,29 @@ func (b *Binder) settleReservation(v *corev1.PersistentVolume) {
 
 // write performs one write of obj, giving tests the chance to stop it, and remembers the
 // resourceVersion it replaced.
+// update writes obj, a changed copy of base, as a JSON merge patch from base that carries base's
+// resourceVersion, so that it fails on a conflict as an update would. What the cache drops
+// (storage.CacheShape: managedFields, the last-applied annotation, unread status fields) is in
+// neither object, so the patch leaves it on the server where an update would erase it.
+func (b *Binder) update(ctx context.Context, base, obj client.Object) error {
+	return b.o.Writer.Patch(ctx, obj, patchFrom(base))
+}
+
+// updateStatus is update through the status subresource.
+func (b *Binder) updateStatus(ctx context.Context, base, obj client.Object) error {
+	return b.o.Writer.Status().Patch(ctx, obj, patchFrom(base))
+}
+
+// patchFrom is the merge patch from base, locked to base's resourceVersion. An object read from
+// the apiserver always has one; one without (built by hand) is patched unconditionally, as an
+// update without a resourceVersion is.
+func patchFrom(base client.Object) client.Patch {
+	if base.GetResourceVersion() == "" {
+		return client.MergeFrom(base)
+	}
+	return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+}
+
 func (b *Binder) write(op string, obj client.Object, f func() error) error {
 	if b.o.BeforeWrite != nil {
 		if err := b.o.BeforeWrite(op, obj); err != nil {

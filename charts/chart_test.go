@@ -699,7 +699,7 @@ func wantPermissions(c chartCase) map[perm]bool {
 		grant("", "", []string{"events"}, []string{"create", "patch"}, "")
 	}
 	if c.binder == "active" {
-		grant("", "", []string{"persistentvolumes", "persistentvolumes/status", "persistentvolumeclaims", "persistentvolumeclaims/status"}, []string{"update"}, "")
+		grant("", "", []string{"persistentvolumes", "persistentvolumes/status", "persistentvolumeclaims", "persistentvolumeclaims/status"}, []string{"patch"}, "")
 	}
 	if !c.auditOff {
 		grant("", "openreports.io", []string{"reports", "clusterreports"}, []string{"list", "watch", "create", "update", "delete"}, "")

@@ -138,6 +138,7 @@ func TestAudit(t *testing.T) {
 				for _, obj := range tc.st.Objects() {
 					checkReads(t, rl, func(e *policy.Engine, v policy.View) { _, _ = e.AuditObject(obj, v, now) }, cfg, tc.st)
 					checkStatusReads(t, rl, cfg, tc.st, nil, obj, now)
+					checkCacheShape(t, rl, cfg, tc.st, nil, obj, now)
 				}
 			}
 		})

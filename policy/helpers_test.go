@@ -131,6 +131,7 @@ func runRuleCases(t *testing.T, id policy.RuleID, cases []ruleCase) {
 			}
 			checkReads(t, rule, func(e *policy.Engine, v policy.View) { _, _ = e.Admit(tc.review, v) }, cfg, view)
 			checkStatusReads(t, rule, cfg, view, tc.review, nil, time.Time{})
+			checkCacheShape(t, rule, cfg, view, tc.review, nil, time.Time{})
 			checkNoOpWrite(t, cfg, view, tc.review)
 			checkRedaction(t, policy.NewEngine(cfg), tc.review, view)
 			refused := false

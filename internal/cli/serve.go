@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -53,6 +54,7 @@ import (
 	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/webhook"
 )
 
@@ -483,13 +485,20 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 		},
 	}
 	// No rule, audit or binder decision reads managedFields, and they are a third of a
-	// controller-written object's size (docs/benchmarks.md, "Scale"). The binder's updates carry
-	// none, which the apiserver takes as "keep the stored ones". The last-applied annotation
-	// stays: an update from a cached object without it would erase it.
+	// controller-written object's size (docs/benchmarks.md, "Scale").
 	mgrOpts.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	// Volumes, claims and classes are cached without what no rule, binder decision or
+	// explanation reads (storage.CacheShape, made from what each declares it reads): managedFields,
+	// the last-applied annotation, unread status fields. The binder writes them by patch, which
+	// leaves what the cache dropped on the server. Their equal labels, annotations and resource
+	// lists are shared (storage.Interner): together, half of what a cached object held.
+	strip := explain.CacheShape().Transform(storage.NewInterner(cacheInternMaps))
 	mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{
 		// Pods are cached only as far as the rules read them (webhook.StripPod).
-		&corev1.Pod{}: {Transform: webhook.StripPod},
+		&corev1.Pod{}:                   {Transform: webhook.StripPod},
+		&corev1.PersistentVolume{}:      {Transform: strip},
+		&corev1.PersistentVolumeClaim{}: {Transform: strip},
+		&storagev1.StorageClass{}:       {Transform: strip},
 	}
 	if o.CertSecret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
@@ -969,3 +978,9 @@ func issueSelfSigned(dir string, hosts []string) error {
 	}
 	return b.WriteDir(dir)
 }
+
+// cacheInternMaps bounds the cache's table of shared maps (storage.Interner), per type: a
+// cluster's distinct labels, annotations and sizes of volumes and claims are far fewer, and a
+// tenant filling it with distinct ones makes it hold at most about 25 MiB (maps of up to 1 KiB,
+// each kept with its key), after which it starts again empty.
+const cacheInternMaps = 4096

@@ -60,6 +60,7 @@ type config struct {
 	explainRetryAfter bool
 	cli               []cliBinary
 	cliRuns           int
+	upstream          time.Duration
 }
 
 // listFlag is a repeatable string flag.
@@ -93,6 +94,7 @@ func main() {
 	var cliBins string
 	flag.StringVar(&cliBins, "cli", "", "after the fill, measure `explain pvc` of a pending claim run as a user runs it (wall time, peak RSS) by these binaries, LABEL=PATH[,LABEL=PATH...] (\"new\" for the one built or given with -pvguard)")
 	flag.IntVar(&c.cliRuns, "cli-runs", 3, "runs of each -cli binary")
+	flag.DurationVar(&c.upstream, "upstream", 0, "before pvguard's runs, time the apiserver's lists of every volume and claim and run kube-controller-manager with only its persistentvolume-binder-controller against the same objects for this long after it synced, for its sync time and RSS (0 skips)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (logs of pvguard, kube-apiserver and etcd)")
 	flag.Parse()
 	c.env, c.args = env, args
@@ -171,6 +173,8 @@ type sizeResult struct {
 	Fill    fillStats    `json:"fill"`
 	Modes   []modeResult `json:"modes"`
 	CLI     []cliResult  `json:"cli,omitempty"`
+	// Upstream is kube-controller-manager's binder on the same objects (-upstream).
+	Upstream *upstreamResult `json:"upstream,omitempty"`
 }
 
 type output struct {
@@ -303,6 +307,17 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			return res, err
 		}
 	}
+	// Upstream's binder runs first, on the objects as filled: pvguard's shadow and active runs
+	// add a batch of pending claims and free volumes.
+	if c.upstream > 0 {
+		u, err := measureUpstream(ctx, assets, dir, kubeconfig, cp.Config, c.upstream)
+		if err != nil {
+			return res, fmt.Errorf("kube-controller-manager: %w", err)
+		}
+		res.Upstream = &u
+		fmt.Fprintf(os.Stderr, "[%d upstream] lists %.2f s (JSON), %.2f s (protobuf); kube-controller-manager synced %.2f s, peak RSS %s, steady %s\n",
+			n, u.ListJSONSeconds, u.ListProtobufSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS))
+	}
 	var runs []child
 	if c.baseline != "" {
 		runs = append(runs, child{c.baseline, binder.ModeOff, "off (baseline)"})
@@ -365,6 +380,7 @@ func writeReport(w io.Writer, o output) {
 				mib(r.Memory.PeakRSS), mib(r.Memory.PeakHeapInuse), mib(r.Steady.RSS), mib(r.Steady.HeapInuse))
 		}
 	}
+	writeUpstreamReport(w, o)
 	writeExplainReport(w, o)
 	var cli []cliResult
 	for _, s := range o.Sizes {
@@ -373,6 +389,26 @@ func writeReport(w io.Writer, o output) {
 	writeCLIReport(w, cli)
 	if o.TotalSeconds > 0 {
 		fmt.Fprintf(w, "\nwhole run: %.0f s\n", o.TotalSeconds)
+	}
+}
+
+// writeUpstreamReport prints, when -upstream ran, the lists' time and kube-controller-manager's
+// binder on the same objects.
+func writeUpstreamReport(w io.Writer, o output) {
+	var shown bool
+	for _, s := range o.Sizes {
+		shown = shown || s.Upstream != nil
+	}
+	if !shown {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| pairs | lists of all volumes and claims: JSON / protobuf | kube-controller-manager (PV binder only): synced | peak RSS | steady RSS | ran |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, s := range o.Sizes {
+		if u := s.Upstream; u != nil {
+			fmt.Fprintf(w, "| %d | %.2f / %.2f s | %.2f s | %s | %s | %.0f s |\n", s.Pairs, u.ListJSONSeconds, u.ListProtobufSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS), u.RanSeconds)
+		}
 	}
 }
 

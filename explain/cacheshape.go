@@ -1,0 +1,16 @@
+package explain
+
+import (
+	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
+)
+
+// CacheShape is what explanations read of the status of the volumes and claims they are made
+// from: what the rules and the binder read (an explanation runs both), and a volume's
+// lastPhaseTransitionTime (since when it is in its phase).
+func CacheShape() storage.CacheShape {
+	return policy.CacheShape(policy.Catalogue()).Union(binder.CacheShape).Union(storage.CacheShape{
+		VolumeStatus: []string{"lastPhaseTransitionTime"},
+	})
+}
