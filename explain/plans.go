@@ -30,6 +30,9 @@ type PlansOptions struct {
 	MaxAge time.Duration
 	// Timeout bounds a plan's read and planning (default 1m).
 	Timeout time.Duration
+	// FreshWait bounds how long a question waits for a plan read after every change the server
+	// had seen when it was asked (default 2s); past it, the newest plan answers.
+	FreshWait time.Duration
 }
 
 // Plans is the server's current plan of the pool, for its explanations (ServeOptions.Plans):
@@ -44,6 +47,7 @@ type Plans struct {
 	mu       sync.Mutex
 	cur      *snapshot
 	changed  bool
+	seq      uint64        // changes seen; a plan records the count its read began after
 	building chan struct{} // closed when the plan being made is done; nil when none is
 	err      error         // the last plan's error, when it made none
 }
@@ -51,10 +55,11 @@ type Plans struct {
 // snapshot is a read of the cache and its plan: the input as read (claims with uids, withUIDs),
 // indexed, and planned with the binder's state at the time.
 type snapshot struct {
-	in Input
-	x  *index
-	p  pool
-	at time.Time
+	in  Input
+	x   *index
+	p   pool
+	at  time.Time
+	seq uint64 // the changes its read began after (Plans.seq)
 }
 
 // NewPlans returns the plans of o's cache (o.Cache, o.PlanState, o.Now).
@@ -71,6 +76,9 @@ func NewPlans(o ServeOptions, po PlansOptions) *Plans {
 	if po.Timeout <= 0 {
 		po.Timeout = time.Minute
 	}
+	if po.FreshWait <= 0 {
+		po.FreshWait = 2 * time.Second
+	}
 	return &Plans{o: o, po: po}
 }
 
@@ -79,7 +87,59 @@ func NewPlans(o ServeOptions, po PlansOptions) *Plans {
 func (p *Plans) Changed() {
 	p.mu.Lock()
 	p.changed = true
+	p.seq++
 	p.mu.Unlock()
+}
+
+// fresh is a plan read after every change seen so far (with force, after now too: the asked
+// claim is not in the newest plan, and may have just been made), waiting for it at most
+// FreshWait and never making plans closer than MinInterval; past the wait, the newest plan. A
+// question thus sees the writes made before it, as a read of the cache would, while a question
+// on a pool that did not change waits for nothing.
+func (p *Plans) fresh(ctx context.Context, force bool) (*snapshot, error) {
+	p.mu.Lock()
+	if force {
+		p.seq++
+		p.changed = true
+	}
+	want := p.seq
+	p.mu.Unlock()
+	deadline := time.NewTimer(p.po.FreshWait)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		cur := p.cur
+		if cur != nil && cur.seq >= want {
+			p.mu.Unlock()
+			return cur, nil
+		}
+		wait := p.building
+		var sleep time.Duration
+		if wait == nil {
+			if cur != nil {
+				sleep = p.po.MinInterval - p.o.Now().Sub(cur.at)
+			}
+			if sleep <= 0 {
+				p.startLocked(ctx)
+				wait = p.building
+			}
+		}
+		p.mu.Unlock()
+		var later <-chan time.Time
+		if wait == nil {
+			t := time.NewTimer(sleep)
+			later = t.C
+			defer t.Stop()
+		}
+		select {
+		case <-wait:
+		case <-later:
+		case <-deadline.C:
+			return p.current(ctx)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for a plan of the pool: %w", ctx.Err())
+		}
+	}
 }
 
 // current is the newest plan, waiting for one only when none was made yet (ctx bounds the wait).
@@ -118,6 +178,7 @@ func (p *Plans) current(ctx context.Context) (*snapshot, error) {
 func (p *Plans) startLocked(ctx context.Context) {
 	done := make(chan struct{})
 	p.building, p.changed = done, false
+	seq := p.seq
 	go func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.po.Timeout)
 		defer cancel()
@@ -127,6 +188,7 @@ func (p *Plans) startLocked(ctx context.Context) {
 		}
 		p.mu.Lock()
 		if err == nil {
+			s.seq = seq
 			p.cur = s
 		} else if p.cur == nil {
 			p.err = err

@@ -99,3 +99,41 @@ func TestPlansAreMadeOnChangeNotPerQuestion(t *testing.T) {
 		t.Fatal("a plan older than MaxAge was not made again")
 	}
 }
+
+// TestFreshPlansSeeTheWritesBeforeTheQuestion: a question after a change waits (at most
+// FreshWait) for a plan read after it, and a question about a claim the newest plan does not hold
+// asks for a plan read now; a question on an unchanged pool reads the plan it has.
+func TestFreshPlansSeeTheWritesBeforeTheQuestion(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(PVC("ns", "c", Request("1Gi"))).Build()
+	p := NewPlans(ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard()}, PlansOptions{MinInterval: 10 * time.Millisecond, MaxAge: time.Minute})
+	ctx := context.Background()
+	first, err := p.fresh(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := p.fresh(ctx, false); again != first {
+		t.Fatal("a question on an unchanged pool made a plan")
+	}
+	if err := c.Create(ctx, PV("pv-new", Capacity("1Gi"), Phase(corev1.VolumeAvailable))); err != nil {
+		t.Fatal(err)
+	}
+	p.Changed()
+	s, err := p.fresh(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv, _ := s.in.State.PersistentVolume("pv-new"); pv == nil {
+		t.Fatal("the plan after a change misses the volume made before the question")
+	}
+	// A claim the informer holds but no change was told of yet (its event not handled).
+	if err := c.Create(ctx, PVC("ns", "new", Request("1Gi"))); err != nil {
+		t.Fatal(err)
+	}
+	s, err = p.fresh(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findClaim(s.in.State, "ns", "new"); err != nil {
+		t.Fatalf("the plan asked for now misses the new claim: %v", err)
+	}
+}

@@ -112,20 +112,21 @@ func (x *explainer) claim(ctx context.Context, namespace, name string, page cand
 	if err != nil {
 		return nil, err
 	}
-	// The plan's read and plan, with this request's policy engine and leases.
-	in := snap.in
-	if x.o.Engine != nil {
-		in.Policy, in.Identity = x.o.Engine(), x.o.Identity
-		if x.o.View != nil {
-			in.View = x.o.View(ctx)
-		}
-	}
-	if x.o.Leases != nil {
-		if err := ReadProvisionerLeases(ctx, x.o.Leases, &in, namespace, name); err != nil {
-			return nil, err
-		}
+	in, err := x.planInput(ctx, snap, namespace, name)
+	if err != nil {
+		return nil, err
 	}
 	c, err := findClaim(in.State, namespace, name)
+	if err != nil && x.o.Plans != nil {
+		// A claim made a moment ago may not be in the newest plan yet: ask for one read now.
+		if snap, err = x.o.Plans.fresh(ctx, true); err != nil {
+			return nil, err
+		}
+		if in, err = x.planInput(ctx, snap, namespace, name); err != nil {
+			return nil, err
+		}
+		c, err = findClaim(in.State, namespace, name)
+	}
 	if err != nil {
 		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
 	}
@@ -146,11 +147,28 @@ func (x *explainer) claim(ctx context.Context, namespace, name string, page cand
 	return e, nil
 }
 
+// planInput is the plan's read with this request's policy engine and leases.
+func (x *explainer) planInput(ctx context.Context, snap *snapshot, namespace, name string) (Input, error) {
+	in := snap.in
+	if x.o.Engine != nil {
+		in.Policy, in.Identity = x.o.Engine(), x.o.Identity
+		if x.o.View != nil {
+			in.View = x.o.View(ctx)
+		}
+	}
+	if x.o.Leases != nil {
+		if err := ReadProvisionerLeases(ctx, x.o.Leases, &in, namespace, name); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
+}
+
 // snapshot is the plan an explanation of a claim reads: the server's current one, or one made
 // for the request.
 func (x *explainer) snapshot(ctx context.Context) (*snapshot, error) {
 	if x.o.Plans != nil {
-		return x.o.Plans.current(ctx)
+		return x.o.Plans.fresh(ctx, false)
 	}
 	return readSnapshot(ctx, x.o)
 }
