@@ -522,6 +522,21 @@ func weighted[T any](g *Gen, xs []struct {
 	return xs[0].f
 }
 
+// mutate makes n changes to x drawn from muts and says what each changed (a draw that changed
+// nothing says nothing).
+func mutate[M ~func(*Gen, *World, X) string, X any](g *Gen, w *World, x X, n int, muts []struct {
+	weight int
+	f      M
+}) []string {
+	var whats []string
+	for range n {
+		if what := weighted(g, muts)(g, w, x); what != "" {
+			whats = append(whats, what)
+		}
+	}
+	return whats
+}
+
 // fields is how many field changes a write makes: mostly one, sometimes two or three.
 func (g *Gen) fields() int {
 	switch n := g.R.IntN(100); {
@@ -541,11 +556,7 @@ func (g *Gen) pvSpecWrite(w *World, who Identity) (Step, bool) {
 	pv := pick(g, pvs...)
 	var whats []string
 	s, ok := PVUpdate(w, who, Update, pv.Name, "", func(x *corev1.PersistentVolume) {
-		for range g.fields() {
-			if what := weighted(g, pvMutations)(g, w, x); what != "" {
-				whats = append(whats, what)
-			}
-		}
+		whats = mutate(g, w, x, g.fields(), pvMutations)
 	})
 	s.What = strings.Join(whats, "; ")
 	return s, ok
@@ -559,11 +570,7 @@ func (g *Gen) pvcSpecWrite(w *World, who Identity) (Step, bool) {
 	c := pick(g, pvcs...)
 	var whats []string
 	s, ok := PVCUpdate(w, who, Update, c.Namespace, c.Name, "", func(x *corev1.PersistentVolumeClaim) {
-		for range g.fields() {
-			if what := weighted(g, pvcMutations)(g, w, x); what != "" {
-				whats = append(whats, what)
-			}
-		}
+		whats = mutate(g, w, x, g.fields(), pvcMutations)
 	})
 	s.What = strings.Join(whats, "; ")
 	return s, ok
@@ -583,17 +590,11 @@ func (g *Gen) pvStatusWrite(w *World, who Identity) (Step, bool) {
 			x.Status.Phase = phase
 			whats = append(whats, "phase "+string(phase))
 		}
-		for range meta {
-			if what := weighted(g, pvMetaMutations)(g, w, x); what != "" {
-				whats = append(whats, what)
-			}
-		}
+		whats = append(whats, mutate(g, w, x, meta, pvMetaMutations)...)
 		if g.chance(10) {
 			// A change of the main resource sent through status: the strategy drops its spec
 			// part, keeps its metadata part.
-			if what := weighted(g, pvMutations)(g, w, x); what != "" {
-				whats = append(whats, what)
-			}
+			whats = append(whats, mutate(g, w, x, 1, pvMutations)...)
 		}
 	})
 	s.What = strings.Join(whats, "; ")
@@ -636,15 +637,9 @@ func (g *Gen) pvcStatusWrite(w *World, who Identity) (Step, bool) {
 			x.Status.Phase = phase
 			whats = append(whats, "phase "+string(phase))
 		}
-		for range meta {
-			if what := weighted(g, pvcMetaMutations)(g, w, x); what != "" {
-				whats = append(whats, what)
-			}
-		}
+		whats = append(whats, mutate(g, w, x, meta, pvcMetaMutations)...)
 		if g.chance(10) {
-			if what := weighted(g, pvcMutations)(g, w, x); what != "" {
-				whats = append(whats, what)
-			}
+			whats = append(whats, mutate(g, w, x, 1, pvcMutations)...)
 		}
 	})
 	s.What = strings.Join(whats, "; ")
