@@ -678,3 +678,38 @@ func texts(ts []policy.Text) []string {
 	}
 	return out
 }
+
+// TestVerdictNamesAFewVolumesAndCountsTheRest: a verdict names at most five of the volumes that
+// fit and counts the rest, so its length does not grow with the pool.
+func TestVerdictNamesAFewVolumesAndCountsTheRest(t *testing.T) {
+	for _, tc := range []struct {
+		fitting int
+		named   int
+		more    string
+	}{
+		{fitting: 1, named: 1},
+		{fitting: 5, named: 5},
+		{fitting: 6, named: 5, more: " or one of 1 more once"},
+		{fitting: 40, named: 5, more: " or one of 35 more once"},
+	} {
+		var volumes []*corev1.PersistentVolume
+		for i := range tc.fitting {
+			volumes = append(volumes, available(fmt.Sprintf("pv-%02d", i), Class("local")))
+		}
+		in := explain.Input{State: objects{
+			Claims:  []*corev1.PersistentVolumeClaim{PVC("ns", "c", ClaimClass("local"))},
+			Classes: []*storagev1.StorageClass{StorageClass("local", "kubernetes.io/no-provisioner", wffc)},
+			Volumes: volumes}.state()}
+		e, err := explain.Claim(in, "ns", "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := e.Verdict.Text.String()
+		if got := strings.Count(text, "pv-"); got != tc.named {
+			t.Errorf("%d fitting: the verdict names %d volumes, want %d: %q", tc.fitting, got, tc.named, text)
+		}
+		if tc.more != "" && !strings.Contains(text, tc.more) || tc.more == "" && strings.Contains(text, "more") {
+			t.Errorf("%d fitting: verdict %q, want the rest counted as %q", tc.fitting, text, tc.more)
+		}
+	}
+}

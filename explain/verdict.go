@@ -34,13 +34,29 @@ func joined(texts []policy.Text, sep string) policy.Arg {
 	return policy.Join(args, sep)
 }
 
-// volumes is the named volumes as one Arg, separated by sep.
+// namedAtMost is how many volumes a verdict names; the rest it counts, so that a verdict's length
+// does not grow with the pool (the candidates' rows and groups list them).
+const namedAtMost = 5
+
+// volumes is the named volumes as one Arg, separated by sep, the first namedAtMost named.
 func volumes(names []string, sep string) policy.Arg {
-	args := make([]policy.Arg, len(names))
-	for i, n := range names {
+	shown := names[:min(len(names), namedAtMost)]
+	args := make([]policy.Arg, len(shown))
+	for i, n := range shown {
 		args[i] = volumeName(n)
 	}
-	return policy.Join(args, sep)
+	return andMore(policy.Join(args, sep), len(names)-len(shown), sep)
+}
+
+// andMore is a list followed by the count of the items it leaves out, if any.
+func andMore(list policy.Arg, more int, sep string) policy.Arg {
+	switch {
+	case more <= 0:
+		return list
+	case sep == " or ":
+		return policy.Textf("%s or one of %s more", list, policy.Wordf("%d", more))
+	}
+	return policy.Textf("%s and %s more", list, policy.Wordf("%d", more))
 }
 
 // verdict is the verdict on the claim from its state (after every state step: a claim bound or
@@ -81,7 +97,8 @@ func verdict(c *corev1.PersistentVolumeClaim, st claimState, rows []Candidate, p
 	}
 	switch {
 	case planned && len(fitting) > 0 && len(taken) == len(fitting):
-		v.Text = policy.Textf("every volume that fits goes to another claim: %s", joined(taken, ", "))
+		shown := taken[:min(len(taken), namedAtMost)]
+		v.Text = policy.Textf("every volume that fits goes to another claim: %s", andMore(joined(shown, ", "), len(taken)-len(shown), ", "))
 		return v
 	case placedWithoutScheduler != nil && len(fitting) > 0:
 		v.Text = policy.Textf("%s fit, but nothing binds the claim while pod %s that uses it bypasses the scheduler", volumes(fitting, ", "), policy.Word(placedWithoutScheduler.Name))
