@@ -1,9 +1,6 @@
 package charts_test
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,22 +12,6 @@ import (
 	"github.com/pvguard/pvguard/charts"
 	"github.com/pvguard/pvguard/policy"
 )
-
-// TestAdmissionPolicyFormsAreCurrent: the forms the chart renders its admission policies from
-// are the rules' CEL forms as they are now.
-func TestAdmissionPolicyFormsAreCurrent(t *testing.T) {
-	want, err := charts.AdmissionPolicyFormsJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(filepath.Join("..", charts.AdmissionPolicyFormsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is stale: run `go run ./hack/gen-admission-policies`", charts.AdmissionPolicyFormsFile)
-	}
-}
 
 // TestChartAdmissionPoliciesAreThePolicyConfigs: the chart's admission policies are exactly what
 // `pvguard admission-policies --params` makes, and their parameter object holds exactly what

@@ -34,6 +34,7 @@ import (
 	"github.com/pvguard/pvguard/charts"
 	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/webhook"
 )
 
 const (
@@ -771,15 +772,10 @@ func sortedPerms(m map[perm]bool) []perm {
 	return slices.SortedFunc(maps.Keys(m), func(a, b perm) int { return strings.Compare(a.String(), b.String()) })
 }
 
-// wantWebhooks is the chart's contract with the apiserver, written out: which webhook is called
-// for what, on which path. envtest suites and the handlers depend on it.
+// wantWebhooks is the chart's contract with the apiserver: each of pvguard's declared admission
+// endpoints (webhook.Registrations) as two webhooks, for people and for components, with the
+// values' failure policies, selectors and conditions.
 func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration) {
-	createUpdate := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
-	rules := func(ops []admissionregistrationv1.OperationType, group string, resources ...string) []admissionregistrationv1.RuleWithOperations {
-		return []admissionregistrationv1.RuleWithOperations{{Operations: ops, Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: resources, Scope: new(admissionregistrationv1.AllScopes),
-		}}}
-	}
 	client := func(urlPath string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
 			Namespace: namespace, Name: fullname, Path: new(urlPath), Port: new(int32(443)),
@@ -808,9 +804,6 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 			AdmissionReviewVersions: []string{"v1"},
 		}
 	}
-	// The volume mutating webhook sees only volumes whose claimRef it completes.
-	claimRefIncomplete := admissionregistrationv1.MatchCondition{Name: "claimref-incomplete",
-		Expression: "has(object.spec.claimRef) && (!has(object.spec.claimRef.kind) || object.spec.claimRef.kind == '' || !has(object.spec.claimRef.apiVersion) || object.spec.claimRef.apiVersion == '')"}
 	mutating := func(name, urlPath string, r []admissionregistrationv1.RuleWithOperations, sel *metav1.LabelSelector, mc []admissionregistrationv1.MatchCondition) admissionregistrationv1.MutatingWebhook {
 		v := validating(name, urlPath, r, sel, mc)
 		return admissionregistrationv1.MutatingWebhook{
@@ -819,40 +812,34 @@ func wantWebhooks(c chartCase) (*admissionregistrationv1.ValidatingWebhookConfig
 			AdmissionReviewVersions: v.AdmissionReviewVersions, ReinvocationPolicy: new(admissionregistrationv1.NeverReinvocationPolicy),
 		}
 	}
-	// The volumes' and claims' validating webhooks skip the status writes that change nothing the
-	// rules read: the conditions derived from the rules as they are now (not from the chart's
-	// generated file, which must equal them).
-	generated := func(k policy.Kind) []admissionregistrationv1.MatchCondition {
-		var out []admissionregistrationv1.MatchCondition
-		for _, mc := range policy.WebhookMatchConditions(policy.Catalogue(), k) {
-			out = append(out, admissionregistrationv1.MatchCondition{Name: mc.Name, Expression: mc.Expression})
-		}
-		return out
-	}
-	pvConditions := append(slices.Clone(c.matchConditions), generated(policy.KindPersistentVolume)...)
 	v := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: meta,
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			validating("validate-pv.pvguard.io", "/validate/persistentvolumes", rules(createUpdate, "", "persistentvolumes", "persistentvolumes/status"), nil, pvConditions),
-			validating("validate-pv-components.pvguard.io", "/validate/persistentvolumes", rules(createUpdate, "", "persistentvolumes", "persistentvolumes/status"), nil, pvConditions),
-			validating("validate-pvc.pvguard.io", "/validate/persistentvolumeclaims", rules(createUpdate, "", "persistentvolumeclaims", "persistentvolumeclaims/status"), claims, generated(policy.KindPersistentVolumeClaim)),
-			validating("validate-pvc-components.pvguard.io", "/validate/persistentvolumeclaims", rules(createUpdate, "", "persistentvolumeclaims", "persistentvolumeclaims/status"), claims, generated(policy.KindPersistentVolumeClaim)),
-			validating("validate-sc.pvguard.io", "/validate/storageclasses", rules(createUpdate, "storage.k8s.io", "storageclasses"), nil, nil),
-			validating("validate-sc-components.pvguard.io", "/validate/storageclasses", rules(createUpdate, "storage.k8s.io", "storageclasses"), nil, nil),
-		},
 	}
 	m := &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: meta,
-		Webhooks: []admissionregistrationv1.MutatingWebhook{
-			mutating("mutate-pv.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, append(slices.Clone(c.matchConditions), claimRefIncomplete)),
-			mutating("mutate-pv-components.pvguard.io", "/mutate/persistentvolumes", rules(createUpdate, "", "persistentvolumes"), nil, append(slices.Clone(c.matchConditions), claimRefIncomplete)),
-			mutating("mutate-pvc.pvguard.io", "/mutate/persistentvolumeclaims", rules([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "persistentvolumeclaims"), claims,
-				[]admissionregistrationv1.MatchCondition{{Name: "names-a-volume", Expression: "has(object.spec.volumeName) && object.spec.volumeName != ''"}}),
-			mutating("mutate-pvc-components.pvguard.io", "/mutate/persistentvolumeclaims", rules([]admissionregistrationv1.OperationType{admissionregistrationv1.Create}, "", "persistentvolumeclaims"), claims,
-				[]admissionregistrationv1.MatchCondition{{Name: "names-a-volume", Expression: "has(object.spec.volumeName) && object.spec.volumeName != ''"}}),
-		},
+	}
+	// What each webhook is sent is declared once, in Go (webhook.Registrations, for the rules as
+	// they are now, not as the chart's generated file has them); the chart adds the requester's
+	// condition, the claims' namespace selector and the installer's conditions on volumes.
+	for _, r := range webhook.Registrations(policy.Catalogue()) {
+		var sel *metav1.LabelSelector
+		var mc []admissionregistrationv1.MatchCondition
+		if r.Claims {
+			sel = claims
+		}
+		if r.Volumes {
+			mc = append(mc, c.matchConditions...)
+		}
+		mc = append(mc, r.MatchConditions...)
+		for _, name := range []string{r.Name + ".pvguard.io", r.Name + "-components.pvguard.io"} {
+			if r.Mutating {
+				m.Webhooks = append(m.Webhooks, mutating(name, r.Path, r.Rules, sel, mc))
+			} else {
+				v.Webhooks = append(v.Webhooks, validating(name, r.Path, r.Rules, sel, mc))
+			}
+		}
 	}
 	return v, m
 }

@@ -192,7 +192,7 @@ func groupsCondition(list string) string {
 }
 
 // AdmissionPolicyForm is what the chart renders a rule's policy from
-// (charts/pvguard/files/admission-policies.json, written by `go run ./hack/gen-admission-policies`):
+// (charts/pvguard/files/admission-policies.json, written by `make generate`):
 // the policy as AdmissionPolicies makes it to read the parameter object, which is the same for
 // every config (the chart renders the parameter object from the values' policy, and the binding
 // that names it).

@@ -10,15 +10,6 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// Endpoint paths. Docs, the chart and tests depend on these names.
-const (
-	PathValidatePV  = "/validate/persistentvolumes"
-	PathValidatePVC = "/validate/persistentvolumeclaims"
-	PathValidateSC  = "/validate/storageclasses"
-	PathMutatePV    = "/mutate/persistentvolumes"
-	PathMutatePVC   = "/mutate/persistentvolumeclaims"
-)
-
 // Limits bound what one review may take: how long it may wait for a seat and how long a denial's
 // live re-read may take (docs/reliability.md, "Floods").
 type Limits struct {
@@ -39,10 +30,9 @@ type Limits struct {
 const DefaultLiveReadBudget = 250 * time.Millisecond
 
 // Handlers are pvguard's admission endpoints by path, for the server to mount (internal/web,
-// POST only): validating handlers for PersistentVolumes, PersistentVolumeClaims and
-// StorageClasses and mutating handlers for PersistentVolumes and PersistentVolumeClaims, each
-// judging with the engine and the view of the moment within the limits and counting into
-// metrics (nil: none).
+// POST only): a handler for each of Registrations, validating or mutating the registration's
+// kind, each judging with the engine and the view of the moment within the limits and counting
+// into metrics (nil: none).
 func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr.Logger, limits Limits, opts ...ValidatorOption) map[string]http.Handler {
 	budget := limits.LiveReadBudget
 	if budget <= 0 {
@@ -58,13 +48,16 @@ func Handlers(engines EngineSource, views ViewSource, metrics *Metrics, log logr
 	m := func(k policy.Kind) http.Handler {
 		return Review(NewMutator(k, engines, views, metrics), log, limits.Queue)
 	}
-	return map[string]http.Handler{
-		PathValidatePV:  v(policy.KindPersistentVolume),
-		PathValidatePVC: v(policy.KindPersistentVolumeClaim),
-		PathValidateSC:  v(policy.KindStorageClass),
-		PathMutatePV:    m(policy.KindPersistentVolume),
-		PathMutatePVC:   m(policy.KindPersistentVolumeClaim),
+	handlers := map[string]http.Handler{}
+	// Paths and kinds do not depend on the rules; only the generated match conditions do.
+	for _, r := range Registrations(nil) {
+		if r.Mutating {
+			handlers[r.Path] = m(r.Kind)
+		} else {
+			handlers[r.Path] = v(r.Kind)
+		}
 	}
+	return handlers
 }
 
 // Review is the endpoint that has h judge AdmissionReviews: it refuses a request that is not one

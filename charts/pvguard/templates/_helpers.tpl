@@ -207,22 +207,23 @@ single quotes escaped, so that no identity can end the literal.
 {{- end }}
 
 {{/*
-One webhook rendered twice, for people and for components (pvguard.isComponent): .root, .name
-(name.pvguard.io), .path, .rules (YAML), .selector ("claims" for the claims' namespaceSelector),
-.volumes (true for the volumes' extra matchConditions), .conditions (more matchConditions),
-.mutating (adds reinvocationPolicy).
+One webhook rendered twice, for people and for components (pvguard.isComponent): .root and
+.registration, one of files/webhooks.json's (webhook.Registration: name, path, rules, claims for
+the claims' namespaceSelector, volumes for the installer's webhook.matchConditions, the
+registration's matchConditions, mutating for reinvocationPolicy).
 */}}
 {{- define "pvguard.webhookPair" -}}
 {{- $root := .root -}}
+{{- $r := .registration -}}
 {{- range $who := list "people" "components" }}
 {{- $conditions := list (dict "name" (ternary "not-a-component" "a-component" (eq $who "people")) "expression" (ternary (printf "!(%s)" (include "pvguard.isComponent" $root)) (include "pvguard.isComponent" $root) (eq $who "people"))) -}}
-{{- if get $ "volumes" }}{{ $conditions = concat $conditions $root.Values.webhook.matchConditions }}{{ end -}}
-{{- if get $ "conditions" }}{{ $conditions = concat $conditions (get $ "conditions") }}{{ end }}
-- name: {{ ternary (printf "%s.pvguard.io" $.name) (printf "%s-components.pvguard.io" $.name) (eq $who "people") }}
-  {{- include "pvguard.clientConfig" (dict "root" $root "path" $.path) | nindent 2 }}
+{{- if get $r "volumes" }}{{ $conditions = concat $conditions $root.Values.webhook.matchConditions }}{{ end -}}
+{{- if get $r "matchConditions" }}{{ $conditions = concat $conditions (get $r "matchConditions") }}{{ end }}
+- name: {{ ternary (printf "%s.pvguard.io" $r.name) (printf "%s-components.pvguard.io" $r.name) (eq $who "people") }}
+  {{- include "pvguard.clientConfig" (dict "root" $root "path" $r.path) | nindent 2 }}
   rules:
-    {{- $.rules | nindent 4 }}
-  {{- if eq (get $ "selector") "claims" }}
+    {{- toYaml $r.rules | nindent 4 }}
+  {{- if get $r "claims" }}
   {{- include "pvguard.claimNamespaceSelector" $root | nindent 2 }}
   {{- end }}
   matchConditions:
@@ -233,32 +234,9 @@ One webhook rendered twice, for people and for components (pvguard.isComponent):
   timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
   admissionReviewVersions:
     - v1
-  {{- if get $ "mutating" }}
+  {{- if get $r "mutating" }}
   reinvocationPolicy: Never
   {{- end }}
-{{- end }}
-{{- end }}
-
-{{/*
-Settings shared by every webhook, as webhook.Configurations built them.
-*/}}
-{{- define "pvguard.webhookCommon" -}}
-failurePolicy: {{ .Values.webhook.failurePolicy }}
-matchPolicy: Equivalent
-sideEffects: None
-timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
-admissionReviewVersions:
-  - v1
-{{- end }}
-
-{{/*
-Extra CEL matchConditions for the PersistentVolume webhooks (namespaceSelector never applies to
-cluster-scoped volumes).
-*/}}
-{{- define "pvguard.volumeMatchConditions" -}}
-{{- with .Values.webhook.matchConditions }}
-matchConditions:
-  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
 
