@@ -12,8 +12,18 @@ const module = "github.com/pvguard/pvguard"
 // moduleImports lists, with go list, the module packages each of the module's packages imports
 // (test files excluded).
 func moduleImports(t *testing.T) map[string][]string {
+	return listImports(t, `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`)
+}
+
+// moduleTestImports lists the module packages each package's test files import, its own and its
+// external test package's.
+func moduleTestImports(t *testing.T) map[string][]string {
+	return listImports(t, `{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}`)
+}
+
+func listImports(t *testing.T, format string) map[string][]string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, module+"/...").Output()
+	out, err := exec.Command("go", "list", "-f", format, module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -48,8 +58,50 @@ func TestImportGraphIsTheDeclaredOne(t *testing.T) {
 	for _, err := range CheckImports(rules, imports) {
 		t.Error(err)
 	}
-	for _, err := range CheckDeclaredUsed(rules, imports) {
+	for _, err := range CheckDeclaredUsed(rules, imports, importsFence) {
 		t.Error(err)
+	}
+}
+
+// TestTestImportsAreTheDeclaredOnes: the tests of every package import only what the package may,
+// or what development.md's test-imports block adds for them, and that block is no wider than the
+// tests' imports.
+func TestTestImportsAreTheDeclaredOnes(t *testing.T) {
+	rules, err := ReadImportRules(Pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testRules, err := ReadTestImportRules(Pages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testImports := moduleTestImports(t)
+	for _, err := range CheckTestImports(rules, testRules, testImports) {
+		t.Error(err)
+	}
+	for _, err := range CheckDeclaredUsed(testRules, testImports, testImportsFence) {
+		t.Error(err)
+	}
+}
+
+// TestCheckTestImportsFindsNewArrows: a test import that neither block allows is reported; the
+// package itself (an external test package) and either block's arrows are not.
+func TestCheckTestImportsFindsNewArrows(t *testing.T) {
+	rules := ImportRules{"policy": {"storage"}, "webhook": {"policy"}, "test/...": {"*"}}
+	testRules := ImportRules{"webhook": {"test/testobj"}}
+	errs := CheckTestImports(rules, testRules, map[string][]string{
+		"policy":   {"policy", "storage", "test/testobj"},
+		"webhook":  {"webhook", "policy", "test/testobj", "internal/web"},
+		"test/e2e": {"webhook", "binder"},
+	})
+	want := []string{"the tests of policy import test/testobj", "the tests of webhook import internal/web"}
+	if len(errs) != len(want) {
+		t.Fatalf("errors %v, want %d", errs, len(want))
+	}
+	for i, err := range errs {
+		if !strings.Contains(err.Error(), want[i]) {
+			t.Errorf("error %q, want one containing %q", err, want[i])
+		}
 	}
 }
 
@@ -58,7 +110,7 @@ func TestImportGraphIsTheDeclaredOne(t *testing.T) {
 func TestCheckDeclaredUsedFindsWideDeclarations(t *testing.T) {
 	rules := ImportRules{"storage": nil, "policy": {"storage", "clusterstate"}, "gone": nil, "test/...": {"*"}, "tools/...": {"*"}}
 	imports := map[string][]string{"storage": nil, "policy": {"storage"}, "test/e2e": {"policy"}}
-	errs := CheckDeclaredUsed(rules, imports)
+	errs := CheckDeclaredUsed(rules, imports, importsFence)
 	want := []string{"declares gone, which is no package", "lets policy import clusterstate", "declares tools/..., which matches no package"}
 	if len(errs) != len(want) {
 		t.Fatalf("errors %v, want %d", errs, len(want))
