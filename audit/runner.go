@@ -480,7 +480,7 @@ func sortedKeys(objects map[clusterstate.Key]judged) []clusterstate.Key {
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
-		if oa, ob := policy.AuditOrder(policy.Kind(a.Kind)), policy.AuditOrder(policy.Kind(b.Kind)); oa != ob {
+		if oa, ob := policy.AuditOrder(a.Kind), policy.AuditOrder(b.Kind); oa != ob {
 			return oa < ob
 		}
 		if a.Namespace != b.Namespace {

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pvguard/pvguard/clusterstate"
 )
 
 // RuleID identifies a rule of the catalogue, such as "PVG001".
@@ -57,17 +59,14 @@ func (a Action) valid() bool {
 }
 
 // Kind is the kind of object a review is about, or that a rule reads through the View.
-type Kind string
+type Kind = clusterstate.Kind
 
 const (
-	KindPersistentVolume      Kind = "PersistentVolume"
-	KindPersistentVolumeClaim Kind = "PersistentVolumeClaim"
-	KindStorageClass          Kind = "StorageClass"
-	// KindNode is only read, by the rules that judge node affinity: no review is about a Node.
-	KindNode Kind = "Node"
-	// KindPod is only read, by the rule that keeps a volume's node affinity admitting the nodes
-	// of the pods using its claim. A pod is named to whoever may read its claim's namespace.
-	KindPod Kind = "Pod"
+	KindPersistentVolume      = clusterstate.KindPersistentVolume
+	KindPersistentVolumeClaim = clusterstate.KindPersistentVolumeClaim
+	KindStorageClass          = clusterstate.KindStorageClass
+	KindNode                  = clusterstate.KindNode
+	KindPod                   = clusterstate.KindPod
 )
 
 // Operation is the kind of write under review.
@@ -153,19 +152,11 @@ func pick[T any](a, b *T) *T {
 	return b
 }
 
-// ObjectRef names an object in messages and reports.
-type ObjectRef struct {
-	Kind      Kind
-	Namespace string
-	Name      string
-}
+// ObjectRef names an object in messages and reports: the cluster state's key (the same fields,
+// and converts to and from it), which a message renders per reader (Redact).
+type ObjectRef clusterstate.Key
 
-func (o ObjectRef) String() string {
-	if o.Namespace == "" {
-		return fmt.Sprintf("%s %s", o.Kind, o.Name)
-	}
-	return fmt.Sprintf("%s %s/%s", o.Kind, o.Namespace, o.Name)
-}
+func (o ObjectRef) String() string { return clusterstate.Key(o).String() }
 
 func pvRef(pv *corev1.PersistentVolume) ObjectRef {
 	return ObjectRef{Kind: KindPersistentVolume, Name: pv.Name}
