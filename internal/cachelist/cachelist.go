@@ -11,8 +11,11 @@ package cachelist
 import (
 	"context"
 	"fmt"
+	"reflect"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +32,9 @@ type storeInformer interface {
 // double, a cache wrapped to lag) they are r.List's, without deep copies. list is the list type
 // for the fallback (e.g. &corev1.PersistentVolumeList{}); kind says the type (e.g.
 // &corev1.PersistentVolume{}, or a PartialObjectMetadata with its GroupVersionKind for a
-// metadata-only informer).
+// metadata-only informer). A nil list of a list type (e.g. (*corev1.PersistentVolumeList)(nil))
+// has one made only when the fallback needs it: a reader listing from the store on every sync
+// allocates no list.
 func List[T client.Object](ctx context.Context, r client.Reader, kind T, list client.ObjectList) ([]T, error) {
 	if c, ok := r.(cache.Informers); ok {
 		inf, err := c.GetInformer(ctx, kind)
@@ -49,6 +54,9 @@ func List[T client.Object](ctx context.Context, r client.Reader, kind T, list cl
 			return out, nil
 		}
 	}
+	if v := reflect.ValueOf(list); v.Kind() == reflect.Pointer && v.IsNil() {
+		list = reflect.New(v.Type().Elem()).Interface().(client.ObjectList)
+	}
 	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
@@ -65,4 +73,52 @@ func List[T client.Object](ctx context.Context, r client.Reader, kind T, list cl
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// Get returns the object of kind's type named key that r holds, as List does: the store's own
+// object when r is an informer cache whose informer exposes its store, else r.Get's without deep
+// copies (a copy of the top-level struct, sharing the rest with the cache). Either way it must not
+// be modified. An object r does not hold is a NotFound error. controller-runtime's Get, even
+// with client.UnsafeDisableDeepCopy, copies the object's top-level struct into a new one of the
+// caller's: a reader that gets every object every resync (the binder) allocates a copy of the
+// cluster each time. kind is only read; callers pass one shared empty object per type, so that
+// a read allocates nothing of its own.
+func Get[T client.Object](ctx context.Context, r client.Reader, key client.ObjectKey, kind T) (T, error) {
+	var zero T
+	if c, ok := r.(cache.Informers); ok {
+		inf, err := c.GetInformer(ctx, kind)
+		if err != nil {
+			return zero, fmt.Errorf("informer for %T: %w", kind, err)
+		}
+		if s, ok := inf.(storeInformer); ok {
+			item, exists, err := s.GetStore().GetByKey(storeKey(key))
+			if err != nil {
+				return zero, fmt.Errorf("reading %s from the store: %w", key, err)
+			}
+			if !exists {
+				return zero, apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+			}
+			obj, ok := item.(T)
+			if !ok {
+				return zero, fmt.Errorf("the informer for %T holds a %T", kind, item)
+			}
+			return obj, nil
+		}
+	}
+	out, ok := kind.DeepCopyObject().(T)
+	if !ok {
+		return zero, fmt.Errorf("a copy of %T is a %T", kind, out)
+	}
+	if err := r.Get(ctx, key, out, client.UnsafeDisableDeepCopy); err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// storeKey is the key client-go's informers file an object under (MetaNamespaceKeyFunc's).
+func storeKey(k client.ObjectKey) string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
 }
