@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -121,4 +122,75 @@ func storeKey(k client.ObjectKey) string {
 		return k.Name
 	}
 	return k.Namespace + "/" + k.Name
+}
+
+// Index is an index of an informer's objects: its name, and the values an object is filed under.
+type Index struct {
+	Name   string
+	Values func(obj client.Object) []string
+}
+
+// AddIndex adds idx to the informer of kind's type in c (before the informer starts). Each
+// object is filed once under each of its values. controller-runtime's IndexField files a
+// namespaced object's every value twice, under its namespace and under all namespaces, for lists
+// within one namespace; client-go keeps a set per filed value, so for an index of unique values
+// (a claim's uid) that doubled a set per object, and pvguard never lists by an index within one
+// namespace (docs/benchmarks.md, "The informers' indexes").
+func AddIndex(ctx context.Context, c cache.Informers, kind client.Object, idx Index) error {
+	inf, err := c.GetInformer(ctx, kind)
+	if err != nil {
+		return fmt.Errorf("informer for %T: %w", kind, err)
+	}
+	return inf.AddIndexers(toolscache.Indexers{idx.Name: func(o any) ([]string, error) {
+		obj, ok := o.(client.Object)
+		if !ok {
+			return nil, nil
+		}
+		return idx.Values(obj), nil
+	}})
+}
+
+// indexerInformer is what controller-runtime's informers are beyond cache.Informer: the indexer
+// AddIndex filled.
+type indexerInformer interface {
+	GetIndexer() toolscache.Indexer
+}
+
+// ByIndex returns the objects of kind's type that r holds filed under value in idx. From an
+// informer cache whose informer exposes its indexer, the indexer's own objects (AddIndex must have
+// added idx); otherwise (a plain client, a test double) every object List returns (list as for
+// List) whose values include value.
+func ByIndex[T client.Object](ctx context.Context, r client.Reader, kind T, list client.ObjectList, idx Index, value string) ([]T, error) {
+	if c, ok := r.(cache.Informers); ok {
+		inf, err := c.GetInformer(ctx, kind)
+		if err != nil {
+			return nil, fmt.Errorf("informer for %T: %w", kind, err)
+		}
+		if s, ok := inf.(indexerInformer); ok {
+			items, err := s.GetIndexer().ByIndex(idx.Name, value)
+			if err != nil {
+				return nil, fmt.Errorf("index %s of %T: %w", idx.Name, kind, err)
+			}
+			out := make([]T, 0, len(items))
+			for _, item := range items {
+				obj, ok := item.(T)
+				if !ok {
+					return nil, fmt.Errorf("the informer for %T holds a %T", kind, item)
+				}
+				out = append(out, obj)
+			}
+			return out, nil
+		}
+	}
+	all, err := List(ctx, r, kind, list)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, obj := range all {
+		if slices.Contains(idx.Values(obj), value) {
+			out = append(out, obj)
+		}
+	}
+	return out, nil
 }
