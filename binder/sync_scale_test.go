@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -169,4 +171,62 @@ func liveWhileSyncing(bd *Binder, claims []*corev1.PersistentVolumeClaim) float6
 	wg.Wait()
 	runtime.KeepAlive(claims)
 	return busy - idle
+}
+
+// BenchmarkResyncGOGC runs the binder's periodic resync (a sync of every claim and every volume)
+// over 100,000 volumes held as the informers hold them, at GOGC 100 (Go's default) and 50: per
+// resync, the time, what it allocated, and how many collections it set off; and the CPU time one
+// collection of this heap takes (a forced one, timed with runtime/metrics' GC CPU classes: assists,
+// dedicated workers and pauses, not the idle time the collector fills). A
+// collection's cost is about that of marking the live heap, so collections per resync times that
+// is the binder's part of what a lower GOGC would cost pvguard. Results are in docs/benchmarks.md.
+//
+//	go test ./binder/ -run '^$' -bench ResyncGOGC -benchtime 5x
+func BenchmarkResyncGOGC(b *testing.B) {
+	objs := boundStatuses(scaleCluster(100_000, 10_000))
+	c, err := newMemInformers(objs...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bd := scalePlanner(b)
+	bd.o.Cache, bd.o.Live = c, c
+	ctx := context.Background()
+	resync := func() {
+		for _, o := range objs {
+			switch o := o.(type) {
+			case *corev1.PersistentVolumeClaim:
+				_ = bd.syncClaim(ctx, o.Namespace, o.Name)
+			case *corev1.PersistentVolume:
+				_ = bd.syncVolume(ctx, o.Name)
+			}
+		}
+	}
+	resync() // the ledger's first records
+	// The collector's own work, not the idle time it fills (/cpu/classes/gc/total counts both).
+	gcCPU := func() float64 {
+		s := []rtmetrics.Sample{{Name: "/cpu/classes/gc/mark/assist:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/dedicated:cpu-seconds"}, {Name: "/cpu/classes/gc/pause:cpu-seconds"}}
+		rtmetrics.Read(s)
+		return s[0].Value.Float64() + s[1].Value.Float64() + s[2].Value.Float64()
+	}
+	for _, gogc := range []int{100, 50} {
+		b.Run(fmt.Sprintf("gogc=%d", gogc), func(b *testing.B) {
+			defer debug.SetGCPercent(debug.SetGCPercent(gogc))
+			runtime.GC()
+			before := gcCPU()
+			runtime.GC()
+			oneGC := gcCPU() - before
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			for b.Loop() {
+				resync()
+			}
+			runtime.ReadMemStats(&m1)
+			n := float64(b.N)
+			b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/n/(1<<20), "alloc-MB/resync")
+			b.ReportMetric(float64(m1.NumGC-m0.NumGC)/n, "GCs/resync")
+			b.ReportMetric(oneGC*1000, "gc-cpu-ms/GC")
+			b.ReportMetric(float64(m0.HeapAlloc)/(1<<20), "live-MB")
+		})
+	}
+	runtime.KeepAlive(objs)
 }
