@@ -1,5 +1,6 @@
-// Package cachelist lists the objects of an informer cache as the cache holds them: pointers to
-// its own objects, shared, never to be modified.
+// Package cachelist reads the objects of an informer cache as the cache holds them (List, Get,
+// and ByIndex over the indexes AddIndex files): pointers to its own objects, shared, never to be
+// modified.
 //
 // controller-runtime's List with client.UnsafeDisableDeepCopy skips the deep copies but still
 // copies each object's top-level struct into the list's Items (apimeta.SetList): every full
