@@ -319,16 +319,31 @@ func (b *Binder) processNext(ctx context.Context, queue workqueue.TypedRateLimit
 
 // --- claims ---
 
-// noCopy reads an object from the cache without copying what it points to (maps, slices,
-// nested structs): the binder never changes what it reads (every write deep-copies first:
-// applyClaim, applyVolume, bind), and at scale the copies were most of what the binder
-// allocated, since its resync reads every volume and claim every 15 s (docs/benchmarks.md,
-// "Scale").
-const noCopy = client.UnsafeDisableDeepCopy
+// The binder reads the cache's own objects, not copies (cachelist.Get and List): it never changes
+// what it reads (every write deep-copies first: applyClaim, applyVolume, bind), and its resync
+// reads every volume and claim every 15 s. A copy per read, even of the top-level struct only
+// (controller-runtime's Get and List with client.UnsafeDisableDeepCopy), was most of what the
+// binder allocated, and a collection counts whatever is allocated while it runs as live: at
+// 100,000 pairs that was a third of the heap (docs/benchmarks.md, "The binder's claim syncs").
+// These are the kinds cachelist is asked for: shared, never modified.
+var (
+	claimKind  = &corev1.PersistentVolumeClaim{}
+	volumeKind = &corev1.PersistentVolume{}
+	classKind  = &storagev1.StorageClass{}
+)
+
+// getClaim and getVolume read the cache's own object (see claimKind).
+func (b *Binder) getClaim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return cachelist.Get(ctx, b.o.Cache, client.ObjectKey{Namespace: namespace, Name: name}, claimKind)
+}
+
+func (b *Binder) getVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	return cachelist.Get(ctx, b.o.Cache, client.ObjectKey{Name: name}, volumeKind)
+}
 
 func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
-	claim := &corev1.PersistentVolumeClaim{}
-	if err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, claim, noCopy); err != nil {
+	claim, err := b.getClaim(ctx, namespace, name)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			k := key{kind: 'c', namespace: namespace, name: name}
 			b.ledger.forget(k)
@@ -375,8 +390,7 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeClaim) (ClaimState, error) {
 	s := ClaimState{Claim: claim, Denied: b.ledger.denied(claim.UID, time.Now())}
 	if claim.Spec.VolumeName != "" {
-		v := &corev1.PersistentVolume{}
-		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v, noCopy); {
+		switch v, err := b.getVolume(ctx, claim.Spec.VolumeName); {
 		case err == nil:
 			s.Volume = v
 		case !apierrors.IsNotFound(err):
@@ -408,8 +422,7 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 	assigned, planned := b.ledger.planned(claim.UID)
 	s.Planned = planned
 	if assigned != "" {
-		v := &corev1.PersistentVolume{}
-		err := b.o.Cache.Get(ctx, client.ObjectKey{Name: assigned}, v, noCopy)
+		v, err := b.getVolume(ctx, assigned)
 		switch {
 		case err == nil && fitsUnbound(claim, v, nil, false, b.pendingFree()):
 			s.Assigned = v
@@ -423,15 +436,13 @@ func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeC
 	return s, nil
 }
 
-// classes lists the storage classes as the cache holds them, not copies: callers only read them.
+// classes lists the storage classes as the cache holds them, the cache's own objects (every claim
+// sync reads them, so a copy per read would be a copy of every class per claim): callers only
+// read them.
 func (b *Binder) classes(ctx context.Context) ([]*storagev1.StorageClass, error) {
-	var list storagev1.StorageClassList
-	if err := b.o.Cache.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	out, err := cachelist.List(ctx, b.o.Cache, classKind, (*storagev1.StorageClassList)(nil))
+	if err != nil {
 		return nil, fmt.Errorf("listing storage classes: %w", err)
-	}
-	out := make([]*storagev1.StorageClass, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
 	}
 	return out, nil
 }
@@ -478,8 +489,8 @@ func (b *Binder) applyClaim(ctx context.Context, claim *corev1.PersistentVolumeC
 // --- volumes ---
 
 func (b *Binder) syncVolume(ctx context.Context, name string) error {
-	v := &corev1.PersistentVolume{}
-	if err := b.o.Cache.Get(ctx, client.ObjectKey{Name: name}, v, noCopy); err != nil {
+	v, err := b.getVolume(ctx, name)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			b.ledger.forget(key{kind: 'v', name: name})
 			return nil
@@ -492,8 +503,7 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	b.settleReservation(v)
 	s := VolumeState{Volume: v}
 	if ref := v.Spec.ClaimRef; ref != nil && ref.UID != "" {
-		c := &corev1.PersistentVolumeClaim{}
-		switch err := b.o.Cache.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, c, noCopy); {
+		switch c, err := b.getClaim(ctx, ref.Namespace, ref.Name); {
 		case err == nil:
 			s.Claim = c
 		case !apierrors.IsNotFound(err):
@@ -526,7 +536,7 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 	if skip {
 		return nil
 	}
-	err := b.applyVolume(ctx, v, a)
+	err = b.applyVolume(ctx, v, a)
 	if marking && err != nil {
 		b.ledger.stopMarking(name)
 	}

@@ -21,6 +21,10 @@ type ledger struct {
 	// reserved maps a volume to the claim a bind in flight gives it, so a new plan does not
 	// hand the same volume to another claim before the cache shows the first bind.
 	reserved map[string]types.UID
+	// reservedBy is reserved by claim: every bound claim's sync asks for its claim's reservations
+	// (claimWent), and a scan of reserved per sync grew with the binds in flight (thousands in a
+	// batch) times the claims. reserve and release keep the two together.
+	reservedBy map[types.UID][]string
 	// forbidden holds pairs policy denied, and when, so the planner looks elsewhere.
 	forbidden map[types.UID]map[string]time.Time
 	// superseded holds, per object, the resourceVersions the binder's own writes replaced: a
@@ -47,6 +51,7 @@ func newLedger() *ledger {
 	return &ledger{
 		plan:       map[types.UID]string{},
 		reserved:   map[string]types.UID{},
+		reservedBy: map[types.UID][]string{},
 		forbidden:  map[types.UID]map[string]time.Time{},
 		superseded: map[key][]string{},
 		marking:    map[string]bool{},
@@ -205,13 +210,37 @@ func (l *ledger) claimWent(claim types.UID, volume string) (freed bool) {
 		delete(l.plan, claim)
 		freed = true
 	}
-	for v, owner := range l.reserved {
-		if owner == claim && v != volume && l.binding[v] == 0 {
-			delete(l.reserved, v)
+	for _, v := range slices.Clone(l.reservedBy[claim]) {
+		if v != volume && l.binding[v] == 0 {
+			l.release(v)
 			freed = true
 		}
 	}
 	return freed
+}
+
+// reserve records that the volume is reserved for the claim (the caller holds the lock and has
+// checked that no other claim holds it).
+func (l *ledger) reserve(volume string, claim types.UID) {
+	if _, held := l.reserved[volume]; held {
+		return
+	}
+	l.reserved[volume] = claim
+	l.reservedBy[claim] = append(l.reservedBy[claim], volume)
+}
+
+// release drops the volume's reservation, whoever holds it (the caller holds the lock).
+func (l *ledger) release(volume string) {
+	claim, ok := l.reserved[volume]
+	if !ok {
+		return
+	}
+	delete(l.reserved, volume)
+	if rest := slices.DeleteFunc(l.reservedBy[claim], func(v string) bool { return v == volume }); len(rest) > 0 {
+		l.reservedBy[claim] = rest
+	} else {
+		delete(l.reservedBy, claim)
+	}
 }
 
 // claimGone is claimWent for a claim deleted, known by its key.
@@ -234,7 +263,7 @@ func (l *ledger) beginBind(volume string, claim types.UID, now time.Time) (start
 	if owner, reserved := l.reserved[volume]; (reserved && owner != claim) || l.marking[volume] {
 		return time.Time{}, false
 	}
-	l.reserved[volume] = claim
+	l.reserve(volume, claim)
 	l.binding[volume]++
 	start, ok = l.bindStart[claim]
 	if !ok {
@@ -273,7 +302,7 @@ func (l *ledger) settle(volume string, claim types.UID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if owner, ok := l.reserved[volume]; ok && owner == claim {
-		delete(l.reserved, volume)
+		l.release(volume)
 	}
 }
 
@@ -283,7 +312,7 @@ func (l *ledger) unreserve(volume string, claim types.UID) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if owner, ok := l.reserved[volume]; ok && owner == claim {
-		delete(l.reserved, volume)
+		l.release(volume)
 		return true
 	}
 	return false
@@ -301,7 +330,7 @@ func (l *ledger) deny(claim types.UID, volume string, at time.Time) {
 	l.forbidden[claim][volume] = at
 	delete(l.plan, claim)
 	if owner, ok := l.reserved[volume]; ok && owner == claim {
-		delete(l.reserved, volume)
+		l.release(volume)
 	}
 }
 

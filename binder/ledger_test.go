@@ -3,6 +3,7 @@ package binder
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -372,5 +373,64 @@ func BenchmarkLedgerSnapshotAndInstall(b *testing.B) {
 			l.unreserve(fmt.Sprintf("pv-%05d", i), types.UID(fmt.Sprintf("uid-other-%d", i)))
 		}
 		b.StartTimer()
+	}
+}
+
+// TestLedgerClaimWentFreesItsReservations: a claim another writer bound (or that was deleted)
+// gives back its reservations of the other volumes no bind is writing, and only those; the other
+// claims' reservations stay. Random sequences of the ledger's reservation changes are checked
+// against a model that keeps only the volume -> claim map.
+func TestLedgerClaimWentFreesItsReservations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 200 {
+		l := newLedger()
+		model := map[string]types.UID{}
+		writing := map[string]int{}
+		now := time.Unix(1_700_000_000, 0)
+		for step := range 60 {
+			claim := types.UID(fmt.Sprintf("c%d", rng.IntN(4)))
+			volume := fmt.Sprintf("pv-%d", rng.IntN(6))
+			switch rng.IntN(6) {
+			case 0, 1:
+				if _, ok := l.beginBind(volume, claim, now); ok {
+					model[volume] = claim
+					writing[volume]++
+				}
+			case 2:
+				if writing[volume] > 0 {
+					l.endBind(volume)
+					writing[volume]--
+				}
+			case 3:
+				l.settle(volume, claim)
+				if model[volume] == claim {
+					delete(model, volume)
+				}
+			case 4:
+				l.deny(claim, volume, now)
+				if model[volume] == claim {
+					delete(model, volume)
+				}
+			case 5:
+				keep := ""
+				if rng.IntN(2) == 0 {
+					keep = volume
+				}
+				wantFreed := false
+				for v, owner := range model {
+					if owner == claim && v != keep && writing[v] == 0 {
+						delete(model, v)
+						wantFreed = true
+					}
+				}
+				// This ledger has no plan, so only reservations can be freed.
+				if freed := l.claimWent(claim, keep); freed != wantFreed {
+					t.Fatalf("round %d step %d: claimWent(%s, %q) freed %v, want %v", round, step, claim, keep, freed, wantFreed)
+				}
+			}
+			if got := l.snapshot(now).Reserved; !maps.Equal(got, model) {
+				t.Fatalf("round %d step %d: reserved %v, want %v", round, step, got, model)
+			}
+		}
 	}
 }

@@ -15,12 +15,12 @@ import (
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
-// TestSyncsNeverChangeTheCachedObjects: the binder reads the cache without copies (noCopy), so
-// every change it makes must be to a copy of its own. Over a cluster that takes each kind of
+// TestSyncsNeverChangeTheCachedObjects: the binder reads the cache's own objects (cachelist: the
+// informers' stores, not even a copy of the top-level struct), so every change it makes must be
+// to a copy of its own. Over a cluster that takes each kind of
 // write (default class, provisioner annotation, bind, claim and volume status, unbind of a
 // volume whose claim is gone, finalizers), every object the cache handed out must be as it was.
-// A write made in place would change the cache's maps and nested structs, which the shallow
-// copies the cache hands out share.
+// A write made in place, even of a top-level field, would change the cache's object.
 func TestSyncsNeverChangeTheCachedObjects(t *testing.T) {
 	ctx := context.Background()
 	fast := class("fast", "csi.example.com", storagev1.VolumeBindingImmediate)
@@ -51,7 +51,7 @@ func TestSyncsNeverChangeTheCachedObjects(t *testing.T) {
 		}
 		held = append(held, got)
 	}
-	cache, err := newMemCache(held...)
+	cache, err := newMemInformers(held...)
 	if err != nil {
 		t.Fatal(err)
 	}

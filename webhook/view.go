@@ -12,16 +12,40 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 )
 
-// Cache field indexes the view relies on.
-const (
-	indexClaimVolumeName = "pvguard.spec.volumeName"
-	indexVolumeClaimRef  = "pvguard.spec.claimRef"
-	indexClaimUID        = "pvguard.metadata.uid"
-	indexPodClaim        = "pvguard.pod.claims"
+// The cache's indexes the view lists by (cachelist.AddIndex: each object filed once under each
+// value; every reader asks across all namespaces).
+var (
+	claimsByVolumeName = cachelist.Index{Name: "pvguard.spec.volumeName", Values: func(o client.Object) []string {
+		if name := o.(*corev1.PersistentVolumeClaim).Spec.VolumeName; name != "" {
+			return []string{name}
+		}
+		return nil
+	}}
+	volumesByClaimRef = cachelist.Index{Name: "pvguard.spec.claimRef", Values: func(o client.Object) []string {
+		if ref := o.(*corev1.PersistentVolume).Spec.ClaimRef; ref != nil {
+			return []string{ref.Namespace + "/" + ref.Name}
+		}
+		return nil
+	}}
+	// Claims by uid: a populator's claim is named after the uid of the claim it is made for.
+	claimsByUID = cachelist.Index{Name: "pvguard.metadata.uid", Values: func(o client.Object) []string {
+		return []string{string(o.GetUID())}
+	}}
+	// Pods by the claims they use (namespace/claim), for the rule that keeps a volume's node
+	// affinity admitting the nodes of its claim's pods.
+	podsByClaim = cachelist.Index{Name: "pvguard.pod.claims", Values: podClaimKeys}
+)
+
+// The kinds the view asks cachelist for: shared, never modified.
+var (
+	claimKind  = &corev1.PersistentVolumeClaim{}
+	volumeKind = &corev1.PersistentVolume{}
+	podKind    = &corev1.Pod{}
 )
 
 // ClusterView is the policy.View over the informer cache, with a live read when the cache misses
@@ -51,32 +75,18 @@ func NewClusterView(c client.Reader, live client.Reader) *ClusterView {
 // SetupIndexes registers the field indexes the view lists by, and starts the informers pvguard
 // reads so the first review does not wait for one to sync.
 func SetupIndexes(ctx context.Context, c cache.Cache) error {
-	if err := c.IndexField(ctx, &corev1.PersistentVolumeClaim{}, indexClaimVolumeName, func(o client.Object) []string {
-		if name := o.(*corev1.PersistentVolumeClaim).Spec.VolumeName; name != "" {
-			return []string{name}
+	for _, ix := range []struct {
+		kind client.Object
+		idx  cachelist.Index
+	}{
+		{&corev1.PersistentVolumeClaim{}, claimsByVolumeName},
+		{&corev1.PersistentVolume{}, volumesByClaimRef},
+		{&corev1.PersistentVolumeClaim{}, claimsByUID},
+		{&corev1.Pod{}, podsByClaim},
+	} {
+		if err := cachelist.AddIndex(ctx, c, ix.kind, ix.idx); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", ix.kind, ix.idx.Name, err)
 		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing claims by spec.volumeName: %w", err)
-	}
-	if err := c.IndexField(ctx, &corev1.PersistentVolume{}, indexVolumeClaimRef, func(o client.Object) []string {
-		if ref := o.(*corev1.PersistentVolume).Spec.ClaimRef; ref != nil {
-			return []string{ref.Namespace + "/" + ref.Name}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing volumes by spec.claimRef: %w", err)
-	}
-	// Claims by uid: a populator's claim is named after the uid of the claim it is made for.
-	if err := c.IndexField(ctx, &corev1.PersistentVolumeClaim{}, indexClaimUID, func(o client.Object) []string {
-		return []string{string(o.GetUID())}
-	}); err != nil {
-		return fmt.Errorf("indexing claims by uid: %w", err)
-	}
-	// Pods by the claims they use (namespace/claim), for the rule that keeps a volume's node
-	// affinity admitting the nodes of its claim's pods.
-	if err := c.IndexField(ctx, &corev1.Pod{}, indexPodClaim, podClaimKeys); err != nil {
-		return fmt.Errorf("indexing pods by the claims they use: %w", err)
 	}
 	for _, obj := range []client.Object{&storagev1.StorageClass{}, nodeMetadata()} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
@@ -87,7 +97,10 @@ func SetupIndexes(ctx context.Context, c cache.Cache) error {
 }
 
 func podClaimKeys(o client.Object) []string {
-	p := o.(*corev1.Pod)
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
 	claims := storage.PodClaims(p)
 	out := make([]string, len(claims))
 	for i, c := range claims {
@@ -176,25 +189,17 @@ func (v *requestView) PersistentVolumeClaim(namespace, name string) (*corev1.Per
 }
 
 func (v *requestView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
-	var list corev1.PersistentVolumeClaimList
-	if err := v.cv.cache.List(v.ctx, &list, client.MatchingFields{indexClaimVolumeName: volumeName}, shared); err != nil {
+	out, err := cachelist.ByIndex(v.ctx, v.cv.cache, claimKind, (*corev1.PersistentVolumeClaimList)(nil), claimsByVolumeName, volumeName)
+	if err != nil {
 		return nil, fmt.Errorf("listing claims naming volume %s: %w", volumeName, err)
-	}
-	out := make([]*corev1.PersistentVolumeClaim, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
 	}
 	return out, nil
 }
 
 func (v *requestView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
-	var list corev1.PersistentVolumeList
-	if err := v.cv.cache.List(v.ctx, &list, client.MatchingFields{indexVolumeClaimRef: namespace + "/" + name}, shared); err != nil {
+	out, err := cachelist.ByIndex(v.ctx, v.cv.cache, volumeKind, (*corev1.PersistentVolumeList)(nil), volumesByClaimRef, namespace+"/"+name)
+	if err != nil {
 		return nil, fmt.Errorf("listing volumes claiming %s/%s: %w", namespace, name, err)
-	}
-	out := make([]*corev1.PersistentVolume, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
 	}
 	return out, nil
 }
@@ -202,14 +207,14 @@ func (v *requestView) VolumesClaiming(namespace, name string) ([]*corev1.Persist
 // ClaimWithUID reads only the cache: a claim another was made for existed before it, and a
 // miss leaves the finding the rule would make without it.
 func (v *requestView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
-	var list corev1.PersistentVolumeClaimList
-	if err := v.cv.cache.List(v.ctx, &list, client.MatchingFields{indexClaimUID: string(uid)}, shared); err != nil {
+	out, err := cachelist.ByIndex(v.ctx, v.cv.cache, claimKind, (*corev1.PersistentVolumeClaimList)(nil), claimsByUID, string(uid))
+	if err != nil {
 		return nil, fmt.Errorf("listing claims with uid %s: %w", uid, err)
 	}
-	if len(list.Items) == 0 {
+	if len(out) == 0 {
 		return nil, nil
 	}
-	return &list.Items[0], nil
+	return out[0], nil
 }
 
 func (v *requestView) Node(name string) (*corev1.Node, error) {
@@ -241,20 +246,24 @@ func (v *requestView) ListNodes() ([]*corev1.Node, error) {
 // the claim's namespace live, so that a denial for a pod that has just left its node is judged
 // again on where the pods are now.
 func (v *requestView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
-	var list corev1.PodList
+	var pods []*corev1.Pod
 	var err error
 	if v.fresh {
+		var list corev1.PodList
 		err = v.cv.live.List(v.ctx, &list, client.InNamespace(namespace))
+		for i := range list.Items {
+			pods = append(pods, &list.Items[i])
+		}
 	} else {
-		err = v.cv.cache.List(v.ctx, &list, client.MatchingFields{indexPodClaim: namespace + "/" + claim}, shared)
+		pods, err = cachelist.ByIndex(v.ctx, v.cv.cache, podKind, (*corev1.PodList)(nil), podsByClaim, namespace+"/"+claim)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing the pods using claim %s/%s: %w", namespace, claim, err)
 	}
 	var out []*corev1.Pod
-	for i := range list.Items {
-		if storage.PodUsesClaim(&list.Items[i], claim) {
-			out = append(out, &list.Items[i])
+	for _, p := range pods {
+		if storage.PodUsesClaim(p, claim) {
+			out = append(out, p)
 		}
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -84,6 +85,61 @@ func TestList(t *testing.T) {
 		_, err := cachelist.List(ctx, informers{reader: reader, informer: inf}, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{})
 		if err == nil || !strings.Contains(err.Error(), "*v1.PersistentVolumeClaim") || !strings.Contains(err.Error(), "holds a *v1.PersistentVolume") {
 			t.Fatalf("error %v, want one naming the claim type and the volume it holds", err)
+		}
+	})
+}
+
+func TestListWithoutAList(t *testing.T) {
+	ctx := context.Background()
+	reader := fake.NewClientBuilder().WithObjects(pv("pv-listed")).Build()
+	got, err := cachelist.List(ctx, reader, &corev1.PersistentVolume{}, (*corev1.PersistentVolumeList)(nil))
+	if err != nil || len(got) != 1 || got[0].Name != "pv-listed" {
+		t.Fatalf("got %v, %v; want the reader's pv-listed", got, err)
+	}
+}
+
+func TestGet(t *testing.T) {
+	ctx := context.Background()
+	inStore := pv("pv-a")
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
+	inf := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
+	claims := toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &corev1.PersistentVolumeClaim{}, 0, toolscache.Indexers{})
+	if err := inf.GetStore().Add(inStore); err != nil {
+		t.Fatal(err)
+	}
+	if err := claims.GetStore().Add(claim); err != nil {
+		t.Fatal(err)
+	}
+	reader := fake.NewClientBuilder().WithObjects(pv("pv-listed")).Build()
+	kind := &corev1.PersistentVolume{}
+	t.Run("an informer's store: its own object", func(t *testing.T) {
+		got, err := cachelist.Get(ctx, informers{reader: reader, informer: inf}, client.ObjectKey{Name: "pv-a"}, kind)
+		if err != nil || got != inStore {
+			t.Fatalf("got %p, %v; want the store's object %p", got, err, inStore)
+		}
+	})
+	t.Run("a namespaced object by its namespace and name", func(t *testing.T) {
+		got, err := cachelist.Get(ctx, informers{reader: reader, informer: claims}, client.ObjectKey{Namespace: "ns", Name: "c"}, &corev1.PersistentVolumeClaim{})
+		if err != nil || got != claim {
+			t.Fatalf("got %p, %v; want the store's object %p", got, err, claim)
+		}
+	})
+	t.Run("absent from the store: NotFound", func(t *testing.T) {
+		_, err := cachelist.Get(ctx, informers{reader: reader, informer: inf}, client.ObjectKey{Name: "pv-listed"}, kind)
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("error %v, want NotFound (the store does not hold pv-listed)", err)
+		}
+	})
+	t.Run("a plain reader: its object, and NotFound", func(t *testing.T) {
+		got, err := cachelist.Get(ctx, reader, client.ObjectKey{Name: "pv-listed"}, kind)
+		if err != nil || got.Name != "pv-listed" || got == kind {
+			t.Fatalf("got %v, %v; want the reader's pv-listed in an object of its own", got, err)
+		}
+		if _, err := cachelist.Get(ctx, reader, client.ObjectKey{Name: "pv-a"}, kind); !apierrors.IsNotFound(err) {
+			t.Fatalf("error %v, want NotFound", err)
+		}
+		if kind.Name != "" {
+			t.Fatalf("the kind passed was written to: %v", kind.Name)
 		}
 	})
 }
