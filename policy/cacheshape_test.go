@@ -126,7 +126,7 @@ func (v shapedView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, erro
 // checkCacheShape holds a rule to what the cache keeps: run alone on an admission review (whose
 // objects come from the request, whole) or an audited object (which comes from the cache), it
 // finds the same when every volume, claim and pod it reads from the cache is stripped to the
-// catalogue's shape (storage.CacheShape.Strip, webhook.StripPod) as when they are whole and carry
+// catalogue's shape (storage.CacheShape.Strip, clusterview.StripPod) as when they are whole and carry
 // what the cache drops.
 func checkCacheShape(t *testing.T, rule policy.Rule, cfg *policy.Config, v policy.View, admit *policy.Review, audit any, now time.Time) {
 	t.Helper()

@@ -6,8 +6,7 @@
 // its findings into a denial, warnings or audit annotations according to the enforcement config,
 // counting into the admission metrics.
 //
-// It also holds what the handlers share with the audit and the binder: ClusterView, the policy's
-// view of related objects over the informer cache with a live read on a miss, and ConfigFile, the
-// policy config reloaded when its file changes (a file that does not parse leaves the last good
-// config in force).
+// The handlers read related objects through a ViewSource (internal/clusterview serves the one
+// over the informer cache) and judge with an EngineSource: ConfigFile, the policy config reloaded
+// when its file changes (a file that does not parse leaves the last good config in force).
 package webhook

@@ -52,7 +52,7 @@ type ViewSource interface {
 // FreshViewSource is a ViewSource that can also read each related object live, past the cache:
 // a denial judged on cached objects is judged again on fresh ones before it is sent, since a
 // cache that has not caught up with a write a moment ago (another controller's hand-off, the
-// other half of a binding) would refuse a write that is fine (ClusterView).
+// other half of a binding) would refuse a write that is fine (clusterview.Source).
 type FreshViewSource interface {
 	ViewSource
 	FreshView(ctx context.Context) policy.View

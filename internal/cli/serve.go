@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/leaseguard"
 
 	"github.com/go-logr/logr"
@@ -327,7 +328,7 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := webhook.SetupIndexes(ctx, mgr.GetCache()); err != nil {
+	if err := clusterview.SetupIndexes(ctx, mgr.GetCache()); err != nil {
 		return err
 	}
 	getCertificate, certReady, err := servingCertificates(ctx, mgr, o, log)
@@ -341,7 +342,7 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		certs.NewExpiryCollector(getCertificate))
-	if err := webhook.CountCachedObjects(ctx, mgr.GetCache(), reg); err != nil {
+	if err := clusterview.CountCachedObjects(ctx, mgr.GetCache(), reg); err != nil {
 		return err
 	}
 	engines := &engineRef{}
@@ -356,15 +357,15 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	views := webhook.NewClusterView(mgr.GetCache(), reviewReader)
-	auditViews := webhook.NewClusterView(mgr.GetCache(), auditReader)
+	views := clusterview.New(mgr.GetCache(), reviewReader)
+	auditViews := clusterview.New(mgr.GetCache(), auditReader)
 	report, dashboard, err := addAudit(ctx, mgr, o, engines, auditViews, auditReader, reg, log)
 	if err != nil {
 		return err
 	}
 	var b *binder.Binder
 	if o.Binder != binder.ModeOff {
-		if b, err = addBinder(ctx, mgr, o, lease, engines, webhook.NewClusterView(mgr.GetCache(), mgr.GetAPIReader()), reg, log); err != nil {
+		if b, err = addBinder(ctx, mgr, o, lease, engines, clusterview.New(mgr.GetCache(), mgr.GetAPIReader()), reg, log); err != nil {
 			return err
 		}
 	}
@@ -494,8 +495,8 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 	// lists are shared (storage.Interner): together, half of what a cached object held.
 	strip := explain.CacheShape().Transform(storage.NewInterner(cacheInternMaps))
 	mgrOpts.Cache.ByObject = map[client.Object]cache.ByObject{
-		// Pods are cached only as far as the rules read them (webhook.StripPod).
-		&corev1.Pod{}:                   {Transform: webhook.StripPod},
+		// Pods are cached only as far as the rules read them (clusterview.StripPod).
+		&corev1.Pod{}:                   {Transform: clusterview.StripPod},
 		&corev1.PersistentVolume{}:      {Transform: strip},
 		&corev1.PersistentVolumeClaim{}: {Transform: strip},
 		&storagev1.StorageClass{}:       {Transform: strip},
@@ -616,7 +617,7 @@ func loadClientCAs(file string) (*x509.CertPool, error) {
 
 // addAudit registers the audit runner (every replica) and the report writer (the elected one),
 // and returns the report and dashboard handlers; all nil when the audit is off.
-func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, views *webhook.ClusterView, live client.Reader, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, err error) {
+func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, views *clusterview.Source, live client.Reader, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, err error) {
 	if o.AuditInterval <= 0 {
 		return nil, nil, nil
 	}
@@ -643,7 +644,7 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engi
 // of them and again as objects change (explain.Plans), not once a question. Each pair is judged
 // by the current policy as the binder that binds writes it: pvguard's, or with it off upstream's,
 // whose writes the webhook judges all the same. A claim's provisioner's Lease is read live.
-func explainHandlers(ctx context.Context, mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines *engineRef, views *webhook.ClusterView, live client.Reader, log logr.Logger) (api, pages http.Handler, err error) {
+func explainHandlers(ctx context.Context, mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines *engineRef, views *clusterview.Source, live client.Reader, log logr.Logger) (api, pages http.Handler, err error) {
 	if o.AuditInterval <= 0 {
 		return nil, nil, nil
 	}
@@ -843,7 +844,7 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // addBinder builds the binder over the manager's cache and registers it; in active mode it runs
 // only on the elected replica. The explain pages read its in-flight state.
-func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *leaseguard.Guard, engines *engineRef, views *webhook.ClusterView, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
+func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *leaseguard.Guard, engines *engineRef, views *clusterview.Source, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
 	identity, err := whoAmI(ctx, mgr.GetConfig())
 	if err != nil {
 		return nil, err

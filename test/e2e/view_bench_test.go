@@ -11,14 +11,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/devcluster"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
-	"github.com/pvguard/pvguard/webhook"
 )
 
 // BenchmarkClusterView measures the reads one review of a pre-bound claim makes through the view
-// the webhooks, the binder and the audit share (webhook.ClusterView), over a real informer cache
+// the webhooks, the binder and the audit share (clusterview.Source), over a real informer cache
 // of this suite's apiserver: the volume the claim names, the claims naming that volume, the
 // volumes claiming the claim, the claim, and the storage classes. Run it with -benchmem: its
 // allocations are what the view adds to each such review. Results are in docs/benchmarks.md.
@@ -31,7 +31,7 @@ func BenchmarkClusterView(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := webhook.SetupIndexes(ctx, c); err != nil {
+	if err := clusterview.SetupIndexes(ctx, c); err != nil {
 		b.Fatal(err)
 	}
 	go func() { _ = c.Start(ctx) }()
@@ -63,7 +63,7 @@ func BenchmarkClusterView(b *testing.B) {
 	if !c.WaitForCacheSync(ctx) {
 		b.Fatal("cache did not sync")
 	}
-	cv := webhook.NewClusterView(c, seeder)
+	cv := clusterview.New(c, seeder)
 
 	// Every read must come from the cache and find the pair: a miss would measure a live read.
 	read := func() error {

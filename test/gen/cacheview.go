@@ -8,7 +8,7 @@ import (
 	"github.com/pvguard/pvguard/policy"
 )
 
-// CacheView answers from an indexed view as webhook.ClusterView answers from controller-runtime's
+// CacheView answers from an indexed view as clusterview.Source answers from controller-runtime's
 // informer cache: each object is copied into one of the caller's (a struct copy, sharing its
 // maps and slices with the cache, since the view asks for no deep copies), and each list is a
 // new slice.

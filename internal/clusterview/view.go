@@ -1,4 +1,4 @@
-package webhook
+package clusterview
 
 import (
 	"context"
@@ -48,7 +48,7 @@ var (
 	podKind    = &corev1.Pod{}
 )
 
-// ClusterView is the policy.View over the informer cache, with a live read when the cache misses
+// Source gives the policy.View over the informer cache, with a live read when the cache misses
 // (a claim created a moment ago may not be in the cache yet, and a rule must not judge on an
 // absence the cache made up).
 //
@@ -56,20 +56,15 @@ var (
 // than the rest of a review (BenchmarkClusterView). They must not be modified. Every reader hands
 // them only to the policy, whose entry points are fuzzed for leaving their inputs alone
 // (policy.FuzzAdmit, FuzzAudit, FuzzMutations); the binder copies what it writes.
-type ClusterView struct {
+type Source struct {
 	cache client.Reader
 	live  client.Reader
 }
 
-var (
-	_ ViewSource      = &ClusterView{}
-	_ FreshViewSource = &ClusterView{}
-)
-
-// NewClusterView returns a view over a cache that SetupIndexes prepared, falling back to live
+// New returns a source of views over a cache that SetupIndexes prepared, falling back to live
 // reads through the given uncached reader.
-func NewClusterView(c client.Reader, live client.Reader) *ClusterView {
-	return &ClusterView{cache: c, live: live}
+func New(c client.Reader, live client.Reader) *Source {
+	return &Source{cache: c, live: live}
 }
 
 // SetupIndexes registers the field indexes the view lists by, and starts the informers pvguard
@@ -126,26 +121,26 @@ func nodeMetadata() *metav1.PartialObjectMetadata {
 	return m
 }
 
-// View implements ViewSource.
-func (cv *ClusterView) View(ctx context.Context) policy.View {
+// View implements webhook.ViewSource.
+func (cv *Source) View(ctx context.Context) policy.View {
 	return &requestView{ctx: ctx, cv: cv}
 }
 
-// FreshView implements FreshViewSource: each volume and claim read by name is read live; nodes
+// FreshView implements webhook.FreshViewSource: each volume and claim read by name is read live; nodes
 // (which no binding race changes, and which pvguard may list and watch but not get) and the lists
 // (which only a few rules make) still come from the cache, so that confirming a denial never
 // lists the whole cluster.
-func (cv *ClusterView) FreshView(ctx context.Context) policy.View {
+func (cv *Source) FreshView(ctx context.Context) policy.View {
 	return &requestView{ctx: ctx, cv: cv, fresh: true}
 }
 
 type requestView struct {
 	ctx   context.Context
-	cv    *ClusterView
+	cv    *Source
 	fresh bool // read objects by name live (FreshView)
 }
 
-// shared asks the cache for its own objects rather than deep copies (see ClusterView).
+// shared asks the cache for its own objects rather than deep copies (see Source).
 var shared = client.UnsafeDisableDeepCopy
 
 // get reads from the cache, then live on a miss; it reports false when the object does not exist.

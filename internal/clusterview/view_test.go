@@ -1,4 +1,4 @@
-package webhook_test
+package clusterview_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -124,7 +125,7 @@ func TestViewListsAsTheState(t *testing.T) {
 		volumes = append(volumes, testobj.PV(fmt.Sprintf("pv-%d", i), mods...))
 	}
 	c := newInformerCache()
-	if err := webhook.SetupIndexes(ctx, c); err != nil {
+	if err := clusterview.SetupIndexes(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	for _, objs := range [][]client.Object{toObjects(claims), toObjects(volumes), toObjects(pods)} {
@@ -132,7 +133,7 @@ func TestViewListsAsTheState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	view := webhook.NewClusterView(c, fake.NewClientBuilder().Build()).View(ctx)
+	view := clusterview.New(c, fake.NewClientBuilder().Build()).View(ctx)
 	state := clusterstate.New(claims, volumes, nil, nil).WithPods(pods)
 
 	answers := 0
@@ -256,9 +257,12 @@ func BenchmarkIndexMemory(b *testing.B) {
 	}
 	for b.Loop() {
 		stores := held(func(*informerCache) error { return nil })
-		now := held(func(c *informerCache) error { return webhook.SetupIndexes(context.Background(), c) })
-		doubled := held(func(c *informerCache) error { return webhook.SetupDoubledIndexes(c) })
+		now := held(func(c *informerCache) error { return clusterview.SetupIndexes(context.Background(), c) })
+		doubled := held(func(c *informerCache) error { return clusterview.SetupDoubledIndexes(c) })
 		b.ReportMetric((now-stores)/(1<<20), "indexes-MB")
 		b.ReportMetric((doubled-stores)/(1<<20), "doubled-indexes-MB")
 	}
 }
+
+// The admission handlers read through a Source, live where a denial is judged again.
+var _ webhook.FreshViewSource = &clusterview.Source{}

@@ -1,4 +1,4 @@
-package webhook_test
+package clusterview_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 
-	"github.com/pvguard/pvguard/webhook"
+	"github.com/pvguard/pvguard/internal/clusterview"
 )
 
 func TestCountCachedObjects(t *testing.T) {
@@ -26,7 +26,7 @@ func TestCountCachedObjects(t *testing.T) {
 	s.AddKnownTypeWithName(corev1.SchemeGroupVersion.WithKind("Node"), &metav1.PartialObjectMetadata{})
 	informers := &informertest.FakeInformers{Scheme: s}
 	reg := prometheus.NewRegistry()
-	if err := webhook.CountCachedObjects(ctx, informers, reg); err != nil {
+	if err := clusterview.CountCachedObjects(ctx, informers, reg); err != nil {
 		t.Fatal(err)
 	}
 	pvs, err := informers.FakeInformerFor(ctx, &corev1.PersistentVolume{})
