@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,13 +16,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/storage"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -68,6 +72,33 @@ func pagedClientset(t *testing.T, objs ...runtime.Object) (*fake.Clientset, map[
 	return cs, requests
 }
 
+// fakePages reads the pages of cs's claims and volumes (through its lists, so paged and counted
+// as pagedClientset's) encoded as the apiserver encodes them, in mediaType (protobuf or JSON).
+func fakePages(t *testing.T, cs *fake.Clientset, mediaType string) pageReader {
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+	if !ok {
+		t.Fatalf("no serializer for %s", mediaType)
+	}
+	enc := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
+	return func(ctx context.Context, resource string, o metav1.ListOptions, buf *bytes.Buffer) error {
+		var list runtime.Object
+		var err error
+		switch resource {
+		case "persistentvolumeclaims":
+			list, err = cs.CoreV1().PersistentVolumeClaims("").List(ctx, o)
+		case "persistentvolumes":
+			list, err = cs.CoreV1().PersistentVolumes().List(ctx, o)
+		default:
+			t.Fatalf("pages of %s", resource)
+		}
+		if err != nil {
+			return err
+		}
+		buf.Reset()
+		return enc.Encode(list, buf)
+	}
+}
+
 // TestReadClaimInputReadsPageByPageAndCountsSettledVolumes: the local read keeps the claims the
 // binder plans and every volume that is not settled, reads a claim whose volume does not name it
 // back, keeps the closest settled volumes and counts the others by class and check, and asks
@@ -92,7 +123,7 @@ func TestReadClaimInputReadsPageByPageAndCountsSettledVolumes(t *testing.T) {
 		Pod("team-a", "web-0", "n1", corev1.PodPending, "data"), Pod("team-b", "web-1", "n1", corev1.PodRunning, "bound-0"),
 	)
 	cs, requests := pagedClientset(t, objs...)
-	in, settled, err := readClaimInput(context.Background(), cs, nil, "team-a", "data", 10, settledKept)
+	in, settled, err := readClaimInput(context.Background(), cs, fakePages(t, cs, runtime.ContentTypeProtobuf), nil, "team-a", "data", 10, settledKept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +169,7 @@ func TestReadClaimInputReadsPageByPageAndCountsSettledVolumes(t *testing.T) {
 // TestReadClaimInputUnknownClaim: a claim that does not exist is explain.ErrUnknownClaim.
 func TestReadClaimInputUnknownClaim(t *testing.T) {
 	cs, _ := pagedClientset(t)
-	if _, _, err := readClaimInput(context.Background(), cs, nil, "team-a", "nope", 10, settledKept); !errors.Is(err, explain.ErrUnknownClaim) {
+	if _, _, err := readClaimInput(context.Background(), cs, fakePages(t, cs, runtime.ContentTypeProtobuf), nil, "team-a", "nope", 10, settledKept); !errors.Is(err, explain.ErrUnknownClaim) {
 		t.Fatalf("err %v, want ErrUnknownClaim", err)
 	}
 }
@@ -158,9 +189,14 @@ func TestLocalReadExplainsAsTheWholeCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Keep one to three settled volumes, so that most clusters have some counted.
+			// Keep one to three settled volumes, so that most clusters have some counted. The lists
+			// come in protobuf, as from kube-apiserver, or, for one cluster in four, in JSON.
 			keep := 1 + int(seed%3)
-			in, settled, err := readClaimInput(context.Background(), cs, nil, c.Namespace, c.Name, 3, keep)
+			mediaType := runtime.ContentTypeProtobuf
+			if seed%4 == 3 {
+				mediaType = runtime.ContentTypeJSON
+			}
+			in, settled, err := readClaimInput(context.Background(), cs, fakePages(t, cs, mediaType), nil, c.Namespace, c.Name, 3, keep)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +232,7 @@ func TestLocalReadExplainsAsTheWholeCluster(t *testing.T) {
 			// The settled volumes kept are the keep closest of them, in the whole table's order.
 			var settledOrder []string
 			for _, r := range want.Candidates {
-				if settledVolume(volumeNamed(objs, r.Volume), c, wholeClaims(objs)) {
+				if settledVolume(volumeFactsOf(volumeNamed(objs, r.Volume)), c, wholeClaims(objs)) {
 					settledOrder = append(settledOrder, r.Volume)
 				}
 			}
@@ -224,6 +260,15 @@ func volumeNamed(objs []runtime.Object, name string) *corev1.PersistentVolume {
 		}
 	}
 	return nil
+}
+
+// volumeFactsOf is what scanVolume reads of v's encoding, read from v itself.
+func volumeFactsOf(v *corev1.PersistentVolume) volumeFacts {
+	f := volumeFacts{name: v.Name, class: storage.VolumeClass(v), phase: string(v.Status.Phase)}
+	if r := v.Spec.ClaimRef; r != nil {
+		f.hasRef, f.refNamespace, f.refName, f.refUID = true, r.Namespace, r.Name, string(r.UID)
+	}
+	return f
 }
 
 // wholeClaims are the uids of the claims of objs without a volume: those the local read keeps
