@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -179,19 +178,11 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 	var claims []*corev1.PersistentVolumeClaim
 	whole := map[types.UID]bool{} // the claims kept whole: a volume naming one may be planned for it
 	bound := map[types.UID]boundClaim{}
-	var buf bytes.Buffer // one page at a time, its memory reused for the next
-	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		if err := pages(ctx, "persistentvolumeclaims", o, &buf); err != nil {
-			return "", err
-		}
-		items, next, err := listItems(buf.Bytes(), "PersistentVolumeClaimList")
-		if err != nil {
-			return "", err
-		}
+	err = eachItemsPage(ctx, pages, "persistentvolumeclaims", "PersistentVolumeClaimList", page, func(items [][]byte) error {
 		for _, item := range items {
 			f, err := scanClaim(item)
 			if err != nil {
-				return "", err
+				return err
 			}
 			if types.UID(f.uid) != target.UID && f.volumeName != "" {
 				bound[types.UID(f.uid)] = boundClaim{namespace: f.namespace, name: f.name, volume: f.volumeName}
@@ -200,12 +191,12 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 			// The explained claim as this list has it, so the state is one list's.
 			c, err := decodeClaim(item)
 			if err != nil {
-				return "", err
+				return err
 			}
 			claims = append(claims, c)
 			whole[c.UID] = true
 		}
-		return next, nil
+		return nil
 	})
 	if err != nil {
 		return explain.Input{}, settled, fmt.Errorf("listing claims: %w", err)
@@ -216,19 +207,12 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 
 	var volumes []*corev1.PersistentVolume
 	closest := closestSettled{keep: keep, target: target, classes: classes, nodes: nodes, pods: in.Pods, out: &settled}
-	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		if err := pages(ctx, "persistentvolumes", o, &buf); err != nil {
-			return "", err
-		}
-		items, next, err := listItems(buf.Bytes(), "PersistentVolumeList")
-		if err != nil {
-			return "", err
-		}
+	err = eachItemsPage(ctx, pages, "persistentvolumes", "PersistentVolumeList", page, func(items [][]byte) error {
 		var pairs []*corev1.PersistentVolume
 		for _, item := range items {
 			f, err := scanVolume(item)
 			if err != nil {
-				return "", err
+				return err
 			}
 			if b, ok := bound[types.UID(f.refUID)]; ok && b.volume == f.name && b.namespace == f.refNamespace && b.name == f.refName {
 				delete(bound, types.UID(f.refUID)) // the claim's volume names it back: it stays in no one's way
@@ -240,7 +224,7 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 			}
 			v, err := decodeVolume(item)
 			if err != nil {
-				return "", err
+				return err
 			}
 			if settledOne {
 				pairs = append(pairs, v)
@@ -248,7 +232,7 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 			}
 			volumes = append(volumes, v)
 		}
-		return next, closest.add(pairs)
+		return closest.add(pairs)
 	})
 	if err != nil {
 		return explain.Input{}, settled, fmt.Errorf("listing volumes: %w", err)

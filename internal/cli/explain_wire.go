@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,62 @@ func restPages(c rest.Interface) pageReader {
 		}
 		return nil
 	}
+}
+
+// eachItemsPage reads the cluster-wide list of resource, of kind, through pages, limit objects a
+// page, and calls f with each page's items (listItems) in order. It asks for the next page while
+// f reads one, so that the apiserver's work on a page and the client's on the one before
+// overlap: it holds at most two pages, each in a buffer reused two pages later. The items are
+// valid only during f.
+func eachItemsPage(ctx context.Context, pages pageReader, resource, kind string, limit int64, f func(items [][]byte) error) error {
+	type page struct {
+		buf   *bytes.Buffer
+		items [][]byte
+		err   error
+	}
+	readCtx, cancel := context.WithCancel(ctx)
+	var reader sync.WaitGroup
+	defer reader.Wait() // so that nothing reads through pages once this returns
+	defer cancel()      // ends the reader when f fails
+	out := make(chan page)
+	free := make(chan *bytes.Buffer, 2)
+	free <- new(bytes.Buffer)
+	free <- new(bytes.Buffer)
+	reader.Go(func() {
+		defer close(out)
+		o := metav1.ListOptions{Limit: limit}
+		for {
+			var p page
+			select {
+			case p.buf = <-free:
+			case <-readCtx.Done():
+				return
+			}
+			var next string
+			if p.err = pages(readCtx, resource, o, p.buf); p.err == nil {
+				p.items, next, p.err = listItems(p.buf.Bytes(), kind)
+			}
+			select {
+			case out <- p:
+			case <-readCtx.Done():
+				return
+			}
+			if p.err != nil || next == "" {
+				return
+			}
+			o.Continue = next
+		}
+	})
+	for p := range out {
+		if p.err != nil {
+			return p.err
+		}
+		if err := f(p.items); err != nil {
+			return err
+		}
+		free <- p.buf
+	}
+	return ctx.Err() // the reader stops without a page when ctx ends
 }
 
 // protobufMagic starts the apiserver's protobuf encoding of an object (apimachinery's protobuf

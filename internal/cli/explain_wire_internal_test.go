@@ -2,10 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,5 +144,60 @@ func TestListItemsReadsTheApiserversEncodings(t *testing.T) {
 		if _, _, err := listItems(buf.Bytes()[:buf.Len()/2], "PersistentVolumeList"); err == nil {
 			t.Errorf("%s: half a list read without an error", mediaType)
 		}
+	}
+}
+
+// TestEachItemsPageReadsOnePageAhead: the pages come to f in order, each asked for at most one
+// page ahead of f; an error of f or of a page ends the read with it, and the reader with it.
+func TestEachItemsPageReadsOnePageAhead(t *testing.T) {
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	enc := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
+	const last = 6
+	failAt := -1
+	var asked atomic.Int32
+	pages := func(ctx context.Context, resource string, o metav1.ListOptions, buf *bytes.Buffer) error {
+		i := 0
+		if o.Continue != "" {
+			i, _ = strconv.Atoi(o.Continue)
+		}
+		asked.Store(int32(i))
+		if i == failAt {
+			return errors.New("page refused")
+		}
+		l := &corev1.PersistentVolumeList{Items: []corev1.PersistentVolume{*PV(fmt.Sprintf("pv-%d", i))}}
+		if i < last {
+			l.Continue = strconv.Itoa(i + 1)
+		}
+		buf.Reset()
+		return enc.Encode(l, buf)
+	}
+	read := func(stopAt int) ([]string, error) {
+		var got []string
+		err := eachItemsPage(context.Background(), pages, "persistentvolumes", "PersistentVolumeList", 1, func(items [][]byte) error {
+			f, err := scanVolume(items[0])
+			if err != nil {
+				return err
+			}
+			got = append(got, f.name)
+			if a := int(asked.Load()); a > len(got) {
+				t.Errorf("page %d asked for while f reads page %d", a, len(got)-1)
+			}
+			if len(got)-1 == stopAt {
+				return errors.New("f stops")
+			}
+			return nil
+		})
+		return got, err
+	}
+	got, err := read(-1)
+	if err != nil || len(got) != last+1 || got[0] != "pv-0" || got[last] != fmt.Sprintf("pv-%d", last) {
+		t.Fatalf("pages %v, %v: want pv-0 to pv-%d", got, err, last)
+	}
+	if got, err := read(2); err == nil || err.Error() != "f stops" || len(got) != 3 {
+		t.Errorf("f failing on the third page: read %v, %v", got, err)
+	}
+	failAt = 4
+	if got, err := read(-1); err == nil || err.Error() != "page refused" || len(got) != 4 {
+		t.Errorf("the fifth page refused: read %v, %v", got, err)
 	}
 }
