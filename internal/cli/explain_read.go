@@ -22,10 +22,9 @@ import (
 	"github.com/pvguard/pvguard/storage"
 )
 
-// listPage is how many objects one list request of the local explanation returns: a page is
-// decoded, reduced and dropped before the next is asked for, so the client holds one page of
-// whole objects at a time however large the cluster is (about 25 MB decoded at 5,000 written
-// objects), in few round trips (40 at 100,000 pairs: from a laptop, each one is the network's).
+// listPage is how many objects one list request of the local explanation returns: few round
+// trips (40 at 100,000 pairs: from a laptop, each one is the network's), each page read as it
+// streams in (eachItems), so the page's size does not set the client's memory.
 const listPage = 5000
 
 // settledPairs is what a claim's local explanation makes of the settled volumes (settledVolume:
@@ -96,10 +95,10 @@ func readClaimLiveWith(ctx context.Context, rc *rest.Config, leases client.Reade
 // the settled ones (settledVolume), of which only the closest are kept and the rest counted
 // (settledPairs); and, with leases set, the Leases of the claim's provisioner. Claims naming a
 // volume that does not name them back are read again one by one: they are few, and the state
-// holds them whole. Lists are read page objects at a time, each page reduced before the next is
-// read; claims and volumes through pages, of which each object is decoded whole only when it is
-// kept (explain_wire.go); keep is how many settled volumes it keeps (settledKept). A claim that
-// does not exist is explain.ErrUnknownClaim.
+// holds them whole. Lists are read page objects at a time; claims and volumes through pages, as
+// they stream in, each object decoded whole only when it is kept (explain_wire.go); keep is how
+// many settled volumes it keeps (settledKept). A claim that does not exist is
+// explain.ErrUnknownClaim.
 func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageReader, leases client.Reader, namespace, name string, page int64, keep int) (explain.Input, settledPairs, error) {
 	settled := settledPairs{ByClass: map[string]int{}, ByCheck: map[explain.Check]int{}}
 	target, err := cs.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -178,7 +177,7 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 	var claims []*corev1.PersistentVolumeClaim
 	whole := map[types.UID]bool{} // the claims kept whole: a volume naming one may be planned for it
 	bound := map[types.UID]boundClaim{}
-	err = eachItemsPage(ctx, pages, "persistentvolumeclaims", "PersistentVolumeClaimList", page, func(items [][]byte) error {
+	err = eachItems(ctx, pages, "persistentvolumeclaims", "PersistentVolumeClaimList", page, func(items [][]byte) error {
 		for _, item := range items {
 			f, err := scanClaim(item)
 			if err != nil {
@@ -207,7 +206,7 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 
 	var volumes []*corev1.PersistentVolume
 	closest := closestSettled{keep: keep, target: target, classes: classes, nodes: nodes, pods: in.Pods, out: &settled}
-	err = eachItemsPage(ctx, pages, "persistentvolumes", "PersistentVolumeList", page, func(items [][]byte) error {
+	err = eachItems(ctx, pages, "persistentvolumes", "PersistentVolumeList", page, func(items [][]byte) error {
 		var pairs []*corev1.PersistentVolume
 		for _, item := range items {
 			f, err := scanVolume(item)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -80,7 +81,7 @@ func fakePages(t *testing.T, cs *fake.Clientset, mediaType string) pageReader {
 		t.Fatalf("no serializer for %s", mediaType)
 	}
 	enc := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
-	return func(ctx context.Context, resource string, o metav1.ListOptions, buf *bytes.Buffer) error {
+	return func(ctx context.Context, resource string, o metav1.ListOptions) (io.ReadCloser, error) {
 		var list runtime.Object
 		var err error
 		switch resource {
@@ -92,10 +93,13 @@ func fakePages(t *testing.T, cs *fake.Clientset, mediaType string) pageReader {
 			t.Fatalf("pages of %s", resource)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		buf.Reset()
-		return enc.Encode(list, buf)
+		var buf bytes.Buffer
+		if err := enc.Encode(list, &buf); err != nil {
+			return nil, err
+		}
+		return io.NopCloser(&buf), nil
 	}
 }
 

@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"math"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -22,36 +28,35 @@ import (
 // of the read's CPU and all of its garbage. Each item is scanned for those fields first and
 // decoded whole (by its generated Unmarshal) only when it is kept.
 
-// pageReader reads into buf one page of the cluster-wide list of resource
-// ("persistentvolumeclaims" or "persistentvolumes"), as the apiserver sends it: protobuf when it
-// can, else JSON (listItems reads both).
-type pageReader func(ctx context.Context, resource string, o metav1.ListOptions, buf *bytes.Buffer) error
+// pageReader opens one page of the cluster-wide list of resource ("persistentvolumeclaims" or
+// "persistentvolumes"), as the apiserver sends it: protobuf when it can, else JSON (readItems
+// reads both).
+type pageReader func(ctx context.Context, resource string, o metav1.ListOptions) (io.ReadCloser, error)
 
-// restPages reads pages through c, a client of the core group whose requests accept protobuf,
-// into a buffer the caller reuses page after page.
+// restPages opens pages through c, a client of the core group whose requests accept protobuf.
 func restPages(c rest.Interface) pageReader {
-	return func(ctx context.Context, resource string, o metav1.ListOptions, buf *bytes.Buffer) error {
-		body, err := c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Stream(ctx)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = body.Close() }()
-		buf.Reset()
-		if _, err := buf.ReadFrom(body); err != nil {
-			return fmt.Errorf("reading a page of %s: %w", resource, err)
-		}
-		return nil
+	return func(ctx context.Context, resource string, o metav1.ListOptions) (io.ReadCloser, error) {
+		return c.Get().Resource(resource).VersionedParams(&o, scheme.ParameterCodec).Stream(ctx)
 	}
 }
 
-// eachItemsPage reads the cluster-wide list of resource, of kind, through pages, limit objects a
-// page, and calls f with each page's items (listItems) in order. It asks for the next page while
-// f reads one, so that the apiserver's work on a page and the client's on the one before
-// overlap: it holds at most two pages, each in a buffer reused two pages later. The items are
-// valid only during f.
-func eachItemsPage(ctx context.Context, pages pageReader, resource, kind string, limit int64, f func(items [][]byte) error) error {
-	type page struct {
-		buf   *bytes.Buffer
+// batchBytes and batches bound what eachItems holds of the lists: items are read into batches
+// of about batchBytes (one item larger than that makes a batch of its own), of which it holds
+// batches: the one f reads, the next, handed over when f is done, and the one being read.
+const (
+	batchBytes = 1 << 20
+	batches    = 3
+)
+
+// eachItems reads the cluster-wide list of resource, of kind, through pages, limit objects a
+// page, and calls f with its items (each a protobuf encoding, valid only during the call), in
+// order, a batch at a time. A page is read as it streams in, never held whole: a reader goroutine
+// reads items into batches while f reads the ones before, and asks for the next page as soon as
+// it has read the last, so that the apiserver's work, the network and the client's overlap. It
+// holds at most batches batches (about 3 MB, whatever the page size).
+func eachItems(ctx context.Context, pages pageReader, resource, kind string, limit int64, f func(items [][]byte) error) error {
+	type batch struct {
+		arena []byte // the items' bytes
 		items [][]byte
 		err   error
 	}
@@ -59,105 +64,322 @@ func eachItemsPage(ctx context.Context, pages pageReader, resource, kind string,
 	var reader sync.WaitGroup
 	defer reader.Wait() // so that nothing reads through pages once this returns
 	defer cancel()      // ends the reader when f fails
-	out := make(chan page)
-	free := make(chan *bytes.Buffer, 2)
-	free <- new(bytes.Buffer)
-	free <- new(bytes.Buffer)
+	out := make(chan batch)
+	free := make(chan []byte, batches)
+	for range batches {
+		free <- nil // grown as items are read into it, then reused
+	}
 	reader.Go(func() {
 		defer close(out)
+		var cur batch
+		take := func() bool {
+			select {
+			case a := <-free:
+				cur = batch{arena: a[:0]}
+				return true
+			case <-readCtx.Done():
+				return false
+			}
+		}
+		send := func() bool {
+			select {
+			case out <- cur:
+				return true
+			case <-readCtx.Done():
+				return false
+			}
+		}
+		if !take() {
+			return
+		}
+		br := bufio.NewReaderSize(nil, 64<<10)
 		o := metav1.ListOptions{Limit: limit}
 		for {
-			var p page
-			select {
-			case p.buf = <-free:
-			case <-readCtx.Done():
+			next, err := func() (string, error) {
+				body, err := pages(readCtx, resource, o)
+				if err != nil {
+					return "", err
+				}
+				defer func() { _ = body.Close() }()
+				br.Reset(body)
+				return readItems(br, kind, &cur.arena, func(item []byte) error {
+					cur.items = append(cur.items, item)
+					if len(cur.arena) < batchBytes {
+						return nil
+					}
+					if !send() || !take() {
+						return readCtx.Err()
+					}
+					return nil
+				})
+			}()
+			if err != nil {
+				cur.err = err
+				send()
 				return
 			}
-			var next string
-			if p.err = pages(readCtx, resource, o, p.buf); p.err == nil {
-				p.items, next, p.err = listItems(p.buf.Bytes(), kind)
-			}
-			select {
-			case out <- p:
-			case <-readCtx.Done():
+			// A page's last items go to f before the next page is read.
+			if len(cur.items) > 0 && (!send() || !take()) {
 				return
 			}
-			if p.err != nil || next == "" {
+			if next == "" {
 				return
 			}
 			o.Continue = next
 		}
 	})
-	for p := range out {
-		if p.err != nil {
-			return p.err
+	for b := range out {
+		if b.err != nil {
+			return b.err
 		}
-		if err := f(p.items); err != nil {
+		if err := f(b.items); err != nil {
 			return err
 		}
-		free <- p.buf
+		free <- b.arena
 	}
-	return ctx.Err() // the reader stops without a page when ctx ends
+	return ctx.Err() // the reader stops without a batch when ctx ends
 }
 
 // protobufMagic starts the apiserver's protobuf encoding of an object (apimachinery's protobuf
-// serializer): a runtime.Unknown holding the object's encoding follows.
+// serializer): a runtime.Unknown holding the object's encoding follows, its fields in order
+// (typeMeta, raw, contentEncoding, contentType).
 var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 
-// listItems splits an encoded list of kind into its items, each in protobuf, and its continue
-// token. The items of a protobuf list are slices of body; a list in JSON (a server that does not
-// speak protobuf) is decoded and each item encoded in protobuf, so that one path reads both.
-func listItems(body []byte, kind string) (items [][]byte, next string, err error) {
-	if !bytes.HasPrefix(body, protobufMagic) {
-		return jsonListItems(body, kind)
+// readItems reads an encoded list of kind from r, item by item, appending each item's protobuf
+// encoding to *arena and calling item with it (which may replace *arena), and returns the list's
+// continue token. A list in JSON (a server that does not speak protobuf) is read whole and each
+// item encoded in protobuf, so that one path reads both.
+func readItems(r *bufio.Reader, kind string, arena *[]byte, item func([]byte) error) (next string, err error) {
+	head, err := r.Peek(len(protobufMagic))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("reading a %s: %w", kind, err)
 	}
-	var raw []byte
+	if !bytes.Equal(head, protobufMagic) {
+		body, err := io.ReadAll(r)
+		if err != nil {
+			return "", fmt.Errorf("reading a %s: %w", kind, err)
+		}
+		items, next, err := jsonListItems(body, kind)
+		if err != nil {
+			return "", err
+		}
+		for _, b := range items {
+			if err := item(b); err != nil {
+				return "", err
+			}
+		}
+		return next, nil
+	}
+	_, _ = r.Discard(len(protobufMagic))
+	s := &stream{r: r, left: -1}
 	var gotKind, encoding string
-	err = eachField(body[len(protobufMagic):], func(num protowire.Number, v []byte) error {
+	listRead := false
+	for {
+		num, n, err := s.field()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("decoding a %s: %w", kind, err)
+		}
 		switch num {
 		case 1: // typeMeta
-			return eachField(v, func(num protowire.Number, v []byte) error {
+			b, err := s.appendN(nil, n)
+			if err != nil {
+				return "", fmt.Errorf("decoding a %s: %w", kind, err)
+			}
+			err = eachField(b, func(num protowire.Number, v []byte) error {
 				if num == 2 { // kind
 					gotKind = string(v)
 				}
 				return nil
 			})
-		case 2: // raw
-			raw = v
+			if err != nil {
+				return "", fmt.Errorf("decoding a %s: %w", kind, err)
+			}
+		case 2: // raw: the list
+			if gotKind != kind {
+				return "", fmt.Errorf("decoding a %s: the server sent a %q", kind, gotKind)
+			}
+			if next, err = s.list(n, arena, item); err != nil {
+				return "", fmt.Errorf("decoding a %s: %w", kind, err)
+			}
+			listRead = true
 		case 3: // contentEncoding
-			encoding = string(v)
+			b, err := s.appendN(nil, n)
+			if err != nil {
+				return "", fmt.Errorf("decoding a %s: %w", kind, err)
+			}
+			encoding = string(b)
+		default:
+			if err := s.skip(n); err != nil {
+				return "", fmt.Errorf("decoding a %s: %w", kind, err)
+			}
 		}
-		return nil
-	})
-	switch {
-	case err != nil:
-		return nil, "", fmt.Errorf("decoding a %s: %w", kind, err)
-	case gotKind != kind:
-		return nil, "", fmt.Errorf("decoding a %s: the server sent a %q", kind, gotKind)
-	case encoding != "":
-		return nil, "", fmt.Errorf("decoding a %s: content encoding %q", kind, encoding)
 	}
-	err = eachField(raw, func(num protowire.Number, v []byte) error {
+	switch {
+	case !listRead:
+		return "", fmt.Errorf("decoding a %s: no list in the answer", kind)
+	case encoding != "":
+		return "", fmt.Errorf("decoding a %s: content encoding %q", kind, encoding)
+	}
+	return next, nil
+}
+
+// stream reads protobuf fields from a buffered stream.
+type stream struct {
+	r *bufio.Reader
+	// left is what is left of the message being read, -1 for the rest of the stream.
+	left int64
+}
+
+// ReadByte reads one byte of the message: io.EOF at its end, io.ErrUnexpectedEOF when the
+// stream ends before it.
+func (s *stream) ReadByte() (byte, error) {
+	if s.left == 0 {
+		return 0, io.EOF
+	}
+	b, err := s.r.ReadByte()
+	switch {
+	case errors.Is(err, io.EOF) && s.left > 0:
+		return 0, io.ErrUnexpectedEOF
+	case err != nil:
+		return 0, err
+	}
+	if s.left > 0 {
+		s.left--
+	}
+	return b, nil
+}
+
+// field reads fields up to the next length-delimited one, and returns its number and length;
+// other fields (scalars, which no reader here needs) are skipped. io.EOF at the message's end.
+func (s *stream) field() (protowire.Number, int64, error) {
+	for {
+		tag, err := binary.ReadUvarint(s)
+		if err != nil {
+			return 0, 0, err // io.EOF only before a tag's first byte
+		}
+		num, typ := protowire.DecodeTag(tag)
+		var skip int64
+		switch typ {
+		case protowire.BytesType:
+			n, err := binary.ReadUvarint(s)
+			switch {
+			case err != nil:
+				return 0, 0, unexpected(err)
+			case n > math.MaxInt32 || s.left >= 0 && int64(n) > s.left:
+				return 0, 0, fmt.Errorf("field %d: length %d beyond its message", num, n)
+			}
+			return num, int64(n), nil
+		case protowire.VarintType:
+			if _, err := binary.ReadUvarint(s); err != nil {
+				return 0, 0, unexpected(err)
+			}
+			continue
+		case protowire.Fixed32Type:
+			skip = 4
+		case protowire.Fixed64Type:
+			skip = 8
+		default:
+			return 0, 0, fmt.Errorf("field %d: wire type %d not read", num, typ)
+		}
+		if err := s.skip(skip); err != nil {
+			return 0, 0, err
+		}
+	}
+}
+
+// unexpected is err, but io.EOF within a field is io.ErrUnexpectedEOF.
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// appendN appends the next n bytes of the message to dst.
+func (s *stream) appendN(dst []byte, n int64) ([]byte, error) {
+	if s.left >= 0 && n > s.left {
+		return nil, io.ErrUnexpectedEOF
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, int(n))[:start+int(n)]
+	if _, err := io.ReadFull(s.r, dst[start:]); err != nil {
+		return nil, unexpected(err)
+	}
+	if s.left > 0 {
+		s.left -= n
+	}
+	return dst, nil
+}
+
+// skip skips the next n bytes of the message.
+func (s *stream) skip(n int64) error {
+	if s.left >= 0 && n > s.left {
+		return io.ErrUnexpectedEOF
+	}
+	if _, err := s.r.Discard(int(n)); err != nil {
+		return unexpected(err)
+	}
+	if s.left > 0 {
+		s.left -= n
+	}
+	return nil
+}
+
+// list reads a list message of n bytes (ListMeta 1, items 2): each item into *arena, then item;
+// it returns the continue token.
+func (s *stream) list(n int64, arena *[]byte, item func([]byte) error) (next string, err error) {
+	outer := s.left
+	if outer >= 0 {
+		outer -= n
+	}
+	s.left = n
+	for {
+		num, m, err := s.field()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
 		switch num {
 		case 1: // metadata: ListMeta
-			return eachField(v, func(num protowire.Number, v []byte) error {
+			b, err := s.appendN(nil, m)
+			if err != nil {
+				return "", err
+			}
+			err = eachField(b, func(num protowire.Number, v []byte) error {
 				if num == 3 { // continue
 					next = string(v)
 				}
 				return nil
 			})
-		case 2: // items
-			items = append(items, v)
+			if err != nil {
+				return "", err
+			}
+		case 2: // an item
+			start := len(*arena)
+			a, err := s.appendN(*arena, m)
+			if err != nil {
+				return "", err
+			}
+			*arena = a
+			if err := item(a[start:]); err != nil {
+				return "", err
+			}
+		default:
+			if err := s.skip(m); err != nil {
+				return "", err
+			}
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("decoding a %s: %w", kind, err)
 	}
-	return items, next, nil
+	s.left = outer
+	return next, nil
 }
 
-// jsonListItems is listItems for a list in JSON.
+// jsonListItems decodes a list of kind in JSON and encodes each of its items in protobuf.
 func jsonListItems(body []byte, kind string) (items [][]byte, next string, err error) {
 	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
 	if err != nil {

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strconv"
 
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 
 	"github.com/pvguard/pvguard/storage"
 	. "github.com/pvguard/pvguard/test/testobj"
@@ -107,12 +110,22 @@ func TestScanReadsWhatTheObjectHolds(t *testing.T) {
 	}
 }
 
-// TestListItemsReadsTheApiserversEncodings: a list as the apiserver encodes it, in protobuf or
-// JSON, is split into its items and its continue token; a list of another kind, or bytes that
-// are no list, are an error.
-func TestListItemsReadsTheApiserversEncodings(t *testing.T) {
+// listItems reads every item of an encoded list with readItems, into one arena.
+func listItems(body []byte, kind string) (items [][]byte, next string, err error) {
+	var arena []byte
+	next, err = readItems(bufio.NewReader(bytes.NewReader(body)), kind, &arena, func(b []byte) error {
+		items = append(items, b)
+		return nil
+	})
+	return items, next, err
+}
+
+// TestReadItemsReadsTheApiserversEncodings: a list as the apiserver encodes it, in protobuf or
+// JSON, is read item by item, with its continue token; a list of another kind, or a list cut
+// short anywhere, are an error.
+func TestReadItemsReadsTheApiserversEncodings(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	list := &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{Continue: "next-page", ResourceVersion: "7"}}
+	list := &corev1.PersistentVolumeList{ListMeta: metav1.ListMeta{Continue: "next-page", ResourceVersion: "7", RemainingItemCount: ptr.To[int64](12)}}
 	for i := range 5 {
 		list.Items = append(list.Items, *randomWireVolume(r, i))
 	}
@@ -141,48 +154,62 @@ func TestListItemsReadsTheApiserversEncodings(t *testing.T) {
 		if _, _, err := listItems(buf.Bytes(), "PersistentVolumeClaimList"); err == nil {
 			t.Errorf("%s: a PersistentVolumeList read as a PersistentVolumeClaimList", mediaType)
 		}
-		if _, _, err := listItems(buf.Bytes()[:buf.Len()/2], "PersistentVolumeList"); err == nil {
-			t.Errorf("%s: half a list read without an error", mediaType)
+		for cut := 1; cut < buf.Len(); cut += 1 + cut/8 {
+			if _, _, err := listItems(buf.Bytes()[:cut], "PersistentVolumeList"); err == nil {
+				t.Errorf("%s: the list cut at byte %d of %d read without an error", mediaType, cut, buf.Len())
+			}
 		}
 	}
 }
 
-// TestEachItemsPageReadsOnePageAhead: the pages come to f in order, each asked for at most one
-// page ahead of f; an error of f or of a page ends the read with it, and the reader with it.
-func TestEachItemsPageReadsOnePageAhead(t *testing.T) {
+// TestEachItemsReadsAFewBatchesAhead: the items come to f in order, the reader at most a few
+// batches ahead of f, pages as large as one likes; an error of f or of a page ends the read with
+// it, and the reader with it.
+func TestEachItemsReadsAFewBatchesAhead(t *testing.T) {
 	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
 	enc := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
-	const last = 6
+	const last, perPage = 6, 2000 // pages of about 1.8 MB, two batches each
 	failAt := -1
 	var asked atomic.Int32
-	pages := func(ctx context.Context, resource string, o metav1.ListOptions, buf *bytes.Buffer) error {
+	pages := func(ctx context.Context, resource string, o metav1.ListOptions) (io.ReadCloser, error) {
 		i := 0
 		if o.Continue != "" {
 			i, _ = strconv.Atoi(o.Continue)
 		}
 		asked.Store(int32(i))
 		if i == failAt {
-			return errors.New("page refused")
+			return nil, errors.New("page refused")
 		}
-		l := &corev1.PersistentVolumeList{Items: []corev1.PersistentVolume{*PV(fmt.Sprintf("pv-%d", i))}}
+		l := &corev1.PersistentVolumeList{}
+		for j := range perPage {
+			l.Items = append(l.Items, *PV(fmt.Sprintf("pv-%d-%04d", i, j), PVMeta(Annotation(lastApplied, strings.Repeat("x", 800)))))
+		}
 		if i < last {
 			l.Continue = strconv.Itoa(i + 1)
 		}
-		buf.Reset()
-		return enc.Encode(l, buf)
+		var buf bytes.Buffer
+		err := enc.Encode(l, &buf)
+		return io.NopCloser(&buf), err
 	}
 	read := func(stopAt int) ([]string, error) {
 		var got []string
-		err := eachItemsPage(context.Background(), pages, "persistentvolumes", "PersistentVolumeList", 1, func(items [][]byte) error {
-			f, err := scanVolume(items[0])
-			if err != nil {
-				return err
+		err := eachItems(context.Background(), pages, "persistentvolumes", "PersistentVolumeList", perPage, func(items [][]byte) error {
+			if len(got) == 0 {
+				time.Sleep(300 * time.Millisecond) // for the reader to read as far ahead as it may
 			}
-			got = append(got, f.name)
-			if a := int(asked.Load()); a > len(got) {
-				t.Errorf("page %d asked for while f reads page %d", a, len(got)-1)
+			for _, b := range items {
+				f, err := scanVolume(b)
+				if err != nil {
+					return err
+				}
+				got = append(got, f.name)
 			}
-			if len(got)-1 == stopAt {
+			// Batches of 1 MiB, about 1,100 of these items, two a page: f holds one, one waits
+			// for f and the reader reads into the third, at most a page ahead of f's.
+			if a, at := int(asked.Load()), (len(got)-1)/perPage; a > at+2 {
+				t.Errorf("page %d asked for while f reads page %d", a, at)
+			}
+			if len(got) > stopAt && stopAt >= 0 {
 				return errors.New("f stops")
 			}
 			return nil
@@ -190,14 +217,19 @@ func TestEachItemsPageReadsOnePageAhead(t *testing.T) {
 		return got, err
 	}
 	got, err := read(-1)
-	if err != nil || len(got) != last+1 || got[0] != "pv-0" || got[last] != fmt.Sprintf("pv-%d", last) {
-		t.Fatalf("pages %v, %v: want pv-0 to pv-%d", got, err, last)
+	if err != nil || len(got) != (last+1)*perPage || got[0] != "pv-0-0000" || got[len(got)-1] != fmt.Sprintf("pv-%d-%04d", last, perPage-1) {
+		t.Fatalf("read %d items (%v): want pv-0-0000 to pv-%d-%04d", len(got), err, last, perPage-1)
 	}
-	if got, err := read(2); err == nil || err.Error() != "f stops" || len(got) != 3 {
-		t.Errorf("f failing on the third page: read %v, %v", got, err)
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("item %s after %s", got[i], got[i-1])
+		}
+	}
+	if got, err := read(2 * perPage); err == nil || err.Error() != "f stops" || len(got) > 3*perPage {
+		t.Errorf("f failing on the third page: read %d items, %v", len(got), err)
 	}
 	failAt = 4
-	if got, err := read(-1); err == nil || err.Error() != "page refused" || len(got) != 4 {
-		t.Errorf("the fifth page refused: read %v, %v", got, err)
+	if got, err := read(-1); err == nil || err.Error() != "page refused" || len(got) != 4*perPage {
+		t.Errorf("the fifth page refused: read %d items, %v", len(got), err)
 	}
 }
