@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 
 	"strings"
@@ -19,7 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/pvguard/pvguard/storage"
@@ -231,5 +235,30 @@ func TestEachItemsReadsAFewBatchesAhead(t *testing.T) {
 	failAt = 4
 	if got, err := read(-1); err == nil || err.Error() != "page refused" || len(got) != 4*perPage {
 		t.Errorf("the fifth page refused: read %d items, %v", len(got), err)
+	}
+}
+
+// TestRestPagesForbiddenIsForbidden: a list the user may not read is the apiserver's 403, as
+// the typed client gives it, so that explain tells the user to ask the pvguard server.
+func TestRestPagesForbiddenIsForbidden(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,`+
+			`"message":"persistentvolumes is forbidden: User \"tenant\" cannot list resource \"persistentvolumes\" in API group \"\" at the cluster scope"}`)
+	}))
+	defer srv.Close()
+	rc := &rest.Config{Host: srv.URL}
+	rc.AcceptContentTypes, rc.ContentType = runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON, runtime.ContentTypeProtobuf
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = eachItems(context.Background(), restPages(cs.CoreV1().RESTClient()), "persistentvolumes", "PersistentVolumeList", 10, func([][]byte) error {
+		t.Error("items read from a forbidden list")
+		return nil
+	})
+	if !forbidden(fmt.Errorf("reading: %w", err)) {
+		t.Errorf("err %v, want the apiserver's forbidden", err)
 	}
 }
