@@ -298,9 +298,17 @@ func unexpected(err error) error {
 	return err
 }
 
+// maxField is the largest field appendN reads: an object the apiserver stores is at most a few
+// MB (etcd's request limit), so a larger length is a broken or hostile answer, not memory to
+// allocate.
+const maxField = 16 << 20
+
 // appendN appends the next n bytes of the message to dst.
 func (s *stream) appendN(dst []byte, n int64) ([]byte, error) {
-	if s.left >= 0 && n > s.left {
+	switch {
+	case n > maxField:
+		return nil, fmt.Errorf("a field of %d bytes, more than any object's", n)
+	case s.left >= 0 && n > s.left:
 		return nil, io.ErrUnexpectedEOF
 	}
 	start := len(dst)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -157,6 +158,19 @@ func TestReadItemsReadsTheApiserversEncodings(t *testing.T) {
 		}
 		if _, _, err := listItems(buf.Bytes(), "PersistentVolumeClaimList"); err == nil {
 			t.Errorf("%s: a PersistentVolumeList read as a PersistentVolumeClaimList", mediaType)
+		}
+		if mediaType == runtime.ContentTypeProtobuf {
+			// An item claiming 1 GB, in a list that claims as much: an error, not an allocation.
+			huge := append([]byte{}, protobufMagic...)
+			huge = protowire.AppendTag(huge, 1, protowire.BytesType)
+			huge = protowire.AppendBytes(huge, protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("PersistentVolumeList")))
+			huge = protowire.AppendTag(huge, 2, protowire.BytesType)
+			huge = protowire.AppendVarint(huge, 1<<30+8)
+			huge = protowire.AppendTag(huge, 2, protowire.BytesType)
+			huge = protowire.AppendVarint(huge, 1<<30)
+			if _, _, err := listItems(huge, "PersistentVolumeList"); err == nil || !strings.Contains(err.Error(), "more than any object's") {
+				t.Errorf("an item of 1 GB: %v, want it refused unread", err)
+			}
 		}
 		for cut := 1; cut < buf.Len(); cut += 1 + cut/8 {
 			if _, _, err := listItems(buf.Bytes()[:cut], "PersistentVolumeList"); err == nil {
