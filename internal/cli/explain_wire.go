@@ -118,7 +118,8 @@ func eachItems(ctx context.Context, pages pageReader, resource, kind string, lim
 				send()
 				return
 			}
-			// A page's last items go to f before the next page is read.
+			// A page's last items are handed over as a batch of their own, for f to read while
+			// the next page is asked for.
 			if len(cur.items) > 0 && (!send() || !take()) {
 				return
 			}
