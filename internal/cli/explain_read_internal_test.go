@@ -313,7 +313,8 @@ func wholeState(t *testing.T, objs []runtime.Object) *clusterstate.State {
 
 // randomCluster is a small cluster of two classes: settled pairs, free volumes of several
 // sizes and modes, pending claims, claims pre-bound to a volume, volumes pre-bound to a claim,
-// Released volumes and claims naming a volume that names another. It returns the objects and
+// volumes Bound to a claim that does not name them yet, Released volumes and claims naming a
+// volume that names another. It returns the objects and
 // the claims to explain.
 func randomCluster(r *rand.Rand) ([]runtime.Object, []*corev1.PersistentVolumeClaim) {
 	objs := []runtime.Object{StorageClass("fast", "kubernetes.io/no-provisioner"), StorageClass("slow", "kubernetes.io/no-provisioner"),
@@ -325,7 +326,7 @@ func randomCluster(r *rand.Rand) ([]runtime.Object, []*corev1.PersistentVolumeCl
 	for i := range 4 + r.IntN(8) {
 		class := classes[r.IntN(2)]
 		name := fmt.Sprintf("pv-%d", i)
-		switch r.IntN(5) {
+		switch r.IntN(6) {
 		case 0, 1: // a settled pair
 			c := PVC("ns", fmt.Sprintf("bound-%d", i), ClaimClass(class), ClaimBoundTo(name))
 			objs = append(objs, c, PV(name, Class(class), Capacity(sizes[r.IntN(4)]), BoundTo(c)))
@@ -339,6 +340,10 @@ func randomCluster(r *rand.Rand) ([]runtime.Object, []*corev1.PersistentVolumeCl
 		case 4: // pre-bound to a pending claim
 			c := PVC("ns", fmt.Sprintf("prebound-%d", i), ClaimClass(class), Request(sizes[r.IntN(4)]))
 			objs = append(objs, c, PV(name, Class(class), Capacity(sizes[r.IntN(4)]), ClaimRef("ns", c.Name, ""), Phase(corev1.VolumeAvailable)))
+			explained = append(explained, c)
+		case 5: // half bound: the volume names a pending claim by uid and is Bound, the claim not yet written
+			c := PVC("ns", fmt.Sprintf("halfbound-%d", i), ClaimClass(class), Request(sizes[r.IntN(4)]))
+			objs = append(objs, c, PV(name, Class(class), Capacity(sizes[r.IntN(4)]), BoundTo(c)))
 			explained = append(explained, c)
 		}
 	}
