@@ -258,8 +258,8 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 	return in, settled, nil
 }
 
-// settledVolume says volume v is no one's to take in a plan made now, so that the explanation of
-// target needs only its row: it names, by uid, a claim that the plan does not consider (bound, or
+// settledVolume says the volume of f (what the read scanned of it) is no one's to take in a plan
+// made now, so that the explanation of target needs only its row: it names, by uid, a claim that the plan does not consider (bound, or
 // gone: none of those kept whole, which are every claim without a volume), and it is not
 // Available, so not free (binder.Plan gives out free volumes and those pre-bound to a pending
 // claim). The claim's own volume, and the volume it names, are the subject of its state and stay.
