@@ -266,6 +266,7 @@ func RunExplainClaim(o ExplainFlags, ref string, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	limitLocalReadMemory(os.Getenv("GOMEMLIMIT"))
 	in, settled, err := readClaimLive(ctx, rc, namespace, name)
 	switch {
 	case forbidden(err) && serverDown:

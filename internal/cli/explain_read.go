@@ -22,10 +22,9 @@ import (
 	"github.com/pvguard/pvguard/storage"
 )
 
-// listPage is how many objects one list request of the local explanation returns: a page is
-// decoded, reduced and dropped before the next is asked for, so the client holds one page of
-// whole objects at a time however large the cluster is (about 25 MB decoded at 5,000 written
-// objects), in few round trips (40 at 100,000 pairs: from a laptop, each one is the network's).
+// listPage is how many objects one list request of the local explanation returns: few round
+// trips (40 at 100,000 pairs: from a laptop, each one is the network's), each page read as it
+// streams in (eachItems), so the page's size does not set the client's memory.
 const listPage = 5000
 
 // settledPairs is what a claim's local explanation makes of the settled volumes (settledVolume:
@@ -79,7 +78,7 @@ func readClaimLiveWith(ctx context.Context, rc *rest.Config, leases client.Reade
 	if err != nil {
 		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
 	}
-	in, settled, err := readClaimInput(ctx, cs, leases, namespace, name, listPage, settledKept)
+	in, settled, err := readClaimInput(ctx, cs, restPages(cs.CoreV1().RESTClient()), leases, namespace, name, listPage, settledKept)
 	if errors.Is(err, explain.ErrUnknownClaim) {
 		return explain.Input{}, settledPairs{}, err // bad input, said as it is
 	}
@@ -96,10 +95,11 @@ func readClaimLiveWith(ctx context.Context, rc *rest.Config, leases client.Reade
 // the settled ones (settledVolume), of which only the closest are kept and the rest counted
 // (settledPairs); and, with leases set, the Leases of the claim's provisioner. Claims naming a
 // volume that does not name them back are read again one by one: they are few, and the state
-// holds them whole. Lists are read page objects at a time, each page reduced before the next is
-// read; keep is how many settled volumes it keeps (settledKept). A claim that does not
-// exist is explain.ErrUnknownClaim.
-func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.Reader, namespace, name string, page int64, keep int) (explain.Input, settledPairs, error) {
+// holds them whole. Lists are read page objects at a time; claims and volumes through pages, as
+// they stream in, each object decoded whole only when it is kept (explain_wire.go); keep is how
+// many settled volumes it keeps (settledKept). A claim that does not exist is
+// explain.ErrUnknownClaim.
+func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageReader, leases client.Reader, namespace, name string, page int64, keep int) (explain.Input, settledPairs, error) {
 	settled := settledPairs{ByClass: map[string]int{}, ByCheck: map[explain.Check]int{}}
 	target, err := cs.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -177,23 +177,25 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.
 	var claims []*corev1.PersistentVolumeClaim
 	whole := map[types.UID]bool{} // the claims kept whole: a volume naming one may be planned for it
 	bound := map[types.UID]boundClaim{}
-	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		l, err := cs.CoreV1().PersistentVolumeClaims("").List(ctx, o)
-		if err != nil {
-			return "", err
-		}
-		for i := range l.Items {
-			c := &l.Items[i]
-			switch {
-			case c.UID == target.UID, c.Spec.VolumeName == "":
-				// The explained claim as this list has it, so the state is one list's.
-				claims = append(claims, trimClaim(c))
-				whole[c.UID] = true
-			default:
-				bound[c.UID] = boundClaim{namespace: c.Namespace, name: c.Name, volume: c.Spec.VolumeName}
+	err = eachItems(ctx, pages, "persistentvolumeclaims", "PersistentVolumeClaimList", page, func(items [][]byte) error {
+		for _, item := range items {
+			f, err := scanClaim(item)
+			if err != nil {
+				return err
 			}
+			if types.UID(f.uid) != target.UID && f.volumeName != "" {
+				bound[types.UID(f.uid)] = boundClaim{namespace: f.namespace, name: f.name, volume: f.volumeName}
+				continue
+			}
+			// The explained claim as this list has it, so the state is one list's.
+			c, err := decodeClaim(item)
+			if err != nil {
+				return err
+			}
+			claims = append(claims, c)
+			whole[c.UID] = true
 		}
-		return l.Continue, nil
+		return nil
 	})
 	if err != nil {
 		return explain.Input{}, settled, fmt.Errorf("listing claims: %w", err)
@@ -204,24 +206,32 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.
 
 	var volumes []*corev1.PersistentVolume
 	closest := closestSettled{keep: keep, target: target, classes: classes, nodes: nodes, pods: in.Pods, out: &settled}
-	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		l, err := cs.CoreV1().PersistentVolumes().List(ctx, o)
-		if err != nil {
-			return "", err
-		}
+	err = eachItems(ctx, pages, "persistentvolumes", "PersistentVolumeList", page, func(items [][]byte) error {
 		var pairs []*corev1.PersistentVolume
-		for i := range l.Items {
-			v := &l.Items[i]
-			if b, ok := bound[refUID(v)]; ok && b.volume == v.Name && b.namespace == v.Spec.ClaimRef.Namespace && b.name == v.Spec.ClaimRef.Name {
-				delete(bound, refUID(v)) // the claim's volume names it back: it stays in no one's way
+		for _, item := range items {
+			f, err := scanVolume(item)
+			if err != nil {
+				return err
 			}
-			if settledVolume(v, target, whole) {
-				pairs = append(pairs, trimVolume(v))
+			if b, ok := bound[types.UID(f.refUID)]; ok && b.volume == f.name && b.namespace == f.refNamespace && b.name == f.refName {
+				delete(bound, types.UID(f.refUID)) // the claim's volume names it back: it stays in no one's way
+			}
+			settledOne := settledVolume(f, target, whole)
+			if first, ok := closest.outranked(f.class, f.name); settledOne && ok {
+				closest.count(f.class, first) // counted without being decoded
 				continue
 			}
-			volumes = append(volumes, trimVolume(v))
+			v, err := decodeVolume(item)
+			if err != nil {
+				return err
+			}
+			if settledOne {
+				pairs = append(pairs, v)
+				continue
+			}
+			volumes = append(volumes, v)
 		}
-		return l.Continue, closest.add(pairs)
+		return closest.add(pairs)
 	})
 	if err != nil {
 		return explain.Input{}, settled, fmt.Errorf("listing volumes: %w", err)
@@ -248,23 +258,15 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, leases client.
 	return in, settled, nil
 }
 
-// refUID is the uid of the claim v names, "" for none.
-func refUID(v *corev1.PersistentVolume) types.UID {
-	if v.Spec.ClaimRef == nil {
-		return ""
-	}
-	return v.Spec.ClaimRef.UID
-}
-
-// settledVolume says volume v is no one's to take in a plan made now, so that the explanation of
-// target needs only its row: it names, by uid, a claim that the plan does not consider (bound, or
+// settledVolume says the volume of f (what the read scanned of it) is no one's to take in a plan
+// made now, so that the explanation of target needs only its row: it names, by uid, a claim that the plan does not consider (bound, or
 // gone: none of those kept whole, which are every claim without a volume), and it is not
 // Available, so not free (binder.Plan gives out free volumes and those pre-bound to a pending
 // claim). The claim's own volume, and the volume it names, are the subject of its state and stay.
-func settledVolume(v *corev1.PersistentVolume, target *corev1.PersistentVolumeClaim, whole map[types.UID]bool) bool {
-	uid := refUID(v)
-	return uid != "" && !whole[uid] && uid != target.UID && v.Name != target.Spec.VolumeName &&
-		v.Status.Phase != corev1.VolumeAvailable && v.Status.Phase != corev1.VolumePending
+func settledVolume(f volumeFacts, target *corev1.PersistentVolumeClaim, whole map[types.UID]bool) bool {
+	uid := types.UID(f.refUID)
+	return uid != "" && !whole[uid] && uid != target.UID && f.name != target.Spec.VolumeName &&
+		f.phase != string(corev1.VolumeAvailable) && f.phase != string(corev1.VolumePending)
 }
 
 // eachPage calls list with Limit page and each Continue token it returns, until the last page.
@@ -282,18 +284,11 @@ func eachPage(ctx context.Context, page int64, list func(context.Context, metav1
 	}
 }
 
-// trimClaim and trimVolume copy an object out of its page without the managed fields, which
-// no rule, the binder nor the explanation reads, and which are most of a written object's
-// size. A copy, not a pointer into the page's items: a pointer would keep the whole page.
+// trimClaim copies a claim without the managed fields, which no rule, the binder nor the
+// explanation reads, and which are most of a written object's size.
 func trimClaim(c *corev1.PersistentVolumeClaim) *corev1.PersistentVolumeClaim {
 	cp := *c
 	cp.ManagedFields, cp.Annotations = nil, withoutLastApplied(c.Annotations)
-	return &cp
-}
-
-func trimVolume(v *corev1.PersistentVolume) *corev1.PersistentVolume {
-	cp := *v
-	cp.ManagedFields, cp.Annotations = nil, withoutLastApplied(v.Annotations)
 	return &cp
 }
 
@@ -363,8 +358,8 @@ type closestSettled struct {
 func (k *closestSettled) add(pairs []*corev1.PersistentVolume) error {
 	var check []*corev1.PersistentVolume
 	for _, v := range pairs {
-		if first, ok := k.outranked(v); ok {
-			k.count(v, first)
+		if first, ok := k.outranked(storage.VolumeClass(v), v.Name); ok {
+			k.count(storage.VolumeClass(v), first)
 			continue
 		}
 		check = append(check, v)
@@ -397,7 +392,7 @@ func (k *closestSettled) add(pairs []*corev1.PersistentVolume) error {
 		if f := row.Failed(); len(f) > 0 {
 			first = f[0].Check
 		}
-		k.count(v, first)
+		k.count(storage.VolumeClass(v), first)
 	}
 	return nil
 }
@@ -409,21 +404,22 @@ func (k *closestSettled) add(pairs []*corev1.PersistentVolume) error {
 // two checks, or three and is of the claim's class. A volume of the claim's class fails at least
 // two: it ranks after a worst row that fails exactly two (so is of the claim's class) and has a
 // smaller name.
-func (k *closestSettled) outranked(v *corev1.PersistentVolume) (first explain.Check, ok bool) {
+func (k *closestSettled) outranked(volumeClass, volumeName string) (first explain.Check, ok bool) {
 	if k.worst == nil {
 		return "", false
 	}
 	failed, class := len(k.worst.Failed()), storage.ClaimClass(k.target)
-	if storage.VolumeClass(v) != class {
+	if volumeClass != class {
 		worstOfClass := k.worst.Class == class
 		return explain.CheckClass, failed < 3 || failed == 3 && worstOfClass
 	}
-	return "", failed == 2 && v.Name > k.worst.Volume
+	return "", failed == 2 && volumeName > k.worst.Volume
 }
 
-// count counts v as left out, failing first (by the column order; "" when it was not checked).
-func (k *closestSettled) count(v *corev1.PersistentVolume, first explain.Check) {
+// count counts a volume of volumeClass as left out, failing first (by the column order; "" when
+// it was not checked).
+func (k *closestSettled) count(volumeClass string, first explain.Check) {
 	k.out.Total++
-	k.out.ByClass[storage.VolumeClass(v)]++
+	k.out.ByClass[volumeClass]++
 	k.out.ByCheck[first]++
 }

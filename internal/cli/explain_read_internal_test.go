@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -15,13 +17,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/storage"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -68,6 +73,36 @@ func pagedClientset(t *testing.T, objs ...runtime.Object) (*fake.Clientset, map[
 	return cs, requests
 }
 
+// fakePages reads the pages of cs's claims and volumes (through its lists, so paged and counted
+// as pagedClientset's) encoded as the apiserver encodes them, in mediaType (protobuf or JSON).
+func fakePages(t *testing.T, cs *fake.Clientset, mediaType string) pageReader {
+	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+	if !ok {
+		t.Fatalf("no serializer for %s", mediaType)
+	}
+	enc := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
+	return func(ctx context.Context, resource string, o metav1.ListOptions) (io.ReadCloser, error) {
+		var list runtime.Object
+		var err error
+		switch resource {
+		case "persistentvolumeclaims":
+			list, err = cs.CoreV1().PersistentVolumeClaims("").List(ctx, o)
+		case "persistentvolumes":
+			list, err = cs.CoreV1().PersistentVolumes().List(ctx, o)
+		default:
+			t.Fatalf("pages of %s", resource)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if err := enc.Encode(list, &buf); err != nil {
+			return nil, err
+		}
+		return io.NopCloser(&buf), nil
+	}
+}
+
 // TestReadClaimInputReadsPageByPageAndCountsSettledVolumes: the local read keeps the claims the
 // binder plans and every volume that is not settled, reads a claim whose volume does not name it
 // back, keeps the closest settled volumes and counts the others by class and check, and asks
@@ -92,7 +127,7 @@ func TestReadClaimInputReadsPageByPageAndCountsSettledVolumes(t *testing.T) {
 		Pod("team-a", "web-0", "n1", corev1.PodPending, "data"), Pod("team-b", "web-1", "n1", corev1.PodRunning, "bound-0"),
 	)
 	cs, requests := pagedClientset(t, objs...)
-	in, settled, err := readClaimInput(context.Background(), cs, nil, "team-a", "data", 10, settledKept)
+	in, settled, err := readClaimInput(context.Background(), cs, fakePages(t, cs, runtime.ContentTypeProtobuf), nil, "team-a", "data", 10, settledKept)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +173,7 @@ func TestReadClaimInputReadsPageByPageAndCountsSettledVolumes(t *testing.T) {
 // TestReadClaimInputUnknownClaim: a claim that does not exist is explain.ErrUnknownClaim.
 func TestReadClaimInputUnknownClaim(t *testing.T) {
 	cs, _ := pagedClientset(t)
-	if _, _, err := readClaimInput(context.Background(), cs, nil, "team-a", "nope", 10, settledKept); !errors.Is(err, explain.ErrUnknownClaim) {
+	if _, _, err := readClaimInput(context.Background(), cs, fakePages(t, cs, runtime.ContentTypeProtobuf), nil, "team-a", "nope", 10, settledKept); !errors.Is(err, explain.ErrUnknownClaim) {
 		t.Fatalf("err %v, want ErrUnknownClaim", err)
 	}
 }
@@ -158,9 +193,14 @@ func TestLocalReadExplainsAsTheWholeCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Keep one to three settled volumes, so that most clusters have some counted.
+			// Keep one to three settled volumes, so that most clusters have some counted. The lists
+			// come in protobuf, as from kube-apiserver, or, for one cluster in four, in JSON.
 			keep := 1 + int(seed%3)
-			in, settled, err := readClaimInput(context.Background(), cs, nil, c.Namespace, c.Name, 3, keep)
+			mediaType := runtime.ContentTypeProtobuf
+			if seed%4 == 3 {
+				mediaType = runtime.ContentTypeJSON
+			}
+			in, settled, err := readClaimInput(context.Background(), cs, fakePages(t, cs, mediaType), nil, c.Namespace, c.Name, 3, keep)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +236,7 @@ func TestLocalReadExplainsAsTheWholeCluster(t *testing.T) {
 			// The settled volumes kept are the keep closest of them, in the whole table's order.
 			var settledOrder []string
 			for _, r := range want.Candidates {
-				if settledVolume(volumeNamed(objs, r.Volume), c, wholeClaims(objs)) {
+				if settledVolume(volumeFactsOf(volumeNamed(objs, r.Volume)), c, wholeClaims(objs)) {
 					settledOrder = append(settledOrder, r.Volume)
 				}
 			}
@@ -224,6 +264,15 @@ func volumeNamed(objs []runtime.Object, name string) *corev1.PersistentVolume {
 		}
 	}
 	return nil
+}
+
+// volumeFactsOf is what scanVolume reads of v's encoding, read from v itself.
+func volumeFactsOf(v *corev1.PersistentVolume) volumeFacts {
+	f := volumeFacts{name: v.Name, class: storage.VolumeClass(v), phase: string(v.Status.Phase)}
+	if r := v.Spec.ClaimRef; r != nil {
+		f.hasRef, f.refNamespace, f.refName, f.refUID = true, r.Namespace, r.Name, string(r.UID)
+	}
+	return f
 }
 
 // wholeClaims are the uids of the claims of objs without a volume: those the local read keeps
@@ -264,7 +313,8 @@ func wholeState(t *testing.T, objs []runtime.Object) *clusterstate.State {
 
 // randomCluster is a small cluster of two classes: settled pairs, free volumes of several
 // sizes and modes, pending claims, claims pre-bound to a volume, volumes pre-bound to a claim,
-// Released volumes and claims naming a volume that names another. It returns the objects and
+// volumes Bound to a claim that does not name them yet, Released volumes and claims naming a
+// volume that names another. It returns the objects and
 // the claims to explain.
 func randomCluster(r *rand.Rand) ([]runtime.Object, []*corev1.PersistentVolumeClaim) {
 	objs := []runtime.Object{StorageClass("fast", "kubernetes.io/no-provisioner"), StorageClass("slow", "kubernetes.io/no-provisioner"),
@@ -276,7 +326,7 @@ func randomCluster(r *rand.Rand) ([]runtime.Object, []*corev1.PersistentVolumeCl
 	for i := range 4 + r.IntN(8) {
 		class := classes[r.IntN(2)]
 		name := fmt.Sprintf("pv-%d", i)
-		switch r.IntN(5) {
+		switch r.IntN(6) {
 		case 0, 1: // a settled pair
 			c := PVC("ns", fmt.Sprintf("bound-%d", i), ClaimClass(class), ClaimBoundTo(name))
 			objs = append(objs, c, PV(name, Class(class), Capacity(sizes[r.IntN(4)]), BoundTo(c)))
@@ -290,6 +340,10 @@ func randomCluster(r *rand.Rand) ([]runtime.Object, []*corev1.PersistentVolumeCl
 		case 4: // pre-bound to a pending claim
 			c := PVC("ns", fmt.Sprintf("prebound-%d", i), ClaimClass(class), Request(sizes[r.IntN(4)]))
 			objs = append(objs, c, PV(name, Class(class), Capacity(sizes[r.IntN(4)]), ClaimRef("ns", c.Name, ""), Phase(corev1.VolumeAvailable)))
+			explained = append(explained, c)
+		case 5: // half bound: the volume names a pending claim by uid and is Bound, the claim not yet written
+			c := PVC("ns", fmt.Sprintf("halfbound-%d", i), ClaimClass(class), Request(sizes[r.IntN(4)]))
+			objs = append(objs, c, PV(name, Class(class), Capacity(sizes[r.IntN(4)]), BoundTo(c)))
 			explained = append(explained, c)
 		}
 	}

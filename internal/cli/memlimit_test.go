@@ -1,6 +1,10 @@
 package cli
 
-import "testing"
+import (
+	"math"
+	"runtime/debug"
+	"testing"
+)
 
 func TestMemoryLimit(t *testing.T) {
 	for _, tc := range []struct {
@@ -24,5 +28,20 @@ func TestMemoryLimit(t *testing.T) {
 				t.Errorf("memoryLimit(%q, %q) = %d, want %d", tc.limit, tc.gomemlimit, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestLimitLocalReadMemory: the local read's soft limit is set unless GOMEMLIMIT is.
+func TestLimitLocalReadMemory(t *testing.T) {
+	before := debug.SetMemoryLimit(math.MaxInt64)
+	defer debug.SetMemoryLimit(before)
+	limitLocalReadMemory("")
+	if got := debug.SetMemoryLimit(-1); got != localReadMemoryLimit {
+		t.Errorf("limit %d, want %d", got, localReadMemoryLimit)
+	}
+	debug.SetMemoryLimit(math.MaxInt64)
+	limitLocalReadMemory("1GiB")
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Errorf("with GOMEMLIMIT set, limit %d, want it unchanged", got)
 	}
 }
