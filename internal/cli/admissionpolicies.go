@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pvguard/pvguard/internal/policyparams"
 	"github.com/pvguard/pvguard/policy"
-	"github.com/pvguard/pvguard/webhook"
 )
 
 // staticConfigFile is the AdmissionConfiguration written beside the static manifests.
@@ -54,7 +54,7 @@ survive even the deletion of pvguard (docs/install.md, "Guards that survive the 
 					return fmt.Errorf("--params=%q: want NAMESPACE/NAME, and no --static-dir (the manifest-based admission config's policies cannot read API objects)", params)
 				}
 				opts.Params = &policy.ParamObject{Namespace: ns, Name: name}
-				if err := writeManifest(cmd.OutOrStdout(), webhook.AdmissionPolicyParamsObject(*opts.Params, cfg)); err != nil {
+				if err := writeManifest(cmd.OutOrStdout(), policyparams.Object(*opts.Params, cfg)); err != nil {
 					return err
 				}
 			}

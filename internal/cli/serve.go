@@ -19,6 +19,7 @@ import (
 
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/leaseguard"
+	"github.com/pvguard/pvguard/internal/policyparams"
 
 	"github.com/go-logr/logr"
 	openreports "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
@@ -96,7 +97,7 @@ type ServeFlags struct {
 	ConfigFile          string
 	// AdmissionPolicyParams names the ConfigMap (in Namespace) the admission policies read the
 	// config from: every replica reports whether it holds its loaded config, the elected one
-	// writes it (webhook.ParamsSync).
+	// writes it (policyparams.Sync).
 	AdmissionPolicyParams string
 	Binder                binder.Mode
 	// AuditInterval is how often the whole cache is audited (0 turns the audit off).
@@ -754,7 +755,7 @@ func addAdmissionPolicyParams(ctx context.Context, mgr ctrl.Manager, o ServeFlag
 	if err != nil {
 		return fmt.Errorf("building the admission policies' parameter writer: %w", err)
 	}
-	s, err := webhook.NewParamsSync(ctx, webhook.ParamsSyncOptions{
+	s, err := policyparams.NewSync(ctx, policyparams.SyncOptions{
 		Object:  policy.ParamObject{Namespace: o.Namespace, Name: o.AdmissionPolicyParams},
 		Engines: engines, Reloaded: reloaded, Cache: mgr.GetCache(), Writer: writer, Elected: mgr.Elected(),
 		WriteGuard: writeGuard, Registry: reg, Log: log.WithName("admission-policy-params"),

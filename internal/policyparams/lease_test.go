@@ -1,4 +1,4 @@
-package webhook
+package policyparams
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/pvguard/pvguard/internal/leaseguard"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/webhook"
 )
 
 // readThrough is a cache whose reads are a client's.
@@ -87,7 +88,7 @@ func TestParamsSyncWritesOnlyWhileTheLeaseIsHeld(t *testing.T) {
 						return c.Update(ctx, o, opts...)
 					},
 				}).Build()
-				s, err := NewParamsSync(ctx, ParamsSyncOptions{Object: obj, Engines: StaticEngine{E: policy.NewEngine(policy.DefaultConfig())},
+				s, err := NewSync(ctx, SyncOptions{Object: obj, Engines: webhook.StaticEngine{E: policy.NewEngine(policy.DefaultConfig())},
 					Cache: readThrough{&informertest.FakeInformers{}, c}, Writer: c, Elected: elected, WriteGuard: tc.guard.Check,
 					Registry: prometheus.NewRegistry(), Log: logr.Discard()})
 				if err != nil {

@@ -1,4 +1,4 @@
-package webhook
+package policyparams
 
 import (
 	"context"
@@ -17,11 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/webhook"
 )
 
-// AdmissionPolicyParamsObject is the admission policies' parameter object for a config
+// Object is the admission policies' parameter object for a config
 // (policy.AdmissionPolicyParams in a ConfigMap).
-func AdmissionPolicyParamsObject(o policy.ParamObject, c *policy.Config) *corev1.ConfigMap {
+func Object(o policy.ParamObject, c *policy.Config) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Name},
@@ -29,13 +30,13 @@ func AdmissionPolicyParamsObject(o policy.ParamObject, c *policy.Config) *corev1
 	}
 }
 
-// ParamsSyncOptions configure a ParamsSync.
-type ParamsSyncOptions struct {
+// SyncOptions configure a Sync.
+type SyncOptions struct {
 	// Object is the parameter object the admission policies' bindings name.
 	Object policy.ParamObject
 	// Engines gives the loaded config; Reloaded, when set, is closed when a new one takes
 	// effect (ConfigFile.Reloaded).
-	Engines  EngineSource
+	Engines  webhook.EngineSource
 	Reloaded func() <-chan struct{}
 	// Cache watches the object (an informer restricted to it: list and watch by name only);
 	// Writer creates and updates it.
@@ -57,25 +58,25 @@ type ParamsSyncOptions struct {
 	Log      logr.Logger
 }
 
-// ParamsSync keeps the admission policies' parameter object equal to the policy config this
+// Sync keeps the admission policies' parameter object equal to the policy config this
 // replica has loaded, so that the policies and the webhook enforce one config: on start, on every
 // reload and whenever the object changes or goes (someone edited or deleted it), the elected
 // replica writes it back. Every replica reports whether the object matches its own config
 // (pvguard_admission_policy_params_in_sync): a replica whose mounted config lags, an object
 // pvguard may not write, or a write that keeps failing is a drift an alert can name.
-type ParamsSync struct {
-	o       ParamsSyncOptions
+type Sync struct {
+	o       SyncOptions
 	trigger chan struct{}
 	inSync  prometheus.Gauge
 	writes  *prometheus.CounterVec
 }
 
-// NewParamsSync registers the metrics and the watch of the object; Start runs it.
-func NewParamsSync(ctx context.Context, o ParamsSyncOptions) (*ParamsSync, error) {
+// NewSync registers the metrics and the watch of the object; Start runs it.
+func NewSync(ctx context.Context, o SyncOptions) (*Sync, error) {
 	if o.Resync <= 0 {
 		o.Resync = time.Minute
 	}
-	s := &ParamsSync{
+	s := &Sync{
 		o:       o,
 		trigger: make(chan struct{}, 1),
 		inSync: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -106,7 +107,7 @@ func NewParamsSync(ctx context.Context, o ParamsSyncOptions) (*ParamsSync, error
 	return s, nil
 }
 
-func (s *ParamsSync) poke() {
+func (s *Sync) poke() {
 	select {
 	case s.trigger <- struct{}{}:
 	default:
@@ -114,10 +115,10 @@ func (s *ParamsSync) poke() {
 }
 
 // NeedLeaderElection: every replica reports its drift; only the elected one writes.
-func (s *ParamsSync) NeedLeaderElection() bool { return false }
+func (s *Sync) NeedLeaderElection() bool { return false }
 
 // Start checks, and on the elected replica repairs, the object until ctx ends.
-func (s *ParamsSync) Start(ctx context.Context) error {
+func (s *Sync) Start(ctx context.Context) error {
 	tick := time.NewTicker(s.o.Resync)
 	defer tick.Stop()
 	// Being elected is one more reason to look again; once it has happened, nothing to wait for.
@@ -160,7 +161,7 @@ func isClosed(c <-chan struct{}) bool {
 // sync compares the object with the loaded config, sets the gauge, and, when this replica is
 // elected and they differ, writes the config's parameters into it. The gauge says 1 only once the
 // watch has seen the object as written.
-func (s *ParamsSync) sync(ctx context.Context, elected <-chan struct{}) error {
+func (s *Sync) sync(ctx context.Context, elected <-chan struct{}) error {
 	want := policy.AdmissionPolicyParams(s.o.Engines.Engine().Config())
 	key := client.ObjectKey{Namespace: s.o.Object.Namespace, Name: s.o.Object.Name}
 	live := &corev1.ConfigMap{}
@@ -185,7 +186,7 @@ func (s *ParamsSync) sync(ctx context.Context, elected <-chan struct{}) error {
 		}
 	}
 	if live == nil {
-		err = s.o.Writer.Create(ctx, AdmissionPolicyParamsObject(s.o.Object, s.o.Engines.Engine().Config()))
+		err = s.o.Writer.Create(ctx, Object(s.o.Object, s.o.Engines.Engine().Config()))
 		s.o.Log.Info("created the missing admission policies' parameter object", "object", key, "error", err)
 	} else {
 		changed := differingKeys(live.Data, want)
