@@ -50,7 +50,7 @@ func main() {
 	keep := flag.String("dir", "", "write the YAML here (kept) instead of a temporary directory")
 	profile := flag.String("cpuprofile", "", "write each measurement's CPU profile to PREFIX-<mode>-<size>.pprof")
 	runs := flag.Int("runs", 3, "measurements of each kind (each in a new process): the median wall time and the largest memory are shown")
-	only := flag.String("modes", "engine,offline,load", "measurements to make: engine, offline, load")
+	only := flag.String("modes", "engine,offline,load", "measurements to make: engine, runner (the server's full audit over informer stores), offline, load")
 	child := flag.String("child", "", "internal: run one measurement (engine, offline or load)")
 	size := flag.Int("size", 0, "internal: objects for -child engine")
 	unique := flag.Bool("unique", false, "make every label, annotation, finalizer, size and node affinity unique to its object (gen.Unique): the audit where nothing repeats")
@@ -115,7 +115,7 @@ func main() {
 			}
 			slices.Sort(walls)
 			r.Wall = walls[len(walls)/2]
-			path := map[string]string{"engine": "engine (Engine.Audit)", "offline": "offline (RunAudit -o json)",
+			path := map[string]string{"engine": "engine (Engine.Audit)", "runner": "server (Runner.RunOnce, informer stores)", "offline": "offline (RunAudit -o json)",
 				"load": "  of which manifests.Load"}[mode]
 			findings := strconv.Itoa(r.Findings)
 			if mode == "load" {
@@ -179,6 +179,8 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 			found, err := engine.Audit(st, gen.InventoryNow, nil)
 			return len(found), err
 		}
+	case "runner":
+		run = runnerAudit(generate(n, unique))
 	case "offline":
 		run = func() (int, error) {
 			err := cli.RunAudit(cli.AuditFlags{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
