@@ -1,21 +1,26 @@
 package audit_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/audit"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
+	"github.com/pvguard/pvguard/test/gen"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -241,4 +246,117 @@ func TestIncrementalAuditKeepsReportOrder(t *testing.T) {
 	if want := order(); !slices.Equal(incremental, want) || len(want) != 3 {
 		t.Fatalf("after an incremental audit the findings are on %v, a full audit gives %v", incremental, want)
 	}
+}
+
+// TestFullAuditReportsInReportOrder: the server's full audit of a generated cluster (every kind
+// of finding, pairs whose findings both sides report) publishes the findings the audit of the
+// same objects in report order gives: every one of them, the same one kept of two alike.
+func TestFullAuditReportsInReportOrder(t *testing.T) {
+	st := gen.Inventory(2000)
+	claims, volumes := slices.Clone(st.Claims()), slices.Clone(st.Volumes())
+	slices.SortFunc(claims, func(a, b *corev1.PersistentVolumeClaim) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	slices.SortFunc(volumes, func(a, b *corev1.PersistentVolume) int { return cmp.Compare(a.Name, b.Name) })
+	sorted := clusterstate.New(claims, volumes, st.Classes(), st.Nodes())
+	engine := policy.NewEngine(nil)
+	found, err := engine.Audit(sorted, gen.InventoryNow, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := audit.NewReport(len(sorted.Objects()), found)
+
+	var objs []client.Object
+	for _, o := range sorted.Objects() {
+		objs = append(objs, o.(client.Object).DeepCopyObject().(client.Object))
+	}
+	for _, n := range sorted.Nodes() {
+		objs = append(objs, n.DeepCopy())
+	}
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
+		Log: logr.Discard(), Now: func() time.Time { return gen.InventoryNow }})
+	if err := r.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := r.Latest()
+	if len(want.Findings) != gen.InventoryFindings(2000) {
+		t.Fatalf("the audit of the generated cluster found %d, want %d", len(want.Findings), gen.InventoryFindings(2000))
+	}
+	if got.Summary.Objects != want.Summary.Objects || !reflect.DeepEqual(got.Findings, want.Findings) {
+		t.Errorf("the server's full audit: %d objects, %d findings; the audit in report order: %d objects, %d findings",
+			got.Summary.Objects, len(got.Findings), want.Summary.Objects, len(want.Findings))
+		for i := range min(len(got.Findings), len(want.Findings)) {
+			if !reflect.DeepEqual(got.Findings[i], want.Findings[i]) {
+				t.Fatalf("first difference at %d: %+v, want %+v", i, got.Findings[i], want.Findings[i])
+			}
+		}
+	}
+}
+
+// TestFullAuditCoversTheChangesBeforeIt: changes reported before a full audit reads the cache
+// are in what it reads, so no incremental audit follows it for them (at a start, every object
+// of the informers' first lists); when the full audit fails, they stay pending.
+func TestFullAuditCoversTheChangesBeforeIt(t *testing.T) {
+	ctx := context.Background()
+	failed := testobj.PV("pv-failed", testobj.Phase(corev1.VolumeFailed))
+	c := &failingLists{Client: fake.NewClientBuilder().WithObjects(failed.DeepCopy()).Build()}
+	reg := prometheus.NewRegistry()
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Registry: reg, Log: logr.Discard()})
+	incrementals := func() uint64 {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n uint64
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if f.GetName() == "pvguard_audit_duration_seconds" && l.GetName() == "scope" && l.GetValue() == "incremental" {
+						n += m.GetHistogram().GetSampleCount()
+					}
+				}
+			}
+		}
+		return n
+	}
+
+	c.fail = true
+	r.Changed(failed)
+	if err := r.RunOnce(ctx); err == nil {
+		t.Fatal("RunOnce on a cache that cannot list: no error")
+	}
+	c.fail = false
+	if err := r.RunPending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := incrementals(); n != 1 || len(r.Latest().Findings) != 1 {
+		t.Fatalf("after a failed full audit: %d incremental audits, findings %+v; want the change audited once, its finding reported", n, r.Latest().Findings)
+	}
+
+	r.Changed(failed)
+	if err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RunPending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := incrementals(); n != 1 {
+		t.Errorf("a change reported before a full audit was audited again after it (%d incremental audits, want still 1)", n)
+	}
+}
+
+// failingLists is a client whose lists fail while fail is set.
+type failingLists struct {
+	client.Client
+	fail bool
+}
+
+func (f *failingLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if f.fail {
+		return errors.New("the cache is gone")
+	}
+	return f.Client.List(ctx, list, opts...)
 }

@@ -288,24 +288,34 @@ func merge(perObject iter.Seq[[]Finding]) []Finding {
 			}
 		}
 	}
-	// Each object's name is rendered once rather than at every comparison.
+	// Each object's name is rendered once rather than at every comparison, and the sort moves
+	// small keys, not the findings: with many findings, moving them (through the collector's
+	// write barriers) cost more than comparing them. Equal keys keep their order (i).
+	if len(out) == 0 {
+		return out
+	}
 	keyed := make([]keyedFinding, len(out))
 	for i, f := range out {
-		keyed[i] = keyedFinding{object: f.Object.String(), f: f}
+		keyed[i] = keyedFinding{rule: f.Rule, object: f.Object.String(), i: i}
 	}
-	slices.SortStableFunc(keyed, func(a, b keyedFinding) int {
-		if c := cmp.Compare(a.f.Rule, b.f.Rule); c != 0 {
+	slices.SortFunc(keyed, func(a, b keyedFinding) int {
+		if c := cmp.Compare(a.rule, b.rule); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.object, b.object)
+		if c := cmp.Compare(a.object, b.object); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
 	})
-	for i := range keyed {
-		out[i] = keyed[i].f
+	sorted := make([]Finding, len(out))
+	for j, k := range keyed {
+		sorted[j] = out[k.i]
 	}
-	return out
+	return sorted
 }
 
 type keyedFinding struct {
+	rule   RuleID
 	object string
-	f      Finding
+	i      int
 }

@@ -272,3 +272,30 @@ func TestAuditJudgesEachStateByItsOwnObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeOrder: the merged findings are ordered by rule, then object; findings of one rule on
+// one object keep the order they were given in; of two alike (rule and message) the first given
+// is kept.
+func TestMergeOrder(t *testing.T) {
+	on := func(rule policy.RuleID, name, msg string) policy.Finding {
+		return policy.Finding{Rule: rule, Object: policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: name}, Message: policy.Plain(policy.Word(msg))}
+	}
+	got := policy.Merge([][]policy.Finding{
+		{on("PVG020", "pv-b", "b gone"), on("PVG004", "pv-b", "taken twice")},
+		{on("PVG004", "pv-a", "taken twice"), on("PVG020", "pv-a", "second"), on("PVG020", "pv-a", "first")},
+		nil,
+		{on("PVG001", "pv-c", "mode")},
+	})
+	want := []policy.Finding{
+		on("PVG001", "pv-c", "mode"),
+		on("PVG004", "pv-b", "taken twice"),
+		on("PVG020", "pv-a", "second"), on("PVG020", "pv-a", "first"),
+		on("PVG020", "pv-b", "b gone"),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Merge:\n got %v\nwant %v", got, want)
+	}
+	if got := policy.Merge([][]policy.Finding{nil, {}}); got != nil {
+		t.Errorf("Merge of no findings = %#v, want nil", got)
+	}
+}

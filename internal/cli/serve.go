@@ -360,13 +360,13 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 	}
 	views := clusterview.New(mgr.GetCache(), reviewReader)
 	auditViews := clusterview.New(mgr.GetCache(), auditReader)
-	report, dashboard, err := addAudit(ctx, mgr, o, engines, auditViews, auditReader, reg, log)
+	report, dashboard, firstAudit, err := addAudit(ctx, mgr, o, engines, auditViews, auditReader, reg, log)
 	if err != nil {
 		return err
 	}
 	var b *binder.Binder
 	if o.Binder != binder.ModeOff {
-		if b, err = addBinder(ctx, mgr, o, lease, engines, clusterview.New(mgr.GetCache(), mgr.GetAPIReader()), reg, log); err != nil {
+		if b, err = addBinder(ctx, mgr, o, lease, engines, clusterview.New(mgr.GetCache(), mgr.GetAPIReader()), firstAudit, reg, log); err != nil {
 			return err
 		}
 	}
@@ -456,6 +456,11 @@ func serveRESTConfig(o ServeFlags) (*rest.Config, error) {
 	// traffic classes have their own (APIClasses, withOwnBucket).
 	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
 	cfg.UserAgent = "pvguard"
+	// Responses uncompressed, as kube-controller-manager and kube-scheduler ask for theirs: next
+	// to the apiserver, gzip costs more than it saves. The informers' first lists were most of
+	// the time to ready, the apiserver compressing them and pvguard inflating them
+	// (docs/benchmarks.md, "Growth, beside kube-controller-manager's binder").
+	cfg.DisableCompression = true
 	return cfg, nil
 }
 
@@ -617,10 +622,11 @@ func loadClientCAs(file string) (*x509.CertPool, error) {
 }
 
 // addAudit registers the audit runner (every replica) and the report writer (the elected one),
-// and returns the report and dashboard handlers; all nil when the audit is off.
-func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, views *clusterview.Source, live client.Reader, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, err error) {
+// and returns the report and dashboard handlers and a channel closed when the first full audit
+// has ended; all nil when the audit is off.
+func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engineRef, views *clusterview.Source, live client.Reader, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, firstAudit <-chan struct{}, err error) {
 	if o.AuditInterval <= 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	auditLog := log.WithName("audit")
 	runner := audit.NewRunner(audit.RunnerOptions{
@@ -628,15 +634,15 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engi
 		Engine: engines.Engine, Registry: reg, Log: auditLog,
 	})
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := mgr.Add(runner); err != nil {
-		return nil, nil, fmt.Errorf("adding audit: %w", err)
+		return nil, nil, nil, fmt.Errorf("adding audit: %w", err)
 	}
 	if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), log.WithName("reports"))); err != nil {
-		return nil, nil, fmt.Errorf("adding report writer: %w", err)
+		return nil, nil, nil, fmt.Errorf("adding report writer: %w", err)
 	}
-	return web.ReportHandler(runner, mgr.GetCache(), auditLog), web.DashboardHandler(runner, mgr.GetCache(), auditLog), nil
+	return web.ReportHandler(runner, mgr.GetCache(), auditLog), web.DashboardHandler(runner, mgr.GetCache(), auditLog), runner.FirstAudit(), nil
 }
 
 // explainHandlers are the explain endpoints, served with the dashboard (nil when the audit is
@@ -845,7 +851,7 @@ func (everyReplica) NeedLeaderElection() bool          { return false }
 
 // addBinder builds the binder over the manager's cache and registers it; in active mode it runs
 // only on the elected replica. The explain pages read its in-flight state.
-func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *leaseguard.Guard, engines *engineRef, views *clusterview.Source, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
+func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *leaseguard.Guard, engines *engineRef, views *clusterview.Source, firstAudit <-chan struct{}, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
 	identity, err := whoAmI(ctx, mgr.GetConfig())
 	if err != nil {
 		return nil, err
@@ -888,11 +894,48 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *le
 	if err := b.SetupInformers(ctx, mgr.GetCache()); err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(b); err != nil {
+	if err := mgr.Add(afterFirstAudit{binder: b, audit: firstAudit, budget: binderStartBudget}); err != nil {
 		return nil, fmt.Errorf("adding binder: %w", err)
 	}
 	log.Info("binder enabled", "mode", o.Binder, "identity", identity.Username, "leaderElection", o.LeaderElect)
 	return b, nil
+}
+
+// binderStartBudget is how long the binder waits at most for the first full audit to end before
+// it starts.
+const binderStartBudget = 10 * time.Second
+
+// afterFirstAudit starts the binder once the first full audit after the cache synced has ended
+// (audit nil: at once), or after budget, whichever comes first. Both read every object of the
+// cache; at the same time on a replica's cores, the binder's first sync of every claim and
+// volume made the audit three to five times longer (docs/benchmarks.md, "Growth, beside
+// kube-controller-manager's binder"), while waiting costs the binder what the audit takes,
+// about a second at 100,000 pairs, once per start.
+type afterFirstAudit struct {
+	binder leaderRunnable
+	audit  <-chan struct{}
+	budget time.Duration
+}
+
+// leaderRunnable is a runnable that says whether it runs only on the elected replica.
+type leaderRunnable interface {
+	manager.Runnable
+	manager.LeaderElectionRunnable
+}
+
+func (a afterFirstAudit) NeedLeaderElection() bool { return a.binder.NeedLeaderElection() }
+
+func (a afterFirstAudit) Start(ctx context.Context) error {
+	if a.audit != nil {
+		t := time.NewTimer(a.budget)
+		select {
+		case <-a.audit:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return a.binder.Start(ctx)
 }
 
 // leaderWriter is the client the elected replica's writers (the binder, the admission policies'

@@ -36,10 +36,11 @@ import (
 // result is what a child reports.
 type result struct {
 	Wall       time.Duration
-	HeapBefore uint64 // live heap when the timed part starts (the cluster state, for the engine)
-	PeakHeap   uint64 // peak HeapAlloc sampled during the timed part
-	RSSBefore  uint64 // maxrss when the timed part starts (program, and for the engine the cluster state)
-	MaxRSS     uint64 // bytes, for the whole child process
+	CPU        time.Duration // user and system time of the timed part, every thread
+	HeapBefore uint64        // live heap when the timed part starts (the cluster state, for the engine)
+	PeakHeap   uint64        // peak HeapAlloc sampled during the timed part
+	RSSBefore  uint64        // maxrss when the timed part starts (program, and for the engine the cluster state)
+	MaxRSS     uint64        // bytes, for the whole child process
 	Findings   int
 }
 
@@ -50,7 +51,7 @@ func main() {
 	keep := flag.String("dir", "", "write the YAML here (kept) instead of a temporary directory")
 	profile := flag.String("cpuprofile", "", "write each measurement's CPU profile to PREFIX-<mode>-<size>.pprof")
 	runs := flag.Int("runs", 3, "measurements of each kind (each in a new process): the median wall time and the largest memory are shown")
-	only := flag.String("modes", "engine,offline,load", "measurements to make: engine, offline, load")
+	only := flag.String("modes", "engine,offline,load", "measurements to make: engine, runner (the server's full audit over informer stores), offline, load")
 	child := flag.String("child", "", "internal: run one measurement (engine, offline or load)")
 	size := flag.Int("size", 0, "internal: objects for -child engine")
 	unique := flag.Bool("unique", false, "make every label, annotation, finalizer, size and node affinity unique to its object (gen.Unique): the audit where nothing repeats")
@@ -69,7 +70,7 @@ func main() {
 
 	fmt.Printf("%s, GOMAXPROCS %d, load average %s, %s files of %d objects\n\n", runtime.Version(), runtime.GOMAXPROCS(0), loadavg(), *format, *perFile)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "objects\tpath\twall\tper object\tlive heap before\tpeak heap\tRSS before\tmax RSS\tfindings\t")
+	fmt.Fprintln(tw, "objects\tpath\twall\tCPU\tper object\tlive heap before\tpeak heap\tRSS before\tmax RSS\tfindings\t")
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
@@ -103,25 +104,28 @@ func main() {
 		modes := strings.Split(*only, ",")
 		for _, mode := range modes {
 			var r result
-			var walls []time.Duration
+			var walls, cpus []time.Duration
 			for range *runs {
 				one, err := runChild(mode, n, dir, *profile, *unique)
 				if err != nil {
 					log.Fatalf("%s %d: %v", mode, n, err)
 				}
 				walls = append(walls, one.Wall)
+				cpus = append(cpus, one.CPU)
 				r = result{HeapBefore: max(r.HeapBefore, one.HeapBefore), PeakHeap: max(r.PeakHeap, one.PeakHeap),
 					RSSBefore: max(r.RSSBefore, one.RSSBefore), MaxRSS: max(r.MaxRSS, one.MaxRSS), Findings: one.Findings}
 			}
 			slices.Sort(walls)
 			r.Wall = walls[len(walls)/2]
-			path := map[string]string{"engine": "engine (Engine.Audit)", "offline": "offline (RunAudit -o json)",
+			slices.Sort(cpus)
+			r.CPU = cpus[len(cpus)/2]
+			path := map[string]string{"engine": "engine (Engine.Audit)", "runner": "server (Runner.RunOnce, informer stores)", "offline": "offline (RunAudit -o json)",
 				"load": "  of which manifests.Load"}[mode]
 			findings := strconv.Itoa(r.Findings)
 			if mode == "load" {
 				findings = "-"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%.0f ms\t%.1f µs\t%s\t%s\t%s\t%s\t%s\t\n", n, path, ms(r.Wall),
+			fmt.Fprintf(tw, "%d\t%s\t%.0f ms\t%.0f ms\t%.1f µs\t%s\t%s\t%s\t%s\t%s\t\n", n, path, ms(r.Wall), ms(r.CPU),
 				float64(r.Wall.Nanoseconds())/float64(n)/1e3, mib(r.HeapBefore), mib(r.PeakHeap), mib(r.RSSBefore), mib(r.MaxRSS), findings)
 		}
 		if *keep == "" {
@@ -179,6 +183,8 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 			found, err := engine.Audit(st, gen.InventoryNow, nil)
 			return len(found), err
 		}
+	case "runner":
+		run = runnerAudit(generate(n, unique))
 	case "offline":
 		run = func() (int, error) {
 			err := cli.RunAudit(cli.AuditFlags{Files: []string{dir}, Output: "json", Now: func() time.Time { return gen.InventoryNow }}, io.Discard, io.Discard)
@@ -228,9 +234,11 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 			}
 		}
 	})
+	cpu0 := cpuTime()
 	start := time.Now()
 	found, err := run()
 	r.Wall = time.Since(start)
+	r.CPU = cpuTime() - cpu0
 	close(stop)
 	wg.Wait()
 	if err != nil {
@@ -241,6 +249,15 @@ func measure(mode string, n int, dir, profile string, unique bool) (result, erro
 	r.Findings = found
 	r.MaxRSS = maxRSS()
 	return r, nil
+}
+
+// cpuTime is the user and system time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // maxRSS is this process's peak resident set so far, in bytes: getrusage's maxrss, unless the

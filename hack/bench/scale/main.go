@@ -54,6 +54,7 @@ type config struct {
 	jsonPath    string
 	keep        bool
 	profiles    string
+	cpuProfiles string
 	explainers  int
 	explainWarm time.Duration
 	// explainRetryAfter has the explaining callers wait out a 429's Retry-After.
@@ -88,6 +89,7 @@ func main() {
 	flag.Int64Var(&c.etcdQuota, "etcd-quota", 8<<30, "etcd --quota-backend-bytes (its 2 GiB default fills up near 100k pairs)")
 	flag.StringVar(&c.jsonPath, "json", "", "also write the raw results to this JSON file")
 	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
+	flag.StringVar(&c.cpuProfiles, "cpu-profiles", "", "record each child's CPU profile from its start until its first full audit is seen to DIR/cpu-PAIRS-MODE.perf.data with `perf record -g` (the server's own profiles are served only once its cache has synced); read with `perf report -i FILE`")
 	flag.IntVar(&c.explainers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
 	flag.DurationVar(&c.explainWarm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
 	flag.BoolVar(&c.explainRetryAfter, "explain-retry-after", false, "the explaining callers wait out a 429's Retry-After, as kubectl does (default: they ask again at once)")
@@ -315,8 +317,8 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			return res, fmt.Errorf("kube-controller-manager: %w", err)
 		}
 		res.Upstream = &u
-		fmt.Fprintf(os.Stderr, "[%d upstream] lists %.2f s (JSON), %.2f s (protobuf); kube-controller-manager synced %.2f s, peak RSS %s, steady %s\n",
-			n, u.ListJSONSeconds, u.ListProtobufSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS))
+		fmt.Fprintf(os.Stderr, "[%d upstream] lists %.2f s (JSON, gzip), %.2f s (protobuf, gzip), %.2f s (protobuf, uncompressed); kube-controller-manager synced %.2f s, peak RSS %s, steady %s\n",
+			n, u.ListJSONSeconds, u.ListProtobufSeconds, u.ListProtobufPlainSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS))
 	}
 	var runs []child
 	if c.baseline != "" {
@@ -328,7 +330,7 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 	for _, ru := range runs {
 		mode := ru.mode
 		r, err := measureMode(ctx, modeConfig{
-			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru)},
+			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru), cpuProfile: cpuProfile(c.cpuProfiles, n, ru)},
 			filler: f, cases: cases, pairs: n, pending: c.pending, fillPending: fillPending,
 			warmup: c.warmup, reviews: c.reviews, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
 			explainers: c.explainers, explainWarm: c.explainWarm, explainRetryAfter: c.explainRetryAfter,
@@ -357,7 +359,7 @@ func writeReport(w io.Writer, o output) {
 			s.Pairs, s.Fill.Volumes, s.Fill.Claims, s.Fill.Bound, s.Fill.Released, s.Fill.Pending, s.Fill.Available, s.Fill.Seconds, s.Fill.PairsPerS, s.Fill.WritesPerS, s.Seconds)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| pairs | binder | ready | first full audit (server) | ready -> audit seen | startup incremental | 1 change: incremental | pvc-create p50/p99 | pvc-update | pv-create | pv-update | plan: median / max (pending) | peak RSS | peak heap in use | steady RSS | steady heap in use |")
+	fmt.Fprintln(w, "| pairs | binder | ready (pvguard's CPU) | first full audit (server) | ready -> audit seen (pvguard's CPU since the start) | startup incremental | 1 change: incremental | pvc-create p50/p99 | pvc-update | pv-create | pv-update | plan: median / max (pending) | peak RSS | peak heap in use | steady RSS | steady heap in use |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range o.Sizes {
 		for _, r := range s.Modes {
@@ -374,8 +376,8 @@ func writeReport(w io.Writer, o output) {
 			case p != nil:
 				plan = fmt.Sprintf("none measured (%s); longest <= %s s", p.Note, p.MaxAtMost)
 			}
-			fmt.Fprintf(w, "| %d | %s | %.2f s | %.2f s | %.2f s | %d, %.2f s | %.1f ms | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-				r.Pairs, r.Mode, r.ReadySeconds, r.FullAuditSeconds, r.ReadyToAuditSeconds, r.StartupIncrementalCount, r.StartupIncrementalSeconds,
+			fmt.Fprintf(w, "| %d | %s | %.2f s (%.2f s) | %.2f s | %.2f s (%.2f s) | %d, %.2f s | %.1f ms | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				r.Pairs, r.Mode, r.ReadySeconds, r.ReadyCPUSeconds, r.FullAuditSeconds, r.ReadyToAuditSeconds, r.AuditCPUSeconds, r.StartupIncrementalCount, r.StartupIncrementalSeconds,
 				r.IncrementalSeconds*1000, lat["pvc-create"], lat["pvc-update"], lat["pv-create"], lat["pv-update"], plan,
 				mib(r.Memory.PeakRSS), mib(r.Memory.PeakHeapInuse), mib(r.Steady.RSS), mib(r.Steady.HeapInuse))
 		}
@@ -403,11 +405,11 @@ func writeUpstreamReport(w io.Writer, o output) {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| pairs | lists of all volumes and claims: JSON / protobuf | kube-controller-manager (PV binder only): synced | peak RSS | steady RSS | ran |")
+	fmt.Fprintln(w, "| pairs | lists of all volumes and claims: JSON gzip / protobuf gzip / protobuf uncompressed | kube-controller-manager (PV binder only): synced | peak RSS | steady RSS | ran |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, s := range o.Sizes {
 		if u := s.Upstream; u != nil {
-			fmt.Fprintf(w, "| %d | %.2f / %.2f s | %.2f s | %s | %s | %.0f s |\n", s.Pairs, u.ListJSONSeconds, u.ListProtobufSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS), u.RanSeconds)
+			fmt.Fprintf(w, "| %d | %.2f / %.2f / %.2f s | %.2f s | %s | %s | %.0f s |\n", s.Pairs, u.ListJSONSeconds, u.ListProtobufSeconds, u.ListProtobufPlainSeconds, u.SyncedSeconds, mib(u.PeakRSS), mib(u.SteadyRSS), u.RanSeconds)
 		}
 	}
 }
@@ -426,6 +428,15 @@ func heapProfile(dir string, pairs int, ru child) string {
 		return ""
 	}
 	return filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pprof", pairs, ru.mode))
+}
+
+// cpuProfile is where a run's CPU profile goes: "" when -cpu-profiles is not set.
+func cpuProfile(dir string, pairs int, ru child) string {
+	if dir == "" {
+		return ""
+	}
+	label := strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(ru.label)
+	return filepath.Join(dir, fmt.Sprintf("cpu-%d-%s.perf.data", pairs, label))
 }
 
 // writeExplainReport prints, when callers asked for explanations, the admission latency without

@@ -29,6 +29,11 @@ type modeResult struct {
 	FullAuditSeconds float64 `json:"full_audit_seconds"`
 	// ReadyToAuditSeconds: /readyz 200 -> the first full audit seen in /metrics (polled every 100 ms).
 	ReadyToAuditSeconds float64 `json:"ready_to_audit_seconds"`
+	// ReadyCPUSeconds and AuditCPUSeconds: the CPU time (user and system) pvguard had used when
+	// it was seen ready and when its first full audit was seen; unlike the wall times, what
+	// other processes on the cores do changes them little.
+	ReadyCPUSeconds float64 `json:"ready_cpu_seconds"`
+	AuditCPUSeconds float64 `json:"audit_cpu_seconds"`
 	// StartupIncremental: the incremental audits that ran after the first full audit before
 	// the server went quiet (the informers' initial adds mark every object changed).
 	StartupIncrementalCount   uint64  `json:"startup_incremental_count"`
@@ -146,14 +151,22 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	}
 	readyAt := time.Now()
 	r.ReadySeconds = ready.Seconds()
-	logf("ready after %.2f s", r.ReadySeconds)
+	r.ReadyCPUSeconds = srv.cpuSeconds()
+	logf("ready after %.2f s (%.2f s of CPU)", r.ReadySeconds, r.ReadyCPUSeconds)
 
 	full, err := waitObservations(ctx, srv, auditMetric, map[string]string{"scope": "full"}, 0, 15*time.Minute)
 	if err != nil {
 		return r, fmt.Errorf("waiting for the first full audit: %w", err)
 	}
 	r.FullAuditSeconds, r.ReadyToAuditSeconds = full.sum, time.Since(readyAt).Seconds()
-	logf("first full audit %.2f s (seen %.2f s after ready)", r.FullAuditSeconds, r.ReadyToAuditSeconds)
+	r.AuditCPUSeconds = srv.cpuSeconds()
+	logf("first full audit %.2f s (seen %.2f s after ready; %.2f s of CPU since the start)", r.FullAuditSeconds, r.ReadyToAuditSeconds, r.AuditCPUSeconds)
+	if c.serve.cpuProfile != "" {
+		if err := srv.stopProfile(); err != nil {
+			return r, err
+		}
+		logf("CPU profile from the start to the first full audit: %s", c.serve.cpuProfile)
+	}
 
 	startup, err := settle(ctx, srv, 3*time.Second, 15*time.Minute)
 	if err != nil {

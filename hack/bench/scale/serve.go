@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
@@ -80,6 +82,9 @@ type server struct {
 	started time.Time
 	exited  chan struct{}
 	waitErr error
+	// perf records the child's CPU profile (serveConfig.cpuProfile) until stopProfile.
+	perf     *exec.Cmd
+	perfDone chan error
 	// hc reaches the server's health and metrics endpoints; the probe needs no trust in the
 	// certificate (reviews are sent with a client that trusts its CA, see reviewClient).
 	hc *http.Client
@@ -96,6 +101,9 @@ type serveConfig struct {
 	// heapProfile, when set, is where the steady state's heap profile is written: the child then
 	// runs with --profiling on a plain metrics address.
 	heapProfile string
+	// cpuProfile, when set, is where `perf record` writes the child's CPU samples from its start
+	// until its first full audit is seen.
+	cpuProfile string
 }
 
 func freePort() (int, error) {
@@ -154,6 +162,12 @@ func startServer(c serveConfig) (*server, error) {
 		return nil, fmt.Errorf("starting %s serve: %w", c.binary, err)
 	}
 	s.pid = s.cmd.Process.Pid
+	if c.cpuProfile != "" {
+		if err := s.startProfile(c.cpuProfile); err != nil {
+			_ = s.cmd.Process.Kill()
+			return nil, err
+		}
+	}
 	go func() {
 		s.waitErr = s.cmd.Wait()
 		_ = log.Close()
@@ -174,6 +188,7 @@ func (s *server) alive() error {
 
 // stop sends SIGTERM and waits; after 30 s it kills.
 func (s *server) stop() error {
+	_ = s.stopProfile() // a run that failed before its first full audit
 	if s.alive() != nil {
 		return nil
 	}
@@ -339,4 +354,57 @@ func (s *server) saveHeapProfile(ctx context.Context, path string) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// startProfile attaches `perf record` (call graphs from Go's frame pointers) to the child: the
+// server's /debug/pprof is served only after its cache has synced, too late for its start.
+func (s *server) startProfile(path string) error {
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		return fmt.Errorf("-cpu-profiles needs perf: %w", err)
+	}
+	s.perf = exec.Command(perf, "record", "-q", "-F", "499", "-g", "-p", strconv.Itoa(s.pid), "-o", path)
+	s.perf.Stdout, s.perf.Stderr = os.Stderr, os.Stderr
+	if err := s.perf.Start(); err != nil {
+		return fmt.Errorf("starting perf record: %w", err)
+	}
+	s.perfDone = make(chan error, 1)
+	go func() { s.perfDone <- s.perf.Wait() }()
+	return nil
+}
+
+// stopProfile ends `perf record` (SIGINT makes it write its file) and waits for it.
+func (s *server) stopProfile() error {
+	if s.perf == nil {
+		return nil
+	}
+	perf := s.perf
+	s.perf = nil
+	if err := perf.Process.Signal(os.Interrupt); err != nil {
+		return fmt.Errorf("stopping perf record: %w", err)
+	}
+	select {
+	case err := <-s.perfDone:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			return fmt.Errorf("perf record: %w", err)
+		}
+		return nil
+	case <-time.After(time.Minute):
+		_ = perf.Process.Kill()
+		return errors.New("perf record did not end within a minute of SIGINT; killed")
+	}
+}
+
+// cpuSeconds is the CPU time (user and system) the child has used so far; 0 when unreadable.
+func (s *server) cpuSeconds() float64 {
+	proc, err := procfs.NewProc(s.pid)
+	if err != nil {
+		return 0
+	}
+	st, err := proc.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.CPUTime()
 }
