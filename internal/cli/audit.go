@@ -76,23 +76,9 @@ func newAuditCommand() *cobra.Command {
 // RunAudit audits the manifests named in o and writes the report to out; problems reading
 // documents go to errOut. The returned error is an *ExitError when the exit code matters.
 func RunAudit(o AuditFlags, out, errOut io.Writer) error {
-	if (len(o.Files) == 0) == (o.Kubeconfig == "") {
-		return errors.New("give either manifests with -f FILE|DIR or a cluster with --kubeconfig")
-	}
-	switch o.Output {
-	case "table", "json", "yaml", "report", "html":
-	default:
-		return fmt.Errorf("-o %s: want table, json, yaml, report or html", o.Output)
-	}
-	var failAt map[policy.Action]bool
-	switch o.FailOn {
-	case "":
-	case policy.ActionDeny:
-		failAt = map[policy.Action]bool{policy.ActionDeny: true}
-	case policy.ActionWarn:
-		failAt = map[policy.Action]bool{policy.ActionDeny: true, policy.ActionWarn: true}
-	default:
-		return fmt.Errorf("--fail-on=%s: want deny or warn", o.FailOn)
+	failAt, err := checkAuditFlags(o)
+	if err != nil {
+		return err
 	}
 	cfg, err := loadPolicyConfig(o.ConfigFile)
 	if err != nil {
@@ -102,79 +88,123 @@ func RunAudit(o AuditFlags, out, errOut io.Writer) error {
 	if o.Now != nil {
 		now = o.Now
 	}
-	var (
-		findings []policy.Finding
-		page     web.Page            // the dashboard's bindings and pending claims, read live
-		st       *clusterstate.State // the manifests read, for the dashboard's bindings and pending claims
-		objects  int
-		readErrs []error
-		// ruleErrs are the rules that could not judge an object; the other rules' findings on
-		// it are still reported.
-		ruleErrs []error
-	)
-	if o.Kubeconfig != "" {
-		var err error
-		if findings, page, objects, ruleErrs, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
-			return err
-		}
-	} else {
-		st, objects, readErrs = manifests.Load(o.Files)
-		for _, e := range readErrs {
-			fmt.Fprintln(errOut, "pvguard audit:", e)
-		}
-		if objects >= progressMin {
-			fmt.Fprintf(errOut, "pvguard audit: auditing %d objects\n", objects)
-		}
-		var err error
-		findings, err = policy.NewEngine(cfg).Audit(st, now(), progressTo(errOut))
-		if ruleErrs, err = policy.SplitRuleErrors(err); err != nil {
-			return err
-		}
+	r, err := auditSource(o, cfg, now, errOut)
+	if err != nil {
+		return err
 	}
-	report := audit.NewReport(objects, findings)
-	for _, e := range readErrs {
+	report := audit.NewReport(r.objects, r.findings)
+	for _, e := range r.readErrs {
 		report.Errors = append(report.Errors, e.Error())
 	}
-	for _, e := range ruleErrs {
+	for _, e := range r.ruleErrs {
 		fmt.Fprintln(errOut, "pvguard audit:", e)
 		report.Errors = append(report.Errors, e.Error())
 	}
 	failed := false
-	for _, f := range findings {
+	for _, f := range r.findings {
 		failed = failed || failAt[f.Action]
 	}
-	var werr error
+	if err := writeAuditOutput(o, out, r, report, cfg, now); err != nil {
+		return err
+	}
+	return auditExit(o, failed, r)
+}
+
+// checkAuditFlags validates the audit flags and returns the actions --fail-on fails at.
+func checkAuditFlags(o AuditFlags) (map[policy.Action]bool, error) {
+	if (len(o.Files) == 0) == (o.Kubeconfig == "") {
+		return nil, errors.New("give either manifests with -f FILE|DIR or a cluster with --kubeconfig")
+	}
+	switch o.Output {
+	case "table", "json", "yaml", "report", "html":
+	default:
+		return nil, fmt.Errorf("-o %s: want table, json, yaml, report or html", o.Output)
+	}
+	var failAt map[policy.Action]bool
+	switch o.FailOn {
+	case "":
+	case policy.ActionDeny:
+		failAt = map[policy.Action]bool{policy.ActionDeny: true}
+	case policy.ActionWarn:
+		failAt = map[policy.Action]bool{policy.ActionDeny: true, policy.ActionWarn: true}
+	default:
+		return nil, fmt.Errorf("--fail-on=%s: want deny or warn", o.FailOn)
+	}
+	return failAt, nil
+}
+
+// auditResult is what one audit of a cluster or of manifests found.
+type auditResult struct {
+	findings []policy.Finding
+	page     web.Page            // the dashboard's bindings and pending claims, read live
+	st       *clusterstate.State // the manifests read, for the dashboard's bindings and pending claims
+	objects  int
+	readErrs []error
+	// ruleErrs are the rules that could not judge an object; the other rules' findings on
+	// it are still reported.
+	ruleErrs []error
+}
+
+// auditSource audits the cluster or the manifests the flags name.
+func auditSource(o AuditFlags, cfg *policy.Config, now func() time.Time, errOut io.Writer) (auditResult, error) {
+	var r auditResult
+	if o.Kubeconfig != "" {
+		var err error
+		if r.findings, r.page, r.objects, r.ruleErrs, err = auditCluster(o.Kubeconfig, cfg, now, errOut); err != nil {
+			return r, err
+		}
+		return r, nil
+	}
+	r.st, r.objects, r.readErrs = manifests.Load(o.Files)
+	for _, e := range r.readErrs {
+		fmt.Fprintln(errOut, "pvguard audit:", e)
+	}
+	if r.objects >= progressMin {
+		fmt.Fprintf(errOut, "pvguard audit: auditing %d objects\n", r.objects)
+	}
+	var err error
+	r.findings, err = policy.NewEngine(cfg).Audit(r.st, now(), progressTo(errOut))
+	if r.ruleErrs, err = policy.SplitRuleErrors(err); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// writeAuditOutput writes the audit's result in the format -o names.
+func writeAuditOutput(o AuditFlags, out io.Writer, r auditResult, report audit.Report, cfg *policy.Config, now func() time.Time) error {
 	switch o.Output {
 	case "report":
 		var v policy.View
-		if st != nil {
-			v = st
+		if r.st != nil {
+			v = r.st
 		}
-		werr = writeOpenReports(out, findings, now(), v, cfg)
+		return writeOpenReports(out, r.findings, now(), v, cfg)
 	case "html":
+		page := r.page
 		if o.Kubeconfig != "" {
 			report.Time = now()
 		}
-		if st != nil {
+		if r.st != nil {
 			// Only the dashboard shows them: the other outputs skip the pass over every volume and claim.
-			page.Bindings, page.Pending = audit.BindingsOf(st), audit.PendingOf(st)
+			page.Bindings, page.Pending = audit.BindingsOf(r.st), audit.PendingOf(r.st)
 		}
 		// A file has no explain pages beside it: its pending claims link nowhere.
 		page.Report, page.ExplainLinks = report, false
-		werr = web.RenderDashboard(out, page)
+		return web.RenderDashboard(out, page)
 	default:
-		werr = writeAuditReport(out, o.Output, report)
+		return writeAuditReport(out, o.Output, report)
 	}
-	if werr != nil {
-		return werr
-	}
+}
+
+// auditExit returns the exit error the audit's findings and errors call for, or nil.
+func auditExit(o AuditFlags, failed bool, r auditResult) error {
 	switch {
 	case failed:
 		return &ExitError{Code: ExitFindings, Msg: fmt.Sprintf("findings at or above --fail-on=%s", o.FailOn)}
-	case len(readErrs) > 0:
-		return &ExitError{Code: ExitBadManifest, Msg: fmt.Sprintf("%d document(s) could not be read", len(readErrs))}
-	case len(ruleErrs) > 0:
-		return &ExitError{Code: ExitIncomplete, Msg: fmt.Sprintf("%d rule evaluation(s) failed; the other findings are reported", len(ruleErrs))}
+	case len(r.readErrs) > 0:
+		return &ExitError{Code: ExitBadManifest, Msg: fmt.Sprintf("%d document(s) could not be read", len(r.readErrs))}
+	case len(r.ruleErrs) > 0:
+		return &ExitError{Code: ExitIncomplete, Msg: fmt.Sprintf("%d rule evaluation(s) failed; the other findings are reported", len(r.ruleErrs))}
 	}
 	return nil
 }
