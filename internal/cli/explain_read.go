@@ -96,7 +96,7 @@ func readClaimLiveWith(ctx context.Context, rc *rest.Config, leases client.Reade
 // (settledPairs); and, with leases set, the Leases of the claim's provisioner. Claims naming a
 // volume that does not name them back are read again one by one: they are few, and the state
 // holds them whole. Lists are read page objects at a time; claims and volumes through pages, as
-// they stream in, each object decoded whole only when it is kept (explain_wire.go); keep is how
+// they stream in, each object decoded whole only when it is kept (explain_wire.go, explain_scan.go); keep is how
 // many settled volumes it keeps (settledKept). A claim that does not exist is
 // explain.ErrUnknownClaim.
 func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageReader, leases client.Reader, namespace, name string, page int64, keep int) (explain.Input, settledPairs, error) {
@@ -109,8 +109,52 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 		return explain.Input{}, settled, fmt.Errorf("reading claim %s/%s: %w", namespace, name, err)
 	}
 
+	classes, err := listClasses(ctx, cs, page)
+	if err != nil {
+		return explain.Input{}, settled, err
+	}
+	in := explain.Input{NodesListed: true, Now: time.Now()}
+	nodes, err := listNodeLabels(ctx, cs, page)
+	if err != nil {
+		return explain.Input{}, settled, err
+	}
+	if err := listPodsAndEvents(ctx, cs, &in, namespace, page); err != nil {
+		return explain.Input{}, settled, err
+	}
+	claims, whole, bound, err := readClaimList(ctx, pages, target, page)
+	if err != nil {
+		return explain.Input{}, settled, err
+	}
+	closest := closestSettled{keep: keep, target: target, classes: classes, nodes: nodes, pods: in.Pods, out: &settled}
+	volumes, err := readVolumeList(ctx, pages, target, whole, bound, &closest, page)
+	if err != nil {
+		return explain.Input{}, settled, err
+	}
+	// The claims left in bound name a volume that does not name them back: read them whole.
+	for _, b := range sortedBound(bound) {
+		c, err := cs.CoreV1().PersistentVolumeClaims(b.namespace).Get(ctx, b.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return explain.Input{}, settled, fmt.Errorf("reading claim %s/%s: %w", b.namespace, b.name, err)
+		}
+		claims = append(claims, trimClaim(c))
+	}
+
+	in.State = clusterstate.New(claims, volumes, classes, nodes).WithPods(in.Pods)
+	if leases != nil {
+		if err := explain.ReadProvisionerLeases(ctx, leases, &in, namespace, name); err != nil {
+			return explain.Input{}, settled, err
+		}
+	}
+	return in, settled, nil
+}
+
+// listClasses lists every storage class, page objects at a time.
+func listClasses(ctx context.Context, cs kubernetes.Interface, page int64) ([]*storagev1.StorageClass, error) {
 	var classes []*storagev1.StorageClass
-	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	err := eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := cs.StorageV1().StorageClasses().List(ctx, o)
 		if err != nil {
 			return "", err
@@ -121,13 +165,16 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 		return l.Continue, nil
 	})
 	if err != nil {
-		return explain.Input{}, settled, fmt.Errorf("listing storage classes: %w", err)
+		return nil, fmt.Errorf("listing storage classes: %w", err)
 	}
+	return classes, nil
+}
 
-	in := explain.Input{NodesListed: true, Now: time.Now()}
+// listNodeLabels lists the nodes, keeping of each only its name, uid and labels.
+func listNodeLabels(ctx context.Context, cs kubernetes.Interface, page int64) ([]*corev1.Node, error) {
 	// Nodes: only names and labels, all that the binder and the explanation read of a node.
 	var nodes []*corev1.Node
-	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	err := eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := cs.CoreV1().Nodes().List(ctx, o)
 		if err != nil {
 			return "", err
@@ -139,10 +186,14 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 		return l.Continue, nil
 	})
 	if err != nil {
-		return explain.Input{}, settled, fmt.Errorf("listing nodes: %w", err)
+		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
+	return nodes, nil
+}
 
-	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+// listPodsAndEvents lists the pods and events of namespace into in, without managed fields.
+func listPodsAndEvents(ctx context.Context, cs kubernetes.Interface, in *explain.Input, namespace string, page int64) error {
+	err := eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := cs.CoreV1().Pods(namespace).List(ctx, o)
 		if err != nil {
 			return "", err
@@ -155,7 +206,7 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 		return l.Continue, nil
 	})
 	if err != nil {
-		return explain.Input{}, settled, fmt.Errorf("listing pods in namespace %s: %w", namespace, err)
+		return fmt.Errorf("listing pods in namespace %s: %w", namespace, err)
 	}
 	err = eachPage(ctx, page, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := cs.CoreV1().Events(namespace).List(ctx, o)
@@ -170,14 +221,20 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 		return l.Continue, nil
 	})
 	if err != nil {
-		return explain.Input{}, settled, fmt.Errorf("listing events in namespace %s: %w", namespace, err)
+		return fmt.Errorf("listing events in namespace %s: %w", namespace, err)
 	}
+	return nil
+}
+
+// readClaimList lists the claims: whole those without a volume and target, of the others only
+// the volume each names (bound); whole says which claims were kept whole.
+func readClaimList(ctx context.Context, pages pageReader, target *corev1.PersistentVolumeClaim, page int64) ([]*corev1.PersistentVolumeClaim, map[types.UID]bool, map[types.UID]boundClaim, error) {
 	// Claims: whole when the binder may plan them (no volume named) or when explained; else
 	// only the volume each names, by uid.
 	var claims []*corev1.PersistentVolumeClaim
 	whole := map[types.UID]bool{} // the claims kept whole: a volume naming one may be planned for it
 	bound := map[types.UID]boundClaim{}
-	err = eachItems(ctx, pages, "persistentvolumeclaims", "PersistentVolumeClaimList", page, func(items [][]byte) error {
+	err := eachItems(ctx, pages, "persistentvolumeclaims", "PersistentVolumeClaimList", page, func(items [][]byte) error {
 		for _, item := range items {
 			f, err := scanClaim(item)
 			if err != nil {
@@ -198,15 +255,19 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 		return nil
 	})
 	if err != nil {
-		return explain.Input{}, settled, fmt.Errorf("listing claims: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing claims: %w", err)
 	}
 	if !containsClaim(claims, target.UID) {
 		claims = append(claims, trimClaim(target)) // created after the list began
 	}
+	return claims, whole, bound, nil
+}
 
+// readVolumeList lists the volumes: the settled ones go to closest, which keeps the closest and
+// counts the rest; bound loses each claim whose volume names it back.
+func readVolumeList(ctx context.Context, pages pageReader, target *corev1.PersistentVolumeClaim, whole map[types.UID]bool, bound map[types.UID]boundClaim, closest *closestSettled, page int64) ([]*corev1.PersistentVolume, error) {
 	var volumes []*corev1.PersistentVolume
-	closest := closestSettled{keep: keep, target: target, classes: classes, nodes: nodes, pods: in.Pods, out: &settled}
-	err = eachItems(ctx, pages, "persistentvolumes", "PersistentVolumeList", page, func(items [][]byte) error {
+	err := eachItems(ctx, pages, "persistentvolumes", "PersistentVolumeList", page, func(items [][]byte) error {
 		var pairs []*corev1.PersistentVolume
 		for _, item := range items {
 			f, err := scanVolume(item)
@@ -234,28 +295,9 @@ func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageRead
 		return closest.add(pairs)
 	})
 	if err != nil {
-		return explain.Input{}, settled, fmt.Errorf("listing volumes: %w", err)
+		return nil, fmt.Errorf("listing volumes: %w", err)
 	}
-	volumes = append(volumes, closest.kept...)
-	// The claims left in bound name a volume that does not name them back: read them whole.
-	for _, b := range sortedBound(bound) {
-		c, err := cs.CoreV1().PersistentVolumeClaims(b.namespace).Get(ctx, b.name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return explain.Input{}, settled, fmt.Errorf("reading claim %s/%s: %w", b.namespace, b.name, err)
-		}
-		claims = append(claims, trimClaim(c))
-	}
-
-	in.State = clusterstate.New(claims, volumes, classes, nodes).WithPods(in.Pods)
-	if leases != nil {
-		if err := explain.ReadProvisionerLeases(ctx, leases, &in, namespace, name); err != nil {
-			return explain.Input{}, settled, err
-		}
-	}
-	return in, settled, nil
+	return append(volumes, closest.kept...), nil
 }
 
 // settledVolume says the volume of f (what the read scanned of it) is no one's to take in a plan
