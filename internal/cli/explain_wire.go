@@ -17,8 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-
-	"github.com/pvguard/pvguard/storage"
 )
 
 // This file reads the two large lists of a claim's local explanation, claims and volumes,
@@ -55,90 +53,114 @@ const (
 // it has read the last, so that the apiserver's work, the network and the client's overlap. It
 // holds at most batches batches (about 3 MB, whatever the page size).
 func eachItems(ctx context.Context, pages pageReader, resource, kind string, limit int64, f func(items [][]byte) error) error {
-	type batch struct {
-		arena []byte // the items' bytes
-		items [][]byte
-		err   error
-	}
 	readCtx, cancel := context.WithCancel(ctx)
 	var reader sync.WaitGroup
 	defer reader.Wait() // so that nothing reads through pages once this returns
 	defer cancel()      // ends the reader when f fails
-	out := make(chan batch)
-	free := make(chan []byte, batches)
+	r := &batchReader{ctx: readCtx, pages: pages, resource: resource, kind: kind, limit: limit,
+		out: make(chan itemBatch), free: make(chan []byte, batches)}
 	for range batches {
-		free <- nil // grown as items are read into it, then reused
+		r.free <- nil // grown as items are read into it, then reused
 	}
-	reader.Go(func() {
-		defer close(out)
-		var cur batch
-		take := func() bool {
-			select {
-			case a := <-free:
-				cur = batch{arena: a[:0]}
-				return true
-			case <-readCtx.Done():
-				return false
-			}
-		}
-		send := func() bool {
-			select {
-			case out <- cur:
-				return true
-			case <-readCtx.Done():
-				return false
-			}
-		}
-		if !take() {
-			return
-		}
-		br := bufio.NewReaderSize(nil, 64<<10)
-		o := metav1.ListOptions{Limit: limit}
-		for {
-			next, err := func() (string, error) {
-				body, err := pages(readCtx, resource, o)
-				if err != nil {
-					return "", err
-				}
-				defer func() { _ = body.Close() }()
-				br.Reset(body)
-				return readItems(br, kind, &cur.arena, func(item []byte) error {
-					cur.items = append(cur.items, item)
-					if len(cur.arena) < batchBytes {
-						return nil
-					}
-					if !send() || !take() {
-						return readCtx.Err()
-					}
-					return nil
-				})
-			}()
-			if err != nil {
-				cur.err = err
-				send()
-				return
-			}
-			// A page's last items are handed over as a batch of their own, for f to read while
-			// the next page is asked for.
-			if len(cur.items) > 0 && (!send() || !take()) {
-				return
-			}
-			if next == "" {
-				return
-			}
-			o.Continue = next
-		}
-	})
-	for b := range out {
+	reader.Go(r.run)
+	for b := range r.out {
 		if b.err != nil {
 			return b.err
 		}
 		if err := f(b.items); err != nil {
 			return err
 		}
-		free <- b.arena
+		r.free <- b.arena
 	}
 	return ctx.Err() // the reader stops without a batch when ctx ends
+}
+
+// itemBatch is a batch of a list's items that eachItems hands to its caller.
+type itemBatch struct {
+	arena []byte // the items' bytes
+	items [][]byte
+	err   error
+}
+
+// batchReader is eachItems' reader goroutine: it reads the list's pages into batches, taking
+// arenas from free and handing full batches to out.
+type batchReader struct {
+	ctx            context.Context
+	pages          pageReader
+	resource, kind string
+	limit          int64
+	out            chan itemBatch
+	free           chan []byte
+	cur            itemBatch
+}
+
+// take starts the next batch in a free arena; false when the read is cancelled.
+func (r *batchReader) take() bool {
+	select {
+	case a := <-r.free:
+		r.cur = itemBatch{arena: a[:0]}
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// send hands the current batch over; false when the read is cancelled.
+func (r *batchReader) send() bool {
+	select {
+	case r.out <- r.cur:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// run reads every page into batches until the list ends, fails or is cancelled, then closes out.
+func (r *batchReader) run() {
+	defer close(r.out)
+	if !r.take() {
+		return
+	}
+	br := bufio.NewReaderSize(nil, 64<<10)
+	o := metav1.ListOptions{Limit: r.limit}
+	for {
+		next, err := r.readPage(br, o)
+		if err != nil {
+			r.cur.err = err
+			r.send()
+			return
+		}
+		// A page's last items are handed over as a batch of their own, for f to read while
+		// the next page is asked for.
+		if len(r.cur.items) > 0 && (!r.send() || !r.take()) {
+			return
+		}
+		if next == "" {
+			return
+		}
+		o.Continue = next
+	}
+}
+
+// readPage reads the page o asks for into batches, handing each full one over, and returns the
+// list's continue token.
+func (r *batchReader) readPage(br *bufio.Reader, o metav1.ListOptions) (string, error) {
+	body, err := r.pages(r.ctx, r.resource, o)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = body.Close() }()
+	br.Reset(body)
+	return readItems(br, r.kind, &r.cur.arena, func(item []byte) error {
+		r.cur.items = append(r.cur.items, item)
+		if len(r.cur.arena) < batchBytes {
+			return nil
+		}
+		if !r.send() || !r.take() {
+			return r.ctx.Err()
+		}
+		return nil
+	})
 }
 
 // protobufMagic starts the apiserver's protobuf encoding of an object (apimachinery's protobuf
@@ -421,170 +443,4 @@ func jsonListItems(body []byte, kind string) (items [][]byte, next string, err e
 		return nil, "", fmt.Errorf("decoding a %s: the server sent a %q", kind, obj.GetObjectKind().GroupVersionKind().Kind)
 	}
 	return encoded, next, nil
-}
-
-// eachField calls f with the number and the value of each field of the protobuf message b, in
-// order: the payload of a length-delimited field (a string, bytes, a message, a map entry, one
-// element of a repeated one), nil for a scalar, which no caller reads.
-func eachField(b []byte, f func(num protowire.Number, v []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v []byte
-		if typ == protowire.BytesType {
-			v, n = protowire.ConsumeBytes(b)
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		if err := f(num, v); err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
-// claimFacts is what the local read needs of every claim: who it is and which volume it names.
-type claimFacts struct {
-	namespace, name, uid, volumeName string
-}
-
-// scanClaim reads claimFacts from the protobuf encoding of a PersistentVolumeClaim.
-func scanClaim(b []byte) (claimFacts, error) {
-	var f claimFacts
-	err := eachField(b, func(num protowire.Number, v []byte) error {
-		switch num {
-		case 1: // metadata
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				switch num {
-				case 1:
-					f.name = string(v)
-				case 3:
-					f.namespace = string(v)
-				case 5:
-					f.uid = string(v)
-				}
-				return nil
-			})
-		case 2: // spec
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				if num == 3 {
-					f.volumeName = string(v)
-				}
-				return nil
-			})
-		}
-		return nil
-	})
-	if err != nil {
-		return claimFacts{}, fmt.Errorf("decoding a PersistentVolumeClaim: %w", err)
-	}
-	return f, nil
-}
-
-// volumeFacts is what the local read needs of every volume to tell whether it is settled and,
-// once the closest settled volumes are kept, whether it can rank before them: its name, class
-// (storage.VolumeClass: the beta annotation over spec.storageClassName), phase and the claim it
-// names.
-type volumeFacts struct {
-	name, class, phase            string
-	hasRef                        bool
-	refNamespace, refName, refUID string
-}
-
-// scanVolume reads volumeFacts from the protobuf encoding of a PersistentVolume.
-func scanVolume(b []byte) (volumeFacts, error) {
-	var f volumeFacts
-	var specClass string
-	betaClass, hasBetaClass := "", false
-	err := eachField(b, func(num protowire.Number, v []byte) error {
-		switch num {
-		case 1: // metadata
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				switch num {
-				case 1:
-					f.name = string(v)
-				case 12: // annotations: an entry, key 1 and value 2
-					var key, value []byte
-					err := eachField(v, func(num protowire.Number, v []byte) error {
-						switch num {
-						case 1:
-							key = v
-						case 2:
-							value = v
-						}
-						return nil
-					})
-					if err == nil && string(key) == storage.AnnBetaStorageClass {
-						betaClass, hasBetaClass = string(value), true
-					}
-					return err
-				}
-				return nil
-			})
-		case 2: // spec
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				switch num {
-				case 4: // claimRef
-					f.hasRef = true
-					return eachField(v, func(num protowire.Number, v []byte) error {
-						switch num {
-						case 2:
-							f.refNamespace = string(v)
-						case 3:
-							f.refName = string(v)
-						case 4:
-							f.refUID = string(v)
-						}
-						return nil
-					})
-				case 6:
-					specClass = string(v)
-				}
-				return nil
-			})
-		case 3: // status
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				if num == 1 {
-					f.phase = string(v)
-				}
-				return nil
-			})
-		}
-		return nil
-	})
-	if err != nil {
-		return volumeFacts{}, fmt.Errorf("decoding a PersistentVolume: %w", err)
-	}
-	f.class = specClass
-	if hasBetaClass {
-		f.class = betaClass
-	}
-	return f, nil
-}
-
-// decodeClaim and decodeVolume decode an item whole, without the managed fields and the
-// `kubectl apply` annotation (as trimClaim), which no rule, the binder nor the explanation reads.
-func decodeClaim(b []byte) (*corev1.PersistentVolumeClaim, error) {
-	c := &corev1.PersistentVolumeClaim{}
-	if err := c.Unmarshal(b); err != nil {
-		return nil, fmt.Errorf("decoding a PersistentVolumeClaim: %w", err)
-	}
-	c.ManagedFields, c.Annotations = nil, withoutLastApplied(c.Annotations)
-	return c, nil
-}
-
-func decodeVolume(b []byte) (*corev1.PersistentVolume, error) {
-	v := &corev1.PersistentVolume{}
-	if err := v.Unmarshal(b); err != nil {
-		return nil, fmt.Errorf("decoding a PersistentVolume: %w", err)
-	}
-	v.ManagedFields, v.Annotations = nil, withoutLastApplied(v.Annotations)
-	return v, nil
 }
