@@ -1,0 +1,286 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
+)
+
+// This file holds the Runner's audits: the full one, the incremental one, and how each object
+// is judged and recorded.
+
+// RunOnce audits the whole cache now, with the one full audit (policy.Engine.AuditEach), the
+// findings that report an object as gone confirmed live.
+func (r *Runner) RunOnce(ctx context.Context) (err error) {
+	start := time.Now()
+	// The changes reported until now are in the cache this audit reads (an informer stores an
+	// object before it tells its handlers), so this audit judges them all: taken now, they are
+	// not audited again one by one. At a start that is every object of the informers' first
+	// lists, which would otherwise make a second audit of the whole cluster right after the
+	// first. Put back if the audit fails before its results are kept.
+	full, dirty := r.takePending()
+	kept := false
+	defer func() {
+		if !kept {
+			r.restorePending(full, dirty)
+		}
+	}()
+	st, err := r.state(ctx)
+	if err != nil {
+		return err
+	}
+	// The state's one index serves the audit and the bindings.
+	// One live list of the nodes serves the whole audit's confirmations.
+	live := liveView{ctx: ctx, c: r.o.Live, nodes: &nodeList{}}
+	each, err := r.o.Engine().AuditEach(st, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: live})
+	if err != nil {
+		return err
+	}
+	keys, results, err := recordEach(each, st)
+	if err != nil {
+		return err
+	}
+	objects := make(map[clusterstate.Key]judged, len(each))
+	var failed []error
+	for i, oa := range each {
+		objects[keys[i]] = results[i]
+		if oa.Err != nil {
+			failed = append(failed, oa.Err)
+		}
+	}
+	r.mu.Lock()
+	r.objects, r.orderStale = objects, true
+	r.mu.Unlock()
+	kept = true
+	r.publish(start, "full")
+	return errors.Join(failed...)
+}
+
+// recordEach is record of every audited object, spread over the cores as the audit is: on one
+// core the volumes' binding rows took about as long as the rules on two. The first error in
+// the objects' order is returned, as a loop over them would.
+func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]clusterstate.Key, []judged, error) {
+	keys, results := make([]clusterstate.Key, len(each)), make([]judged, len(each))
+	errs := make([]error, len(each))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), (len(each)+recordBlock-1)/recordBlock) {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(recordBlock)) - recordBlock
+				if start >= len(each) {
+					return
+				}
+				for i := start; i < min(start+recordBlock, len(each)); i++ {
+					oa := each[i]
+					if _, errs[i] = policy.SplitRuleErrors(oa.Err); errs[i] == nil {
+						keys[i], results[i], errs[i] = record(oa.Object, oa.Findings, st)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return keys, results, nil
+}
+
+// recordBlock is how many consecutive objects recordEach's goroutines take at a time.
+const recordBlock = 1024
+
+// runIncremental re-audits the changed objects and their neighbours two links out: a claim, the
+// volumes it names or that name it, and the other claims of those volumes (whose double-binding
+// and pair findings mention it).
+func (r *Runner) runIncremental(ctx context.Context, dirty map[clusterstate.Key]struct{}) error {
+	start := time.Now()
+	v, err := r.view(ctx)
+	if err != nil {
+		return err
+	}
+	todo := make(map[clusterstate.Key]any, len(dirty))
+	frontier := dirty
+	for hop := 0; hop <= 2 && len(frontier) > 0; hop++ {
+		next := map[clusterstate.Key]struct{}{}
+		for k := range frontier {
+			if _, done := todo[k]; done {
+				continue
+			}
+			obj, neighbours, err := lookup(v, k)
+			if err != nil {
+				return err
+			}
+			todo[k] = obj
+			for _, n := range neighbours {
+				next[n] = struct{}{}
+			}
+		}
+		frontier = next
+	}
+	results := make(map[clusterstate.Key]*judged, len(todo))
+	var failed []error
+	for k, obj := range todo {
+		if obj == nil {
+			results[k] = nil // gone
+			continue
+		}
+		_, j, ruleErr, err := r.judge(ctx, obj, v)
+		if err != nil {
+			return err
+		}
+		results[k] = &j
+		failed = append(failed, ruleErr)
+	}
+	r.mu.Lock()
+	for k, j := range results {
+		_, had := r.objects[k]
+		if j == nil {
+			delete(r.objects, k)
+		} else {
+			r.objects[k] = *j
+		}
+		if had != (j != nil) {
+			r.orderStale = true
+		}
+	}
+	r.mu.Unlock()
+	r.publish(start, "incremental")
+	return errors.Join(failed...)
+}
+
+// lookup reads one object through the view (nil when it is gone) and lists its neighbours.
+func lookup(v policy.View, k clusterstate.Key) (any, []clusterstate.Key, error) {
+	var out []clusterstate.Key
+	switch k.Kind {
+	case clusterstate.KindPersistentVolume:
+		pv, err := v.PersistentVolume(k.Name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("re-auditing volume %s: %w", k.Name, err)
+		}
+		claims, err := v.ClaimsNamingVolume(k.Name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("re-auditing volume %s: %w", k.Name, err)
+		}
+		for _, c := range claims {
+			out = append(out, clusterstate.ClaimKey(c.Namespace, c.Name))
+		}
+		if pv == nil {
+			return nil, out, nil
+		}
+		// A claimRef without a name or namespace has no claim to look up (and the read would fail).
+		if ref := pv.Spec.ClaimRef; storage.NamesAClaim(ref) {
+			out = append(out, clusterstate.ClaimKey(ref.Namespace, ref.Name))
+		}
+		return pv, out, nil
+	case clusterstate.KindPersistentVolumeClaim:
+		pvc, err := v.PersistentVolumeClaim(k.Namespace, k.Name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("re-auditing claim %s/%s: %w", k.Namespace, k.Name, err)
+		}
+		vols, err := v.VolumesClaiming(k.Namespace, k.Name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("re-auditing claim %s/%s: %w", k.Namespace, k.Name, err)
+		}
+		for _, pv := range vols {
+			out = append(out, clusterstate.VolumeKey(pv.Name))
+		}
+		if pvc == nil {
+			return nil, out, nil
+		}
+		if pvc.Spec.VolumeName != "" {
+			out = append(out, clusterstate.VolumeKey(pvc.Spec.VolumeName))
+		}
+		return pvc, out, nil
+	}
+	return nil, nil, fmt.Errorf("re-auditing %s %s: not a volume or claim", k.Kind, k.Name)
+}
+
+// judge audits one object, confirming absences live, and computes its binding row. When some
+// rules could not judge the object, ruleErr says which and the result holds the findings of the
+// rules that could, so one rule's failure does not hide the object's other findings; the caller
+// keeps them and reports ruleErr. Any other failure is err, with no result.
+func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k clusterstate.Key, j judged, ruleErr, err error) {
+	engine, now := r.o.Engine(), r.o.Now()
+	found, ruleErr := engine.AuditObject(obj, v, now)
+	if _, err := policy.SplitRuleErrors(ruleErr); err != nil {
+		return clusterstate.Key{}, judged{}, nil, err
+	}
+	if found, err = engine.Confirm(found, r.live(ctx), now); err != nil {
+		return clusterstate.Key{}, judged{}, nil, err
+	}
+	if k, j, err = record(obj, found, v); err != nil {
+		return clusterstate.Key{}, judged{}, nil, err
+	}
+	return k, j, ruleErr, nil
+}
+
+// record is an audited object's key and result: its findings and, for a volume, its binding row,
+// for a claim not bound, its pending row.
+func record(obj any, found []policy.Finding, v policy.View) (clusterstate.Key, judged, error) {
+	j := judged{findings: found}
+	var k clusterstate.Key
+	switch o := obj.(type) {
+	case *corev1.PersistentVolume:
+		k = clusterstate.VolumeKey(o.Name)
+		b, err := bindingOf(o, v)
+		if err != nil {
+			return clusterstate.Key{}, judged{}, err
+		}
+		j.binding = &b
+	case *corev1.PersistentVolumeClaim:
+		k = clusterstate.ClaimKey(o.Namespace, o.Name)
+		if p, ok := pendingOf(o); ok {
+			j.pending = &p
+		}
+	case *storagev1.StorageClass:
+		k = clusterstate.ClassKey(o.Name)
+	}
+	return k, j, nil
+}
+
+// view is what an incremental audit reads related objects through: the options' View, or the
+// cache's state.
+func (r *Runner) view(ctx context.Context) (policy.View, error) {
+	if r.o.View != nil {
+		return r.o.View(ctx), nil
+	}
+	st, err := r.state(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// live is the view findings are confirmed on: reads past the cache, so that an informer that
+// has not caught up does not make pvguard report a claim or volume as gone. Which findings need
+// it, and what confirms them, each rule declares (policy.Rule.ConfirmLive).
+func (r *Runner) live(ctx context.Context) policy.View { return liveView{ctx: ctx, c: r.o.Live} }
+
+// state reads the cluster's state from the cache (clusterstate.Read), with the pods the rules
+// read (clusterstate.ReadPods: the cache's own, stripped, or a live client's, stripped page by
+// page).
+func (r *Runner) state(ctx context.Context) (*clusterstate.State, error) {
+	s, err := clusterstate.Read(ctx, r.o.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
+	}
+	pods, err := clusterstate.ReadPods(ctx, r.o.Cache)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
+	}
+	return s.WithPods(pods), nil
+}

@@ -1,0 +1,122 @@
+package audit
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/policy"
+)
+
+// This file holds the Runner's report: publishing an audit's results, and reading them back.
+
+// Bindings returns the PV <-> PVC table of the last audit, in report order. It is built when
+// asked for (the dashboard), not on every audit: an incremental audit of one object would
+// otherwise copy the rows of every volume in the cluster.
+func (r *Runner) Bindings() []Binding {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sortOrder()
+	var out []Binding
+	for _, k := range r.order {
+		if j := r.objects[k]; j.binding != nil {
+			out = append(out, *j.binding)
+		}
+	}
+	return out
+}
+
+// Pending returns the claims the last audit found not bound, in report order (built when asked
+// for, as Bindings).
+func (r *Runner) Pending() []PendingClaim {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sortOrder()
+	var out []PendingClaim
+	for _, k := range r.order {
+		if j := r.objects[k]; j.pending != nil {
+			out = append(out, *j.pending)
+		}
+	}
+	return out
+}
+
+// sortOrder brings r.order up to date with r.objects' keys; r.mu must be held for writing.
+func (r *Runner) sortOrder() {
+	if r.orderStale {
+		r.order, r.orderStale = sortedKeys(r.objects), false
+	}
+}
+
+// LatestFindings returns the last audit's findings, when it ran and how many objects it read.
+func (r *Runner) LatestFindings() ([]policy.Finding, time.Time, int) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.found, r.latest.Time, r.latest.Summary.Objects
+}
+
+// Latest returns the last audit's report.
+func (r *Runner) Latest() Report {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.latest
+}
+
+// publish merges the per-object results into the report and the metrics (the bindings and the
+// pending claims are built when asked for).
+func (r *Runner) publish(start time.Time, scope string) {
+	r.mu.Lock()
+	// Only the objects with findings are put in report order: nearly every object has none, and
+	// sorting every key of the cluster took most of a full audit's time after the rules'.
+	// The rows' order (Bindings, Pending) is sorted when they are asked for.
+	var keys []clusterstate.Key
+	for k, j := range r.objects {
+		if len(j.findings) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	sortKeys(keys)
+	perObject := make([][]policy.Finding, 0, len(keys))
+	for _, k := range keys {
+		perObject = append(perObject, r.objects[k].findings)
+	}
+	found := policy.Merge(perObject)
+	report := NewReport(len(r.objects), found)
+	report.Time = r.o.Now()
+	r.latest, r.found = report, found
+	r.mu.Unlock()
+	select {
+	case r.updated <- struct{}{}:
+	default:
+	}
+	r.findings.Reset()
+	for _, f := range found {
+		r.findings.WithLabelValues(string(f.Rule), string(f.Action)).Inc()
+	}
+	r.duration.WithLabelValues(scope).Observe(time.Since(start).Seconds())
+	r.lastRun.Set(float64(time.Now().Unix()))
+}
+
+// sortedKeys returns the keys in report order: by kind, namespace and name.
+func sortedKeys(objects map[clusterstate.Key]judged) []clusterstate.Key {
+	keys := make([]clusterstate.Key, 0, len(objects))
+	for k := range objects {
+		keys = append(keys, k)
+	}
+	sortKeys(keys)
+	return keys
+}
+
+// sortKeys sorts keys in report order: by kind, namespace and name.
+func sortKeys(keys []clusterstate.Key) {
+	slices.SortFunc(keys, func(a, b clusterstate.Key) int {
+		if c := cmp.Compare(policy.AuditOrder(a.Kind), policy.AuditOrder(b.Kind)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+}
