@@ -96,9 +96,9 @@ func readClaimLiveWith(ctx context.Context, rc *rest.Config, leases client.Reade
 // (settledPairs); and, with leases set, the Leases of the claim's provisioner. Claims naming a
 // volume that does not name them back are read again one by one: they are few, and the state
 // holds them whole. Lists are read page objects at a time; claims and volumes through pages, as
-// they stream in, each object decoded whole only when it is kept (explain_wire.go, explain_scan.go); keep is how
-// many settled volumes it keeps (settledKept). A claim that does not exist is
-// explain.ErrUnknownClaim.
+// they stream in, each object decoded whole only when it is kept (explain_wire.go,
+// explain_scan.go); keep is how many settled volumes it keeps (settledKept). A claim that does
+// not exist is explain.ErrUnknownClaim.
 func readClaimInput(ctx context.Context, cs kubernetes.Interface, pages pageReader, leases client.Reader, namespace, name string, page int64, keep int) (explain.Input, settledPairs, error) {
 	settled := settledPairs{ByClass: map[string]int{}, ByCheck: map[explain.Check]int{}}
 	target, err := cs.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
