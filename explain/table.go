@@ -410,8 +410,8 @@ func explainTable(x *index, p pool, c *corev1.PersistentVolumeClaim, head int) (
 	st := decide(x, s, p.plan.Volumes[c.UID])
 	t, denied := newTable(x, c, targets, s.className)
 	if len(denied) > 0 {
-		// As explainClaim: plan again without the pairs the engine denies.
-		p = planPool(x, withDenials(x.in.InFlight, c.UID, denied))
+		// As explainClaim: the plan without the pairs the engine denies.
+		p = x.withoutDenied(p, c.UID, denied)
 		st = decide(x, s, p.plan.Volumes[c.UID])
 	}
 	t.p = p
