@@ -137,3 +137,68 @@ func TestFreshPlansSeeTheWritesBeforeTheQuestion(t *testing.T) {
 		t.Fatalf("the plan asked for now misses the new claim: %v", err)
 	}
 }
+
+// TestQuestionsAboutUnchangedClaimsReadTheNewestPlan: a question about a claim the newest plan
+// holds as the cache holds it reads that plan, though other objects changed since; a question
+// about a claim that changed since, or that the plan does not hold, reads a plan read after it.
+func TestQuestionsAboutUnchangedClaimsReadTheNewestPlan(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(PVC("ns", "c", Request("1Gi"))).Build()
+	p := NewPlans(ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard()}, PlansOptions{MinInterval: time.Millisecond, FreshWait: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := p.forClaim(ctx, c, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, PV("pv-new", Capacity("1Gi"), Phase(corev1.VolumeAvailable))); err != nil {
+		t.Fatal(err)
+	}
+	p.Changed()
+	if s, err := p.forClaim(ctx, c, "ns", "c"); err != nil || s != first {
+		t.Fatalf("a question about an unchanged claim read another plan (%v)", err)
+	}
+	if s, err := p.forClaim(ctx, c, "ns", "nope"); err != nil || s.in.State == nil {
+		t.Fatalf("a question about a claim that does not exist: %v", err)
+	}
+	waitIdle(t, p)
+	var claim corev1.PersistentVolumeClaim
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "c"}, &claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Labels = map[string]string{"changed": "yes"}
+	if err := c.Update(ctx, &claim); err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.forClaim(ctx, c, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := s.in.State.PersistentVolumeClaim("ns", "c"); held == nil || held.ResourceVersion != claim.ResourceVersion {
+		t.Fatal("a question about a changed claim read a plan made before the change")
+	}
+	if err := c.Create(ctx, PVC("ns", "new", Request("1Gi"))); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = p.forClaim(ctx, c, "ns", "new"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findClaim(s.in.State, "ns", "new"); err != nil {
+		t.Fatalf("a question about a new claim read a plan made before it: %v", err)
+	}
+}
+
+// TestTheWaitForTheFirstPlanIsBounded: a question asked while the first plan is still being made
+// waits at most FirstWait, then is answered 503.
+func TestTheWaitForTheFirstPlanIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(PVC("ns", "c", Request("1Gi"))).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			<-release // the first read hangs
+			return cl.List(ctx, list, opts...)
+		}}).Build()
+	p := NewPlans(ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard()}, PlansOptions{FirstWait: 50 * time.Millisecond})
+	if _, err := p.forClaim(context.Background(), c, "ns", "c"); err != errNoPlanYet {
+		t.Fatalf("got %v, want %v", err, errNoPlanYet)
+	}
+}
