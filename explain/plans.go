@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -32,8 +33,9 @@ type PlansOptions struct {
 	// planned together, after it. With the binder's plans, the least time between two takes of
 	// its newest (each reads every volume's facts again).
 	MinInterval time.Duration
-	// MaxAge is the age at which a plan is made again even though no object changed (default
-	// 10s): denials age without an object changing. The binder's plans age with its own resync.
+	// MaxAge is the age at which a plan that holds binds in flight or denials is made again even
+	// though no object changed (default 10s): they age without an object changing. The binder's
+	// plans age with its own resync.
 	MaxAge time.Duration
 	// Timeout bounds a plan's read and planning (default 1m).
 	Timeout time.Duration
@@ -198,8 +200,13 @@ func (p *Plans) dueLocked(cur *snapshot) bool {
 		mp, _ := p.binder.LatestPlan()
 		return mp != nil && (!cur.fromBinder() || mp.Read > cur.read && age >= p.po.MinInterval)
 	}
-	return cur.fromBinder() || !p.freshLocked(cur) && age >= p.po.MinInterval || age >= p.po.MaxAge
+	return cur.fromBinder() || !p.freshLocked(cur) && age >= p.po.MinInterval || age >= p.po.MaxAge && ages(cur.in.InFlight)
 }
+
+// ages reports whether a plan's in-flight state ages without an object changing: it holds binds
+// in flight or denials. A plan without them (the binder is off, or does not run on this replica)
+// stays as good as it was until an object changes.
+func ages(f binder.InFlight) bool { return len(f.Reserved) > 0 || len(f.Denied) > 0 }
 
 // forClaim is the plan a question about claim namespace/name reads: the newest, when it holds
 // the claim as the cache holds it now (the claim did not change since the plan's read, nor was
@@ -398,22 +405,44 @@ func readSnapshot(ctx context.Context, o ServeOptions) (*snapshot, error) {
 	return snapshotOf(x, planPool(x, in.InFlight), 0, nil), nil
 }
 
+// nodeChanged reports whether a node's update may change a plan or a check: its labels changed
+// (node affinity reads nothing else of it).
+func nodeChanged(old, cur any) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := cur.(metav1.Object)
+	return !ok1 || !ok2 || !maps.Equal(o.GetLabels(), n.GetLabels())
+}
+
 // WatchChanges tells p of every change of the volumes, claims and classes in c, and of nodes
-// that come, go or change their labels: each may change the plan or a check.
+// that come, go or change their labels: each may change the plan or a check. A node's other
+// updates (its status, every few seconds to minutes from its kubelet) change neither.
 func WatchChanges(ctx context.Context, c cache.Informers, p *Plans) error {
 	h := toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.Changed() },
 		UpdateFunc: func(any, any) { p.Changed() },
 		DeleteFunc: func(any) { p.Changed() },
 	}
+	nodes := toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { p.Changed() },
+		UpdateFunc: func(old, cur any) {
+			if nodeChanged(old, cur) {
+				p.Changed()
+			}
+		},
+		DeleteFunc: func(any) { p.Changed() },
+	}
 	node := &metav1.PartialObjectMetadata{}
 	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
 	for _, obj := range []client.Object{&corev1.PersistentVolume{}, &corev1.PersistentVolumeClaim{}, &storagev1.StorageClass{}, node} {
+		handler := h
+		if obj == node {
+			handler = nodes
+		}
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("explain informer for %T: %w", obj, err)
 		}
-		if _, err := inf.AddEventHandler(h); err != nil {
+		if _, err := inf.AddEventHandler(handler); err != nil {
 			return fmt.Errorf("explain handler for %T: %w", obj, err)
 		}
 	}

@@ -9,11 +9,14 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/pvguard/pvguard/binder"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -49,7 +52,11 @@ func TestPlansAreMadeOnChangeNotPerQuestion(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	p := NewPlans(ServeOptions{Cache: c, Now: clock, Log: logr.Discard()}, PlansOptions{MinInterval: time.Second, MaxAge: time.Minute})
+	// A denial the binder met: it ages without an object changing.
+	denied := func(now time.Time) (bool, binder.InFlight) {
+		return false, binder.InFlight{Denied: map[types.UID]map[string]time.Time{"uid-x": {"pv-1": now}}, At: now}
+	}
+	p := NewPlans(ServeOptions{Cache: c, Now: clock, Log: logr.Discard(), PlanState: denied}, PlansOptions{MinInterval: time.Second, MaxAge: time.Minute})
 	ctx := context.Background()
 	ask := func() *snapshot {
 		t.Helper()
@@ -95,8 +102,22 @@ func TestPlansAreMadeOnChangeNotPerQuestion(t *testing.T) {
 	advance(time.Minute)
 	ask()
 	waitIdle(t, p)
-	if ask() == second || lists.Load() != 3 {
+	third := ask()
+	if third == second || lists.Load() != 3 {
 		t.Fatal("a plan older than MaxAge was not made again")
+	}
+	// Without binds in flight or denials, nothing ages: no plan is made again without a change.
+	p.o.PlanState = nil
+	p.Changed()
+	advance(2 * time.Second)
+	ask()
+	waitIdle(t, p)
+	fourth := ask()
+	advance(time.Minute)
+	ask()
+	waitIdle(t, p)
+	if ask() != fourth || lists.Load() != 4 {
+		t.Fatal("a plan without binds in flight or denials was made again without a change")
 	}
 }
 
@@ -200,5 +221,24 @@ func TestTheWaitForTheFirstPlanIsBounded(t *testing.T) {
 	p := NewPlans(ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard()}, PlansOptions{FirstWait: 50 * time.Millisecond})
 	if _, err := p.forClaim(context.Background(), c, "ns", "c"); err != errNoPlanYet {
 		t.Fatalf("got %v, want %v", err, errNoPlanYet)
+	}
+}
+
+// TestOnlyANodesLabelsChangeThePlan: a node's status updates (its kubelet's, every few seconds)
+// change no plan; its labels do.
+func TestOnlyANodesLabelsChangeThePlan(t *testing.T) {
+	node := func(labels map[string]string, rv string) any {
+		n := &metav1.PartialObjectMetadata{}
+		n.SetName("n1")
+		n.SetLabels(labels)
+		n.SetResourceVersion(rv)
+		return n
+	}
+	zoneA, zoneB := map[string]string{"zone": "a"}, map[string]string{"zone": "b"}
+	if nodeChanged(node(zoneA, "1"), node(map[string]string{"zone": "a"}, "2")) {
+		t.Error("a status update of a node counted as a change")
+	}
+	if !nodeChanged(node(zoneA, "1"), node(zoneB, "2")) {
+		t.Error("a label change of a node did not count")
 	}
 }
