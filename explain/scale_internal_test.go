@@ -147,6 +147,7 @@ func benchmarkServed(b *testing.B, pairs int) {
 		c := pend[i%len(pend)]
 		e, t := explainTable(x, p, c, shownClosest)
 		listed(e, t, nil, candidatePage{})
+		t.release()
 		data, err := json.MarshalIndent(e, "", "  ")
 		if err != nil {
 			b.Fatal(err)

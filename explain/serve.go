@@ -133,6 +133,7 @@ func (x *explainer) claim(ctx context.Context, namespace, name string, page cand
 	if next := listed(e, t, aud, page); next >= 0 {
 		e.Continue = continueToken(next)
 	}
+	t.release()
 	if aud != nil {
 		policy.Redact(e, aud)
 	}

@@ -229,6 +229,7 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 			if !reflect.DeepEqual(got.Hidden, want.Hidden) || !reflect.DeepEqual(got.Verdict, want.Verdict) || got.State.String() != want.State.String() {
 				t.Fatalf("%s: for a reader: hidden %+v verdict %+v\nwant hidden %+v verdict %+v", where, got.Hidden, got.Verdict, want.Hidden, want.Verdict)
 			}
+			tab.release() // the next question reuses its memory, as the server's do
 		}
 	}
 }
