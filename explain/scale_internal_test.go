@@ -130,14 +130,15 @@ func BenchmarkReference10k(b *testing.B)  { benchmarkReference(b, 10000) }
 func BenchmarkReference100k(b *testing.B) { benchmarkReference(b, 100000) }
 
 // benchmarkServed is one explanation as the server answers it: of a Pending claim (each in
-// turn), from the one plan of the pool the server keeps (made once, before the timer), its
+// turn), from the one plan of the pool the server keeps (made and indexed once, before the
+// timer), its table's memory reused by the next question (table.release), its
 // closest candidates listed and the rest counted, encoded as the API sends it. It reports the
 // answer's bytes.
 func benchmarkServed(b *testing.B, pairs int) {
 	in := Input{State: synthetic(1, pairs, pairs/10), NodesListed: true}
 	in.State = withUIDs(in.state())
 	x := indexInput(in)
-	p := planPool(x, in.InFlight)
+	p := snapshotOf(x, planPool(x, in.InFlight), 0, nil).p // indexed as the server's plan is
 	pend := pendingClaims(in.State)
 	size := 0
 	b.ReportAllocs()
