@@ -188,3 +188,20 @@ func cpuTime() time.Duration {
 func reportCPU(b *testing.B, since time.Duration) {
 	b.ReportMetric(float64(cpuTime()-since)/float64(b.N), "cpu-ns/op")
 }
+
+// BenchmarkTakeBindersPlan100k is what the server spends on each plan of the binder it takes
+// (at most once a second, while the binder plans in the process): the input indexed and every
+// volume's facts read, beside the plan the binder made (BenchmarkPlanPool100k), which it no
+// longer makes again.
+func BenchmarkTakeBindersPlan100k(b *testing.B) {
+	in := Input{State: synthetic(1, 100000, 10000), NodesListed: true}
+	in.State = withUIDs(in.state())
+	p := planPool(indexInput(in), in.InFlight)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		// A new State per plan, as the binder reads one: its indexes are built anew.
+		in.State = clusterstate.New(in.State.Claims(), in.State.Volumes(), in.State.Classes(), in.State.Nodes())
+		snapshotOf(indexInput(in), p, 0, nil)
+	}
+}
