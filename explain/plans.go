@@ -384,9 +384,8 @@ func (p *Plans) binderSnapshot(ctx context.Context) (*snapshot, error) {
 // snapshotOf is the snapshot of the indexed input x, planned as p.
 func snapshotOf(x *index, p pool, read uint64, made *binder.MadePlan) *snapshot {
 	// What every question reads of the whole state, made here once rather than by the first
-	// question after the plan: the volumes' facts and the state's index of claimRefs.
+	// question after the plan: the volumes' facts.
 	x.volumeFacts()
-	_, _ = x.in.State.VolumesClaiming("", "")
 	return &snapshot{in: x.in, x: x, p: p, at: x.in.Now, read: read, made: made}
 }
 
