@@ -57,9 +57,9 @@ func (b *Binder) LatestPlan() (*MadePlan, <-chan struct{}) {
 // its read after this call.
 func (b *Binder) PlanReadsBegun() uint64 { return b.made.reads.Load() }
 
-// Planning reports whether the binder runs in this process (on the elected replica), and so
-// makes plans.
-func (b *Binder) Planning() bool { return b.running.Load() }
+// Planning reports whether the binder runs in this process (on the elected replica) and keeps
+// the plans it makes (Options.KeepPlans) for LatestPlan.
+func (b *Binder) Planning() bool { return b.o.KeepPlans && b.running.Load() }
 
 // RequestPlan asks for a plan soon: requests made meanwhile, and the binder's own, make one more
 // plan, spaced as every plan is (pause).
