@@ -229,11 +229,11 @@ func (p *Plans) forClaim(ctx context.Context, c client.Reader, namespace, name s
 }
 
 // fresh is a plan read after every change seen so far (with force, after now too: the asked
-// claim changed, or is not in the newest plan), waiting for it at most FreshWait and never
-// making plans closer than MinInterval; past the wait, the newest plan. A question thus sees the
-// writes made before it, as a read of the cache would, while a question on a pool that did not
-// change waits for nothing. While the binder plans, the plan is the binder's: a question asks it
-// for one (RequestPlan) when its newest did not read the change.
+// claim changed, or is not in the newest plan), waiting for it at most FreshWait; past the wait,
+// the newest plan. A question thus sees the writes made before it, as a read of the cache would,
+// while a question on a pool that did not change waits for nothing. Plans made here are never
+// closer than MinInterval. While the binder plans, the plan is the binder's: a question asks it
+// for one (RequestPlan) when its newest did not read the change, and takes the first that did.
 func (p *Plans) fresh(ctx context.Context, force bool) (*snapshot, error) {
 	if force {
 		p.Changed()
@@ -255,19 +255,17 @@ func (p *Plans) fresh(ctx context.Context, force bool) (*snapshot, error) {
 				sleep = p.po.MinInterval - p.o.Now().Sub(cur.at)
 			}
 			if p.planning() {
+				// The binder spaces its plans itself (no closer than a plan's duration): a
+				// question takes the first that read the change, without MinInterval's wait.
 				mp, next := p.binder.LatestPlan()
-				if cur == nil || !cur.fromBinder() {
-					sleep = 0
-				}
-				switch {
-				case mp == nil || mp.Read <= p.binderSeen:
+				if mp == nil || mp.Read <= p.binderSeen {
 					// Its newest did not read the change: ask for the next, and wait for it.
 					if !asked {
 						p.binder.RequestPlan()
 						asked = true
 					}
-					wait, sleep = next, 0
-				case sleep <= 0:
+					wait = next
+				} else {
 					p.startLocked(ctx)
 					wait = p.building
 				}
