@@ -80,6 +80,10 @@ type Options struct {
 	// leader election, whether this replica still provably holds the Lease (a replica frozen past
 	// its Lease must not write from its stale view when it wakes).
 	WriteGuard func() error
+	// KeepPlans keeps the newest plan and its input for the explanations served in this process
+	// (LatestPlan): the input's state then holds every claim and every cached node, which
+	// explanations read, and not only what the plan reads.
+	KeepPlans bool
 }
 
 // key identifies a unit of work: a claim, a volume, or the pool plan.
@@ -111,6 +115,8 @@ type Binder struct {
 	ledger *ledger
 	// noFits is when each pending claim was last explained for NoVolumeFits (plan worker only).
 	noFits noVolumeFits
+	// made is the newest plan, for explanations (Options.KeepPlans).
+	made madePlans
 }
 
 // New builds a binder. Register it with SetupInformers before the cache starts, then Start it

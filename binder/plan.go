@@ -26,14 +26,18 @@ import (
 // NoVolumeFits on the claims stuck without a volume (postNoVolumeFits).
 func (b *Binder) runPlan(ctx context.Context) error {
 	start := time.Now()
+	read := b.made.reads.Add(1)
 	in, err := b.planInput(ctx)
 	if err != nil {
 		return err
 	}
 	plan := Plan(in)
 	explained := plan
-	if b.o.NoVolumeFitsAfter > 0 {
+	if b.o.NoVolumeFitsAfter > 0 || b.o.KeepPlans {
 		explained.Volumes = maps.Clone(plan.Volumes) // install hands plan.Volumes to the ledger
+	}
+	if b.o.KeepPlans {
+		b.made.keep(&MadePlan{Input: in, Plan: explained, Read: read})
 	}
 	if b.ledger.install(plan.Volumes, in.InFlight, time.Now()) > 0 {
 		b.requestPlan() // for the claims it left unplanned, now that the new binds show
@@ -82,6 +86,14 @@ func (b *Binder) planInput(ctx context.Context) (PlanInput, error) {
 	if err != nil {
 		return PlanInput{}, err
 	}
+	if b.o.KeepPlans {
+		// Explanations read every claim and node (a bound claim's, a node that is gone); the
+		// plan reads the pending claims and their selected nodes out of them all the same.
+		claims = pvcs
+		if nodes, err = b.allNodes(ctx, nodes); err != nil {
+			return PlanInput{}, err
+		}
+	}
 	return PlanInput{
 		State:       clusterstate.New(claims, volumes, classes, nodes),
 		PendingFree: b.pendingFree(),
@@ -105,6 +117,30 @@ func (b *Binder) scheduledNodes(ctx context.Context, claims []*corev1.Persistent
 			return nil, err
 		}
 		if n != nil {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes, nil
+}
+
+// allNodes is every node the cache holds (names and labels), and those of selected that it does
+// not hold (read live: scheduledNodes).
+func (b *Binder) allNodes(ctx context.Context, selected []*corev1.Node) ([]*corev1.Node, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	meta, err := cachelist.List(ctx, b.o.Cache, m, list)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	nodes := make([]*corev1.Node, 0, len(meta)+len(selected))
+	cached := make(map[string]bool, len(meta))
+	for _, n := range meta {
+		nodes, cached[n.Name] = append(nodes, &corev1.Node{ObjectMeta: n.ObjectMeta}), true
+	}
+	for _, n := range selected {
+		if !cached[n.Name] {
 			nodes = append(nodes, n)
 		}
 	}

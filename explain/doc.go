@@ -14,5 +14,7 @@
 // The package also reads and serves explanations: ReadInput and ReadProvisionerLeases read the
 // input from the cluster (the CLI's live client, or the server's informer cache), and API and
 // Pages serve explanations as JSON and as pages, each cut down to what its caller may read
-// (visible.go, with internal/access), for the server to mount (internal/web).
+// (visible.go, with internal/access), for the server to mount (internal/web). The server's
+// explanations read one plan of the pool per process (plans.go): the binder's own while it runs
+// in the process, else one made as objects change; table.go is the candidate table they keep.
 package explain

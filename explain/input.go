@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,6 +91,9 @@ type index struct {
 	// facts are the volumes' facts the candidate table reads (volumeFacts), in the state's order,
 	// read on first use: shared by every copy of the index (the server's explanations copy it).
 	facts *lazyFacts
+	// replans are the plans without a claim's denied pairs made so far (withoutDenied), shared
+	// by every copy of the index.
+	replans *replans
 }
 
 type lazyFacts struct {
@@ -106,7 +110,7 @@ func (x *index) volumeFacts() []volumeFacts {
 // indexInput indexes in.
 func indexInput(in Input) *index {
 	in.State = in.state()
-	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}, facts: &lazyFacts{}}
+	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}, facts: &lazyFacts{}, replans: &replans{m: map[string]*replan{}}}
 	for _, sc := range in.State.Classes() {
 		x.classes[sc.Name] = sc
 	}
@@ -135,6 +139,53 @@ type pool struct {
 // state.
 func planPool(x *index, inFlight binder.InFlight) pool {
 	return poolOf(binder.Plan(binder.PlanInput{State: x.in.State, PendingFree: x.in.PendingFree, InFlight: inFlight}))
+}
+
+// replans are plans of an input without the pairs policy denies one claim (withoutDenied), by
+// claim and denied volumes.
+type replans struct {
+	mu sync.Mutex
+	m  map[string]*replan
+}
+
+type replan struct {
+	once sync.Once
+	p    pool
+}
+
+// maxReplans bounds the plans replans keeps: each holds an entry per pending claim, and a caller
+// may ask about many claims whose pairs policy denies.
+const maxReplans = 4
+
+// withoutDenied is p, the plan of x's pool, made without the pairs of claim to the denied
+// volumes, as the binder plans after policy refused them (withDenials). A plan that left them
+// out already (the binder met those denials, InFlight) is that plan; otherwise the pool is
+// planned again, once per input, claim and denied volumes, however many questions ask.
+func (x *index) withoutDenied(p pool, claim types.UID, denied []string) pool {
+	f := x.in.InFlight
+	known := !f.At.IsZero()
+	for _, v := range denied {
+		if _, ok := f.DeniedAt(claim, v); !ok {
+			known = false
+		}
+	}
+	if known {
+		return p
+	}
+	key := string(claim) + "\x00" + strings.Join(denied, "\x00")
+	r := x.replans
+	r.mu.Lock()
+	e := r.m[key]
+	if e == nil {
+		if len(r.m) >= maxReplans {
+			clear(r.m)
+		}
+		e = &replan{}
+		r.m[key] = e
+	}
+	r.mu.Unlock()
+	e.once.Do(func() { e.p = planPool(x, withDenials(f, claim, denied)) })
+	return e.p
 }
 
 // poolOf indexes a plan: it maps each volume the plan gives out to its claim, and says which

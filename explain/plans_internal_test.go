@@ -9,11 +9,14 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/pvguard/pvguard/binder"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -49,7 +52,11 @@ func TestPlansAreMadeOnChangeNotPerQuestion(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	p := NewPlans(ServeOptions{Cache: c, Now: clock, Log: logr.Discard()}, PlansOptions{MinInterval: time.Second, MaxAge: time.Minute})
+	// A denial the binder met: it ages without an object changing.
+	denied := func(now time.Time) (bool, binder.InFlight) {
+		return false, binder.InFlight{Denied: map[types.UID]map[string]time.Time{"uid-x": {"pv-1": now}}, At: now}
+	}
+	p := NewPlans(ServeOptions{Cache: c, Now: clock, Log: logr.Discard(), PlanState: denied}, PlansOptions{MinInterval: time.Second, MaxAge: time.Minute})
 	ctx := context.Background()
 	ask := func() *snapshot {
 		t.Helper()
@@ -95,8 +102,22 @@ func TestPlansAreMadeOnChangeNotPerQuestion(t *testing.T) {
 	advance(time.Minute)
 	ask()
 	waitIdle(t, p)
-	if ask() == second || lists.Load() != 3 {
+	third := ask()
+	if third == second || lists.Load() != 3 {
 		t.Fatal("a plan older than MaxAge was not made again")
+	}
+	// Without binds in flight or denials, nothing ages: no plan is made again without a change.
+	p.o.PlanState = nil
+	p.Changed()
+	advance(2 * time.Second)
+	ask()
+	waitIdle(t, p)
+	fourth := ask()
+	advance(time.Minute)
+	ask()
+	waitIdle(t, p)
+	if ask() != fourth || lists.Load() != 4 {
+		t.Fatal("a plan without binds in flight or denials was made again without a change")
 	}
 }
 
@@ -135,5 +156,89 @@ func TestFreshPlansSeeTheWritesBeforeTheQuestion(t *testing.T) {
 	}
 	if _, err := findClaim(s.in.State, "ns", "new"); err != nil {
 		t.Fatalf("the plan asked for now misses the new claim: %v", err)
+	}
+}
+
+// TestQuestionsAboutUnchangedClaimsReadTheNewestPlan: a question about a claim the newest plan
+// holds as the cache holds it reads that plan, though other objects changed since; a question
+// about a claim that changed since, or that the plan does not hold, reads a plan read after it.
+func TestQuestionsAboutUnchangedClaimsReadTheNewestPlan(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(PVC("ns", "c", Request("1Gi"))).Build()
+	p := NewPlans(ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard()}, PlansOptions{MinInterval: time.Millisecond, FreshWait: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := p.forClaim(ctx, c, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, PV("pv-new", Capacity("1Gi"), Phase(corev1.VolumeAvailable))); err != nil {
+		t.Fatal(err)
+	}
+	p.Changed()
+	if s, err := p.forClaim(ctx, c, "ns", "c"); err != nil || s != first {
+		t.Fatalf("a question about an unchanged claim read another plan (%v)", err)
+	}
+	if s, err := p.forClaim(ctx, c, "ns", "nope"); err != nil || s.in.State == nil {
+		t.Fatalf("a question about a claim that does not exist: %v", err)
+	}
+	waitIdle(t, p)
+	var claim corev1.PersistentVolumeClaim
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "c"}, &claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Labels = map[string]string{"changed": "yes"}
+	if err := c.Update(ctx, &claim); err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.forClaim(ctx, c, "ns", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, _ := s.in.State.PersistentVolumeClaim("ns", "c"); held == nil || held.ResourceVersion != claim.ResourceVersion {
+		t.Fatal("a question about a changed claim read a plan made before the change")
+	}
+	if err := c.Create(ctx, PVC("ns", "new", Request("1Gi"))); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = p.forClaim(ctx, c, "ns", "new"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := findClaim(s.in.State, "ns", "new"); err != nil {
+		t.Fatalf("a question about a new claim read a plan made before it: %v", err)
+	}
+}
+
+// TestTheWaitForTheFirstPlanIsBounded: a question asked while the first plan is still being made
+// waits at most FirstWait, then is answered 503.
+func TestTheWaitForTheFirstPlanIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(PVC("ns", "c", Request("1Gi"))).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			<-release // the first read hangs
+			return cl.List(ctx, list, opts...)
+		}}).Build()
+	p := NewPlans(ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard()}, PlansOptions{FirstWait: 50 * time.Millisecond})
+	if _, err := p.forClaim(context.Background(), c, "ns", "c"); err != errNoPlanYet {
+		t.Fatalf("got %v, want %v", err, errNoPlanYet)
+	}
+}
+
+// TestOnlyANodesLabelsChangeThePlan: a node's status updates (its kubelet's, every few seconds)
+// change no plan; its labels do.
+func TestOnlyANodesLabelsChangeThePlan(t *testing.T) {
+	node := func(labels map[string]string, rv string) any {
+		n := &metav1.PartialObjectMetadata{}
+		n.SetName("n1")
+		n.SetLabels(labels)
+		n.SetResourceVersion(rv)
+		return n
+	}
+	zoneA, zoneB := map[string]string{"zone": "a"}, map[string]string{"zone": "b"}
+	if nodeChanged(node(zoneA, "1"), node(map[string]string{"zone": "a"}, "2")) {
+		t.Error("a status update of a node counted as a change")
+	}
+	if !nodeChanged(node(zoneA, "1"), node(zoneB, "2")) {
+		t.Error("a label change of a node did not count")
 	}
 }

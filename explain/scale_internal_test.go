@@ -130,14 +130,15 @@ func BenchmarkReference10k(b *testing.B)  { benchmarkReference(b, 10000) }
 func BenchmarkReference100k(b *testing.B) { benchmarkReference(b, 100000) }
 
 // benchmarkServed is one explanation as the server answers it: of a Pending claim (each in
-// turn), from the one plan of the pool the server keeps (made once, before the timer), its
+// turn), from the one plan of the pool the server keeps (made and indexed once, before the
+// timer), its table's memory reused by the next question (table.release), its
 // closest candidates listed and the rest counted, encoded as the API sends it. It reports the
 // answer's bytes.
 func benchmarkServed(b *testing.B, pairs int) {
 	in := Input{State: synthetic(1, pairs, pairs/10), NodesListed: true}
 	in.State = withUIDs(in.state())
 	x := indexInput(in)
-	p := planPool(x, in.InFlight)
+	p := snapshotOf(x, planPool(x, in.InFlight), 0, nil).p // indexed as the server's plan is
 	pend := pendingClaims(in.State)
 	size := 0
 	b.ReportAllocs()
@@ -147,6 +148,7 @@ func benchmarkServed(b *testing.B, pairs int) {
 		c := pend[i%len(pend)]
 		e, t := explainTable(x, p, c, shownClosest)
 		listed(e, t, nil, candidatePage{})
+		t.release()
 		data, err := json.MarshalIndent(e, "", "  ")
 		if err != nil {
 			b.Fatal(err)
@@ -185,4 +187,21 @@ func cpuTime() time.Duration {
 
 func reportCPU(b *testing.B, since time.Duration) {
 	b.ReportMetric(float64(cpuTime()-since)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkTakeBindersPlan100k is what the server spends on each plan of the binder it takes
+// (at most once a second, while the binder plans in the process): the input indexed and every
+// volume's facts read, beside the plan the binder made (BenchmarkPlanPool100k), which it no
+// longer makes again.
+func BenchmarkTakeBindersPlan100k(b *testing.B) {
+	in := Input{State: synthetic(1, 100000, 10000), NodesListed: true}
+	in.State = withUIDs(in.state())
+	p := planPool(indexInput(in), in.InFlight)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		// A new State per plan, as the binder reads one: its indexes are built anew.
+		in.State = clusterstate.New(in.State.Claims(), in.State.Volumes(), in.State.Classes(), in.State.Nodes())
+		snapshotOf(indexInput(in), p, 0, nil)
+	}
 }

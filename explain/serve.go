@@ -49,6 +49,8 @@ type ServeOptions struct {
 	// WatchChanges), which every explanation of a claim reads; without it each reads the cache
 	// and plans the pool again.
 	Plans *Plans
+	// Binder, when set, is the binder running in this process: while it plans, Plans is its plan.
+	Binder BinderPlans
 }
 
 // explainer computes explanations for the HTTP endpoints: the same functions `pvguard explain`
@@ -108,7 +110,7 @@ func (x *explainer) claim(ctx context.Context, namespace, name string, page cand
 		return nil, &explainError{status: http.StatusForbidden,
 			msg: fmt.Sprintf("%s may not list persistentvolumeclaims in namespace %s", rd.User, namespace)}
 	}
-	snap, err := x.snapshot(ctx)
+	snap, err := x.snapshot(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
@@ -117,16 +119,6 @@ func (x *explainer) claim(ctx context.Context, namespace, name string, page cand
 		return nil, err
 	}
 	c, err := findClaim(in.State, namespace, name)
-	if err != nil && x.o.Plans != nil {
-		// A claim made a moment ago may not be in the newest plan yet: ask for one read now.
-		if snap, err = x.o.Plans.fresh(ctx, true); err != nil {
-			return nil, err
-		}
-		if in, err = x.planInput(ctx, snap, namespace, name); err != nil {
-			return nil, err
-		}
-		c, err = findClaim(in.State, namespace, name)
-	}
 	if err != nil {
 		return nil, &explainError{status: http.StatusNotFound, msg: err.Error()}
 	}
@@ -141,6 +133,7 @@ func (x *explainer) claim(ctx context.Context, namespace, name string, page cand
 	if next := listed(e, t, aud, page); next >= 0 {
 		e.Continue = continueToken(next)
 	}
+	t.release()
 	if aud != nil {
 		policy.Redact(e, aud)
 	}
@@ -164,11 +157,11 @@ func (x *explainer) planInput(ctx context.Context, snap *snapshot, namespace, na
 	return in, nil
 }
 
-// snapshot is the plan an explanation of a claim reads: the server's current one, or one made
-// for the request.
-func (x *explainer) snapshot(ctx context.Context) (*snapshot, error) {
+// snapshot is the plan an explanation of claim namespace/name reads: the server's current one
+// (Plans.forClaim), or one made for the request.
+func (x *explainer) snapshot(ctx context.Context, namespace, name string) (*snapshot, error) {
 	if x.o.Plans != nil {
-		return x.o.Plans.fresh(ctx, false)
+		return x.o.Plans.forClaim(ctx, x.o.Cache, namespace, name)
 	}
 	return readSnapshot(ctx, x.o)
 }
@@ -287,6 +280,9 @@ func (x *explainer) writeJSON(w http.ResponseWriter, v any, err error, what stri
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if err != nil {
 		status, msg := x.status(err, what)
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
 		w.WriteHeader(status)
 		v = map[string]string{"error": msg}
 	}

@@ -73,7 +73,7 @@ type claimState struct {
 func decide(x *index, s subject, assigned string) claimState {
 	c, in := s.claim, x.in
 	cs := binder.ClaimState{Claim: c, Class: s.class, DefaultClass: binder.DefaultClass(in.State.Classes()), Planned: true}
-	cs.PreBound, _ = in.State.VolumesClaiming(c.Namespace, c.Name)
+	cs.PreBound = x.volumesClaiming(c.Namespace, c.Name)
 	cs.Volume, _ = in.State.PersistentVolume(c.Spec.VolumeName)
 	cs.VolumeConfirmed = true
 	cs.Assigned, _ = in.State.PersistentVolume(assigned)

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -53,6 +54,10 @@ type volumeFacts struct {
 	// PendingFree false and true); usedPhase says its phase is Available, Pending or none.
 	avail     [2]binder.VolumeAvailability
 	usedPhase bool
+	// refNamespace and refName are the claim its claimRef names (hasRef: it has one), whatever
+	// its uid: volumesClaiming reads them.
+	refNamespace, refName string
+	hasRef                bool
 }
 
 // nobody is a claim no claimRef names (no object has these names): a volume's availability to
@@ -82,6 +87,23 @@ func factsOf(volumes []*corev1.PersistentVolume) []volumeFacts {
 		f.modes, f.odd = accessBits(v.Spec.AccessModes)
 		f.avail = [2]binder.VolumeAvailability{binder.VolumeAvailabilityFor(nobody, v, false), binder.VolumeAvailabilityFor(nobody, v, true)}
 		f.usedPhase = v.Status.Phase == corev1.VolumeAvailable || v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
+		if ref := v.Spec.ClaimRef; ref != nil {
+			f.refNamespace, f.refName, f.hasRef = ref.Namespace, ref.Name, true
+		}
+	}
+	return out
+}
+
+// volumesClaiming is State.VolumesClaiming (the volumes whose claimRef names the claim, in the
+// state's order) read from the volumes' facts: a pass over them per question costs less than the
+// state's index of every claimRef, a map as large as the volumes, built again for every plan.
+func (x *index) volumesClaiming(namespace, name string) []*corev1.PersistentVolume {
+	facts, volumes := x.volumeFacts(), x.in.State.Volumes()
+	var out []*corev1.PersistentVolume
+	for i := range facts {
+		if f := &facts[i]; f.hasRef && f.refName == name && f.refNamespace == namespace {
+			out = append(out, volumes[i])
+		}
 	}
 	return out
 }
@@ -96,15 +118,14 @@ type claimFacts struct {
 	odd                    bool
 	sel                    storage.ClaimSelector
 	selErr                 error
-	// named are the volumes whose claimRef names the claim (State.VolumesClaiming).
+	// named are the volumes whose claimRef names the claim (volumesClaiming).
 	named map[*corev1.PersistentVolume]bool
 }
 
 func claimFactsOf(x *index, c *corev1.PersistentVolumeClaim) *claimFacts {
 	f := &claimFacts{c: c, class: storage.ClaimClass(c), attributesClass: storage.ClaimAttributesClass(c),
 		mode: storage.VolumeMode(c.Spec.VolumeMode), request: storage.ClaimRequest(c), named: map[*corev1.PersistentVolume]bool{}}
-	named, _ := x.in.State.VolumesClaiming(c.Namespace, c.Name)
-	for _, v := range named {
+	for _, v := range x.volumesClaiming(c.Namespace, c.Name) {
 		f.named[v] = true
 	}
 	f.modes, f.odd = accessBits(c.Spec.AccessModes)
@@ -216,13 +237,15 @@ type table struct {
 	p       pool
 	entries []entry
 	order   *order
+	// arrays are the orders' arrays, handed back by release.
+	arrays [][]int32
 }
 
 // newTable makes the table of claim c: the failed set of every volume, and the rows of those
 // policy judges (every pair check before RESERVED passes: pairJudge), whose POLICY column is
 // policy's word; it names the volumes whose pair policy denies, as candidates does.
 func newTable(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget, class string) (*table, []string) {
-	t := &table{x: x, c: c, targets: targets, entries: make([]entry, 0, len(x.in.State.Volumes()))}
+	t := &table{x: x, c: c, targets: targets, entries: takeEntries(len(x.in.State.Volumes()))}
 	judge := newPairJudge(x.in)
 	var denied []string
 	cf, facts := claimFactsOf(x, c), x.volumeFacts()
@@ -269,19 +292,71 @@ func bucketOf(e *entry) int {
 	return b
 }
 
-// newOrder orders the table's entries that keep says to keep (nil: all).
+// newOrder orders the table's entries that keep says to keep (nil: all), each bucket a part of
+// one array (counted first, so that no bucket grows by copies).
 func newOrder(t *table, keep func(*entry) bool) *order {
 	o := &order{t: t}
+	var sizes [len(o.buckets)]int
+	kept := takeInts(len(t.entries))
 	for i := range t.entries {
 		e := &t.entries[i]
 		if keep != nil && !keep(e) {
 			continue
 		}
-		b := &o.buckets[bucketOf(e)]
-		b.heap = append(b.heap, int32(i))
-		o.n++
+		kept = append(kept, int32(i))
+		sizes[bucketOf(e)]++
 	}
+	all := takeInts(len(kept))[:len(kept)]
+	off := 0
+	for b := range o.buckets {
+		o.buckets[b].heap = all[off : off : off+sizes[b]]
+		off += sizes[b]
+	}
+	for _, i := range kept {
+		b := &o.buckets[bucketOf(&t.entries[i])]
+		b.heap = append(b.heap, i)
+	}
+	o.n = len(kept)
+	putInts(kept)
+	t.arrays = append(t.arrays, all)
 	return o
+}
+
+// The memory of a table that a question makes and drops (its entries, its orders' arrays) is
+// reused by the next question (table.release): a table holds a few tens of bytes per volume,
+// megabytes at 100,000 volumes, that would otherwise be garbage at every question.
+var entryPool, intPool sync.Pool
+
+// takeEntries is an empty slice of entries with room for n.
+func takeEntries(n int) []entry {
+	if p, ok := entryPool.Get().(*[]entry); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]entry, 0, n)
+}
+
+// takeInts is an empty slice of int32 with room for n.
+func takeInts(n int) []int32 {
+	if p, ok := intPool.Get().(*[]int32); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]int32, 0, n)
+}
+
+func putInts(s []int32) {
+	s = s[:0]
+	intPool.Put(&s)
+}
+
+// release hands the table's memory to the next question's; t must not be read after it.
+func (t *table) release() {
+	clear(t.entries) // the volumes they point to may go with their snapshot
+	e := t.entries[:0]
+	entryPool.Put(&e)
+	for _, a := range t.arrays {
+		putInts(a)
+	}
+	t.entries, t.arrays, t.order = nil, nil, nil
 }
 
 // less orders two entries of a bucket: by name, then the input's order (a stable sort by name).
@@ -410,8 +485,8 @@ func explainTable(x *index, p pool, c *corev1.PersistentVolumeClaim, head int) (
 	st := decide(x, s, p.plan.Volumes[c.UID])
 	t, denied := newTable(x, c, targets, s.className)
 	if len(denied) > 0 {
-		// As explainClaim: plan again without the pairs the engine denies.
-		p = planPool(x, withDenials(x.in.InFlight, c.UID, denied))
+		// As explainClaim: the plan without the pairs the engine denies.
+		p = x.withoutDenied(p, c.UID, denied)
 		st = decide(x, s, p.plan.Volumes[c.UID])
 	}
 	t.p = p

@@ -229,6 +229,7 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 			if !reflect.DeepEqual(got.Hidden, want.Hidden) || !reflect.DeepEqual(got.Verdict, want.Verdict) || got.State.String() != want.State.String() {
 				t.Fatalf("%s: for a reader: hidden %+v verdict %+v\nwant hidden %+v verdict %+v", where, got.Hidden, got.Verdict, want.Hidden, want.Verdict)
 			}
+			tab.release() // the next question reuses its memory, as the server's do
 		}
 	}
 }
@@ -254,3 +255,44 @@ func (someVolumes) Reads(o policy.ObjectRef) bool {
 	return true
 }
 func (someVolumes) UID(o policy.ObjectRef, _ types.UID) bool { return someVolumes{}.Reads(o) }
+
+// TestDeniedPairsArePlannedOncePerPlan: the questions about a claim whose pairs policy denies
+// read one plan of the pool without those pairs, made by the first of them, not one each; and a
+// plan that left the pairs out already (the binder met the denials) is not made again.
+func TestDeniedPairsArePlannedOncePerPlan(t *testing.T) {
+	cfg, err := policy.ParseConfig([]byte("rules:\n  binder-annotations: {action: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := PVC("ns", "c", ClaimClass("fast"), Request("1Gi"), ClaimUID("uid-c"))
+	in := Input{State: clusterstate.New([]*corev1.PersistentVolumeClaim{c},
+		[]*corev1.PersistentVolume{PV("pv-1", Class("fast"), Capacity("1Gi"), Phase(corev1.VolumeAvailable))},
+		[]*storagev1.StorageClass{StorageClass("fast", "csi.example.com")}, nil),
+		Policy: policy.NewEngine(cfg), Identity: policy.UserInfo{Username: "system:serviceaccount:pvguard-system:pvguard"}}
+	x := indexInput(in)
+	shared := planPool(x, in.InFlight)
+	first, _ := explainTable(x, shared, c, shownClosest)
+	if len(x.replans.m) != 1 {
+		t.Fatalf("%d plans without the denied pairs, want 1", len(x.replans.m))
+	}
+	var once *replan
+	for _, r := range x.replans.m {
+		once = r
+	}
+	for range 3 {
+		again, tab := explainTable(x, shared, c, shownClosest)
+		if !reflect.DeepEqual(again.Verdict, first.Verdict) || len(x.replans.m) != 1 {
+			t.Fatalf("verdict %+v, want %+v; %d plans", again.Verdict, first.Verdict, len(x.replans.m))
+		}
+		if reflect.ValueOf(tab.p.plan.Volumes).Pointer() != reflect.ValueOf(once.p.plan.Volumes).Pointer() {
+			t.Fatal("a question planned the pool again")
+		}
+	}
+	// The binder met the denial: its plan leaves the pair out, and no question plans again.
+	in.InFlight = binder.InFlight{Denied: map[types.UID]map[string]time.Time{"uid-c": {"pv-1": time.Now()}}, At: time.Now()}
+	x = indexInput(in)
+	shared = planPool(x, in.InFlight)
+	if _, tab := explainTable(x, shared, c, shownClosest); len(x.replans.m) != 0 || reflect.ValueOf(tab.p.plan.Volumes).Pointer() != reflect.ValueOf(shared.plan.Volumes).Pointer() {
+		t.Fatalf("%d plans made for a denial the plan already holds", len(x.replans.m))
+	}
+}

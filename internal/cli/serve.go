@@ -647,8 +647,10 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines *engi
 
 // explainHandlers are the explain endpoints, served with the dashboard (nil when the audit is
 // off): explanations computed from the informer cache and, when the binder runs in this process,
-// its in-flight state, so that a page plans as the binder does. The pool is planned once for all
-// of them and again as objects change (explain.Plans), not once a question. Each pair is judged
+// its plans (binder.Options.KeepPlans), so that a page reads the plan the binder binds by. With
+// the binder off (or on a replica that is not elected), the pool is planned for all of them once,
+// when the cache has synced, and again as objects change (explain.Plans), not once a question:
+// one plan per process whatever the mode. Each pair is judged
 // by the current policy as the binder that binds writes it: pvguard's, or with it off upstream's,
 // whose writes the webhook judges all the same. A claim's provisioner's Lease is read live.
 func explainHandlers(ctx context.Context, mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines *engineRef, views *clusterview.Source, live client.Reader, log logr.Logger) (api, pages http.Handler, err error) {
@@ -658,11 +660,14 @@ func explainHandlers(ctx context.Context, mgr ctrl.Manager, o ServeFlags, b *bin
 	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
 		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live}
 	if b != nil {
-		eo.PlanState, eo.Identity = b.PlanState, b.Identity()
+		eo.PlanState, eo.Identity, eo.Binder = b.PlanState, b.Identity(), b
 	}
 	eo.Plans = explain.NewPlans(eo, explain.PlansOptions{})
 	if err := explain.WatchChanges(ctx, mgr.GetCache(), eo.Plans); err != nil {
 		return nil, nil, err
+	}
+	if err := mgr.Add(eo.Plans); err != nil { // the first plan, once the cache has synced
+		return nil, nil, fmt.Errorf("adding the explanations' plan: %w", err)
 	}
 	return explain.API(eo), explain.Pages(eo), nil
 }
@@ -887,6 +892,8 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *le
 		NoVolumeFitsAfter:    o.NoVolumeFitsAfter,
 		Explain:              explain.NoVolumeFits,
 		NoVolumeFitsRecorder: noFits,
+		// The explanations (served with the audit) read the binder's plans (explainHandlers).
+		KeepPlans: o.AuditInterval > 0,
 	})
 	if err != nil {
 		return nil, err

@@ -30,6 +30,18 @@ const (
 	explainRole      = "pvguard-bench-explainer"
 )
 
+// explainOptions say how callers ask for explanations while the admission is measured again
+// (-explainers, -explain-warm, -explain-retry-after).
+type explainOptions struct {
+	// callers ask concurrently, each with a ServiceAccount token of its own (0: none ask).
+	callers int
+	// warm is how long they ask before the admission reviews are measured again.
+	warm time.Duration
+	// retryAfter has them wait out a 429's Retry-After, as kubectl does; without it they ask
+	// again at once.
+	retryAfter bool
+}
+
 // explainLoad is the admission latency measured again while callers ask for explanations of
 // pending claims in a loop, and what those callers were answered.
 type explainLoad struct {
@@ -209,17 +221,17 @@ func explainCaller(ctx context.Context, hc *http.Client, base, token string, pat
 	}
 }
 
-// measureUnderExplain starts k callers, each with its own token and HTTP/2 connection, asking
-// for explanations of the pending claims in a loop; after warm they measure the admission
-// reviews as measureReviews does, then stop the callers.
-func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sampler, pool *x509.CertPool, warm time.Duration) (*explainLoad, error) {
-	base := srv.base
-	tokens, err := explainerTokens(ctx, c.filler.cs, c.explainers)
+// measureUnderExplain starts c.explain.callers callers, each with its own token and HTTP/2
+// connection, asking for explanations of the pending claims in a loop; after c.explain.warm it
+// measures the admission reviews as measureReviews does, then stops the callers.
+func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sampler, pool *x509.CertPool) (*explainLoad, error) {
+	base, warm := srv.base, c.explain.warm
+	tokens, err := explainerTokens(ctx, c.filler.cs, c.explain.callers)
 	if err != nil {
 		return nil, err
 	}
 	paths := pendingClaimPaths(c.pairs)
-	load := &explainLoad{Callers: c.explainers, Claims: len(paths)}
+	load := &explainLoad{Callers: c.explain.callers, Claims: len(paths)}
 	var counts explainCounts
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -232,7 +244,7 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 			defer wg.Done()
 			hc := admissionload.Client(pool)
 			hc.Timeout = 10 * time.Minute // an explanation over a large cluster, on a busy machine, is slow
-			explainCaller(cctx, hc, base, token, paths, i*len(paths)/len(tokens), &counts, c.explainRetryAfter)
+			explainCaller(cctx, hc, base, token, paths, i*len(paths)/len(tokens), &counts, c.explain.retryAfter)
 		}()
 	}
 	stop := func() {

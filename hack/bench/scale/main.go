@@ -55,13 +55,10 @@ type config struct {
 	keep        bool
 	profiles    string
 	cpuProfiles string
-	explainers  int
-	explainWarm time.Duration
-	// explainRetryAfter has the explaining callers wait out a 429's Retry-After.
-	explainRetryAfter bool
-	cli               []cliBinary
-	cliRuns           int
-	upstream          time.Duration
+	explain     explainOptions
+	cli         []cliBinary
+	cliRuns     int
+	upstream    time.Duration
 }
 
 // listFlag is a repeatable string flag.
@@ -90,9 +87,9 @@ func main() {
 	flag.StringVar(&c.jsonPath, "json", "", "also write the raw results to this JSON file")
 	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
 	flag.StringVar(&c.cpuProfiles, "cpu-profiles", "", "record each child's CPU profile from its start until its first full audit is seen to DIR/cpu-PAIRS-MODE.perf.data with `perf record -g` (the server's own profiles are served only once its cache has synced); read with `perf report -i FILE`")
-	flag.IntVar(&c.explainers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
-	flag.DurationVar(&c.explainWarm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
-	flag.BoolVar(&c.explainRetryAfter, "explain-retry-after", false, "the explaining callers wait out a 429's Retry-After, as kubectl does (default: they ask again at once)")
+	flag.IntVar(&c.explain.callers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
+	flag.DurationVar(&c.explain.warm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
+	flag.BoolVar(&c.explain.retryAfter, "explain-retry-after", false, "the explaining callers wait out a 429's Retry-After, as kubectl does (default: they ask again at once)")
 	var cliBins string
 	flag.StringVar(&cliBins, "cli", "", "after the fill, measure `explain pvc` of a pending claim run as a user runs it (wall time, peak RSS) by these binaries, LABEL=PATH[,LABEL=PATH...] (\"new\" for the one built or given with -pvguard)")
 	flag.IntVar(&c.cliRuns, "cli-runs", 3, "runs of each -cli binary")
@@ -107,7 +104,7 @@ func main() {
 	if err == nil {
 		c.cli, err = parseCLI(cliBins)
 	}
-	if err == nil && (c.workers <= 0 || c.reviews <= 0 || c.warmup < 0 || c.pending < 0 || c.explainers < 0) {
+	if err == nil && (c.workers <= 0 || c.reviews <= 0 || c.warmup < 0 || c.pending < 0 || c.explain.callers < 0) {
 		err = errors.New("-workers and -reviews must be positive, -warmup, -pending and -explainers not negative")
 	}
 	for _, e := range c.env {
@@ -333,7 +330,7 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru), cpuProfile: cpuProfile(c.cpuProfiles, n, ru)},
 			filler: f, cases: cases, pairs: n, pending: c.pending, fillPending: fillPending,
 			warmup: c.warmup, reviews: c.reviews, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
-			explainers: c.explainers, explainWarm: c.explainWarm, explainRetryAfter: c.explainRetryAfter,
+			explain: c.explain,
 		})
 		r.Mode = ru.label
 		res.Modes = append(res.Modes, r)

@@ -111,11 +111,8 @@ type modeConfig struct {
 	reviews     int
 	idle        time.Duration
 	planBudget  time.Duration
-	explainers  int
-	explainWarm time.Duration
-	// explainRetryAfter: the explaining callers wait out a 429's Retry-After.
-	explainRetryAfter bool
-	log               io.Writer
+	explain     explainOptions
+	log         io.Writer
 }
 
 const (
@@ -205,8 +202,8 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 		logf("admission %s: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
 	}
 	r.Memory = mem.snapshot()
-	if c.explainers > 0 {
-		r.Explain, err = measureUnderExplain(ctx, c, srv, mem, pool, c.explainWarm)
+	if c.explain.callers > 0 {
+		r.Explain, err = measureUnderExplain(ctx, c, srv, mem, pool)
 		if e := r.Explain; e != nil {
 			logf("%d explaining callers over %d pending claims for %.1f s: %d explanations (%.1f/s, p50 %.1f ms), %d limited (%.0f/s), %d other, %d in flight at stop; pvguard used %.1f cores",
 				e.Callers, e.Claims, e.Seconds, e.OK, e.OKPerS, e.OKp50ms, e.Limited, e.LimitedPerS, e.Other, e.InFlight, e.ServerCPUSeconds/e.Seconds)
