@@ -57,6 +57,8 @@ type Options struct {
 	ReadRights webhook.ReadRights
 	// Registry receives pvguard's metrics; a new registry is made if nil.
 	Registry *prometheus.Registry
+	// Metrics are the admission metrics, registered in Registry; made there if nil.
+	Metrics *webhook.Metrics
 	// ReadyChecks must all pass for /readyz (caches synced, certificate loaded).
 	ReadyChecks map[string]func() error
 	// Report and Dashboard, when set, serve the latest audit at GET /api/v1/report (JSON) and
@@ -113,7 +115,10 @@ type Server struct {
 func NewServer(opts Options) *Server {
 	opts.applyDefaults()
 	s := &Server{opts: opts, started: make(chan struct{})}
-	s.metrics = webhook.NewMetrics(opts.Registry)
+	s.metrics = opts.Metrics
+	if s.metrics == nil {
+		s.metrics = webhook.NewMetrics(opts.Registry)
+	}
 	s.router = s.routes()
 	return s
 }
