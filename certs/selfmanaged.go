@@ -81,75 +81,137 @@ func (s *SelfManaged) defaults() {
 //     names: issue a new one.
 func (s SelfManaged) Plan(data map[string][]byte, annotations map[string]string) (map[string][]byte, map[string]string, string, error) {
 	s.defaults()
-	now := s.Now()
-	req := Request{DNSNames: s.DNSNames, IPs: s.IPs, Validity: s.Validity, CAValidity: s.CAValidity, Now: s.Now}
-	out := map[string][]byte{}
+	p := newSecretPlan(s, data, annotations)
+	signer, err := p.ensureSigner()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if signer, err = p.advanceNextCA(signer); err != nil {
+		return nil, nil, "", err
+	}
+	if err := p.ensureServing(signer); err != nil {
+		return nil, nil, "", err
+	}
+	if err := p.buildTrustBundle(signer); err != nil {
+		return nil, nil, "", err
+	}
+	if len(p.reasons) == 0 {
+		return data, annotations, "", nil
+	}
+	return p.out, p.ann, fmt.Sprint(p.reasons), nil
+}
+
+// secretPlan is the Secret content Plan builds: copies of the data and annotations it changes,
+// and why it changed them.
+type secretPlan struct {
+	s       SelfManaged
+	now     time.Time
+	req     Request
+	data    map[string][]byte // as read, never changed
+	out     map[string][]byte
+	ann     map[string]string
+	reasons []string
+}
+
+// newSecretPlan starts a plan from copies of the Secret's data and annotations.
+func newSecretPlan(s SelfManaged, data map[string][]byte, annotations map[string]string) *secretPlan {
+	p := &secretPlan{
+		s:    s,
+		now:  s.Now(),
+		req:  Request{DNSNames: s.DNSNames, IPs: s.IPs, Validity: s.Validity, CAValidity: s.CAValidity, Now: s.Now},
+		data: data,
+		out:  map[string][]byte{},
+		ann:  map[string]string{},
+	}
 	for k, v := range data {
-		out[k] = v
+		p.out[k] = v
 	}
-	ann := map[string]string{}
 	for k, v := range annotations {
-		ann[k] = v
+		p.ann[k] = v
 	}
-	var reasons []string
-	put := func(prefixCert, prefixKey string, kp *KeyPair) {
-		out[prefixCert], out[prefixKey] = kp.CertPEM, kp.KeyPEM
-	}
+	return p
+}
 
-	signer, err := ParseKeyPair(data[SignerCertKey], data[SignerKeyKey])
-	if err != nil || !now.Before(signer.Cert.NotAfter) {
-		if signer, err = IssueCA(req); err != nil {
-			return nil, nil, "", err
-		}
-		put(SignerCertKey, SignerKeyKey, signer)
-		delete(out, NextCertKey)
-		delete(out, NextKeyKey)
-		delete(ann, NextSinceAnnotation)
-		out[CAFile] = nil
-		reasons = append(reasons, "issued a CA")
-	}
+// put stores a key pair under the given certificate and key keys.
+func (p *secretPlan) put(certKey, keyKey string, kp *KeyPair) {
+	p.out[certKey], p.out[keyKey] = kp.CertPEM, kp.KeyPEM
+}
 
-	next, nextErr := ParseKeyPair(out[NextCertKey], out[NextKeyKey])
-	since, sinceErr := time.Parse(time.RFC3339, ann[NextSinceAnnotation])
+// dropNext removes the next CA and the time it entered the trust bundle.
+func (p *secretPlan) dropNext() {
+	delete(p.out, NextCertKey)
+	delete(p.out, NextKeyKey)
+	delete(p.ann, NextSinceAnnotation)
+}
+
+// ensureSigner returns the signing CA, issuing a new one (and starting the rotation over) when
+// there is no usable one (step 1).
+func (p *secretPlan) ensureSigner() (*KeyPair, error) {
+	signer, err := ParseKeyPair(p.data[SignerCertKey], p.data[SignerKeyKey])
+	if err == nil && p.now.Before(signer.Cert.NotAfter) {
+		return signer, nil
+	}
+	if signer, err = IssueCA(p.req); err != nil {
+		return nil, err
+	}
+	p.put(SignerCertKey, SignerKeyKey, signer)
+	p.dropNext()
+	p.out[CAFile] = nil
+	p.reasons = append(p.reasons, "issued a CA")
+	return signer, nil
+}
+
+// advanceNextCA publishes the next CA when the signer is in its last third (step 2), or makes
+// it the signer once it has been trusted for Overlap (step 3); it returns the signer.
+func (p *secretPlan) advanceNextCA(signer *KeyPair) (*KeyPair, error) {
+	next, nextErr := ParseKeyPair(p.out[NextCertKey], p.out[NextKeyKey])
+	since, sinceErr := time.Parse(time.RFC3339, p.ann[NextSinceAnnotation])
 	switch {
-	case nextErr == nil && sinceErr == nil && now.Sub(since) >= s.Overlap:
+	case nextErr == nil && sinceErr == nil && p.now.Sub(since) >= p.s.Overlap:
 		signer = next
-		put(SignerCertKey, SignerKeyKey, signer)
-		delete(out, NextCertKey)
-		delete(out, NextKeyKey)
-		delete(ann, NextSinceAnnotation)
-		reasons = append(reasons, "switched to the next CA")
+		p.put(SignerCertKey, SignerKeyKey, signer)
+		p.dropNext()
+		p.reasons = append(p.reasons, "switched to the next CA")
 	case nextErr == nil && sinceErr == nil:
 		// waiting for the overlap to pass
-	case remaining(signer.Cert, now) < s.CAValidity/3:
-		if next, err = IssueCA(req); err != nil {
-			return nil, nil, "", err
+	case remaining(signer.Cert, p.now) < p.s.CAValidity/3:
+		var err error
+		if next, err = IssueCA(p.req); err != nil {
+			return nil, err
 		}
-		put(NextCertKey, NextKeyKey, next)
-		ann[NextSinceAnnotation] = now.UTC().Format(time.RFC3339)
-		reasons = append(reasons, "published the next CA")
+		p.put(NextCertKey, NextKeyKey, next)
+		p.ann[NextSinceAnnotation] = p.now.UTC().Format(time.RFC3339)
+		p.reasons = append(p.reasons, "published the next CA")
 	default:
-		delete(out, NextCertKey)
-		delete(out, NextKeyKey)
-		delete(ann, NextSinceAnnotation)
+		p.dropNext()
 	}
+	return signer, nil
+}
 
-	serving, err := ParseKeyPair(out[CertFile], out[KeyFile])
-	if why := s.servingProblem(serving, err, signer, now); why != "" {
-		if serving, err = IssueServing(signer, req); err != nil {
-			return nil, nil, "", err
-		}
-		out[CertFile], out[KeyFile] = serving.CertPEM, serving.KeyPEM
-		reasons = append(reasons, "issued a serving certificate ("+why+")")
+// ensureServing issues a serving certificate from signer when the current one is unusable, due
+// for renewal, signed by another CA or for other names (step 4).
+func (p *secretPlan) ensureServing(signer *KeyPair) error {
+	serving, err := ParseKeyPair(p.out[CertFile], p.out[KeyFile])
+	why := p.s.servingProblem(serving, err, signer, p.now)
+	if why == "" {
+		return nil
 	}
+	if serving, err = IssueServing(signer, p.req); err != nil {
+		return err
+	}
+	p.out[CertFile], p.out[KeyFile] = serving.CertPEM, serving.KeyPEM
+	p.reasons = append(p.reasons, "issued a serving certificate ("+why+")")
+	return nil
+}
 
-	// The trust bundle: the signer, the next CA, and older CAs still valid.
+// buildTrustBundle writes the trust bundle: the signer, the next CA, and older CAs still valid.
+func (p *secretPlan) buildTrustBundle(signer *KeyPair) error {
 	trusted := []*x509.Certificate{signer.Cert}
-	if n, err := ParseKeyPair(out[NextCertKey], out[NextKeyKey]); err == nil {
+	if n, err := ParseKeyPair(p.out[NextCertKey], p.out[NextKeyKey]); err == nil {
 		trusted = append(trusted, n.Cert)
 	}
-	for _, c := range decodeAll(data[CAFile]) {
-		if now.Before(c.NotAfter) && !slices.ContainsFunc(trusted, c.Equal) {
+	for _, c := range decodeAll(p.data[CAFile]) {
+		if p.now.Before(c.NotAfter) && !slices.ContainsFunc(trusted, c.Equal) {
 			trusted = append(trusted, c)
 		}
 	}
@@ -157,18 +219,15 @@ func (s SelfManaged) Plan(data map[string][]byte, annotations map[string]string)
 	for _, c := range trusted {
 		pem, err := pki.EncodeX509(c)
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("encoding the trust bundle: %w", err)
+			return fmt.Errorf("encoding the trust bundle: %w", err)
 		}
 		bundle.Write(pem)
 	}
-	out[CAFile] = bundle.Bytes()
-	if !bytes.Equal(out[CAFile], data[CAFile]) && len(reasons) == 0 {
-		reasons = append(reasons, "dropped expired CAs from the trust bundle")
+	p.out[CAFile] = bundle.Bytes()
+	if !bytes.Equal(p.out[CAFile], p.data[CAFile]) && len(p.reasons) == 0 {
+		p.reasons = append(p.reasons, "dropped expired CAs from the trust bundle")
 	}
-	if len(reasons) == 0 {
-		return data, annotations, "", nil
-	}
-	return out, ann, fmt.Sprint(reasons), nil
+	return nil
 }
 
 func (s *SelfManaged) servingProblem(kp *KeyPair, parseErr error, signer *KeyPair, now time.Time) string {

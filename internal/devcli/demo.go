@@ -26,67 +26,99 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	step := func(n int, what string) { fmt.Fprintf(out, "%d. %s\n", n, what) }
-	// refused checks that pvguard refused a write by the rule of that name ("[PVGnnn name] ...").
-	refused := func(err error, rule string) error {
-		if err == nil || !strings.Contains(err.Error(), " "+rule+"] ") {
-			return fmt.Errorf("expected pvguard to refuse with %s, got: %v", rule, err)
-		}
-		fmt.Fprintf(out, "   refused: %s\n", indent(err.Error()))
-		return nil
-	}
-	admitted := func(err error) error {
-		if err != nil {
+	d := &demo{cfg: cfg, out: out, warns: warns, user: user}
+	for _, step := range []func(context.Context) error{
+		d.importDisks,
+		d.refuseMisbindings,
+		d.bindPreboundClaim,
+		d.refuseChangesToTheBoundDisk,
+		d.failDeletedStaticVolume,
+	} {
+		if err := step(ctx); err != nil {
 			return err
 		}
-		fmt.Fprintln(out, "   admitted")
-		for _, w := range warns.Take() {
-			fmt.Fprintf(out, "   warning: %s\n", w)
-		}
-		return nil
 	}
+	return nil
+}
 
-	step(1, "An admin imports two 10Gi disks: pv-disk-fs (Filesystem) and pv-disk-block (Block), Retain.")
+// demo is the demo's cluster and the story it prints.
+type demo struct {
+	cfg   *rest.Config
+	out   io.Writer
+	warns *devcluster.Warnings
+	// user writes as the admin, collecting pvguard's warnings into warns.
+	user client.Client
+}
+
+// step prints the heading of step n.
+func (d *demo) step(n int, what string) { fmt.Fprintf(d.out, "%d. %s\n", n, what) }
+
+// refused checks that pvguard refused a write by the rule of that name ("[PVGnnn name] ...").
+func (d *demo) refused(err error, rule string) error {
+	if err == nil || !strings.Contains(err.Error(), " "+rule+"] ") {
+		return fmt.Errorf("expected pvguard to refuse with %s, got: %v", rule, err)
+	}
+	fmt.Fprintf(d.out, "   refused: %s\n", indent(err.Error()))
+	return nil
+}
+
+// admitted checks that a write was admitted and prints the warnings it got.
+func (d *demo) admitted(err error) error {
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(d.out, "   admitted")
+	for _, w := range d.warns.Take() {
+		fmt.Fprintf(d.out, "   warning: %s\n", w)
+	}
+	return nil
+}
+
+// importDisks creates the tenants' namespaces and the two disks (step 1).
+func (d *demo) importDisks(ctx context.Context) error {
+	d.step(1, "An admin imports two 10Gi disks: pv-disk-fs (Filesystem) and pv-disk-block (Block), Retain.")
 	for _, ns := range []string{"team-a", "team-b"} {
-		if err := user.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		if err := d.user.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
 	}
-	if err := admitted(user.Create(ctx, demoPV("pv-disk-fs", corev1.PersistentVolumeFilesystem))); err != nil {
+	if err := d.admitted(d.user.Create(ctx, demoPV("pv-disk-fs", corev1.PersistentVolumeFilesystem))); err != nil {
 		return err
 	}
-	if err := admitted(user.Create(ctx, demoPV("pv-disk-block", corev1.PersistentVolumeBlock))); err != nil {
-		return err
-	}
+	return d.admitted(d.user.Create(ctx, demoPV("pv-disk-block", corev1.PersistentVolumeBlock)))
+}
 
-	step(2, "team-a asks for a Block claim pre-bound to the Filesystem disk (would fail only at mount time):")
-	if err := refused(user.Create(ctx, demoPVC("team-a", "db", corev1.PersistentVolumeBlock, "pv-disk-fs")), "volume-mode-match"); err != nil {
+// refuseMisbindings shows claims that would misbind refused (steps 2 and 3).
+func (d *demo) refuseMisbindings(ctx context.Context) error {
+	d.step(2, "team-a asks for a Block claim pre-bound to the Filesystem disk (would fail only at mount time):")
+	if err := d.refused(d.user.Create(ctx, demoPVC("team-a", "db", corev1.PersistentVolumeBlock, "pv-disk-fs")), "volume-mode-match"); err != nil {
 		return err
 	}
+	d.step(3, "team-b names the Block disk it was never given in spec.volumeName:")
+	return d.refused(d.user.Create(ctx, demoPVC("team-b", "grab", corev1.PersistentVolumeBlock, "pv-disk-block")), "volume-grab")
+}
 
-	step(3, "team-b names the Block disk it was never given in spec.volumeName:")
-	if err := refused(user.Create(ctx, demoPVC("team-b", "grab", corev1.PersistentVolumeBlock, "pv-disk-block")), "volume-grab"); err != nil {
-		return err
-	}
-
-	step(4, "The admin pre-binds the Block disk to team-a/db, and team-a creates the right claim:")
-	if err := admitted(devcluster.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
+// bindPreboundClaim pre-binds the Block disk to team-a/db, creates the claim and waits for
+// pvguard's binder to bind them (steps 4 and 5).
+func (d *demo) bindPreboundClaim(ctx context.Context) error {
+	d.step(4, "The admin pre-binds the Block disk to team-a/db, and team-a creates the right claim:")
+	if err := d.admitted(devcluster.PatchPV(ctx, d.user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
 		pv.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "db"}
 	})); err != nil {
 		return err
 	}
-	if err := admitted(user.Create(ctx, demoPVC("team-a", "db", corev1.PersistentVolumeBlock, "pv-disk-block"))); err != nil {
+	if err := d.admitted(d.user.Create(ctx, demoPVC("team-a", "db", corev1.PersistentVolumeBlock, "pv-disk-block"))); err != nil {
 		return err
 	}
 
-	step(5, "pvguard's binder binds them (the four upstream writes, each judged by policy first):")
+	d.step(5, "pvguard's binder binds them (the four upstream writes, each judged by policy first):")
 	pv := &corev1.PersistentVolume{}
 	pvc := &corev1.PersistentVolumeClaim{}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := user.Get(ctx, client.ObjectKey{Name: "pv-disk-block"}, pv); err != nil {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := d.user.Get(ctx, client.ObjectKey{Name: "pv-disk-block"}, pv); err != nil {
 			return false, err
 		}
-		if err := user.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "db"}, pvc); err != nil {
+		if err := d.user.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "db"}, pvc); err != nil {
 			return false, err
 		}
 		return pv.Status.Phase == corev1.VolumeBound && pvc.Status.Phase == corev1.ClaimBound, nil
@@ -94,56 +126,71 @@ func RunDemo(ctx context.Context, cfg *rest.Config, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("waiting for the binder to bind team-a/db: %w", err)
 	}
-	fmt.Fprintf(out, "   PersistentVolume pv-disk-block is %s to %s/%s; PersistentVolumeClaim team-a/db is %s to %s\n",
+	fmt.Fprintf(d.out, "   PersistentVolume pv-disk-block is %s to %s/%s; PersistentVolumeClaim team-a/db is %s to %s\n",
 		pv.Status.Phase, pv.Spec.ClaimRef.Namespace, pv.Spec.ClaimRef.Name, pvc.Status.Phase, pvc.Spec.VolumeName)
+	return nil
+}
 
-	step(6, "Someone flips the bound Retain disk to Delete:")
-	if err := refused(devcluster.PatchPV(ctx, user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
+// refuseChangesToTheBoundDisk shows a reclaim downgrade and a second claim on the bound disk
+// refused (steps 6 and 7).
+func (d *demo) refuseChangesToTheBoundDisk(ctx context.Context) error {
+	d.step(6, "Someone flips the bound Retain disk to Delete:")
+	if err := d.refused(devcluster.PatchPV(ctx, d.user, "pv-disk-block", func(pv *corev1.PersistentVolume) {
 		pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	}), "reclaim-downgrade"); err != nil {
 		return err
 	}
+	d.step(7, "A second claim names the bound disk:")
+	return d.refused(d.user.Create(ctx, demoPVC("team-a", "db-copy", corev1.PersistentVolumeBlock, "pv-disk-block")), "no-double-binding")
+}
 
-	step(7, "A second claim names the bound disk:")
-	if err := refused(user.Create(ctx, demoPVC("team-a", "db-copy", corev1.PersistentVolumeBlock, "pv-disk-block")), "no-double-binding"); err != nil {
-		return err
-	}
-
-	step(8, "team-a deletes a claim on a static disk whose reclaim policy is Delete; nothing can delete that storage:")
+// failDeletedStaticVolume deletes the claim on a static Delete disk and waits for the binder to
+// release the disk and mark it Failed (step 8).
+func (d *demo) failDeletedStaticVolume(ctx context.Context) error {
+	d.step(8, "team-a deletes a claim on a static disk whose reclaim policy is Delete; nothing can delete that storage:")
 	scratch := demoPV("pv-scratch", corev1.PersistentVolumeFilesystem)
 	scratch.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
 	scratch.Spec.ClaimRef = &corev1.ObjectReference{Namespace: "team-a", Name: "scratch"}
-	if err := user.Create(ctx, scratch); err != nil {
+	if err := d.user.Create(ctx, scratch); err != nil {
 		return fmt.Errorf("creating pv-scratch: %w", err)
 	}
 	claim := demoPVC("team-a", "scratch", corev1.PersistentVolumeFilesystem, "")
-	if err := user.Create(ctx, claim); err != nil {
+	if err := d.user.Create(ctx, claim); err != nil {
 		return fmt.Errorf("creating team-a/scratch: %w", err)
 	}
-	if err := waitPhase(ctx, user, "pv-scratch", corev1.VolumeBound); err != nil {
+	if err := waitPhase(ctx, d.user, "pv-scratch", corev1.VolumeBound); err != nil {
 		return err
 	}
-	if err := user.Delete(ctx, claim); err != nil {
+	if err := d.user.Delete(ctx, claim); err != nil {
 		return fmt.Errorf("deleting team-a/scratch: %w", err)
 	}
+	if err := d.releaseDeletedClaim(ctx, "team-a", "scratch"); err != nil {
+		return err
+	}
+	if err := waitPhase(ctx, d.user, "pv-scratch", corev1.VolumeFailed); err != nil {
+		return err
+	}
+	fmt.Fprintln(d.out, "   the binder released pv-scratch after a live read confirmed the claim gone, then marked it Failed (VolumeFailedDelete)")
+	return nil
+}
+
+// releaseDeletedClaim removes the finalizers of a deleted claim as the pvc-protection
+// controller does.
+func (d *demo) releaseDeletedClaim(ctx context.Context, namespace, name string) error {
 	// No kube-controller-manager runs here: act as its pvc-protection controller, which lets a
 	// deleted claim go once no pod uses it.
-	protector, err := devcluster.NewClient(cfg, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
+	protector, err := devcluster.NewClient(d.cfg, nil, "system:serviceaccount:kube-system:pvc-protection-controller", "system:serviceaccounts", "system:authenticated")
 	if err != nil {
 		return err
 	}
 	deleted := &corev1.PersistentVolumeClaim{}
-	if err := protector.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "scratch"}, deleted); err != nil {
-		return fmt.Errorf("reading team-a/scratch: %w", err)
+	if err := protector.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, deleted); err != nil {
+		return fmt.Errorf("reading %s/%s: %w", namespace, name, err)
 	}
 	deleted.Finalizers = nil // it updates, as the real controller does (its role has no patch)
 	if err := protector.Update(ctx, deleted); err != nil {
-		return fmt.Errorf("releasing team-a/scratch: %w", err)
+		return fmt.Errorf("releasing %s/%s: %w", namespace, name, err)
 	}
-	if err := waitPhase(ctx, user, "pv-scratch", corev1.VolumeFailed); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "   the binder released pv-scratch after a live read confirmed the claim gone, then marked it Failed (VolumeFailedDelete)")
 	return nil
 }
 

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -90,12 +91,94 @@ const devPolicyHeader = `# pvguard policy config (see docs/configuration.md), as
 // the ConfigMap's policy config) with the chart's webhook configurations installed, and runs the
 // demo scenario. pvguard's logs go to pvguard.log in Dir.
 func Dev(ctx context.Context, o DevFlags) (err error) {
+	if err := o.complete(); err != nil {
+		return err
+	}
+	host, err := listenHost(o.Listen)
+	if err != nil {
+		return err
+	}
+	files := newDevFiles(o.Dir)
+	logFile, err := os.OpenFile(files.log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating the log file: %w", err)
+	}
+	defer logFile.Close()
+	log := o.Logger(logFile)
+	// client-go's own components (leader election, reflectors) log through klog, to stderr
+	// unless told otherwise.
+	klog.SetLogger(log)
+	defer klog.ClearLogger()
+
+	ci, so, err := renderDevChart()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "Starting kube-apiserver and etcd from %s ...\n", o.Assets)
+	cp, err := devcluster.Start(o.Assets)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := cp.Stop(); stopErr != nil && err == nil {
+			err = fmt.Errorf("stopping the control plane: %w", stopErr)
+		}
+	}()
+	if err := files.write(cp, ci); err != nil {
+		return err
+	}
+	admin, cs, err := installChartIdentity(ctx, cp, ci)
+	if err != nil {
+		return err
+	}
+	// The ServiceAccount's token, as the kubelet would project it into pvguard's pod, and a
+	// kubeconfig that uses nothing else: every request pvguard makes is the ServiceAccount's.
+	mint := func(ctx context.Context) (time.Time, error) { return mintToken(ctx, cs, ci, files.token) }
+	expires, err := mint(ctx)
+	if err != nil {
+		return err
+	}
+	if err := writeServiceAccountKubeconfig(cp.KubeConfig, files.token, files.saKubeconfig); err != nil {
+		return err
+	}
+
+	so = outsideAPod(so, files, o.Listen, host)
+	srv := startServing(ctx, so, log, mint, expires)
+	defer func() { _ = srv.stop() }()
+	addr, err := srv.waitReady(ctx, files.log)
+	if err != nil {
+		return err
+	}
+	baseURL := "https://" + net.JoinHostPort(host, portOf(addr))
+	caPEM, err := installWebhooks(ctx, cp.Config, admin, baseURL, so)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "pvguard is serving at %s with its binder active, as the chart's ServiceAccount %s/%s\n"+
+		"with the chart's RBAC and policy config (kubeconfig %s, token from the TokenRequest API);\n"+
+		"webhook configurations installed, their caBundle filled in by pvguard from its self-managed CA\n"+
+		"(Secret %s/%s). pvguard's logs go to %s\n\n",
+		baseURL, ci.Namespace, ci.ServiceAccount, files.saKubeconfig, so.Namespace, so.CertSecret, files.log)
+	if err := runDemoAndReport(ctx, cp.Config, o.Out, baseURL, caPEM, files.token); err != nil {
+		return err
+	}
+	printTryIt(o.Out, files, baseURL)
+	if o.ExitAfterDemo {
+		return srv.stop()
+	}
+	fmt.Fprintln(o.Out, "Press Ctrl-C to stop.")
+	return srv.serveUntilDone(ctx, files.log)
+}
+
+// complete fills in the defaults of the flags and creates the working directory.
+func (o *DevFlags) complete() error {
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
 	if o.Logger == nil {
 		o.Logger = func(w io.Writer) logr.Logger { return cli.NewLogger(w, false) }
 	}
+	var err error
 	if o.Assets == "" {
 		if o.Assets, err = devcluster.AssetsDir(); err != nil {
 			return err
@@ -108,139 +191,120 @@ func Dev(ctx context.Context, o DevFlags) (err error) {
 	} else if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return fmt.Errorf("creating working directory %s: %w", o.Dir, err)
 	}
-	host, _, err := net.SplitHostPort(o.Listen)
+	return nil
+}
+
+// listenHost is the host of the --listen address, 127.0.0.1 when it names none.
+func listenHost(listen string) (string, error) {
+	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return fmt.Errorf("--listen %q: %w", o.Listen, err)
+		return "", fmt.Errorf("--listen %q: %w", listen, err)
 	}
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	logPath := filepath.Join(o.Dir, devLogFile)
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("creating the log file: %w", err)
-	}
-	defer logFile.Close()
-	log := o.Logger(logFile)
-	// client-go's own components (leader election, reflectors) log through klog, to stderr
-	// unless told otherwise.
-	klog.SetLogger(log)
-	defer klog.ClearLogger()
+	return host, nil
+}
 
+// outsideAPod adapts the chart's serve arguments to pvguard serving outside a pod.
+func outsideAPod(so cli.ServeFlags, files devFiles, listen, host string) cli.ServeFlags {
+	// The chart's arguments, but for what differs outside a pod: the kubeconfig (in a pod:
+	// the mounted token), the listener and config path, and the names the apiserver calls
+	// pvguard by (a URL, not the Service).
+	so.Kubeconfig, so.Listen, so.ConfigFile = files.saKubeconfig, listen, files.policy
+	so.CertHosts = append(so.CertHosts, "localhost", host)
+	so.CertCheckInterval = time.Second // the webhook configurations appear just after start
+	return so
+}
+
+// printTryIt tells how to reach the cluster and pvguard by hand.
+func printTryIt(out io.Writer, files devFiles, baseURL string) {
+	fmt.Fprintf(out, "\nTry it yourself:\n  export KUBECONFIG=%s\n  policy config: %s (reloaded on save)\n  metrics: curl -k %s/metrics\n"+
+		"  report: curl -k -H \"Authorization: Bearer $(cat %s)\" %s/api/v1/report\n", files.kubeconfig, files.policy, baseURL, files.token, baseURL)
+}
+
+// devFiles are the paths of the files pvguard-dev writes into its working directory.
+type devFiles struct {
+	log, kubeconfig, saKubeconfig, token, policy string
+}
+
+// newDevFiles names the files pvguard-dev writes into dir.
+func newDevFiles(dir string) devFiles {
+	return devFiles{
+		log:          filepath.Join(dir, devLogFile),
+		kubeconfig:   filepath.Join(dir, "kubeconfig"),
+		saKubeconfig: filepath.Join(dir, "pvguard.kubeconfig"),
+		token:        filepath.Join(dir, "pvguard.token"),
+		policy:       filepath.Join(dir, "policy.yaml"),
+	}
+}
+
+// write writes the admin kubeconfig of the control plane and the chart's policy config.
+func (f devFiles) write(cp *devcluster.ControlPlane, ci *chartInstall) error {
+	if err := os.WriteFile(f.kubeconfig, cp.KubeConfig, 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	if err := os.WriteFile(f.policy, []byte(devPolicyHeader+ci.Policy), 0o600); err != nil {
+		return fmt.Errorf("writing policy config: %w", err)
+	}
+	return nil
+}
+
+// renderDevChart renders the Helm chart with devValues and parses its container arguments.
+func renderDevChart() (*chartInstall, cli.ServeFlags, error) {
 	ci, err := renderChartInstall(devcluster.ChartRelease, devcluster.ChartNamespace, devValues())
 	if err != nil {
-		return fmt.Errorf("rendering the Helm chart: %w", err)
+		return nil, cli.ServeFlags{}, fmt.Errorf("rendering the Helm chart: %w", err)
 	}
 	so, err := cli.ParseServeArgs(ci.ServeArgs)
 	if err != nil {
-		return fmt.Errorf("the chart's container arguments: %w", err)
+		return nil, cli.ServeFlags{}, fmt.Errorf("the chart's container arguments: %w", err)
 	}
+	return ci, so, nil
+}
 
-	fmt.Fprintf(o.Out, "Starting kube-apiserver and etcd from %s ...\n", o.Assets)
-	cp, err := devcluster.Start(o.Assets)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if stopErr := cp.Stop(); stopErr != nil && err == nil {
-			err = fmt.Errorf("stopping the control plane: %w", stopErr)
-		}
-	}()
-
-	kubeconfig := filepath.Join(o.Dir, "kubeconfig")
-	saKubeconfig := filepath.Join(o.Dir, "pvguard.kubeconfig")
-	tokenFile := filepath.Join(o.Dir, "pvguard.token")
-	policyFile := filepath.Join(o.Dir, "policy.yaml")
-	if err := os.WriteFile(kubeconfig, cp.KubeConfig, 0o600); err != nil {
-		return fmt.Errorf("writing kubeconfig: %w", err)
-	}
-	if err := os.WriteFile(policyFile, []byte(devPolicyHeader+ci.Policy), 0o600); err != nil {
-		return fmt.Errorf("writing policy config: %w", err)
-	}
-
-	// What `helm install --create-namespace` creates for pvguard's identity: the namespace,
-	// the ServiceAccount and the RBAC, as the chart renders them.
+// installChartIdentity creates what `helm install --create-namespace` creates for pvguard's
+// identity: the namespace, the ServiceAccount and the RBAC, as the chart renders them; it
+// returns the admin clients it used once the RBAC is in force.
+func installChartIdentity(ctx context.Context, cp *devcluster.ControlPlane, ci *chartInstall) (client.Client, kubernetes.Interface, error) {
 	admin, err := client.New(cp.Config, client.Options{})
 	if err != nil {
-		return fmt.Errorf("connecting to the control plane: %w", err)
+		return nil, nil, fmt.Errorf("connecting to the control plane: %w", err)
 	}
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ci.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", ci.Namespace, err)
+		return nil, nil, fmt.Errorf("creating namespace %s: %w", ci.Namespace, err)
 	}
 	for _, obj := range ci.Objects {
 		if err := admin.Create(ctx, obj.DeepCopy()); err != nil {
-			return fmt.Errorf("creating %s %s from the chart: %w", obj.GetKind(), obj.GetName(), err)
+			return nil, nil, fmt.Errorf("creating %s %s from the chart: %w", obj.GetKind(), obj.GetName(), err)
 		}
 	}
 	cs, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
-		return fmt.Errorf("connecting to the control plane: %w", err)
+		return nil, nil, fmt.Errorf("connecting to the control plane: %w", err)
 	}
 	if err := waitForRBAC(ctx, cs, ci); err != nil {
-		return err
+		return nil, nil, err
 	}
-	// The ServiceAccount's token, as the kubelet would project it into pvguard's pod, and a
-	// kubeconfig that uses nothing else: every request pvguard makes is the ServiceAccount's.
-	expires, err := mintToken(ctx, cs, ci, tokenFile)
-	if err != nil {
-		return err
-	}
-	if err := writeServiceAccountKubeconfig(cp.KubeConfig, tokenFile, saKubeconfig); err != nil {
-		return err
-	}
+	return admin, cs, nil
+}
 
-	serveCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go renewToken(serveCtx, func(ctx context.Context) (time.Time, error) { return mintToken(ctx, cs, ci, tokenFile) }, expires, log.WithName("token"))
-	// The chart's arguments, but for what differs outside a pod: the kubeconfig (in a pod:
-	// the mounted token), the listener and config path, and the names the apiserver calls
-	// pvguard by (a URL, not the Service).
-	so.Kubeconfig, so.Listen, so.ConfigFile = saKubeconfig, o.Listen, policyFile
-	so.CertHosts = append(so.CertHosts, "localhost", host)
-	so.CertCheckInterval = time.Second // the webhook configurations appear just after start
-	ready := make(chan net.Addr, 1)
-	so.Ready = func(a net.Addr) { ready <- a }
-	served := make(chan error, 1)
-	go func() { served <- cli.Serve(serveCtx, so, log) }()
-	// stop stops pvguard and waits for it, once, whichever way Dev returns: nothing may log
-	// into the closed log file or reach the stopped control plane.
-	var (
-		stopped  bool
-		serveErr error
-	)
-	stop := func() error {
-		if !stopped {
-			cancel()
-			serveErr, stopped = ignoreCanceled(<-served), true
-		}
-		return serveErr
-	}
-	defer func() { _ = stop() }()
-	var addr net.Addr
-	select {
-	case addr = <-ready:
-	case err := <-served:
-		stopped, serveErr = true, err
-		return fmt.Errorf("pvguard serve stopped before it was ready (log: %s): %v", logPath, err)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	baseURL := "https://" + net.JoinHostPort(host, portOf(addr))
-	if err := devcluster.InstallWebhooks(ctx, cp.Config, devcluster.WebhookOptions{BaseURL: baseURL}); err != nil {
-		return err
+// installWebhooks installs the chart's webhook configurations pointing at baseURL and returns
+// the trust bundle of pvguard's self-managed certificates.
+func installWebhooks(ctx context.Context, cfg *rest.Config, admin client.Client, baseURL string, so cli.ServeFlags) ([]byte, error) {
+	if err := devcluster.InstallWebhooks(ctx, cfg, devcluster.WebhookOptions{BaseURL: baseURL}); err != nil {
+		return nil, err
 	}
 	secret := &corev1.Secret{}
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: so.Namespace, Name: so.CertSecret}, secret); err != nil {
-		return fmt.Errorf("reading the self-managed certificates: %w", err)
+		return nil, fmt.Errorf("reading the self-managed certificates: %w", err)
 	}
-	caPEM := secret.Data[certs.CAFile]
-	fmt.Fprintf(o.Out, "pvguard is serving at %s with its binder active, as the chart's ServiceAccount %s/%s\n"+
-		"with the chart's RBAC and policy config (kubeconfig %s, token from the TokenRequest API);\n"+
-		"webhook configurations installed, their caBundle filled in by pvguard from its self-managed CA\n"+
-		"(Secret %s/%s). pvguard's logs go to %s\n\n",
-		baseURL, ci.Namespace, ci.ServiceAccount, saKubeconfig, so.Namespace, so.CertSecret, logPath)
+	return secret.Data[certs.CAFile], nil
+}
 
-	if err := RunDemo(ctx, cp.Config, o.Out); err != nil {
+// runDemoAndReport runs the demo and prints the audit report it leads to.
+func runDemoAndReport(ctx context.Context, cfg *rest.Config, out io.Writer, baseURL string, caPEM []byte, tokenFile string) error {
+	if err := RunDemo(ctx, cfg, out); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	// The report asks for a bearer token: pvguard's own, which may list every claim, volume and
@@ -249,21 +313,67 @@ func Dev(ctx context.Context, o DevFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("reading the ServiceAccount token: %w", err)
 	}
-	if err := printAuditReport(ctx, o.Out, baseURL, caPEM, strings.TrimSpace(string(token))); err != nil {
+	if err := printAuditReport(ctx, out, baseURL, caPEM, strings.TrimSpace(string(token))); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
+	return nil
+}
 
-	fmt.Fprintf(o.Out, "\nTry it yourself:\n  export KUBECONFIG=%s\n  policy config: %s (reloaded on save)\n  metrics: curl -k %s/metrics\n"+
-		"  report: curl -k -H \"Authorization: Bearer $(cat %s)\" %s/api/v1/report\n", kubeconfig, policyFile, baseURL, tokenFile, baseURL)
-	if o.ExitAfterDemo {
-		return stop()
+// devServer is pvguard serving in the background; stop stops it and waits for it, once,
+// whichever way Dev returns: nothing may log into the closed log file or reach the stopped
+// control plane.
+type devServer struct {
+	cancel   context.CancelFunc
+	ready    chan net.Addr
+	served   chan error
+	stopped  bool
+	serveErr error
+}
+
+// startServing starts pvguard with so, and the renewal of its token, in the background.
+func startServing(ctx context.Context, so cli.ServeFlags, log logr.Logger, mint func(context.Context) (time.Time, error), expires time.Time) *devServer {
+	serveCtx, cancel := context.WithCancel(ctx)
+	s := &devServer{cancel: cancel, ready: make(chan net.Addr, 1), served: make(chan error, 1)}
+	go renewToken(serveCtx, mint, expires, log.WithName("token"))
+	so.Ready = func(a net.Addr) { s.ready <- a }
+	go func() { s.served <- cli.Serve(serveCtx, so, log) }()
+	return s
+}
+
+// stop stops pvguard, once, and returns what serving ended with (nil when stopped).
+func (s *devServer) stop() error {
+	s.cancel() // also when serving ended by itself: the token's renewal stops with it
+	if !s.stopped {
+		s.serveErr, s.stopped = ignoreCanceled(<-s.served), true
 	}
-	fmt.Fprintln(o.Out, "Press Ctrl-C to stop.")
+	return s.serveErr
+}
+
+// exited records that serving ended by itself with err.
+func (s *devServer) exited(err error) {
+	s.stopped, s.serveErr = true, err
+}
+
+// waitReady waits until pvguard listens and returns its address.
+func (s *devServer) waitReady(ctx context.Context, logPath string) (net.Addr, error) {
+	select {
+	case addr := <-s.ready:
+		return addr, nil
+	case err := <-s.served:
+		s.exited(err)
+		return nil, fmt.Errorf("pvguard serve stopped before it was ready (log: %s): %v", logPath, err)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// serveUntilDone serves until ctx ends (then stops pvguard) or pvguard stops by itself.
+func (s *devServer) serveUntilDone(ctx context.Context, logPath string) error {
 	select {
 	case <-ctx.Done():
-		return stop()
-	case err := <-served:
-		stopped, serveErr = true, err
+		return s.stop()
+	case err := <-s.served:
+		s.exited(err)
 		if err != nil {
 			return fmt.Errorf("pvguard serve (log: %s): %w", logPath, err)
 		}

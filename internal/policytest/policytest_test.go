@@ -190,6 +190,21 @@ func TestStrictReading(t *testing.T) {
 			want:  `cases\[0\]\.write\.operation: "PATCH": want CREATE, UPDATE or DELETE`,
 		},
 		{
+			name:  "a CREATE with an old object",
+			files: map[string]string{"s.yaml": suite("", strings.Replace(steal, "UPDATE", "CREATE", 1)+"  expect: {denied: [PVG002]}\n")},
+			want:  `cases\[0\]\.write: a CREATE has no old object`,
+		},
+		{
+			name:  "a DELETE that writes an object",
+			files: map[string]string{"s.yaml": suite("", strings.Replace(steal, "UPDATE", "DELETE", 1)+"  expect: {denied: [PVG002]}\n")},
+			want:  `cases\[0\]\.write: a DELETE writes no object`,
+		},
+		{
+			name:  "an UPDATE that writes nothing",
+			files: map[string]string{"s.yaml": suite("", strings.Replace(steal, "    patch: {spec: {claimRef: {name: logs, uid: uid-logs}}}\n", "", 1)+"  expect: {denied: [PVG002]}\n")},
+			want:  `cases\[0\]\.write: an UPDATE writes an object \(object or patch\)`,
+		},
+		{
 			name:  "no requester",
 			files: map[string]string{"s.yaml": suite("", strings.Replace(steal, "    user: mallory\n", "", 1)+"  expect: {denied: [PVG002]}\n")},
 			want:  `cases\[0\]\.write: who writes`,
@@ -238,6 +253,27 @@ func TestStrictReading(t *testing.T) {
 				t.Errorf("%d suites read, want %d: a suite with an error is not run", len(suites), tc.suites)
 			}
 		})
+	}
+}
+
+// TestUpdateOldObjectFromFixture: an UPDATE that gives only the object written is judged against
+// the fixture of that name as its old object.
+func TestUpdateOldObjectFromFixture(t *testing.T) {
+	dir := testobj.WriteFiles(t, map[string]string{"cluster.yaml": fixtures, "s.yaml": suite("", `
+- name: label the free volume
+  write:
+    operation: UPDATE
+    user: admin
+    object: {apiVersion: v1, kind: PersistentVolume, metadata: {name: pv-free, labels: {app: x}}, spec: {accessModes: [ReadWriteOnce], capacity: {storage: 1Gi}, hostPath: {path: /free}, storageClassName: manual, volumeMode: Block}}
+  expect: {allowed: true}
+`)})
+	suites, errs := policytest.Load([]string{dir})
+	if len(errs) != 0 || len(suites) != 1 {
+		t.Fatalf("got %d suites, errors %v; want the one suite", len(suites), errs)
+	}
+	w := suites[0].Cases[0].Write
+	if w.OldFixture != "PersistentVolume/pv-free" || !strings.Contains(string(w.OldObject), `"path":"/free"`) {
+		t.Errorf("old fixture %q, old object %s: want the fixture PersistentVolume/pv-free", w.OldFixture, w.OldObject)
 	}
 }
 
