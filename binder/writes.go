@@ -1,0 +1,62 @@
+package binder
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// write performs one write of obj, giving tests the chance to stop it, and remembers the
+// resourceVersion it replaced.
+// update writes obj, a changed copy of base, as a JSON merge patch from base that carries base's
+// resourceVersion, so that it fails on a conflict as an update would. What the cache drops
+// (storage.CacheShape: managedFields, the last-applied annotation, unread status fields) is in
+// neither object, so the patch leaves it on the server where an update would erase it.
+func (b *Binder) update(ctx context.Context, base, obj client.Object) error {
+	return b.o.Writer.Patch(ctx, obj, patchFrom(base))
+}
+
+// updateStatus is update through the status subresource.
+func (b *Binder) updateStatus(ctx context.Context, base, obj client.Object) error {
+	return b.o.Writer.Status().Patch(ctx, obj, patchFrom(base))
+}
+
+// patchFrom is the merge patch from base, locked to base's resourceVersion. An object read from
+// the apiserver always has one; one without (built by hand) is patched unconditionally, as an
+// update without a resourceVersion is.
+func patchFrom(base client.Object) client.Patch {
+	if base.GetResourceVersion() == "" {
+		return client.MergeFrom(base)
+	}
+	return client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
+}
+
+func (b *Binder) write(op string, obj client.Object, f func() error) error {
+	if b.o.BeforeWrite != nil {
+		if err := b.o.BeforeWrite(op, obj); err != nil {
+			return fmt.Errorf("%s stopped: %w", op, err)
+		}
+	}
+	if b.o.WriteGuard != nil {
+		if err := b.o.WriteGuard(); err != nil {
+			return fmt.Errorf("%s not made: %w", op, err)
+		}
+	}
+	old := obj.GetResourceVersion()
+	if err := f(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if k, ok := keyOf(obj); ok && old != "" && obj.GetResourceVersion() != old {
+		b.ledger.supersede(k, old)
+	}
+	return nil
+}
+
+func setAnn(m *metav1.ObjectMeta, k, v string) {
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[k] = v
+}

@@ -1,0 +1,188 @@
+package explain
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/storage"
+)
+
+// The facts the candidate table reads once per volume and once per claim (table.go), and the
+// failed-check bits they give.
+
+// checkCount is len(Checks), as a constant (TestCheckCount holds them equal).
+const checkCount = 11
+
+// checkBit is the bit of check i of Checks in a row's failed set.
+func checkBit(i int) uint16 { return 1 << i }
+
+// judgedMask are the bits of judgedAfter: a volume that fails none of them is judged by policy.
+var judgedMask = func() uint16 {
+	var m uint16
+	for i, c := range Checks {
+		if judgedAfter[c] {
+			m |= checkBit(i)
+		}
+	}
+	return m
+}()
+
+// claimRefBit is CheckClaimRef's bit.
+var claimRefBit = checkBit(slices.Index(Checks, CheckClaimRef))
+
+// volumeFacts is what the checks read of a volume that does not depend on the claim, read once
+// per input (index.facts) rather than once per question: its class, VolumeAttributesClass,
+// volume mode, capacity and access modes (a bit per mode; odd is set for a mode without one).
+type volumeFacts struct {
+	class, attributesClass string
+	mode                   corev1.PersistentVolumeMode
+	capacity               resource.Quantity
+	modes                  uint8
+	odd                    bool
+	// avail is the volume's availability to a claim its claimRef does not name (with
+	// PendingFree false and true); usedPhase says its phase is Available, Pending or none.
+	avail     [2]binder.VolumeAvailability
+	usedPhase bool
+	// refNamespace and refName are the claim its claimRef names (hasRef: it has one), whatever
+	// its uid: volumesClaiming reads them.
+	refNamespace, refName string
+	hasRef                bool
+}
+
+// nobody is a claim no claimRef names (no object has these names): a volume's availability to
+// it is its availability to every claim its claimRef does not name.
+var nobody = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "\x00", Name: "\x00"}}
+
+// modeBits are the access modes' bits in volumeFacts.modes.
+var modeBits = map[corev1.PersistentVolumeAccessMode]uint8{corev1.ReadWriteOnce: 1, corev1.ReadOnlyMany: 2,
+	corev1.ReadWriteMany: 4, corev1.ReadWriteOncePod: 8}
+
+// accessBits are the modes' bits, and whether one has none.
+func accessBits(modes []corev1.PersistentVolumeAccessMode) (bitset uint8, odd bool) {
+	for _, m := range modes {
+		b, ok := modeBits[m]
+		bitset, odd = bitset|b, odd || !ok
+	}
+	return bitset, odd
+}
+
+// factsOf reads the facts of each volume, in the state's order.
+func factsOf(volumes []*corev1.PersistentVolume) []volumeFacts {
+	out := make([]volumeFacts, len(volumes))
+	for i, v := range volumes {
+		f := &out[i]
+		f.class, f.attributesClass = storage.VolumeClass(v), storage.VolumeAttributesClass(v)
+		f.mode, f.capacity = storage.VolumeMode(v.Spec.VolumeMode), storage.VolumeCapacity(v)
+		f.modes, f.odd = accessBits(v.Spec.AccessModes)
+		f.avail = [2]binder.VolumeAvailability{binder.VolumeAvailabilityFor(nobody, v, false), binder.VolumeAvailabilityFor(nobody, v, true)}
+		f.usedPhase = v.Status.Phase == corev1.VolumeAvailable || v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
+		if ref := v.Spec.ClaimRef; ref != nil {
+			f.refNamespace, f.refName, f.hasRef = ref.Namespace, ref.Name, true
+		}
+	}
+	return out
+}
+
+// volumesClaiming is State.VolumesClaiming (the volumes whose claimRef names the claim, in the
+// state's order) read from the volumes' facts: a pass over them per question costs less than the
+// state's index of every claimRef, a map as large as the volumes, built again for every plan.
+func (x *index) volumesClaiming(namespace, name string) []*corev1.PersistentVolume {
+	facts, volumes := x.volumeFacts(), x.in.State.Volumes()
+	var out []*corev1.PersistentVolume
+	for i := range facts {
+		if f := &facts[i]; f.hasRef && f.refName == name && f.refNamespace == namespace {
+			out = append(out, volumes[i])
+		}
+	}
+	return out
+}
+
+// claimFacts is what the checks read of the claim, read once per question.
+type claimFacts struct {
+	c                      *corev1.PersistentVolumeClaim
+	class, attributesClass string
+	mode                   corev1.PersistentVolumeMode
+	request                resource.Quantity
+	modes                  uint8
+	odd                    bool
+	sel                    storage.ClaimSelector
+	selErr                 error
+	// named are the volumes whose claimRef names the claim (volumesClaiming).
+	named map[*corev1.PersistentVolume]bool
+}
+
+func claimFactsOf(x *index, c *corev1.PersistentVolumeClaim) *claimFacts {
+	f := &claimFacts{c: c, class: storage.ClaimClass(c), attributesClass: storage.ClaimAttributesClass(c),
+		mode: storage.VolumeMode(c.Spec.VolumeMode), request: storage.ClaimRequest(c), named: map[*corev1.PersistentVolume]bool{}}
+	for _, v := range x.volumesClaiming(c.Namespace, c.Name) {
+		f.named[v] = true
+	}
+	f.modes, f.odd = accessBits(c.Spec.AccessModes)
+	f.sel, f.selErr = storage.ParseClaimSelector(c)
+	return f
+}
+
+// failedChecks is the set of the checks candidate fails on volume v (whose facts are vf) for the
+// claim, without their texts: the same tests, on facts read once, in the same order, so that a
+// bit is set exactly when candidate's row fails that check (the differential test holds the two
+// to it).
+func failedChecks(x *index, cf *claimFacts, v *corev1.PersistentVolume, vf *volumeFacts, targets []nodeTarget) uint16 {
+	c := cf.c
+	var m uint16
+	i := 0
+	check := func(pass bool) {
+		if !pass {
+			m |= checkBit(i)
+		}
+		i++
+	}
+	check(vf.class == cf.class)                     // storage.ClassesMatch
+	check(vf.attributesClass == cf.attributesClass) // storage.AttributesClassesMatch
+	if vf.odd || cf.odd {
+		check(storage.AccessModesFit(v, c))
+	} else {
+		check(cf.modes&^vf.modes == 0)
+	}
+	check(vf.mode == cf.mode)                   // storage.ModesMatch
+	check(vf.capacity.Cmp(cf.request) >= 0)     // storage.CapacityFits
+	check(cf.selErr == nil && cf.sel.Admits(v)) // storage.SelectorAdmits
+	if len(targets) == 0 {
+		check(true)
+	} else {
+		_, pass, _ := nodeAffinity(v, targets)
+		check(pass)
+	}
+	// binder.VolumeAvailabilityFor, read from the facts but for a volume whose claimRef names the
+	// claim: the volume itself is not read, as most of a large cluster's are bound elsewhere.
+	var avail binder.VolumeAvailability
+	if cf.named[v] {
+		avail = binder.VolumeAvailabilityFor(c, v, x.in.PendingFree)
+	} else if x.in.PendingFree {
+		avail = vf.avail[1]
+	} else {
+		avail = vf.avail[0]
+	}
+	phaseOK := avail != binder.VolumeBeingDeleted && avail != binder.VolumeNotFree
+	if avail == binder.VolumeClaimedElsewhere {
+		phaseOK = vf.usedPhase
+	}
+	check(phaseOK)
+	check(avail != binder.VolumeClaimedElsewhere)
+	if len(x.in.InFlight.Reserved) > 0 {
+		owner, reserved := x.in.InFlight.Reserved[v.Name]
+		check(!reserved || owner == c.UID)
+	} else {
+		check(true)
+	}
+	if len(x.in.InFlight.Denied) > 0 {
+		_, denied := x.in.InFlight.DeniedAt(c.UID, v.Name)
+		check(!denied)
+	} else {
+		check(true)
+	}
+	return m
+}
