@@ -12,10 +12,12 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/storage"
+	"github.com/pvguard/pvguard/test/testobj"
 )
 
 // withDropped gives an object what the cache drops and a cluster's objects carry:
@@ -124,24 +126,15 @@ func TestDecisionsOnCachedObjects(t *testing.T) {
 	rng := rand.New(rand.NewPCG(34, 34))
 	var decided int
 	for i := range 300 {
-		var claims []*corev1.PersistentVolumeClaim
-		var volumes []*corev1.PersistentVolume
-		var classes []*storagev1.StorageClass
-		var nodes []*corev1.Node
+		var objs []runtime.Object
 		for _, obj := range oracleCluster(rng) {
 			obj = obj.DeepCopyObject().(client.Object)
 			withDropped(rng, obj)
-			switch o := obj.(type) {
-			case *corev1.PersistentVolumeClaim:
-				claims = append(claims, o)
-			case *corev1.PersistentVolume:
-				volumes = append(volumes, o)
-			case *storagev1.StorageClass:
-				classes = append(classes, o)
-			case *corev1.Node:
-				nodes = append(nodes, o)
-			}
+			objs = append(objs, obj)
 		}
+		// The state's indexes are built on first use: the binds below change its objects before.
+		whole := testobj.NewView(objs...).State
+		claims, volumes := whole.Claims(), whole.Volumes()
 		// Bind some pairs completely, as the binder leaves them, so that what tells a bind done
 		// (the phases, the claim's access modes) is compared too.
 		for j, c := range claims {
@@ -158,7 +151,6 @@ func TestDecisionsOnCachedObjects(t *testing.T) {
 			v.Status.Phase, c.Status.Phase = corev1.VolumeBound, corev1.ClaimBound
 			c.Status.AccessModes = v.Spec.AccessModes
 		}
-		whole := clusterstate.New(claims, volumes, classes, nodes)
 		pendingFree := i%2 == 1
 		wantPlan, want := decisions(whole, pendingFree)
 		gotPlan, got := decisions(cachedState(whole), pendingFree)

@@ -15,7 +15,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -290,25 +289,7 @@ func wholeClaims(objs []runtime.Object) map[types.UID]bool {
 // wholeState is the state of every object, as the whole-cluster read has it.
 func wholeState(t *testing.T, objs []runtime.Object) *clusterstate.State {
 	t.Helper()
-	var (
-		claims  []*corev1.PersistentVolumeClaim
-		volumes []*corev1.PersistentVolume
-		classes []*storagev1.StorageClass
-		nodes   []*corev1.Node
-	)
-	for _, o := range objs {
-		switch o := o.(type) {
-		case *corev1.PersistentVolumeClaim:
-			claims = append(claims, o)
-		case *corev1.PersistentVolume:
-			volumes = append(volumes, o)
-		case *storagev1.StorageClass:
-			classes = append(classes, o)
-		case *corev1.Node:
-			nodes = append(nodes, o)
-		}
-	}
-	return clusterstate.New(claims, volumes, classes, nodes)
+	return NewView(objs...).State
 }
 
 // randomCluster is a small cluster of two classes: settled pairs, free volumes of several
