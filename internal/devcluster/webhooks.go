@@ -103,17 +103,21 @@ func WaitForWebhook(ctx context.Context, c client.Client) error {
 			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
 			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/probe"}},
-			ClaimRef:               &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "probe"},
+			// No apiVersion: the volumes' mutating webhook (which completes a claimRef) is called
+			// too, so both configurations' caBundles are proven.
+			ClaimRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "probe"},
 		},
 	}
 	// The claims' webhooks (mutating and validating) are in the same two configurations, but
 	// the apiserver learns of each configuration's caBundle on its own: a dry-run claim must
-	// also reach them, not fail for want of a trusted answer.
+	// also reach them, not fail for want of a trusted answer. It names a volume, so that the
+	// claims' mutating webhook (called only for a claim that names one) is reached too.
 	claim := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "pvguard-probe"},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+			VolumeName:  "pvguard-probe",
 		},
 	}
 	var last error
