@@ -45,15 +45,7 @@ func List[T client.Object](ctx context.Context, r client.Reader, kind T, list cl
 		}
 		if s, ok := inf.(storeInformer); ok {
 			items := s.GetStore().List()
-			out := make([]T, 0, len(items))
-			for _, item := range items {
-				obj, ok := item.(T)
-				if !ok {
-					return nil, fmt.Errorf("the informer for %T holds a %T", kind, item)
-				}
-				out = append(out, obj)
-			}
-			return out, nil
+			return typed(kind, items)
 		}
 	}
 	if v := reflect.ValueOf(list); v.Kind() == reflect.Pointer && v.IsNil() {
@@ -172,15 +164,7 @@ func ByIndex[T client.Object](ctx context.Context, r client.Reader, kind T, list
 			if err != nil {
 				return nil, fmt.Errorf("index %s of %T: %w", idx.Name, kind, err)
 			}
-			out := make([]T, 0, len(items))
-			for _, item := range items {
-				obj, ok := item.(T)
-				if !ok {
-					return nil, fmt.Errorf("the informer for %T holds a %T", kind, item)
-				}
-				out = append(out, obj)
-			}
-			return out, nil
+			return typed(kind, items)
 		}
 	}
 	all, err := List(ctx, r, kind, list)
@@ -192,6 +176,19 @@ func ByIndex[T client.Object](ctx context.Context, r client.Reader, kind T, list
 		if slices.Contains(idx.Values(obj), value) {
 			out = append(out, obj)
 		}
+	}
+	return out, nil
+}
+
+// typed is an informer's items as kind's type, the informer's own objects.
+func typed[T client.Object](kind T, items []any) ([]T, error) {
+	out := make([]T, 0, len(items))
+	for _, item := range items {
+		obj, ok := item.(T)
+		if !ok {
+			return nil, fmt.Errorf("the informer for %T holds a %T", kind, item)
+		}
+		out = append(out, obj)
 	}
 	return out, nil
 }
