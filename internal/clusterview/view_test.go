@@ -231,14 +231,7 @@ func own[T client.Object](c *informerCache, objs []T) bool {
 //
 //	go test ./webhook/ -run '^$' -bench IndexMemory -benchtime 1x
 func BenchmarkIndexMemory(b *testing.B) {
-	const pairs = 100_000
-	var objs []client.Object
-	for i := range pairs {
-		ns := fmt.Sprintf("ns-%03d", i%200)
-		claim := testobj.PVC(ns, fmt.Sprintf("data-%06d", i), testobj.ClaimUID(fmt.Sprintf("%08d-5f0e-4c7a-9d55-4a3f0c2b9e1d", i)), testobj.VolumeName(fmt.Sprintf("pvc-%08d-5f0e-4c7a-9d55-4a3f0c2b9e1d", i)))
-		pv := testobj.PV(claim.Spec.VolumeName, testobj.ClaimRef(ns, claim.Name, string(claim.UID)))
-		objs = append(objs, claim, pv, testobj.Pod(ns, fmt.Sprintf("app-%06d", i), "node-1", corev1.PodRunning, claim.Name))
-	}
+	objs := indexedPairs(100_000)
 	held := func(index func(c *informerCache) error) float64 {
 		var before, after goruntime.MemStats
 		goruntime.GC()
@@ -261,6 +254,63 @@ func BenchmarkIndexMemory(b *testing.B) {
 		doubled := held(func(c *informerCache) error { return clusterview.SetupDoubledIndexes(c) })
 		b.ReportMetric((now-stores)/(1<<20), "indexes-MB")
 		b.ReportMetric((doubled-stores)/(1<<20), "doubled-indexes-MB")
+	}
+}
+
+// indexedPairs are n bound pairs and a pod using each claim, as BenchmarkIndexMemory and
+// BenchmarkIndexLookup index them.
+func indexedPairs(n int) []client.Object {
+	var objs []client.Object
+	for i := range n {
+		ns := fmt.Sprintf("ns-%03d", i%200)
+		claim := testobj.PVC(ns, fmt.Sprintf("data-%06d", i), testobj.ClaimUID(fmt.Sprintf("%08d-5f0e-4c7a-9d55-4a3f0c2b9e1d", i)), testobj.VolumeName(fmt.Sprintf("pvc-%08d-5f0e-4c7a-9d55-4a3f0c2b9e1d", i)))
+		pv := testobj.PV(claim.Spec.VolumeName, testobj.ClaimRef(ns, claim.Name, string(claim.UID)))
+		objs = append(objs, claim, pv, testobj.Pod(ns, fmt.Sprintf("app-%06d", i), "node-1", corev1.PodRunning, claim.Name))
+	}
+	return objs
+}
+
+// BenchmarkIndexLookup is what a review's lookups through the indexes cost over 100,000 bound
+// pairs: the claims naming a volume, the volumes naming a claim, the claim with a uid and the
+// pods using a claim, each answered with the one object filed under it. Results are in
+// docs/benchmarks.md, "The informers' indexes".
+//
+//	go test ./internal/clusterview/ -run '^$' -bench IndexLookup -benchmem
+func BenchmarkIndexLookup(b *testing.B) {
+	const pairs = 100_000
+	ctx := context.Background()
+	c := newInformerCache()
+	if err := clusterview.SetupIndexes(ctx, c); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.add(indexedPairs(pairs)...); err != nil {
+		b.Fatal(err)
+	}
+	view := clusterview.New(c, fake.NewClientBuilder().Build()).View(ctx)
+	type asked struct{ ns, claim, uid, volume string }
+	var asks []asked
+	for i := 0; i < pairs; i += 97 {
+		asks = append(asks, asked{fmt.Sprintf("ns-%03d", i%200), fmt.Sprintf("data-%06d", i), fmt.Sprintf("%08d-5f0e-4c7a-9d55-4a3f0c2b9e1d", i), fmt.Sprintf("pvc-%08d-5f0e-4c7a-9d55-4a3f0c2b9e1d", i)})
+	}
+	i := 0
+	for b.Loop() {
+		a := asks[i%len(asks)]
+		i++
+		claims, err := view.ClaimsNamingVolume(a.volume)
+		if err != nil || len(claims) != 1 {
+			b.Fatalf("claims naming %s: %d, %v", a.volume, len(claims), err)
+		}
+		volumes, err := view.VolumesClaiming(a.ns, a.claim)
+		if err != nil || len(volumes) != 1 {
+			b.Fatalf("volumes claiming %s/%s: %d, %v", a.ns, a.claim, len(volumes), err)
+		}
+		if claim, err := view.ClaimWithUID(types.UID(a.uid)); err != nil || claim == nil {
+			b.Fatalf("claim with uid %s: %v, %v", a.uid, claim, err)
+		}
+		pods, err := view.PodsUsingClaim(a.ns, a.claim)
+		if err != nil || len(pods) != 1 {
+			b.Fatalf("pods using %s/%s: %d, %v", a.ns, a.claim, len(pods), err)
+		}
 	}
 }
 
