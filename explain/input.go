@@ -3,6 +3,7 @@ package explain
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -99,11 +100,15 @@ type index struct {
 type lazyFacts struct {
 	once  sync.Once
 	facts []volumeFacts
+	seed  maphash.Seed // of the facts' refKey
 }
 
 // volumeFacts are the facts of x's volumes, in the state's order.
 func (x *index) volumeFacts() []volumeFacts {
-	x.facts.once.Do(func() { x.facts.facts = factsOf(x.in.State.Volumes()) })
+	x.facts.once.Do(func() {
+		x.facts.seed = maphash.MakeSeed()
+		x.facts.facts = factsOf(x.in.State.Volumes(), x.facts.seed)
+	})
 	return x.facts.facts
 }
 

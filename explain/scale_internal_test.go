@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -138,9 +140,12 @@ func BenchmarkReference100k(b *testing.B) { benchmarkReference(b, 100000) }
 // timer), its table's memory reused by the next question (table.release), its
 // closest candidates listed and the rest counted, encoded as the API sends it. It reports the
 // answer's bytes.
-func benchmarkServed(b *testing.B, pairs int) {
+func benchmarkServed(b *testing.B, pairs int, scatter bool) {
 	in := Input{State: synthetic(1, pairs, pairs/10), NodesListed: true}
 	in.State = withUIDs(in.state())
+	if scatter {
+		in.State = scattered(in.State)
+	}
 	x := indexInput(in)
 	p := snapshotOf(x, planPool(x, in.InFlight), 0, nil).p // indexed as the server's plan is
 	measureAnswers(b, pendingClaims(in.State), func(c *corev1.PersistentVolumeClaim) any {
@@ -151,8 +156,47 @@ func benchmarkServed(b *testing.B, pairs int) {
 	})
 }
 
-func BenchmarkServed10k(b *testing.B)  { benchmarkServed(b, 10000) }
-func BenchmarkServed100k(b *testing.B) { benchmarkServed(b, 100000) }
+func BenchmarkServed10k(b *testing.B)  { benchmarkServed(b, 10000, false) }
+func BenchmarkServed100k(b *testing.B) { benchmarkServed(b, 100000, false) }
+
+// BenchmarkServed100kScattered is BenchmarkServed100k on objects laid out in the heap as a
+// server's informers leave them, in no relation to the state's order: each volume read in the
+// state's order is then a cache miss, as in the server, rather than the next object in memory.
+func BenchmarkServed100kScattered(b *testing.B) { benchmarkServed(b, 100000, true) }
+
+// scattered is s with its claims and volumes copied in a random order, kept in s's order, each
+// with strings of its own, as a decoder leaves them (the synthetic objects share their
+// literals).
+func scattered(s *clusterstate.State) *clusterstate.State {
+	rng := rand.New(rand.NewPCG(7, 7))
+	own := func(p *string) { *p = strings.Clone(*p) }
+	claims := slices.Clone(s.Claims())
+	for _, i := range rng.Perm(len(claims)) {
+		c := claims[i].DeepCopy()
+		own(&c.Namespace)
+		own(&c.Name)
+		if c.Spec.StorageClassName != nil {
+			own(c.Spec.StorageClassName)
+		}
+		claims[i] = c
+	}
+	volumes := slices.Clone(s.Volumes())
+	for _, i := range rng.Perm(len(volumes)) {
+		v := volumes[i].DeepCopy()
+		own(&v.Name)
+		own(&v.Spec.StorageClassName)
+		if v.Spec.VolumeMode != nil {
+			m := corev1.PersistentVolumeMode(strings.Clone(string(*v.Spec.VolumeMode)))
+			v.Spec.VolumeMode = &m
+		}
+		if ref := v.Spec.ClaimRef; ref != nil {
+			own(&ref.Namespace)
+			own(&ref.Name)
+		}
+		volumes[i] = v
+	}
+	return clusterstate.New(claims, volumes, s.Classes(), s.Nodes())
+}
 
 // BenchmarkPlanPool100k is the plan the server makes as objects change (once a second at most),
 // which each explanation made before.
