@@ -110,7 +110,7 @@ func (s *server) addComponents(ctx context.Context) (served, error) {
 	out.views = clusterview.New(s.mgr.GetCache(), reviewReader)
 	auditViews := clusterview.New(s.mgr.GetCache(), auditReader)
 	var firstAudit <-chan struct{}
-	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.mgr, s.o, s.engines, auditViews, auditReader, s.reg, s.log); err != nil {
+	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.mgr, s.o, s.engines, auditViews, s.reg, s.log); err != nil {
 		return out, err
 	}
 	var b *binder.Binder

@@ -25,6 +25,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/docs"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
@@ -101,7 +102,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 		live := fake.NewClientBuilder().WithObjects(gold.DeepCopy(), late.DeepCopy(), silverPV.DeepCopy(), latePV.DeepCopy(), goldPV.DeepCopy()).Build()
 		reg := prometheus.NewRegistry()
 		now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-		r := audit.NewRunner(audit.RunnerOptions{Cache: cache, Live: live, Engine: func() *policy.Engine { return engine },
+		r := audit.NewRunner(audit.RunnerOptions{Cache: cache, Live: clusterview.New(live, live).LiveView, Engine: func() *policy.Engine { return engine },
 			Registry: reg, Log: logr.Discard(), Now: func() time.Time { return now }})
 		if err := r.RunOnce(context.Background()); err != nil {
 			t.Fatalf("RunOnce: %v", err)
