@@ -273,7 +273,7 @@ func (r *Runner) live(ctx context.Context) policy.View { return r.o.Live(ctx) }
 // read (clusterstate.ReadPods: the cache's own, stripped, or a live client's, stripped page by
 // page).
 func (r *Runner) state(ctx context.Context) (*clusterstate.State, error) {
-	s, err := clusterstate.Read(ctx, r.o.Cache)
+	s, err := clusterstate.Read(ctx, r.o.Cache, r.o.Engine().Reads()...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
 	}

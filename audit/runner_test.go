@@ -39,7 +39,7 @@ func TestMissingObjectsAreConfirmedLive(t *testing.T) {
 	live := fake.NewClientBuilder().WithObjects(gone.DeepCopy(), stale.DeepCopy(), boundToLate.DeepCopy(), boundToGone.DeepCopy(), late.DeepCopy(), lateVolume.DeepCopy()).Build()
 
 	r := audit.NewRunner(audit.RunnerOptions{
-		Cache: cached, Live: clusterview.New(live, live).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Cache: cached, Live: clusterview.New(cached, live).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		Log: logr.Discard(), Now: func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) },
 	})
 	if err := r.RunOnce(context.Background()); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/clusterstate"
@@ -223,6 +224,29 @@ type View interface {
 	// namespace, spec.nodeName, the claims of spec.volumes and status.phase.
 	PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error)
 	StorageClasses() ([]*storagev1.StorageClass, error)
+	// ListKind lists every object of a kind of clusterstate.Readables, which a rule declares in
+	// its Reads and reads with ListOf; an error for another kind, or for one the view was not
+	// given (so that no rule judges on an absence a reader made up).
+	ListKind(kind Kind) ([]runtime.Object, error)
+}
+
+// ListOf lists the objects of a kind of clusterstate.Readables through the view, as the kind's
+// Go type T (*storagev1.VolumeAttributesClass for "VolumeAttributesClass").
+func ListOf[T runtime.Object](v View, kind Kind) ([]T, error) {
+	objs, err := v.ListKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		t, ok := o.(T)
+		if !ok {
+			var want T
+			return nil, fmt.Errorf("listing %s: a %T, not a %T", kind, o, want)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // Judges is what a rule judges, which decides where it runs.

@@ -19,6 +19,7 @@ import (
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/leaseguard"
 	"github.com/pvguard/pvguard/internal/web"
+	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
 )
 
@@ -69,7 +70,7 @@ func completeServe(ctx context.Context, o ServeFlags, log logr.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
-	if err := clusterview.SetupIndexes(ctx, mgr.GetCache()); err != nil {
+	if err := clusterview.SetupIndexes(ctx, mgr.GetCache(), policy.ReadKinds(policy.Catalogue())); err != nil {
 		return nil, err
 	}
 	s := &server{o: o, log: log, cfg: cfg, mgr: mgr, lease: lease, reg: prometheus.NewRegistry()}

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -139,5 +141,30 @@ func TestLiveViewReadsOnlyTheAPIServer(t *testing.T) {
 	}
 	if n := live.lists["*v1.PodList ns-b"]; n != 2 {
 		t.Errorf("%d lists of ns-b's pods for two questions, want 2", n)
+	}
+}
+
+// TestListKindReadsTheCacheOrLive: the cache view lists a kind of clusterstate.Readables from
+// the informer's store (its own objects), the LiveView from the apiserver only.
+func TestListKindReadsTheCacheOrLive(t *testing.T) {
+	ctx := context.Background()
+	const vac = "VolumeAttributesClass"
+	cached := &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: "cached"}, DriverName: "csi.example.com"}
+	live := &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: "live"}, DriverName: "csi.example.com"}
+	c := newInformerCache()
+	if err := c.add(cached); err != nil {
+		t.Fatal(err)
+	}
+	source := clusterview.New(c, fake.NewClientBuilder().WithObjects(live).Build())
+	got, err := source.View(ctx).ListKind(vac)
+	if err != nil || len(got) != 1 || got[0] != runtime.Object(cached) {
+		t.Errorf("cache view: %v (%v), want the store's own class cached", got, err)
+	}
+	got, err = source.LiveView(ctx).ListKind(vac)
+	if err != nil || len(got) != 1 || got[0].(*storagev1.VolumeAttributesClass).Name != "live" {
+		t.Errorf("live view: %v (%v), want the class live", got, err)
+	}
+	if _, err := source.View(ctx).ListKind(clusterstate.KindNode); err == nil {
+		t.Error("ListKind(Node): no error, though the View's typed reads serve nodes")
 	}
 }

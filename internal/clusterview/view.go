@@ -9,10 +9,12 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
@@ -70,8 +72,11 @@ func New(c client.Reader, live client.Reader) *Source {
 }
 
 // SetupIndexes registers the field indexes the view lists by, and starts the informers pvguard
-// reads so the first review does not wait for one to sync.
-func SetupIndexes(ctx context.Context, c cache.Cache) error {
+// reads so the first review does not wait for one to sync: those of the View's typed reads, and
+// one for each kind of clusterstate.Readables among reads (the kinds the rule set reads,
+// policy.ReadKinds), which ListKind lists. No informer starts for a readable kind no rule reads,
+// so pvguard needs no permission to list it.
+func SetupIndexes(ctx context.Context, c cache.Cache, reads []policy.Kind) error {
 	for _, ix := range []struct {
 		kind client.Object
 		idx  cachelist.Index
@@ -85,7 +90,13 @@ func SetupIndexes(ctx context.Context, c cache.Cache) error {
 			return fmt.Errorf("indexing %T by %s: %w", ix.kind, ix.idx.Name, err)
 		}
 	}
-	for _, obj := range []client.Object{&storagev1.StorageClass{}, nodeMetadata()} {
+	informers := []client.Object{&storagev1.StorageClass{}, nodeMetadata()}
+	for _, k := range reads {
+		if r, ok := clusterstate.ReadableKind(k); ok {
+			informers = append(informers, r.Object)
+		}
+	}
+	for _, obj := range informers {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
 		}
@@ -313,4 +324,18 @@ func (v *requestView) StorageClasses() ([]*storagev1.StorageClass, error) {
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// ListKind lists a kind of clusterstate.Readables: the cache's own objects (from the informer
+// SetupIndexes started for a kind the rules read), or live in a LiveView.
+func (v *requestView) ListKind(kind policy.Kind) ([]runtime.Object, error) {
+	r, ok := clusterstate.ReadableKind(kind)
+	if !ok {
+		return nil, fmt.Errorf("listing %s: not a kind rules may list (clusterstate.Readables)", kind)
+	}
+	objs, err := cachelist.List(v.ctx, v.lists(), r.Object, r.NewList())
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", kind, err)
+	}
+	return clusterstate.Runtime(objs), nil
 }
