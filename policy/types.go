@@ -286,7 +286,9 @@ type Rule struct {
 	// Kinds lists the kinds of object the rule judges.
 	Kinds []Kind
 	// Reads lists the kinds of related object the rule reads through the View (a claim's
-	// volume, a volume's claims, the StorageClasses, a Node); the rule tests hold each rule to it.
+	// volume, a volume's claims, the StorageClasses, a Node, a kind of clusterstate.Readables it
+	// lists with ListOf, whose informer starts only for a rule set that reads it); the rule tests
+	// hold each rule to it.
 	Reads []Kind
 	// StatusReads lists, per kind, the fields of status the rule reads (as the API spells them:
 	// "phase", "capacity"), of the object it judges, of its old version and of the related objects
