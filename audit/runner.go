@@ -20,8 +20,12 @@ import (
 type RunnerOptions struct {
 	// Interval between full audits (default one minute).
 	Interval time.Duration
-	// Cache lists the objects; Live confirms an absence before it is reported.
-	Cache, Live client.Reader
+	// Cache lists the objects.
+	Cache client.Reader
+	// Live gives the view that the findings reporting an object as gone are confirmed on before
+	// they are reported, every read live (clusterview's LiveView): one view per full audit, one
+	// per object an incremental audit judges.
+	Live func(ctx context.Context) policy.View
 	// View, when set, is what incremental audits read related objects through (the admission
 	// webhook's cache view, with its indexes); without it each incremental audit lists the cache.
 	View   func(ctx context.Context) policy.View

@@ -40,10 +40,9 @@ func (r *Runner) RunOnce(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	// The state's one index serves the audit and the bindings.
-	// One live list of the nodes serves the whole audit's confirmations.
-	live := liveView{ctx: ctx, c: r.o.Live, nodes: &nodeList{}}
-	each, err := r.o.Engine().AuditEach(st, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: live})
+	// The state's one index serves the audit and the bindings; one live view (and so one live
+	// list of the nodes) the whole audit's confirmations.
+	each, err := r.o.Engine().AuditEach(st, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.o.Live(ctx)})
 	if err != nil {
 		return err
 	}
@@ -268,13 +267,13 @@ func (r *Runner) view(ctx context.Context) (policy.View, error) {
 // live is the view findings are confirmed on: reads past the cache, so that an informer that
 // has not caught up does not make pvguard report a claim or volume as gone. Which findings need
 // it, and what confirms them, each rule declares (policy.Rule.ConfirmLive).
-func (r *Runner) live(ctx context.Context) policy.View { return liveView{ctx: ctx, c: r.o.Live} }
+func (r *Runner) live(ctx context.Context) policy.View { return r.o.Live(ctx) }
 
 // state reads the cluster's state from the cache (clusterstate.Read), with the pods the rules
 // read (clusterstate.ReadPods: the cache's own, stripped, or a live client's, stripped page by
 // page).
 func (r *Runner) state(ctx context.Context) (*clusterstate.State, error) {
-	s, err := clusterstate.Read(ctx, r.o.Cache)
+	s, err := clusterstate.Read(ctx, r.o.Cache, r.o.Engine().Reads()...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster for the audit: %w", err)
 	}

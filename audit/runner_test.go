@@ -18,6 +18,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/gen"
@@ -38,7 +39,7 @@ func TestMissingObjectsAreConfirmedLive(t *testing.T) {
 	live := fake.NewClientBuilder().WithObjects(gone.DeepCopy(), stale.DeepCopy(), boundToLate.DeepCopy(), boundToGone.DeepCopy(), late.DeepCopy(), lateVolume.DeepCopy()).Build()
 
 	r := audit.NewRunner(audit.RunnerOptions{
-		Cache: cached, Live: live, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Cache: cached, Live: clusterview.New(cached, live).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		Log: logr.Discard(), Now: func() time.Time { return time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) },
 	})
 	if err := r.RunOnce(context.Background()); err != nil {
@@ -70,7 +71,7 @@ func TestIncrementalAudit(t *testing.T) {
 	claim := testobj.PVC("team-a", "data", testobj.ClaimUID("u-data"), testobj.ClaimBoundTo("pv-data"), testobj.ClaimPhase(corev1.ClaimBound))
 	volume := testobj.PV("pv-data", testobj.BoundTo(claim), testobj.Phase(corev1.VolumeBound))
 	c := fake.NewClientBuilder().WithObjects(claim.DeepCopy(), volume.DeepCopy()).WithStatusSubresource(&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}).Build()
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
 	if err := r.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestMalformedClaimRefIsAuditedNotAnError(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(noName.DeepCopy()).Build()
 	view := testobj.NewView(noName)
 	view.StrictNames = true
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: strictReader{c}, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, strictReader{c}).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		View: func(context.Context) policy.View { return view }, Log: logr.Discard()})
 	check := func(when string) {
 		t.Helper()
@@ -186,7 +187,7 @@ func TestRuleFailureKeepsTheObjectsOtherFindings(t *testing.T) {
 		testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1")))
 	volume := testobj.PV("pv-7", testobj.NodeAffinity("topology.kubernetes.io/zone", "zone-a"))
 	c := fake.NewClientBuilder().WithObjects(claim.DeepCopy(), volume.DeepCopy()).Build()
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		View: func(context.Context) policy.View { return nodesDown{testobj.NewView(claim, volume)} }, Log: logr.Discard()})
 	r.Changed(claim)
 	err := r.RunPending(ctx)
@@ -209,7 +210,7 @@ func TestIncrementalAuditKeepsReportOrder(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithObjects(testobj.PV("pv-b", testobj.Phase(corev1.VolumeFailed)), testobj.PV("pv-d", testobj.Phase(corev1.VolumeFailed))).
 		WithStatusSubresource(&corev1.PersistentVolume{}).Build()
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
 	if err := r.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +275,7 @@ func TestFullAuditReportsInReportOrder(t *testing.T) {
 		objs = append(objs, n.DeepCopy())
 	}
 	c := fake.NewClientBuilder().WithObjects(objs...).Build()
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return engine },
 		Log: logr.Discard(), Now: func() time.Time { return gen.InventoryNow }})
 	if err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
@@ -302,7 +303,7 @@ func TestFullAuditCoversTheChangesBeforeIt(t *testing.T) {
 	failed := testobj.PV("pv-failed", testobj.Phase(corev1.VolumeFailed))
 	c := &failingLists{Client: fake.NewClientBuilder().WithObjects(failed.DeepCopy()).Build()}
 	reg := prometheus.NewRegistry()
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		Registry: reg, Log: logr.Discard()})
 	incrementals := func() uint64 {
 		t.Helper()

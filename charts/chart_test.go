@@ -24,14 +24,17 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/pvguard/pvguard/charts"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
@@ -695,6 +698,14 @@ func wantPermissions(c chartCase) map[perm]bool {
 	grant("", "", []string{"persistentvolumes", "persistentvolumeclaims", "nodes"}, read, "")
 	grant("", "storage.k8s.io", []string{"storageclasses"}, []string{"list", "watch"}, "")
 	grant("", "", []string{"pods"}, []string{"list", "watch"}, "")
+	// clusterview.SetupIndexes: an informer for each kind of clusterstate.Readables a shipped
+	// rule reads (policy.View's ListKind).
+	for _, k := range policy.ReadKinds(policy.Catalogue()) {
+		if r, ok := clusterstate.ReadableKind(k); ok {
+			gvr, _ := apimeta.UnsafeGuessKindToResource(schema.FromAPIVersionAndKind(r.APIVersion(), string(r.Kind)))
+			grant("", gvr.Group, []string{gvr.Resource}, []string{"list", "watch"}, "")
+		}
+	}
 	if c.binder != "off" {
 		grant("", "authentication.k8s.io", []string{"selfsubjectreviews"}, []string{"create"}, "")
 		grant("", "", []string{"events"}, []string{"create", "patch"}, "")

@@ -8,6 +8,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,8 +21,9 @@ import (
 // the explanations read of a node). From an informer cache, the cache's own objects (cachelist),
 // neither deep copies nor struct copies, so that a full audit copies no object: no reader of a
 // State modifies its objects (policy.FuzzAudit holds the rules to it). From a live client, what
-// it lists.
-func Read(ctx context.Context, c client.Reader) (*State, error) {
+// it lists. Of the kinds given (a rule set's reads: policy.ReadKinds), those of Readables are
+// listed too, for ListKind; the others are read anyway.
+func Read(ctx context.Context, c client.Reader, kinds ...Kind) (*State, error) {
 	volumes, err := cachelist.List(ctx, c, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{})
 	if err != nil {
 		return nil, fmt.Errorf("listing volumes: %w", err)
@@ -46,7 +48,28 @@ func Read(ctx context.Context, c client.Reader) (*State, error) {
 	for _, n := range meta {
 		names = append(names, &corev1.Node{ObjectMeta: n.ObjectMeta})
 	}
-	return New(claims, volumes, classes, names), nil
+	st := New(claims, volumes, classes, names)
+	for _, k := range kinds {
+		r, ok := ReadableKind(k)
+		if !ok {
+			continue
+		}
+		objs, err := cachelist.List(ctx, c, r.Object, r.NewList())
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", k, err)
+		}
+		st = st.WithKind(k, Runtime(objs))
+	}
+	return st, nil
+}
+
+// Runtime is a list of objects as the runtime.Objects of ListKind.
+func Runtime[T runtime.Object](objs []T) []runtime.Object {
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out
 }
 
 // podPage is how many pods one live list returns: a live list is stripped page by page

@@ -103,3 +103,30 @@ func TestReadPods(t *testing.T) {
 		t.Errorf("ReadPods failing: %v", err)
 	}
 }
+
+// TestReadListsTheReadableKindsAsked: Read lists a kind of Readables only when asked for it (a
+// rule set reads it), and a State answers ListKind only for the kinds it holds, which WithPods
+// keeps; for any other kind it fails rather than answer that there are none.
+func TestReadListsTheReadableKindsAsked(t *testing.T) {
+	const vac = "VolumeAttributesClass"
+	gold := &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: "gold"}, DriverName: "csi.example.com"}
+	c := fake.NewClientBuilder().WithObjects(gold).Build()
+	asked, err := clusterstate.Read(context.Background(), c, clusterstate.KindPersistentVolume, vac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := asked.WithPods(nil).ListKind(vac)
+	if err != nil || len(got) != 1 || got[0].(*storagev1.VolumeAttributesClass).Name != "gold" {
+		t.Errorf("ListKind(%s) of a state read with it: %v (%v), want gold", vac, got, err)
+	}
+	notAsked, err := clusterstate.Read(context.Background(), c, clusterstate.KindPersistentVolume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := notAsked.ListKind(vac); err == nil || !strings.Contains(err.Error(), "the state was not read with it") {
+		t.Errorf("ListKind(%s) of a state read without it: %v (%v), want an error", vac, got, err)
+	}
+	if got, err := asked.ListKind(clusterstate.KindStorageClass); err == nil || !strings.Contains(err.Error(), "not a kind rules may list") {
+		t.Errorf("ListKind(StorageClass): %v (%v), want an error: the View's typed read serves it", got, err)
+	}
+}

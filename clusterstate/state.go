@@ -1,10 +1,12 @@
 package clusterstate
 
 import (
+	"maps"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/storage"
@@ -17,14 +19,16 @@ import (
 // goroutines after. When two objects share a key (a directory of manifests may hold both), a
 // lookup finds the last.
 //
-// A State's reads never fail: the lookups return a nil error, and nil when the object does not
-// exist.
+// A State's reads never fail, but ListKind of a kind it was not given: the lookups return a nil
+// error, and nil when the object does not exist.
 type State struct {
 	claims  []*corev1.PersistentVolumeClaim
 	volumes []*corev1.PersistentVolume
 	classes []*storagev1.StorageClass
 	nodes   []*corev1.Node
 	pods    []*corev1.Pod
+	// listed are the objects of the Readables kinds the state was given (WithKind), by kind.
+	listed map[Kind][]runtime.Object
 
 	volumeByName index[map[string]*corev1.PersistentVolume]
 	claimByKey   index[map[Key]*corev1.PersistentVolumeClaim]
@@ -57,7 +61,30 @@ func New(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVol
 // WithPods returns a State of s's objects and the given pods, which the rules read to know where
 // a claim is used (PodsUsingClaim). A State without pods knows of no pod using any claim.
 func (s *State) WithPods(pods []*corev1.Pod) *State {
-	return &State{claims: s.claims, volumes: s.volumes, classes: s.classes, nodes: s.nodes, pods: pods}
+	return &State{claims: s.claims, volumes: s.volumes, classes: s.classes, nodes: s.nodes, pods: pods, listed: s.listed}
+}
+
+// WithKind returns a State of s's objects and the given objects of kind k, one of Readables,
+// which ListKind answers. A State answers ListKind only for the kinds it was given (none, an
+// empty list): for another it fails, so that no rule judges on an absence the reader made up.
+func (s *State) WithKind(k Kind, objs []runtime.Object) *State {
+	listed := make(map[Kind][]runtime.Object, len(s.listed)+1)
+	maps.Copy(listed, s.listed)
+	if objs == nil {
+		objs = []runtime.Object{}
+	}
+	listed[k] = objs
+	return &State{claims: s.claims, volumes: s.volumes, classes: s.classes, nodes: s.nodes, pods: s.pods, listed: listed}
+}
+
+// ListKind returns the state's objects of kind k, as given to WithKind; an error for a kind it
+// was not given.
+func (s *State) ListKind(k Kind) ([]runtime.Object, error) {
+	objs, ok := s.listed[k]
+	if !ok {
+		return nil, errNotHeld(k)
+	}
+	return objs, nil
 }
 
 // Pods are the state's pods, as given to WithPods.

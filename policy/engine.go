@@ -54,6 +54,24 @@ func NewEngineWith(cfg *Config, rules []Rule) *Engine {
 // Config returns the engine's configuration.
 func (e *Engine) Config() *Config { return e.cfg }
 
+// Reads lists the kinds the rules of the engine's set read through the View (Rule.Reads), each
+// once: a reader starts informers for, and lists, those of clusterstate.Readables.
+func (e *Engine) Reads() []Kind { return ReadKinds(e.rules) }
+
+// ReadKinds lists the kinds the rules read through the View (Rule.Reads), each once, in the
+// rules' order.
+func ReadKinds(rules []Rule) []Kind {
+	var out []Kind
+	for _, rl := range rules {
+		for _, k := range rl.Reads {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
 // rule finds a rule of the engine's set by ID.
 func (e *Engine) rule(id RuleID) (*Rule, bool) {
 	for i := range e.rules {

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/policy"
@@ -211,6 +212,11 @@ func (v *readsView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, erro
 func (v *readsView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	v.saw(policy.KindStorageClass)
 	return v.View.StorageClasses()
+}
+
+func (v *readsView) ListKind(kind policy.Kind) ([]runtime.Object, error) {
+	v.saw(kind)
+	return v.View.ListKind(kind)
 }
 
 func mustConfig(t *testing.T, yaml string) *policy.Config {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/clusterstate"
@@ -223,6 +224,29 @@ type View interface {
 	// namespace, spec.nodeName, the claims of spec.volumes and status.phase.
 	PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error)
 	StorageClasses() ([]*storagev1.StorageClass, error)
+	// ListKind lists every object of a kind of clusterstate.Readables, which a rule declares in
+	// its Reads and reads with ListOf; an error for another kind, or for one the view was not
+	// given (so that no rule judges on an absence a reader made up).
+	ListKind(kind Kind) ([]runtime.Object, error)
+}
+
+// ListOf lists the objects of a kind of clusterstate.Readables through the view, as the kind's
+// Go type T (*storagev1.VolumeAttributesClass for "VolumeAttributesClass").
+func ListOf[T runtime.Object](v View, kind Kind) ([]T, error) {
+	objs, err := v.ListKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		t, ok := o.(T)
+		if !ok {
+			var want T
+			return nil, fmt.Errorf("listing %s: a %T, not a %T", kind, o, want)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // Judges is what a rule judges, which decides where it runs.
@@ -262,7 +286,9 @@ type Rule struct {
 	// Kinds lists the kinds of object the rule judges.
 	Kinds []Kind
 	// Reads lists the kinds of related object the rule reads through the View (a claim's
-	// volume, a volume's claims, the StorageClasses, a Node); the rule tests hold each rule to it.
+	// volume, a volume's claims, the StorageClasses, a Node, a kind of clusterstate.Readables it
+	// lists with ListOf, whose informer starts only for a rule set that reads it); the rule tests
+	// hold each rule to it.
 	Reads []Kind
 	// StatusReads lists, per kind, the fields of status the rule reads (as the API spells them:
 	// "phase", "capacity"), of the object it judges, of its old version and of the related objects

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/manifests"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
@@ -222,7 +223,7 @@ func auditCluster(kubeconfig string, cfg *policy.Config, now func() time.Time, e
 	}
 	fmt.Fprintf(errOut, "pvguard audit: reading volumes, claims, classes and nodes from %s\n", rc.Host)
 	engine := policy.NewEngine(cfg)
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return engine },
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return engine },
 		Log: logr.Discard(), Now: now, Progress: progressTo(errOut)})
 	// The runner publishes what it found even when some rules could not judge an object.
 	ruleErrs, err := policy.SplitRuleErrors(r.RunOnce(context.Background()))

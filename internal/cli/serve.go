@@ -19,6 +19,7 @@ import (
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/leaseguard"
 	"github.com/pvguard/pvguard/internal/web"
+	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/webhook"
 )
 
@@ -69,7 +70,7 @@ func completeServe(ctx context.Context, o ServeFlags, log logr.Logger) (*server,
 	if err != nil {
 		return nil, err
 	}
-	if err := clusterview.SetupIndexes(ctx, mgr.GetCache()); err != nil {
+	if err := clusterview.SetupIndexes(ctx, mgr.GetCache(), policy.ReadKinds(policy.Catalogue())); err != nil {
 		return nil, err
 	}
 	s := &server{o: o, log: log, cfg: cfg, mgr: mgr, lease: lease, reg: prometheus.NewRegistry()}
@@ -110,7 +111,7 @@ func (s *server) addComponents(ctx context.Context) (served, error) {
 	out.views = clusterview.New(s.mgr.GetCache(), reviewReader)
 	auditViews := clusterview.New(s.mgr.GetCache(), auditReader)
 	var firstAudit <-chan struct{}
-	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.mgr, s.o, s.engines, auditViews, auditReader, s.reg, s.log); err != nil {
+	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.mgr, s.o, s.engines, auditViews, s.reg, s.log); err != nil {
 		return out, err
 	}
 	var b *binder.Binder

@@ -34,13 +34,13 @@ import (
 // addAudit registers the audit runner (every replica) and the report writer (the elected one),
 // and returns the report and dashboard handlers and a channel closed when the first full audit
 // has ended; all nil when the audit is off.
-func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines webhook.EngineSource, views *clusterview.Source, live client.Reader, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, firstAudit <-chan struct{}, err error) {
+func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines webhook.EngineSource, views *clusterview.Source, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, firstAudit <-chan struct{}, err error) {
 	if o.AuditInterval <= 0 {
 		return nil, nil, nil, nil
 	}
 	auditLog := log.WithName("audit")
 	runner := audit.NewRunner(audit.RunnerOptions{
-		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: live, View: views.View,
+		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: views.LiveView, View: views.View,
 		Engine: engines.Engine, Registry: reg, Log: auditLog,
 	})
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {

@@ -3,15 +3,18 @@ package clusterview
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
@@ -50,7 +53,8 @@ var (
 
 // Source gives the policy.View over the informer cache, with a live read when the cache misses
 // (a claim created a moment ago may not be in the cache yet, and a rule must not judge on an
-// absence the cache made up).
+// absence the cache made up); and the views that read some objects (FreshView) or all of them
+// (LiveView) live.
 //
 // The objects it returns are the cache's own, not copies: copying them cost more allocations
 // than the rest of a review (BenchmarkClusterView). They must not be modified. Every reader hands
@@ -68,8 +72,11 @@ func New(c client.Reader, live client.Reader) *Source {
 }
 
 // SetupIndexes registers the field indexes the view lists by, and starts the informers pvguard
-// reads so the first review does not wait for one to sync.
-func SetupIndexes(ctx context.Context, c cache.Cache) error {
+// reads so the first review does not wait for one to sync: those of the View's typed reads, and
+// one for each kind of clusterstate.Readables among reads (the kinds the rule set reads,
+// policy.ReadKinds), which ListKind lists. No informer starts for a readable kind no rule reads,
+// so pvguard needs no permission to list it.
+func SetupIndexes(ctx context.Context, c cache.Cache, reads []policy.Kind) error {
 	for _, ix := range []struct {
 		kind client.Object
 		idx  cachelist.Index
@@ -83,7 +90,13 @@ func SetupIndexes(ctx context.Context, c cache.Cache) error {
 			return fmt.Errorf("indexing %T by %s: %w", ix.kind, ix.idx.Name, err)
 		}
 	}
-	for _, obj := range []client.Object{&storagev1.StorageClass{}, nodeMetadata()} {
+	informers := []client.Object{&storagev1.StorageClass{}, nodeMetadata()}
+	for _, k := range reads {
+		if r, ok := clusterstate.ReadableKind(k); ok {
+			informers = append(informers, r.Object)
+		}
+	}
+	for _, obj := range informers {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("starting informer for %T: %w", obj, err)
 		}
@@ -134,26 +147,55 @@ func (cv *Source) FreshView(ctx context.Context) policy.View {
 	return &requestView{ctx: ctx, cv: cv, fresh: true}
 }
 
+// LiveView is the view with every read live, none from the cache (the audit confirms on it the
+// findings that report an object as gone, policy.Rule.ConfirmLive): an object by name is read
+// live, and a list is a full live list filtered here as the cache's indexes file it (a namespace's
+// pods, for the pods using a claim). The view lists the nodes at most once, for all its readers:
+// an audit confirms each volume whose node is gone (PVG025) on one list, not one list each; a
+// full audit takes one view, an incremental audit one per object. It may be read by any number of
+// goroutines.
+func (cv *Source) LiveView(ctx context.Context) policy.View {
+	return &requestView{ctx: ctx, cv: cv, live: true, nodes: &nodeList{}}
+}
+
 type requestView struct {
 	ctx   context.Context
 	cv    *Source
 	fresh bool // read objects by name live (FreshView)
+	live  bool // read everything live (LiveView)
+	// nodes, when set, keeps the view's first list of the nodes for its other readers.
+	nodes *nodeList
+}
+
+type nodeList struct {
+	once  sync.Once
+	nodes []*corev1.Node
+	err   error
+}
+
+// lists is the reader the view lists from: the cache, or for a LiveView the apiserver.
+func (v *requestView) lists() client.Reader {
+	if v.live {
+		return v.cv.live
+	}
+	return v.cv.cache
 }
 
 // shared asks the cache for its own objects rather than deep copies (see Source).
 var shared = client.UnsafeDisableDeepCopy
 
-// get reads from the cache, then live on a miss; it reports false when the object does not exist.
+// get reads from the cache, then live on a miss (or only live: FreshView's volumes and claims,
+// LiveView's every object); it reports false when the object does not exist.
 func (v *requestView) get(key client.ObjectKey, obj client.Object) (bool, error) {
 	var err error
 	_, metadataOnly := obj.(*metav1.PartialObjectMetadata)
-	fresh := v.fresh && !metadataOnly
-	if fresh {
+	live := v.live || (v.fresh && !metadataOnly)
+	if live {
 		err = v.cv.live.Get(v.ctx, key, obj)
 	} else {
 		err = v.cv.cache.Get(v.ctx, key, obj, shared)
 	}
-	if apierrors.IsNotFound(err) && !fresh {
+	if apierrors.IsNotFound(err) && !live {
 		err = v.cv.live.Get(v.ctx, key, obj)
 	}
 	switch {
@@ -184,7 +226,7 @@ func (v *requestView) PersistentVolumeClaim(namespace, name string) (*corev1.Per
 }
 
 func (v *requestView) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
-	out, err := cachelist.ByIndex(v.ctx, v.cv.cache, claimKind, (*corev1.PersistentVolumeClaimList)(nil), claimsByVolumeName, volumeName)
+	out, err := cachelist.ByIndex(v.ctx, v.lists(), claimKind, (*corev1.PersistentVolumeClaimList)(nil), claimsByVolumeName, volumeName)
 	if err != nil {
 		return nil, fmt.Errorf("listing claims naming volume %s: %w", volumeName, err)
 	}
@@ -192,17 +234,17 @@ func (v *requestView) ClaimsNamingVolume(volumeName string) ([]*corev1.Persisten
 }
 
 func (v *requestView) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
-	out, err := cachelist.ByIndex(v.ctx, v.cv.cache, volumeKind, (*corev1.PersistentVolumeList)(nil), volumesByClaimRef, namespace+"/"+name)
+	out, err := cachelist.ByIndex(v.ctx, v.lists(), volumeKind, (*corev1.PersistentVolumeList)(nil), volumesByClaimRef, namespace+"/"+name)
 	if err != nil {
 		return nil, fmt.Errorf("listing volumes claiming %s/%s: %w", namespace, name, err)
 	}
 	return out, nil
 }
 
-// ClaimWithUID reads only the cache: a claim another was made for existed before it, and a
-// miss leaves the finding the rule would make without it.
+// ClaimWithUID reads only the cache (a LiveView: only live): a claim another was made for
+// existed before it, and a miss leaves the finding the rule would make without it.
 func (v *requestView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
-	out, err := cachelist.ByIndex(v.ctx, v.cv.cache, claimKind, (*corev1.PersistentVolumeClaimList)(nil), claimsByUID, string(uid))
+	out, err := cachelist.ByIndex(v.ctx, v.lists(), claimKind, (*corev1.PersistentVolumeClaimList)(nil), claimsByUID, string(uid))
 	if err != nil {
 		return nil, fmt.Errorf("listing claims with uid %s: %w", uid, err)
 	}
@@ -221,13 +263,21 @@ func (v *requestView) Node(name string) (*corev1.Node, error) {
 	return &corev1.Node{TypeMeta: m.TypeMeta, ObjectMeta: m.ObjectMeta}, nil
 }
 
-// ListNodes lists the cache's nodes (metadata only, as nodeMetadata caches them), never live: the
-// one rule that asks (PVG025) takes an empty list for knowing nothing, and the audit confirms
-// what it finds on a live list.
+// ListNodes lists the nodes' metadata (as nodeMetadata caches them) from the cache, never live
+// but in a LiveView: the one rule that asks (PVG025) takes an empty list for knowing nothing, and
+// the audit confirms what it finds on a LiveView's list.
 func (v *requestView) ListNodes() ([]*corev1.Node, error) {
+	if v.nodes == nil {
+		return v.listNodes()
+	}
+	v.nodes.once.Do(func() { v.nodes.nodes, v.nodes.err = v.listNodes() })
+	return v.nodes.nodes, v.nodes.err
+}
+
+func (v *requestView) listNodes() ([]*corev1.Node, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	if err := v.cv.cache.List(v.ctx, list, shared); err != nil {
+	if err := v.lists().List(v.ctx, list, shared); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	out := make([]*corev1.Node, len(list.Items))
@@ -237,13 +287,13 @@ func (v *requestView) ListNodes() ([]*corev1.Node, error) {
 	return out, nil
 }
 
-// PodsUsingClaim lists the pods that use the claim from the cache; a FreshView lists the pods of
-// the claim's namespace live, so that a denial for a pod that has just left its node is judged
-// again on where the pods are now.
+// PodsUsingClaim lists the pods that use the claim from the cache; a FreshView or a LiveView
+// lists the pods of the claim's namespace live, so that a denial for a pod that has just left its
+// node is judged again on where the pods are now.
 func (v *requestView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
 	var pods []*corev1.Pod
 	var err error
-	if v.fresh {
+	if v.fresh || v.live {
 		var list corev1.PodList
 		err = v.cv.live.List(v.ctx, &list, client.InNamespace(namespace))
 		for i := range list.Items {
@@ -266,7 +316,7 @@ func (v *requestView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, er
 
 func (v *requestView) StorageClasses() ([]*storagev1.StorageClass, error) {
 	var list storagev1.StorageClassList
-	if err := v.cv.cache.List(v.ctx, &list, shared); err != nil {
+	if err := v.lists().List(v.ctx, &list, shared); err != nil {
 		return nil, fmt.Errorf("listing storage classes: %w", err)
 	}
 	out := make([]*storagev1.StorageClass, len(list.Items))
@@ -274,4 +324,18 @@ func (v *requestView) StorageClasses() ([]*storagev1.StorageClass, error) {
 		out[i] = &list.Items[i]
 	}
 	return out, nil
+}
+
+// ListKind lists a kind of clusterstate.Readables: the cache's own objects (from the informer
+// SetupIndexes started for a kind the rules read), or live in a LiveView.
+func (v *requestView) ListKind(kind policy.Kind) ([]runtime.Object, error) {
+	r, ok := clusterstate.ReadableKind(kind)
+	if !ok {
+		return nil, fmt.Errorf("listing %s: not a kind rules may list (clusterstate.Readables)", kind)
+	}
+	objs, err := cachelist.List(v.ctx, v.lists(), r.Object, r.NewList())
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", kind, err)
+	}
+	return clusterstate.Runtime(objs), nil
 }

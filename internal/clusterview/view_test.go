@@ -125,7 +125,7 @@ func TestViewListsAsTheState(t *testing.T) {
 		volumes = append(volumes, testobj.PV(fmt.Sprintf("pv-%d", i), mods...))
 	}
 	c := newInformerCache()
-	if err := clusterview.SetupIndexes(ctx, c); err != nil {
+	if err := clusterview.SetupIndexes(ctx, c, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, objs := range [][]client.Object{toObjects(claims), toObjects(volumes), toObjects(pods)} {
@@ -250,7 +250,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 	}
 	for b.Loop() {
 		stores := held(func(*informerCache) error { return nil })
-		now := held(func(c *informerCache) error { return clusterview.SetupIndexes(context.Background(), c) })
+		now := held(func(c *informerCache) error { return clusterview.SetupIndexes(context.Background(), c, nil) })
 		doubled := held(func(c *informerCache) error { return clusterview.SetupDoubledIndexes(c) })
 		b.ReportMetric((now-stores)/(1<<20), "indexes-MB")
 		b.ReportMetric((doubled-stores)/(1<<20), "doubled-indexes-MB")
@@ -280,7 +280,7 @@ func BenchmarkIndexLookup(b *testing.B) {
 	const pairs = 100_000
 	ctx := context.Background()
 	c := newInformerCache()
-	if err := clusterview.SetupIndexes(ctx, c); err != nil {
+	if err := clusterview.SetupIndexes(ctx, c, nil); err != nil {
 		b.Fatal(err)
 	}
 	if err := c.add(indexedPairs(pairs)...); err != nil {

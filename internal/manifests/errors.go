@@ -9,6 +9,8 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/pvguard/pvguard/clusterstate"
 )
 
 // Errors name what a user must fix: the file and document are added by Load, the object (kind and
@@ -85,6 +87,9 @@ func readVersion(kind string) string {
 		return "v1"
 	case "StorageClass":
 		return "storage.k8s.io/v1"
+	}
+	if r, ok := clusterstate.ReadableKind(clusterstate.Kind(kind)); ok {
+		return r.APIVersion()
 	}
 	return ""
 }

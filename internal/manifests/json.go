@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pvguard/pvguard/clusterstate"
 )
 
 // The JSON reader: every document, whatever its format on disk, ends here as JSON and is decoded
@@ -177,6 +179,9 @@ func newObject(apiVersion, kind string) metav1.Object {
 		return &corev1.Node{}
 	case "StorageClass":
 		return &storagev1.StorageClass{}
+	}
+	if r, ok := clusterstate.ReadableKind(clusterstate.Kind(kind)); ok {
+		return r.Object.DeepCopyObject().(metav1.Object)
 	}
 	return nil
 }

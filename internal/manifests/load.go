@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pvguard/pvguard/clusterstate"
 )
@@ -21,7 +22,8 @@ import (
 // .json; a file named directly is read whatever its extension). It returns them, how many there
 // are, and an error for each document that cannot be read, naming its file and place; the rest is
 // still read, the documents after a broken one and a List's other items included. Kinds other
-// than PersistentVolume, PersistentVolumeClaim, StorageClass and Node are ignored. Objects are
+// than PersistentVolume, PersistentVolumeClaim, StorageClass, Node and those of
+// clusterstate.Readables are ignored. Objects are
 // read as strictly as the apiserver reads them: an unknown field, or a key repeated in JSON or
 // in YAML, makes the object unreadable rather than half-read.
 //
@@ -240,6 +242,8 @@ type lists struct {
 	claims  []*corev1.PersistentVolumeClaim
 	nodes   []*corev1.Node
 	classes []*storagev1.StorageClass
+	// listed are the objects of clusterstate.Readables, by kind.
+	listed map[clusterstate.Kind][]apiruntime.Object
 }
 
 // keep adds decoded objects to the lists, each to its kind's.
@@ -254,12 +258,24 @@ func (l *lists) keep(objs []metav1.Object) int {
 			l.nodes = append(l.nodes, t)
 		case *storagev1.StorageClass:
 			l.classes = append(l.classes, t)
+		case apiruntime.Object:
+			if r, ok := clusterstate.ReadableOf(t); ok {
+				if l.listed == nil {
+					l.listed = map[clusterstate.Kind][]apiruntime.Object{}
+				}
+				l.listed[r.Kind] = append(l.listed[r.Kind], t)
+			}
 		}
 	}
 	return len(objs)
 }
 
-// state is the State of the objects read.
+// state is the State of the objects read, which holds every kind of clusterstate.Readables: the
+// files are the whole truth.
 func (l *lists) state() *clusterstate.State {
-	return clusterstate.New(l.claims, l.volumes, l.classes, l.nodes)
+	st := clusterstate.New(l.claims, l.volumes, l.classes, l.nodes)
+	for _, r := range clusterstate.Readables() {
+		st = st.WithKind(r.Kind, l.listed[r.Kind])
+	}
+	return st
 }

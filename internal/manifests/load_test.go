@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	storagev1 "k8s.io/api/storage/v1"
+
 	"github.com/pvguard/pvguard/internal/manifests"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -182,5 +184,28 @@ func TestLoadNamedFileAndMissingPath(t *testing.T) {
 	}
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "absent") {
 		t.Errorf("errors %v, want one naming the missing path", errs)
+	}
+}
+
+// TestLoadReadsTheReadableKinds: a document of a kind of clusterstate.Readables is read into the
+// state's ListKind, one of another version of it is refused, and files without one give an empty
+// list of it (the files are the whole truth), not a failure.
+func TestLoadReadsTheReadableKinds(t *testing.T) {
+	dir := testobj.WriteFiles(t, map[string]string{
+		"a.yaml": "apiVersion: storage.k8s.io/v1\nkind: VolumeAttributesClass\nmetadata: {name: gold}\ndriverName: csi.example.com\n---\n" +
+			"apiVersion: storage.k8s.io/v1beta1\nkind: VolumeAttributesClass\nmetadata: {name: beta}\ndriverName: csi.example.com\n",
+		"b.yaml": pvYAML("one"),
+	})
+	st, objects, errs := manifests.Load([]string{dir})
+	got, err := st.ListKind("VolumeAttributesClass")
+	if err != nil || len(got) != 1 || got[0].(*storagev1.VolumeAttributesClass).Name != "gold" || objects != 2 {
+		t.Errorf("VolumeAttributesClasses %v (%v) among %d objects, want gold among 2", got, err, objects)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), `apiVersion "storage.k8s.io/v1beta1" is not read by pvguard (want storage.k8s.io/v1)`) {
+		t.Errorf("errors %v, want the v1beta1 class refused", errs)
+	}
+	st, _, _ = manifests.Load([]string{filepath.Join(dir, "b.yaml")})
+	if got, err := st.ListKind("VolumeAttributesClass"); err != nil || len(got) != 0 {
+		t.Errorf("files without a VolumeAttributesClass: %v (%v), want an empty list", got, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -25,7 +26,7 @@ func TestDashboard(t *testing.T) {
 		testobj.PV("pv-failed", testobj.Phase(corev1.VolumeFailed)),
 	}
 	c := fake.NewClientBuilder().WithObjects(objs[0], objs[1], bound, testobj.PVC("team-b", "lost", testobj.ClaimPhase(corev1.ClaimLost))).Build()
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
 		Now: func() time.Time { return time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC) }})
 	if err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -40,7 +41,7 @@ var readServer = sync.OnceValue(func() http.Handler {
 		testobj.StorageClass("gold", "kubernetes.io/no-provisioner"),
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard()})
 	if err := r.RunOnce(context.Background()); err != nil {
 		panic(err)
 	}

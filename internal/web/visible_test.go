@@ -19,6 +19,7 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -47,7 +48,7 @@ func tenants(t *testing.T) (*audit.Runner, client.Client) {
 		testobj.PV("vol-failed", testobj.Phase(corev1.VolumeFailed)),
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: c, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) }, Log: logr.Discard(),
 		Now: func() time.Time { return testobj.ExplainNow }})
 	if err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ func BenchmarkClusterView(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := clusterview.SetupIndexes(ctx, c); err != nil {
+	if err := clusterview.SetupIndexes(ctx, c, nil); err != nil {
 		b.Fatal(err)
 	}
 	go func() { _ = c.Start(ctx) }()

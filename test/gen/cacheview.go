@@ -3,6 +3,7 @@ package gen
 import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/policy"
@@ -73,4 +74,11 @@ func (c CacheView) StorageClasses() ([]*storagev1.StorageClass, error) {
 
 func (c CacheView) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
 	return shallowList(c.V.PodsUsingClaim(namespace, claim))
+}
+
+// ListKind answers as the cache lists a kind: the objects themselves (cachelist.List reads the
+// informer's store), in a new slice.
+func (c CacheView) ListKind(kind policy.Kind) ([]runtime.Object, error) {
+	objs, err := c.V.ListKind(kind)
+	return append([]runtime.Object(nil), objs...), err
 }

@@ -20,11 +20,13 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/docs"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
@@ -101,7 +103,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 		live := fake.NewClientBuilder().WithObjects(gold.DeepCopy(), late.DeepCopy(), silverPV.DeepCopy(), latePV.DeepCopy(), goldPV.DeepCopy()).Build()
 		reg := prometheus.NewRegistry()
 		now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-		r := audit.NewRunner(audit.RunnerOptions{Cache: cache, Live: live, Engine: func() *policy.Engine { return engine },
+		r := audit.NewRunner(audit.RunnerOptions{Cache: cache, Live: clusterview.New(cache, live).LiveView, Engine: func() *policy.Engine { return engine },
 			Registry: reg, Log: logr.Discard(), Now: func() time.Time { return now }})
 		if err := r.RunOnce(context.Background()); err != nil {
 			t.Fatalf("RunOnce: %v", err)
@@ -161,25 +163,30 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 	})
 }
 
-// admit sends the creation of a volume to the validating webhook and returns its answer.
-func admit(t *testing.T, h http.Handler, pv *corev1.PersistentVolume) *admissionv1.AdmissionResponse {
+// admit sends the creation of a volume or a claim to the validating webhook and returns its
+// answer.
+func admit(t *testing.T, h http.Handler, obj client.Object) *admissionv1.AdmissionResponse {
 	t.Helper()
-	raw, err := json.Marshal(pv)
+	kind, resource, path := "PersistentVolume", "persistentvolumes", webhook.PathValidatePV
+	if _, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		kind, resource, path = "PersistentVolumeClaim", "persistentvolumeclaims", webhook.PathValidatePVC
+	}
+	raw, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, err := json.Marshal(admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
-			UID: "1", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}, Operation: admissionv1.Create,
-			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}, Name: pv.Name,
+			UID: "1", Kind: metav1.GroupVersionKind{Version: "v1", Kind: kind}, Operation: admissionv1.Create,
+			Resource: metav1.GroupVersionResource{Version: "v1", Resource: resource}, Name: obj.GetName(), Namespace: obj.GetNamespace(),
 			Object: runtime.RawExtension{Raw: raw}, UserInfo: authenticationv1.UserInfo{Username: "alice"},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := httptest.NewRequest(http.MethodPost, webhook.PathValidatePV, bytes.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)

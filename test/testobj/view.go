@@ -29,8 +29,9 @@ var _ policy.View = &View{}
 // errEmptyName is what client-go's request builder says of a get without a name.
 var errEmptyName = errors.New("resource name may not be empty")
 
-// NewView sorts objects of any supported kind into a View; it panics on other kinds, which is a
-// bug in the test that calls it.
+// NewView sorts objects of any supported kind (those of the View's typed reads, and of
+// clusterstate.Readables) into a View, which holds every kind of clusterstate.Readables (none
+// of one when none is given); it panics on other kinds, which is a bug in the test that calls it.
 func NewView(objs ...runtime.Object) *View {
 	var (
 		volumes []*corev1.PersistentVolume
@@ -38,8 +39,13 @@ func NewView(objs ...runtime.Object) *View {
 		nodes   []*corev1.Node
 		classes []*storagev1.StorageClass
 		pods    []*corev1.Pod
+		listed  = map[clusterstate.Kind][]runtime.Object{}
 	)
 	for _, o := range objs {
+		if r, ok := clusterstate.ReadableOf(o); ok {
+			listed[r.Kind] = append(listed[r.Kind], o)
+			continue
+		}
 		switch t := o.(type) {
 		case *corev1.PersistentVolume:
 			volumes = append(volumes, t)
@@ -55,7 +61,11 @@ func NewView(objs ...runtime.Object) *View {
 			panic(fmt.Sprintf("testobj.NewView: unsupported %T", o))
 		}
 	}
-	return &View{State: clusterstate.New(claims, volumes, classes, nodes).WithPods(pods)}
+	st := clusterstate.New(claims, volumes, classes, nodes).WithPods(pods)
+	for _, r := range clusterstate.Readables() {
+		st = st.WithKind(r.Kind, listed[r.Kind])
+	}
+	return &View{State: st}
 }
 
 func (v *View) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
@@ -128,4 +138,11 @@ func (v *View) StorageClasses() ([]*storagev1.StorageClass, error) {
 		return nil, v.Err
 	}
 	return v.State.StorageClasses()
+}
+
+func (v *View) ListKind(kind policy.Kind) ([]runtime.Object, error) {
+	if v.Err != nil {
+		return nil, v.Err
+	}
+	return v.State.ListKind(kind)
 }

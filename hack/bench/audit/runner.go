@@ -17,6 +17,7 @@ import (
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/gen"
 )
@@ -40,7 +41,7 @@ func runnerAudit(st *clusterstate.State) func() (int, error) {
 		metas = append(metas, m)
 	}
 	c.fill(node, metas)
-	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: stateReader{st}, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, stateReader{st}).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		Log: logr.Discard(), Now: func() time.Time { return gen.InventoryNow }})
 	return func() (int, error) {
 		err := r.RunOnce(context.Background())
