@@ -59,29 +59,39 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 	if b.lagging(key{kind: 'c', namespace: namespace, name: name}, claim) {
 		return nil // the informer's event for the binder's own write re-enqueues the claim
 	}
-	s, err := b.claimState(ctx, claim)
+	a, err := b.decideClaim(ctx, claim)
 	if err != nil {
 		return err
-	}
-	a := DecideClaim(s)
-	if a.NeedLiveVolume {
-		v := &corev1.PersistentVolume{}
-		switch err := b.o.Live.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
-		case apierrors.IsNotFound(err):
-			s.Volume = nil
-		case err != nil:
-			return fmt.Errorf("reading volume %s of claim %s/%s: %w", claim.Spec.VolumeName, namespace, name, err)
-		default:
-			s.Volume = v
-		}
-		s.VolumeConfirmed = true
-		a = DecideClaim(s)
 	}
 	if b.o.Mode == ModeShadow {
 		b.shadowClaim(ctx, claim, a)
 		return nil
 	}
 	return b.applyClaim(ctx, claim, a)
+}
+
+// decideClaim is what to do for the claim, decided on its state (claimState); a volume missing
+// from the cache is confirmed with a live read when the decision turns on it.
+func (b *Binder) decideClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (ClaimAction, error) {
+	s, err := b.claimState(ctx, claim)
+	if err != nil {
+		return ClaimAction{}, err
+	}
+	a := DecideClaim(s)
+	if !a.NeedLiveVolume {
+		return a, nil
+	}
+	v := &corev1.PersistentVolume{}
+	switch err := b.o.Live.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
+	case apierrors.IsNotFound(err):
+		s.Volume = nil
+	case err != nil:
+		return ClaimAction{}, fmt.Errorf("reading volume %s of claim %s/%s: %w", claim.Spec.VolumeName, claim.Namespace, claim.Name, err)
+	default:
+		s.Volume = v
+	}
+	s.VolumeConfirmed = true
+	return DecideClaim(s), nil
 }
 
 // claimState is the claim's state, read from the binder's cache and ledger.
