@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/clusterstate"
@@ -81,21 +82,11 @@ func decisions(st *clusterstate.State, pendingFree bool) (map[string]string, []s
 		byUID[string(uid)] = v
 	}
 	var out []string
-	classes := st.Classes()
-	def := DefaultClass(classes)
 	for _, c := range st.Claims() {
-		s := ClaimState{Claim: c, DefaultClass: def, VolumeConfirmed: true}
-		s.Volume, _ = st.PersistentVolume(c.Spec.VolumeName)
-		for _, sc := range classes {
-			if sc.Name == storage.ClaimClass(c) {
-				s.Class = sc
-			}
+		s, err := ClaimStateOf(c, stateFacts{st: st, plan: plan, pendingFree: pendingFree})
+		if err != nil {
+			panic(err) // a State's reads do not fail
 		}
-		if v, ok := plan.Volumes[c.UID]; ok {
-			s.Planned = true
-			s.Assigned, _ = st.PersistentVolume(v)
-		}
-		s.PreBound, _ = st.VolumesClaiming(c.Namespace, c.Name)
 		a := DecideClaim(s)
 		bind := ""
 		if a.Bind != nil {
@@ -118,6 +109,33 @@ func decisions(st *clusterstate.State, pendingFree bool) (map[string]string, []s
 	}
 	return byUID, out
 }
+
+// stateFacts are ClaimFacts read from a State and a plan of it: all there is, no denials.
+type stateFacts struct {
+	st          *clusterstate.State
+	plan        PoolPlan
+	pendingFree bool
+}
+
+func (f stateFacts) Volume(name string) (*corev1.PersistentVolume, bool, error) {
+	v, err := f.st.PersistentVolume(name)
+	return v, v != nil, err
+}
+
+func (f stateFacts) Classes() ([]*storagev1.StorageClass, error) { return f.st.Classes(), nil }
+
+func (f stateFacts) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	return f.st.VolumesClaiming(namespace, name)
+}
+
+func (f stateFacts) Plan(claim types.UID) (string, bool) {
+	v, ok := f.plan.Volumes[claim]
+	return v, ok
+}
+
+func (f stateFacts) Denied(types.UID) map[string]bool { return nil }
+func (f stateFacts) PendingFree() bool                { return f.pendingFree }
+func (f stateFacts) Confirmed() bool                  { return true }
 
 // TestDecisionsOnCachedObjects holds the binder to its CacheShape: on random clusters whose
 // objects carry what the cache drops, the plan and every claim's and volume's decision are the

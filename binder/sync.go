@@ -9,6 +9,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/internal/cachelist"
@@ -58,23 +59,9 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 	if b.lagging(key{kind: 'c', namespace: namespace, name: name}, claim) {
 		return nil // the informer's event for the binder's own write re-enqueues the claim
 	}
-	s, err := b.claimState(ctx, claim)
+	a, err := b.decideClaim(ctx, claim)
 	if err != nil {
 		return err
-	}
-	a := DecideClaim(s)
-	if a.NeedLiveVolume {
-		v := &corev1.PersistentVolume{}
-		switch err := b.o.Live.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
-		case apierrors.IsNotFound(err):
-			s.Volume = nil
-		case err != nil:
-			return fmt.Errorf("reading volume %s of claim %s/%s: %w", claim.Spec.VolumeName, namespace, name, err)
-		default:
-			s.Volume = v
-		}
-		s.VolumeConfirmed = true
-		a = DecideClaim(s)
 	}
 	if b.o.Mode == ModeShadow {
 		b.shadowClaim(ctx, claim, a)
@@ -83,54 +70,68 @@ func (b *Binder) syncClaim(ctx context.Context, namespace, name string) error {
 	return b.applyClaim(ctx, claim, a)
 }
 
-func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeClaim) (ClaimState, error) {
-	s := ClaimState{Claim: claim, Denied: b.ledger.denied(claim.UID, time.Now())}
-	if claim.Spec.VolumeName != "" {
-		switch v, err := b.getVolume(ctx, claim.Spec.VolumeName); {
-		case err == nil:
-			s.Volume = v
-		case !apierrors.IsNotFound(err):
-			return s, fmt.Errorf("reading volume %s: %w", claim.Spec.VolumeName, err)
-		}
-	}
-	classes, err := b.classes(ctx)
+// decideClaim is what to do for the claim, decided on its state (claimState); a volume missing
+// from the cache is confirmed with a live read when the decision turns on it.
+func (b *Binder) decideClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (ClaimAction, error) {
+	s, err := b.claimState(ctx, claim)
 	if err != nil {
-		return s, err
+		return ClaimAction{}, err
 	}
-	s.DefaultClass = defaultClass(classes)
-	if name := storage.ClaimClass(claim); name != "" {
-		for _, sc := range classes {
-			if sc.Name == name {
-				s.Class = sc
-			}
-		}
+	a := DecideClaim(s)
+	if !a.NeedLiveVolume {
+		return a, nil
 	}
-	if claim.Spec.VolumeName == "" && isDelayBinding(claim, s.Class) {
-		// The planner leaves these claims alone; what the binder may complete is a binding
-		// that a volume pointing at the claim began.
-		pre, err := b.o.Views(ctx).VolumesClaiming(claim.Namespace, claim.Name)
-		if err != nil {
-			return s, fmt.Errorf("listing volumes pre-bound to claim %s/%s: %w", claim.Namespace, claim.Name, err)
-		}
-		s.PreBound = pre
-		return s, nil
+	v := &corev1.PersistentVolume{}
+	switch err := b.o.Live.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
+	case apierrors.IsNotFound(err):
+		s.Volume = nil
+	case err != nil:
+		return ClaimAction{}, fmt.Errorf("reading volume %s of claim %s/%s: %w", claim.Spec.VolumeName, claim.Namespace, claim.Name, err)
+	default:
+		s.Volume = v
 	}
-	assigned, planned := b.ledger.planned(claim.UID)
-	s.Planned = planned
-	if assigned != "" {
-		v, err := b.getVolume(ctx, assigned)
-		switch {
-		case err == nil && fitsUnbound(claim, v, nil, false, b.pendingFree()):
-			s.Assigned = v
-		case err == nil || apierrors.IsNotFound(err):
-			// The plan went stale (the volume was taken or changed): plan again.
-			s.Planned = false
-		default:
-			return s, fmt.Errorf("reading planned volume %s: %w", assigned, err)
-		}
-	}
-	return s, nil
+	s.VolumeConfirmed = true
+	return DecideClaim(s), nil
 }
+
+// claimState is the claim's state, read from the binder's cache and ledger.
+func (b *Binder) claimState(ctx context.Context, claim *corev1.PersistentVolumeClaim) (ClaimState, error) {
+	return ClaimStateOf(claim, cacheFacts{ctx: ctx, b: b, now: time.Now()})
+}
+
+// cacheFacts are ClaimFacts as one claim sync reads them: the cache's own objects, the policy's
+// view and the binder's ledger. It lives for that one call to ClaimStateOf, which is why it holds
+// the sync's context. A volume the cache does not hold is not confirmed gone: DecideClaim asks
+// for a live read before it declares a bound claim Lost.
+type cacheFacts struct {
+	ctx context.Context
+	b   *Binder
+	now time.Time
+}
+
+func (f cacheFacts) Volume(name string) (*corev1.PersistentVolume, bool, error) {
+	switch v, err := f.b.getVolume(f.ctx, name); {
+	case err == nil:
+		return v, true, nil
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	default:
+		return nil, false, err
+	}
+}
+
+func (f cacheFacts) Classes() ([]*storagev1.StorageClass, error) {
+	return cachelist.List(f.ctx, f.b.o.Cache, classKind, (*storagev1.StorageClassList)(nil))
+}
+
+func (f cacheFacts) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	return f.b.o.Views(f.ctx).VolumesClaiming(namespace, name)
+}
+
+func (f cacheFacts) Plan(claim types.UID) (string, bool)    { return f.b.ledger.planned(claim) }
+func (f cacheFacts) Denied(claim types.UID) map[string]bool { return f.b.ledger.denied(claim, f.now) }
+func (f cacheFacts) PendingFree() bool                      { return f.b.pendingFree() }
+func (f cacheFacts) Confirmed() bool                        { return false }
 
 // classes lists the storage classes as the cache holds them, the cache's own objects (every claim
 // sync reads them, so a copy per read would be a copy of every class per claim): callers only

@@ -68,15 +68,13 @@ type claimState struct {
 	goneVolume string
 }
 
-// decide is the claim's state from binder.DecideClaim, assigned being the volume the binder's
-// plan gives it ("" for none).
+// decide is the claim's state from binder.DecideClaim, on the state binder.ClaimStateOf builds
+// as the binder's sync builds it, assigned being the volume the binder's plan gives it ("" for
+// none).
 func decide(x *index, s subject, assigned string) claimState {
-	c, in := s.claim, x.in
-	cs := binder.ClaimState{Claim: c, Class: s.class, DefaultClass: binder.DefaultClass(in.State.Classes()), Planned: true}
-	cs.PreBound = x.volumesClaiming(c.Namespace, c.Name)
-	cs.Volume, _ = in.State.PersistentVolume(c.Spec.VolumeName)
-	cs.VolumeConfirmed = true
-	cs.Assigned, _ = in.State.PersistentVolume(assigned)
+	c := s.claim
+	// planFacts never fail to read.
+	cs, _ := binder.ClaimStateOf(c, planFacts{x: x, assigned: assigned})
 	_, bound := c.Annotations[storage.AnnBindCompleted]
 	a := binder.DecideClaim(cs)
 	st := claimState{waitingFor: WaitingForNothing}
@@ -104,8 +102,8 @@ func decide(x *index, s subject, assigned string) claimState {
 		st.waitingFor = WaitingForConsumer
 		st.text = policy.Plain(policy.Wordf("waiting for its first consumer: class %s binds once a pod that uses the claim is scheduled", s.className))
 	case a.Event.Reason == binder.ReasonExternalProvisioning:
-		st.waitingFor, st.provisioner = WaitingForProvisioner, s.class.Provisioner
-		st.text = policy.Plain(policy.Wordf("waiting for the external provisioner %s to create a volume", s.class.Provisioner))
+		st.waitingFor, st.provisioner = WaitingForProvisioner, cs.Class.Provisioner
+		st.text = policy.Plain(policy.Wordf("waiting for the external provisioner %s to create a volume", cs.Class.Provisioner))
 		if s.selectedNode != "" {
 			st.text = st.text.Append(policy.Plain(policy.Word(" on node " + s.selectedNode)))
 		}
@@ -114,6 +112,32 @@ func decide(x *index, s subject, assigned string) claimState {
 	}
 	return st
 }
+
+// planFacts are binder.ClaimFacts as an explanation reads them: the objects it explains, which
+// are all there is (a volume they do not hold does not exist), and the plan it reads, which
+// considered every claim it explains and gives this one assigned. Denials are not among them:
+// the candidate table judges every pair by policy, and the plan the explanation reads is made
+// without the pairs it denies (explainClaim), as the binder plans after a denial.
+type planFacts struct {
+	x        *index
+	assigned string
+}
+
+func (f planFacts) Volume(name string) (*corev1.PersistentVolume, bool, error) {
+	v, _ := f.x.in.State.PersistentVolume(name)
+	return v, v != nil, nil
+}
+
+func (f planFacts) Classes() ([]*storagev1.StorageClass, error) { return f.x.in.State.Classes(), nil }
+
+func (f planFacts) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
+	return f.x.volumesClaiming(namespace, name), nil
+}
+
+func (f planFacts) Plan(types.UID) (string, bool)    { return f.assigned, true }
+func (f planFacts) Denied(types.UID) map[string]bool { return nil }
+func (f planFacts) PendingFree() bool                { return f.x.in.PendingFree }
+func (f planFacts) Confirmed() bool                  { return true }
 
 // provisionerAsked is the state of a claim waiting for its provisioner with since when it has
 // asked for a volume, when an event about the claim tells.
