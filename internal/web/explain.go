@@ -135,7 +135,7 @@ func writeExplainJSON(w http.ResponseWriter, v any, err error, what string, log 
 	if err != nil {
 		f := explainFailed(err, what, log)
 		if f.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(f.retryAfter.Round(time.Second)/time.Second)))
+			w.Header().Set("Retry-After", strconv.Itoa(int((f.retryAfter+time.Second-1)/time.Second))) // whole seconds, rounded up
 		}
 		w.WriteHeader(f.status)
 		v = map[string]string{"error": f.msg}
