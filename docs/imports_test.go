@@ -166,3 +166,30 @@ func TestCheckImportsFindsNewArrows(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainPackagesCarryNoHTTP: the vocabulary, the state, the rule engine, the binder, the audit
+// and the explanations return values and errors; serving them over HTTP (routes, statuses, pages)
+// is internal/web's, so none of their product files imports an HTTP package.
+func TestDomainPackagesCarryNoHTTP(t *testing.T) {
+	domain := []string{"storage", "clusterstate", "policy", "binder", "audit", "explain"}
+	args := []string{"list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`}
+	for _, p := range domain {
+		args = append(args, module+"/"+p)
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(domain) {
+		t.Fatalf("go list gave %d packages, want %d: %q", len(lines), len(domain), out)
+	}
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		for _, imp := range fields[1:] {
+			if imp == "net/http" || strings.HasPrefix(imp, "net/http/") || imp == "html/template" || strings.HasPrefix(imp, "github.com/go-chi/") {
+				t.Errorf("%s imports %s: serve its values from internal/web instead", fields[0], imp)
+			}
+		}
+	}
+}

@@ -11,10 +11,12 @@
 // claim's state (state.go, lease.go, refused.go), the candidate table (candidates.go) and the
 // verdict (verdict.go). print.go writes it for people.
 //
-// The package also reads and serves explanations: ReadInput and ReadProvisionerLeases read the
-// input from the cluster (the CLI's live client, or the server's informer cache), and API and
-// Pages serve explanations as JSON and as pages, each cut down to what its caller may read
-// (visible.go, with internal/access), for the server to mount (internal/web). The server's
+// The package also reads the input and answers the server's questions, carrying no HTTP:
+// ReadInput and ReadProvisionerLeases read the input from the cluster (the CLI's live client, or
+// the server's informer cache), and Service returns the server's explanations as values, each cut
+// down to what its caller may read (visible.go, with internal/access), or a typed error saying why
+// it cannot answer (InvalidNameError, ForbiddenError, ErrUnknownClaim, ErrUnknownVolume,
+// NotReadyError) (service.go); internal/web serves them as JSON and pages. The server's
 // explanations read one plan of the pool per process (plans.go): the binder's own while it runs
 // in the process, else one made as objects change; table.go is the candidate table they keep.
 package explain

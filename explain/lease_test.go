@@ -1,6 +1,9 @@
 package explain_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -8,8 +11,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/pvguard/pvguard/explain"
 	. "github.com/pvguard/pvguard/test/testobj"
@@ -127,4 +136,46 @@ func TestProvisionerRunning(t *testing.T) {
 			t.Errorf("a claim the binder binds: provisioner running %q, state %q", e.ProvisionerRunning, e.State.String())
 		}
 	})
+}
+
+// TestReadProvisionerLeases: the Leases named for the claim's provisioner are read from every
+// namespace, and only those; a class without an external provisioner reads none; a reader that
+// may not list Leases leaves them unread.
+func TestReadProvisionerLeases(t *testing.T) {
+	lease := func(ns, name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	objs := []client.Object{StorageClass("fast", "csi.example.com"), StorageClass("local", "kubernetes.io/no-provisioner"),
+		PVC("team-a", "data", ClaimClass("fast")), PVC("team-a", "scratch", ClaimClass("local")),
+		lease("csi", "csi-example-com"), lease("other", "csi-example-com"), lease("csi", "other-example-com"), lease("kube-node-lease", "n1")}
+	// The API server selects any object by metadata.name; the fake client needs an index for it.
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).
+		WithIndex(&coordinationv1.Lease{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
+	ctx := context.Background()
+	in, err := explain.ReadInput(ctx, c, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := explain.ReadProvisionerLeases(ctx, c, &in, "team-a", "data"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range in.Leases {
+		got = append(got, l.Namespace+"/"+l.Name)
+	}
+	slices.Sort(got)
+	if !in.LeasesRead || strings.Join(got, ",") != "csi/csi-example-com,other/csi-example-com" {
+		t.Errorf("read %v (read: %v), want the two csi-example-com leases", got, in.LeasesRead)
+	}
+
+	in.Leases, in.LeasesRead = nil, false
+	if err := explain.ReadProvisionerLeases(ctx, c, &in, "team-a", "scratch"); err != nil || in.LeasesRead {
+		t.Errorf("a no-provisioner class: read %v, err %v", in.LeasesRead, err)
+	}
+	forbidden := interceptor.NewClient(c, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
+		return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("no"))
+	}})
+	if err := explain.ReadProvisionerLeases(ctx, forbidden, &in, "team-a", "data"); err != nil || in.LeasesRead {
+		t.Errorf("forbidden: read %v, err %v", in.LeasesRead, err)
+	}
 }

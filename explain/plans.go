@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"sync"
 	"time"
 
@@ -98,7 +97,7 @@ type snapshot struct {
 func (s *snapshot) fromBinder() bool { return s.made != nil }
 
 // errNoPlanYet is a question asked before the first plan was made, past FirstWait.
-var errNoPlanYet = &explainError{status: http.StatusServiceUnavailable, msg: "the pool's first plan is still being made: ask again in a few seconds"}
+var errNoPlanYet = &NotReadyError{RetryAfter: 5 * time.Second}
 
 // NewPlans returns the plans of o's cache (o.Cache, o.PlanState, o.Now), or of the binder's
 // plans while o.Binder plans.

@@ -3,7 +3,6 @@ package explain_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -70,31 +69,22 @@ func TestExplanationsReadTheBindersPlan(t *testing.T) {
 	if err := o.Plans.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := explain.API(o)
-	ask := func(ns, name string) explain.Explanation {
-		t.Helper()
-		rec := HTTPGet(h, "/pvc/"+ns+"/"+name)
-		var e explain.Explanation
-		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &e) != nil {
-			t.Fatalf("GET %s/%s: HTTP %d: %s", ns, name, rec.Code, rec.Body)
-		}
-		return e
-	}
+	x := explain.NewService(o)
 	same := func(ns, name string) {
 		t.Helper()
 		var solo explain.Explanation
-		if err := json.Unmarshal([]byte(want(t, objs, "pvc", ns, name)), &solo); err != nil {
+		if err := json.Unmarshal([]byte(want(t, objs, ns, name)), &solo); err != nil {
 			t.Fatal(err)
 		}
 		for range 3 {
-			if got := ask(ns, name); !reflect.DeepEqual(got.Verdict, solo.Verdict) || !reflect.DeepEqual(got.Candidates, solo.Candidates) {
+			if got := ask(t, x, ns, name); !reflect.DeepEqual(got.Verdict, solo.Verdict) || !reflect.DeepEqual(got.Candidates, solo.Candidates) {
 				t.Fatalf("%s/%s: verdict %+v, want %+v", ns, name, got.Verdict, solo.Verdict)
 			}
 		}
 	}
 	same("team-a", "c1")
 	same("team-a", "c2")
-	if got := ask("team-a", "c1").Verdict.Volume.String(); got != "pv-1" {
+	if got := ask(t, x, "team-a", "c1").Verdict.Volume.String(); got != "pv-1" {
 		t.Errorf("c1's verdict names %q, want the volume the binder's plan gives it, pv-1", got)
 	}
 	if n := lists.Load(); n != 0 {
@@ -117,7 +107,7 @@ func TestExplanationsReadTheBindersPlan(t *testing.T) {
 	if err := o.Plans.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h = explain.API(o)
+	x = explain.NewService(o)
 	same("team-a", "c2")
 	if n := lists.Load(); n != 1 {
 		t.Errorf("without a binder that plans, %d reads of the volumes, want 1", n)

@@ -182,18 +182,19 @@ type CandidateGroup struct {
 	Count   int    `json:"count"`
 }
 
-// candidatePage says which candidates an answer lists: the closest shownClosest (all false), or
-// every candidate, limit from offset on.
-type candidatePage struct {
-	all           bool
-	offset, limit int
+// CandidatePage says which candidates a claim's answer lists (Service.Claim): the closest
+// shownClosest (All false), or every candidate in the CLI's order, Limit (1 or more) from Offset
+// on (0 or more; ContinueOffset reads it from the token of the page before).
+type CandidatePage struct {
+	All           bool
+	Offset, Limit int
 }
 
 // listed fills e's candidates from t for a reader of audience aud (nil: everything), as page
 // says: the rows listed, how many the reader may read (CandidatesTotal), the others counted by
 // their first failing check, the volumes the reader may not read counted in Hidden, and the
 // offset of the next page (-1 for none).
-func listed(e *Explanation, t *table, aud policy.Audience, page candidatePage) (next int) {
+func listed(e *Explanation, t *table, aud policy.Audience, page CandidatePage) (next int) {
 	groups := map[string]*HiddenVolumes{}
 	o := t.order
 	if aud != nil {
@@ -213,8 +214,8 @@ func listed(e *Explanation, t *table, aud policy.Audience, page candidatePage) (
 		})
 	}
 	from, to := 0, shownClosest
-	if page.all {
-		from, to = page.offset, page.offset+page.limit
+	if page.All {
+		from, to = page.Offset, page.Offset+page.Limit
 	}
 	e.Candidates, e.CandidatesTotal, next = []Candidate{}, o.len(), -1
 	listedAt := map[int]bool{}
@@ -222,11 +223,11 @@ func listed(e *Explanation, t *table, aud policy.Audience, page candidatePage) (
 		i := o.at(k)
 		e.Candidates, listedAt[i] = append(e.Candidates, t.row(i)), true
 	}
-	if page.all && to < o.len() {
+	if page.All && to < o.len() {
 		next = to
 	}
 	e.Others = nil
-	if !page.all {
+	if !page.All {
 		others := map[string]int{}
 		for b := range o.buckets {
 			bk := &o.buckets[b]

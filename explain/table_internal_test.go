@@ -211,7 +211,7 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 				}
 			}
 			var e Explanation
-			listed(&e, tab, nil, candidatePage{})
+			listed(&e, tab, nil, CandidatePage{})
 			closest := want.Candidates[:min(shownClosest, len(want.Candidates))]
 			if !reflect.DeepEqual(e.Candidates, closest) && !(len(closest) == 0 && len(e.Candidates) == 0) {
 				t.Fatalf("%s: closest\n%+v\nwant\n%+v", where, e.Candidates, closest)
@@ -220,7 +220,7 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 			// counted as forAudience counts them, and every reference rendered for them.
 			aud := someVolumes{}
 			forAudience(aud, want)
-			listed(got, tab, aud, candidatePage{})
+			listed(got, tab, aud, CandidatePage{})
 			policy.Redact(got, aud)
 			closest = want.Candidates[:min(shownClosest, len(want.Candidates))]
 			if !reflect.DeepEqual(got.Candidates, closest) && !(len(closest) == 0 && len(got.Candidates) == 0) {

@@ -1,8 +1,7 @@
 package explain_test
 
 import (
-	"encoding/json"
-	"net/http"
+	"context"
 	"reflect"
 	"slices"
 	"strings"
@@ -48,21 +47,18 @@ func TestTenantsExplanationCountsTheVolumesItCannotRead(t *testing.T) {
 		PV("pv-b-bound", Class("local"), Capacity("10Gi"), ClaimRef("team-b", "x", "uid-of-x"), Phase(corev1.VolumeBound)),
 		PV("pv-small", Class("local"), Capacity("1Gi"), Phase(corev1.VolumeAvailable)),
 	}
-	h := explain.API(explainOptions(objs...))
+	x := explain.NewService(explainOptions(objs...))
+	ctx := context.Background()
 	tenant := access.NewReader("alice", false, []string{"team-a"}, false, false)
-	rec := HTTPGetAs(tenant, h, "/pvc/team-a/data")
-	if rec.Code != http.StatusOK {
-		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
+	e, err := x.Claim(ctx, tenant, "team-a", "data", explain.CandidatePage{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	body := rec.Body.String()
+	body := asJSON(t, e)
 	for _, secret := range []string{"pv-b-bound", "pv-small", "team-b", "uid-of-x"} {
 		if strings.Contains(body, secret) {
 			t.Errorf("the tenant's explanation names %q: %s", secret, body)
 		}
-	}
-	var e explain.Explanation
-	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
-		t.Fatal(err)
 	}
 	if len(e.Candidates) != 1 || e.Candidates[0].Volume != "pv-a-prebound" {
 		t.Errorf("candidates %+v, want only the volume pre-bound in team-a", e.Candidates)
@@ -71,14 +67,17 @@ func TestTenantsExplanationCountsTheVolumesItCannotRead(t *testing.T) {
 		t.Errorf("hidden %+v, want 2 volumes of class local counted: 1 too small, 1 bound", e.Hidden)
 	}
 
-	rec = HTTPGet(h, "/pvc/team-a/data")
+	if e, err = x.Claim(ctx, access.Everything("admin"), "team-a", "data", explain.CandidatePage{}); err != nil {
+		t.Fatal(err)
+	}
+	body = asJSON(t, e)
 	for _, s := range []string{"pv-b-bound", "pv-small", "team-b/x"} {
-		if !strings.Contains(rec.Body.String(), s) {
+		if !strings.Contains(body, s) {
 			t.Errorf("the cluster reader's explanation lacks %q", s)
 		}
 	}
-	if strings.Contains(rec.Body.String(), `"hidden"`) {
-		t.Errorf("the cluster reader's explanation hides volumes: %s", rec.Body)
+	if strings.Contains(body, `"hidden"`) {
+		t.Errorf("the cluster reader's explanation hides volumes: %s", body)
 	}
 }
 
@@ -99,16 +98,25 @@ func TestVolumeExplanationsCarryReferencesOnlyAsTexts(t *testing.T) {
 // binder does about it only to a caller who may read the claim. A caller who may list volumes
 // but not that namespace's claims is told "a claim in another namespace", what the volume itself
 // says of it ("bound"), that the binder's next step depends on a claim it cannot read, and the
-// findings without the claim's name or uid; the page links the claim only for the claim's readers.
+// findings without the claim's name or uid (internal/web's
+// TestVolumePageLinksItsClaimOnlyForTheClaimsReaders holds the page to the same).
 func TestVolumeExplanationNamesItsClaimOnlyToTheClaimsReaders(t *testing.T) {
 	objs := []client.Object{
 		PVC("team-b", "x", ClaimUID("uid-new-x"), ClaimBoundTo("pv-b")),
 		PV("pv-b", Capacity("10Gi"), ClaimRef("team-b", "x", "uid-old-x"), Phase(corev1.VolumeBound)),
 	}
-	o := explainOptions(objs...)
-	api, pages := explain.API(o), explain.Pages(o)
+	x := explain.NewService(explainOptions(objs...))
+	ctx := context.Background()
+	explained := func(rd *access.Reader) (*explain.VolumeExplanation, string) {
+		t.Helper()
+		e, err := x.Volume(ctx, rd, "pv-b")
+		if err != nil {
+			t.Fatalf("%s: %v", rd.User, err)
+		}
+		return e, asJSON(t, e)
+	}
 
-	admin := HTTPGet(api, "/pv/pv-b").Body.String()
+	_, admin := explained(access.Everything("admin"))
 	for _, s := range []string{`"claim": "team-b/x"`, "uid-old-x", `"findings": [`} {
 		if !strings.Contains(admin, s) {
 			t.Fatalf("the cluster reader's explanation lacks %s: %s", s, admin)
@@ -116,19 +124,11 @@ func TestVolumeExplanationNamesItsClaimOnlyToTheClaimsReaders(t *testing.T) {
 	}
 
 	volumes := access.NewReader("carol", false, []string{"team-a"}, true, true)
-	rec := HTTPGetAs(volumes, api, "/pv/pv-b")
-	if rec.Code != http.StatusOK {
-		t.Fatalf("HTTP %d: %s", rec.Code, rec.Body)
-	}
-	body := rec.Body.String()
+	e, body := explained(volumes)
 	for _, secret := range []string{"team-b", "uid-old-x", "uid-new-x", "earlier claim", "Released"} {
 		if strings.Contains(body, secret) {
 			t.Errorf("the explanation for a reader of volumes only names %q: %s", secret, body)
 		}
-	}
-	var e explain.VolumeExplanation
-	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
-		t.Fatal(err)
 	}
 	if e.Claim.String() != policy.HiddenClaim || e.ClaimState.String() != "bound" || e.Next.String() != explain.NextHidden {
 		t.Errorf("claim %q (%q), next %q; want %q (bound), %q", e.Claim, e.ClaimState, e.Next, policy.HiddenClaim, explain.NextHidden)
@@ -136,13 +136,9 @@ func TestVolumeExplanationNamesItsClaimOnlyToTheClaimsReaders(t *testing.T) {
 	if len(e.Findings) == 0 || !strings.Contains(e.Findings[0].String(), policy.HiddenClaim) {
 		t.Errorf("findings %q, want them kept with the claim hidden", e.Findings)
 	}
-	page := HTTPGetAs(volumes, pages, "/pv/pv-b").Body.String()
-	if strings.Contains(page, "team-b") || strings.Contains(page, "uid-") || !strings.Contains(page, `<dd id="claim">`+policy.HiddenClaim+` (bound)</dd>`) {
-		t.Errorf("the page for a reader of volumes only names the claim, or does not say a claim is hidden: %s", page)
-	}
 
 	owner := access.NewReader("bob", false, []string{"team-b"}, false, false)
-	body = HTTPGetAs(owner, api, "/pv/pv-b").Body.String()
+	_, body = explained(owner)
 	for _, s := range []string{`"claim": "team-b/x"`, `"claimState": "bound to an earlier claim of that name (uid uid-old-x)"`, "phase to Released"} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the claim's reader's explanation lacks %s: %s", s, body)
@@ -150,8 +146,5 @@ func TestVolumeExplanationNamesItsClaimOnlyToTheClaimsReaders(t *testing.T) {
 	}
 	if strings.Contains(body, `"findings"`) {
 		t.Errorf("a caller who may not list volumes is told the volume's findings: %s", body)
-	}
-	if page := HTTPGetAs(owner, pages, "/pv/pv-b").Body.String(); !strings.Contains(page, `<a href="../pvc/team-b/x">team-b/x</a>`) {
-		t.Errorf("the page does not link the claim for its reader: %s", page)
 	}
 }

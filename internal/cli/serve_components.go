@@ -79,7 +79,8 @@ func explainHandlers(ctx context.Context, mgr ctrl.Manager, o ServeFlags, b *bin
 	if err := mgr.Add(eo.Plans); err != nil { // the first plan, once the cache has synced
 		return nil, nil, fmt.Errorf("adding the explanations' plan: %w", err)
 	}
-	return explain.API(eo), explain.Pages(eo), nil
+	x := explain.NewService(eo)
+	return web.ExplainAPIHandler(x, eo.Log), web.ExplainPagesHandler(x, eo.Log), nil
 }
 
 // readGuard authenticates the callers of the report, the dashboard and the explanations with

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/audit"
-	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/access"
 )
 
@@ -36,7 +35,7 @@ type Page struct {
 	Bindings []audit.Binding
 	Pending  []audit.PendingClaim
 	// ExplainLinks makes each pending claim a link to its explain page (explain/pvc/NS/NAME,
-	// relative to the dashboard), which the server serves beside it (explain.Pages). A file
+	// relative to the dashboard), which the server serves beside it (ExplainPagesHandler). A file
 	// written by `pvguard audit -o html` has no such pages, and no links.
 	ExplainLinks bool
 	// Filtered says what the page leaves out for its reader, and why (access.Reader.Filtered).
@@ -64,7 +63,7 @@ func DashboardHandler(r *audit.Runner, cache client.Reader, log logr.Logger) htt
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Content-Security-Policy", explain.PageCSP)
+		w.Header().Set("Content-Security-Policy", PageCSP)
 		_ = RenderDashboard(w, Page{Report: v.report(r.Latest()), Bindings: v.bindings(r.Bindings()), Pending: v.pending(r.Pending()),
 			ExplainLinks: true, Filtered: rd.Filtered()})
 	})

@@ -58,7 +58,7 @@ var readServer = sync.OnceValue(func() http.Handler {
 	}
 	eo := explain.ServeOptions{Cache: c, Log: logr.Discard(), Now: func() time.Time { return time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC) }}
 	return web.NewServer(web.Options{Report: web.ReportHandler(r, c, logr.Discard()), Dashboard: web.DashboardHandler(r, c, logr.Discard()),
-		ExplainAPI: explain.API(eo), ExplainPages: explain.Pages(eo), Access: guard,
+		ExplainAPI: web.ExplainAPIHandler(explain.NewService(eo), logr.Discard()), ExplainPages: web.ExplainPagesHandler(explain.NewService(eo), logr.Discard()), Access: guard,
 		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: webhook.StaticView{V: testobj.NewView()}}).Handler()
 })
 

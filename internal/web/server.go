@@ -24,7 +24,7 @@ import (
 )
 
 // Where explanations are served, as JSON and as pages: .../pvc/{namespace}/{name} and
-// .../pv/{name} (explain.API, explain.Pages). The admission endpoints' paths are webhook's
+// .../pv/{name} (ExplainAPIHandler, ExplainPagesHandler). The admission endpoints' paths are webhook's
 // (webhook.PathValidatePV, ...).
 const (
 	PathExplainAPI   = "/api/v1/explain"
@@ -66,7 +66,7 @@ type Options struct {
 	Report, Dashboard http.Handler
 	// ExplainAPI and ExplainPages, when set, serve explanations of claims and volumes: mounted at
 	// /api/v1/explain (JSON) and /explain (pages), each with GET /pvc/{namespace}/{name} and
-	// GET /pv/{name} below (explain.API, explain.Pages).
+	// GET /pv/{name} below (ExplainAPIHandler, ExplainPagesHandler over an explain.Service).
 	ExplainAPI, ExplainPages http.Handler
 	// Access authenticates and authorizes the callers of the report, the dashboard and the
 	// explanations (bearer tokens, TokenReview and SubjectAccessReview) and limits each caller's

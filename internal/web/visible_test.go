@@ -63,7 +63,7 @@ func TestTenantSeesOnlyItsOwn(t *testing.T) {
 	r, c := tenants(t)
 	eo := explain.ServeOptions{Cache: c, Now: func() time.Time { return testobj.ExplainNow }, Log: logr.Discard()}
 	handlers := map[string]http.Handler{"report": web.ReportHandler(r, c, logr.Discard()), "dashboard": web.DashboardHandler(r, c, logr.Discard()),
-		"api": explain.API(eo), "pages": explain.Pages(eo)}
+		"api": web.ExplainAPIHandler(explain.NewService(eo), logr.Discard()), "pages": web.ExplainPagesHandler(explain.NewService(eo), logr.Discard())}
 	type get struct{ handler, path string }
 	own := []get{{"report", "/"}, {"dashboard", "/"},
 		{"api", "/pvc/team-a/pending-of-a"}, {"pages", "/pvc/team-a/pending-of-a"},

@@ -1,4 +1,4 @@
-package explain_test
+package web_test
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,11 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +25,8 @@ import (
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
@@ -49,6 +46,15 @@ func explainCluster() []client.Object {
 func explainOptions(objs ...client.Object) explain.ServeOptions {
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
 	return explain.ServeOptions{Cache: c, Now: func() time.Time { return ExplainNow }, Log: logr.Discard()}
+}
+
+// explainAPI and explainPages are the server's explain handlers over o's explanations.
+func explainAPI(o explain.ServeOptions) http.Handler {
+	return web.ExplainAPIHandler(explain.NewService(o), logr.Discard())
+}
+
+func explainPages(o explain.ServeOptions) http.Handler {
+	return web.ExplainPagesHandler(explain.NewService(o), logr.Discard())
 }
 
 // want is what `pvguard explain` computes from the same objects: the endpoints must answer the
@@ -85,7 +91,7 @@ func want(t *testing.T, objs []client.Object, kind, ns, name string) string {
 // volume that exists, 404 naming an unknown one, and 400 naming a malformed name.
 func TestExplainAPI(t *testing.T) {
 	objs := explainCluster()
-	h := explain.API(explainOptions(objs...))
+	h := explainAPI(explainOptions(objs...))
 	for name, tc := range map[string]struct {
 		path   string
 		status int
@@ -162,7 +168,7 @@ func TestExplainAPIReadsTheBindersState(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			o.PlanState = tc.state
-			rec := HTTPGet(explain.API(o), "/pvc/team-a/data")
+			rec := HTTPGet(explainAPI(o), "/pvc/team-a/data")
 			var e explain.Explanation
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
 				t.Fatalf("HTTP %d: %v", rec.Code, err)
@@ -188,7 +194,7 @@ func TestExplainPages(t *testing.T) {
 	objs := append(explainCluster(),
 		PV("pv-<b>", Class("local"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
 		PV("pv-gone", Class("local"), ClaimRef("team-a", "old", "uid-old"), Phase(corev1.VolumeReleased)))
-	h := explain.Pages(explainOptions(objs...))
+	h := explainPages(explainOptions(objs...))
 	for name, tc := range map[string]struct {
 		path   string
 		status int
@@ -255,7 +261,7 @@ func TestExplainPageMatchesTheText(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As a browser shows it: the escaping undone.
-	page := html.UnescapeString(HTTPGet(explain.Pages(explainOptions(objs...)), "/pvc/team-a/data").Body.String())
+	page := html.UnescapeString(HTTPGet(explainPages(explainOptions(objs...)), "/pvc/team-a/data").Body.String())
 	rows, others := e.Table()
 	if len(rows) != 2 || others == "" {
 		t.Fatalf("rows %d, others %q: the fixture should give two rows and another class", len(rows), others)
@@ -302,7 +308,7 @@ func TestExplainAPIJudgesPairsByThePolicy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := explainOptions(objs...)
 			o.Engine, o.Identity = func() *policy.Engine { return policy.NewEngine(cfg) }, tc.identity
-			rec := HTTPGet(explain.API(o), "/pvc/team-a/data")
+			rec := HTTPGet(explainAPI(o), "/pvc/team-a/data")
 			var e explain.Explanation
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
 				t.Fatalf("HTTP %d: %v", rec.Code, err)
@@ -315,48 +321,6 @@ func TestExplainAPIJudgesPairsByThePolicy(t *testing.T) {
 				t.Errorf("verdict %q, want %q", e.Verdict.Text.String(), tc.verdict)
 			}
 		})
-	}
-}
-
-// TestReadProvisionerLeases: the Leases named for the claim's provisioner are read from every
-// namespace, and only those; a class without an external provisioner reads none; a reader that
-// may not list Leases leaves them unread.
-func TestReadProvisionerLeases(t *testing.T) {
-	lease := func(ns, name string) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	}
-	objs := []client.Object{StorageClass("fast", "csi.example.com"), StorageClass("local", "kubernetes.io/no-provisioner"),
-		PVC("team-a", "data", ClaimClass("fast")), PVC("team-a", "scratch", ClaimClass("local")),
-		lease("csi", "csi-example-com"), lease("other", "csi-example-com"), lease("csi", "other-example-com"), lease("kube-node-lease", "n1")}
-	// The API server selects any object by metadata.name; the fake client needs an index for it.
-	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).
-		WithIndex(&coordinationv1.Lease{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).Build()
-	ctx := context.Background()
-	in, err := explain.ReadInput(ctx, c, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := explain.ReadProvisionerLeases(ctx, c, &in, "team-a", "data"); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, l := range in.Leases {
-		got = append(got, l.Namespace+"/"+l.Name)
-	}
-	slices.Sort(got)
-	if !in.LeasesRead || strings.Join(got, ",") != "csi/csi-example-com,other/csi-example-com" {
-		t.Errorf("read %v (read: %v), want the two csi-example-com leases", got, in.LeasesRead)
-	}
-
-	in.Leases, in.LeasesRead = nil, false
-	if err := explain.ReadProvisionerLeases(ctx, c, &in, "team-a", "scratch"); err != nil || in.LeasesRead {
-		t.Errorf("a no-provisioner class: read %v, err %v", in.LeasesRead, err)
-	}
-	forbidden := interceptor.NewClient(c, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, l client.ObjectList, opts ...client.ListOption) error {
-		return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("no"))
-	}})
-	if err := explain.ReadProvisionerLeases(ctx, forbidden, &in, "team-a", "data"); err != nil || in.LeasesRead {
-		t.Errorf("forbidden: read %v, err %v", in.LeasesRead, err)
 	}
 }
 
@@ -377,7 +341,7 @@ func TestExplainAPIListsTheClosestAndPagesTheRest(t *testing.T) {
 	if err := json.Unmarshal([]byte(want(t, objs, "pvc", "team-a", "data")), &cli); err != nil {
 		t.Fatal(err)
 	}
-	h := explain.API(explainOptions(objs...))
+	h := explainAPI(explainOptions(objs...))
 	get := func(path string) (explain.Explanation, int) {
 		rec := HTTPGet(h, path)
 		var e explain.Explanation
@@ -449,7 +413,7 @@ func TestExplainAPIReadsOnePlan(t *testing.T) {
 		}}).Build()
 	o := explain.ServeOptions{Cache: c, Now: func() time.Time { return ExplainNow }, Log: logr.Discard()}
 	o.Plans = explain.NewPlans(o, explain.PlansOptions{})
-	h := explain.API(o)
+	h := explainAPI(o)
 	var solo explain.Explanation
 	if err := json.Unmarshal([]byte(want(t, objs, "pvc", "team-a", "data")), &solo); err != nil {
 		t.Fatal(err)
@@ -476,5 +440,65 @@ func TestExplainAPIReadsOnePlan(t *testing.T) {
 	}
 	if n := lists.Load(); n != 1 {
 		t.Errorf("%d reads of the cache for 40 questions, want 1", n)
+	}
+}
+
+// TestVolumePageLinksItsClaimOnlyForTheClaimsReaders: the page of a volume whose claim was deleted
+// and re-created names neither the claim nor its uids to a caller who may list volumes but not
+// that namespace's claims, saying a claim is hidden, and links the claim for the claim's readers
+// (explain's TestVolumeExplanationNamesItsClaimOnlyToTheClaimsReaders holds the JSON to the same).
+func TestVolumePageLinksItsClaimOnlyForTheClaimsReaders(t *testing.T) {
+	objs := []client.Object{
+		PVC("team-b", "x", ClaimUID("uid-new-x"), ClaimBoundTo("pv-b")),
+		PV("pv-b", Capacity("10Gi"), ClaimRef("team-b", "x", "uid-old-x"), Phase(corev1.VolumeBound)),
+	}
+	pages := explainPages(explainOptions(objs...))
+	volumes := access.NewReader("carol", false, []string{"team-a"}, true, true)
+	page := HTTPGetAs(volumes, pages, "/pv/pv-b").Body.String()
+	if strings.Contains(page, "team-b") || strings.Contains(page, "uid-") || !strings.Contains(page, `<dd id="claim">`+policy.HiddenClaim+` (bound)</dd>`) {
+		t.Errorf("the page for a reader of volumes only names the claim, or does not say a claim is hidden: %s", page)
+	}
+	owner := access.NewReader("bob", false, []string{"team-b"}, false, false)
+	if page := HTTPGetAs(owner, pages, "/pv/pv-b").Body.String(); !strings.Contains(page, `<a href="../pvc/team-b/x">team-b/x</a>`) {
+		t.Errorf("the page does not link the claim for its reader: %s", page)
+	}
+}
+
+// TestExplainAsksToRetryBeforeTheFirstPlan: a question asked before the server's first plan of
+// the pool, past the wait for it, is a 503 whose JSON says to ask again and whose Retry-After
+// says when (the CLI and the benchmark's callers wait that long), and an error page; a cache
+// that fails is the server's fault, a 500 naming the object.
+func TestExplainAsksToRetryBeforeTheFirstPlan(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(explainCluster()...).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			<-release // the first plan's read hangs
+			return cl.List(ctx, list, opts...)
+		}}).Build()
+	o := explain.ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard()}
+	o.Plans = explain.NewPlans(o, explain.PlansOptions{FirstWait: 50 * time.Millisecond})
+	rec := HTTPGet(explainAPI(o), "/pvc/team-a/data")
+	var e struct{ Error string }
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != "5" ||
+		json.Unmarshal(rec.Body.Bytes(), &e) != nil || !strings.Contains(e.Error, "ask again in a few seconds") {
+		t.Errorf("before the first plan: HTTP %d, Retry-After %q: %s; want 503, 5, ask again", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	rec = HTTPGet(explainPages(o), "/pvc/team-a/data")
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `id="error">the pool&#39;s first plan is still being made`) {
+		t.Errorf("the page before the first plan: HTTP %d: %s", rec.Code, rec.Body)
+	}
+
+	failing := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(explainCluster()...).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return errors.New("the cache is gone")
+		}}).Build()
+	o = explain.ServeOptions{Cache: failing, Now: time.Now, Log: logr.Discard()}
+	for path, w := range map[string]string{"/pvc/team-a/data": "explaining PersistentVolumeClaim team-a/data: ", "/pv/pv-fs": "explaining PersistentVolume pv-fs: "} {
+		rec := HTTPGet(explainAPI(o), path)
+		if rec.Code != http.StatusInternalServerError || rec.Header().Get("Retry-After") != "" ||
+			json.Unmarshal(rec.Body.Bytes(), &e) != nil || !strings.HasPrefix(e.Error, w) || !strings.Contains(e.Error, "the cache is gone") {
+			t.Errorf("GET %s with a failing cache: HTTP %d: %s; want 500 %q", path, rec.Code, rec.Body, w)
+		}
 	}
 }
