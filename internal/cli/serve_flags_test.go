@@ -4,7 +4,86 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
+
+// TestServeFlagNamesAndDefaults: `pvguard serve` with no arguments has exactly these flags, at
+// these values (what --help documents), however the options behind them are arranged.
+func TestServeFlagNamesAndDefaults(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "pvguard-system")
+	want := map[string]string{
+		"access-burst":                     "40",
+		"access-qps":                       "20",
+		"admission-policy-params":          "",
+		"admission-read-rights":            "auto",
+		"audit-burst":                      "40",
+		"audit-interval":                   "1m0s",
+		"audit-qps":                        "20",
+		"binder":                           "off",
+		"binder-resync":                    "15s",
+		"binder-workers":                   "8",
+		"ca-overlap":                       "10m0s",
+		"ca-validity":                      "87600h0m0s",
+		"cert-check-interval":              "1m0s",
+		"cert-dir":                         "",
+		"cert-hosts":                       "[]",
+		"cert-secret":                      "",
+		"cert-validity":                    "8760h0m0s",
+		"client-ca-file":                   "",
+		"config":                           "",
+		"kube-api-burst":                   "100",
+		"kube-api-qps":                     "50",
+		"kubeconfig":                       "",
+		"leader-elect":                     "true",
+		"leader-elect-lease-duration":      "15s",
+		"leader-elect-renew-deadline":      "10s",
+		"leader-elect-retry-period":        "2s",
+		"leader-election-burst":            "10",
+		"leader-election-id":               "pvguard-leader",
+		"leader-election-namespace":        "",
+		"leader-election-qps":              "5",
+		"listen":                           ":9443",
+		"live-read-budget":                 "250ms",
+		"live-read-burst":                  "100",
+		"live-read-qps":                    "50",
+		"live-rereads-per-requester":       "10",
+		"memory-limit":                     "",
+		"metrics-listen":                   "",
+		"namespace":                        "pvguard-system",
+		"no-volume-fits-after":             "2m0s",
+		"profiling":                        "false",
+		"review-concurrency":               "32",
+		"review-concurrency-per-requester": "16",
+		"review-max-waiting":               "500",
+		"review-max-waiting-bytes":         "268435456",
+		"review-queue-length":              "50",
+		"self-signed":                      "false",
+		"self-signed-hosts":                "[localhost,127.0.0.1]",
+		"service-name":                     "pvguard",
+		"shutdown-delay":                   "5s",
+		"shutdown-timeout":                 "25s",
+		"webhook-configuration-name":       "pvguard",
+	}
+	f := newServeCommand(nil).Flags()
+	if err := f.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	f.VisitAll(func(fl *pflag.Flag) {
+		seen[fl.Name] = true
+		if v, ok := want[fl.Name]; !ok {
+			t.Errorf("--%s=%s: not a flag of pvguard serve", fl.Name, fl.Value)
+		} else if fl.Value.String() != v || fl.DefValue != v {
+			t.Errorf("--%s: value %s, documented default %s, want %s", fl.Name, fl.Value, fl.DefValue, v)
+		}
+	})
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("--%s: missing", name)
+		}
+	}
+}
 
 func TestLeaderElectionTimings(t *testing.T) {
 	for _, tc := range []struct {
