@@ -123,7 +123,7 @@ func NewLogger(w io.Writer, verbose bool) logr.Logger {
 func ParseServeArgs(args []string) (ServeFlags, error) {
 	o := DefaultServeFlags()
 	f := pflag.NewFlagSet("serve", pflag.ContinueOnError)
-	bindServeFlags(f, &o)
+	o.AddFlags(f)
 	if err := f.Parse(args); err != nil {
 		return o, fmt.Errorf("pvguard serve %v: %w", args, err)
 	}
@@ -131,65 +131,6 @@ func ParseServeArgs(args []string) (ServeFlags, error) {
 		return o, fmt.Errorf("pvguard serve: unexpected arguments %v", f.Args())
 	}
 	return o, nil
-}
-
-// bindServeFlags defines the flags of `pvguard serve` on f, writing into o.
-func bindServeFlags(f *pflag.FlagSet, o *ServeFlags) {
-	f.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig file (default: in-cluster, else $KUBECONFIG)")
-	f.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (a quantity such as 1Gi, or bytes); the Go heap's soft limit is set to 90% of it unless GOMEMLIMIT is set")
-	f.StringVar(&o.Listen, "listen", o.Listen, "address of the TLS listener for webhooks, health, readiness and metrics")
-	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "optional plain-HTTP address for /metrics, /healthz and /readyz")
-	f.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (net/http/pprof) at /debug/pprof/ on --metrics-listen")
-	f.StringVar(&o.CertDir, "cert-dir", o.CertDir, "directory with tls.crt and tls.key, reloaded on change")
-	f.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "issue a CA and serving certificate at start-up (local use); written to --cert-dir if given")
-	f.StringSliceVar(&o.SelfSignedHosts, "self-signed-hosts", o.SelfSignedHosts, "DNS names and IPs of the self-signed certificate")
-	f.StringVar(&o.CertSecret, "cert-secret", o.CertSecret, "self-managed certificates: keep a CA and serving certificate in this Secret (in --namespace), rotated by the elected replica, with the caBundle of --webhook-configuration-name kept in step")
-	f.StringVar(&o.Namespace, "namespace", o.Namespace, "pvguard's namespace (default $POD_NAMESPACE)")
-	f.StringVar(&o.AdmissionPolicyParams, "admission-policy-params", o.AdmissionPolicyParams, "the ConfigMap (in --namespace) the admission policies read the policy config from: the elected replica keeps it equal to the loaded --config")
-	f.StringVar(&o.ServiceName, "service-name", o.ServiceName, "pvguard's Service: the self-managed certificate is valid for its DNS names")
-	f.StringVar(&o.WebhookConfigurationName, "webhook-configuration-name", o.WebhookConfigurationName, "the Validating and Mutating webhook configurations whose caBundle self-managed certificates keep current")
-	f.StringSliceVar(&o.CertHosts, "cert-hosts", o.CertHosts, "extra DNS names and IPs for the self-managed certificate")
-	f.DurationVar(&o.CertValidity, "cert-validity", o.CertValidity, "lifetime of self-managed serving certificates (renewed with a third left)")
-	f.DurationVar(&o.CAValidity, "ca-validity", o.CAValidity, "lifetime of the self-managed CA (a new one is trusted with a third left, and used --ca-overlap later)")
-	f.DurationVar(&o.CAOverlap, "ca-overlap", o.CAOverlap, "how long a new CA is trusted in the caBundle before it signs the serving certificate")
-	f.DurationVar(&o.CertCheckInterval, "cert-check-interval", o.CertCheckInterval, "how often the elected replica checks the self-managed certificates")
-	f.StringVar(&o.ClientCAFile, "client-ca-file", o.ClientCAFile, "PEM CA bundle: webhook requests must present a client certificate it signed")
-	f.StringVar(&o.AdmissionReadRights, "admission-read-rights", o.AdmissionReadRights, "what admission messages name beyond the request's own objects: request (nothing), rbac (what the requester may read, by SubjectAccessReview; trusts the review's identity, so only the apiserver may reach the webhook port) or auto (rbac with --client-ca-file, else request)")
-	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "policy config file (YAML), reloaded on change")
-	f.StringVar((*string)(&o.Binder), "binder", string(o.Binder), "binder mode: active (pvguard binds; disable kube-controller-manager's persistentvolume-binder-controller), shadow (decide and report, write nothing) or off")
-	f.DurationVar(&o.AuditInterval, "audit-interval", o.AuditInterval, "how often the whole cache is audited (also after changes); 0 turns the audit off")
-	f.IntVar(&o.BinderWorkers, "binder-workers", o.BinderWorkers, "objects the binder syncs in parallel (writes are bounded by --kube-api-qps)")
-	f.DurationVar(&o.BinderResync, "binder-resync", o.BinderResync, "how often the binder syncs every object again")
-	f.DurationVar(&o.NoVolumeFitsAfter, "no-volume-fits-after", o.NoVolumeFitsAfter, "post a NoVolumeFits warning event on a claim Pending this long that no volume fits (and that no provisioner will serve), naming the closest volume; refreshed at most this often; 0 turns it off")
-	f.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "elect one replica (Lease) to run the binder and write audit reports; webhooks and audits run on every replica")
-	f.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader Lease (default kube-system)")
-	f.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader Lease")
-	f.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "how long a leader's Lease lasts: a leader that dies is replaced after this")
-	f.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "how long the leader keeps retrying to renew before it stands down (less than the lease duration)")
-	f.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "how often replicas try to acquire or renew the Lease (less than the renew deadline)")
-	f.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "client QPS towards the apiserver")
-	f.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "client burst towards the apiserver")
-	for _, c := range []struct {
-		name, what string
-		r          *APIRate
-	}{
-		{"live-read", "the admission webhooks' live reads (cache misses, re-reads of denials)", &o.APIClasses.LiveReads},
-		{"audit", "the audit's and the explanations' live reads", &o.APIClasses.Audit},
-		{"access", "the token and access reviews of the report, dashboard and explanations' callers", &o.APIClasses.Access},
-		{"leader-election", "the leader Lease's reads and renewals", &o.APIClasses.LeaderElection},
-	} {
-		f.Float32Var(&c.r.QPS, c.name+"-qps", c.r.QPS, "client QPS of "+c.what+" (a token bucket of its own)")
-		f.IntVar(&c.r.Burst, c.name+"-burst", c.r.Burst, "client burst of "+c.what)
-	}
-	f.Float64Var(&o.RereadsPerRequester, "live-rereads-per-requester", o.RereadsPerRequester, "denials of one requester re-read live a second (twice as many at once); past it that requester's denials stand on the cache, and the live reads' bucket stays for others")
-	f.DurationVar(&o.LiveReadBudget, "live-read-budget", o.LiveReadBudget, "how long the live re-read that confirms a denial made on the cache may take, its wait for a rate-limiter token included; past it the cache's decision stands")
-	f.IntVar(&o.ReviewQueue.Concurrency, "review-concurrency", o.ReviewQueue.Concurrency, "admission reviews judged at once; others wait in a queue per requester, served in turn")
-	f.IntVar(&o.ReviewQueue.PerRequester, "review-concurrency-per-requester", o.ReviewQueue.PerRequester, "admission reviews of one requester judged at once (at most --review-concurrency)")
-	f.IntVar(&o.ReviewQueue.QueueLength, "review-queue-length", o.ReviewQueue.QueueLength, "admission reviews of one requester that may wait; more are answered unjudged with HTTP 429 (the registration's failure policy decides)")
-	f.IntVar(&o.ReviewQueue.MaxWaiting, "review-max-waiting", o.ReviewQueue.MaxWaiting, "admission reviews that may wait in all; more are answered unjudged with HTTP 429 (the registration's failure policy decides)")
-	f.Int64Var(&o.ReviewQueue.MaxWaitingBytes, "review-max-waiting-bytes", o.ReviewQueue.MaxWaitingBytes, "bytes of admission review bodies that may wait in all, a requester's share in proportion to --review-queue-length (0: no bound but the count); a review beyond is answered unjudged with HTTP 429")
-	f.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "how long in-flight reviews may take to drain on shutdown")
-	f.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "on shutdown, how long to keep serving while not ready, so endpoints drop this replica first")
 }
 
 func newServeCommand(logger func(io.Writer) logr.Logger) *cobra.Command {
@@ -204,7 +145,7 @@ func newServeCommand(logger func(io.Writer) logr.Logger) *cobra.Command {
 			return Serve(ctx, o, logger(os.Stderr))
 		},
 	}
-	bindServeFlags(cmd.Flags(), &o)
+	o.AddFlags(cmd.Flags())
 	return cmd
 }
 

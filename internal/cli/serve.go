@@ -25,10 +25,16 @@ import (
 
 // Serve runs pvguard until ctx ends: the webhooks and the audit on every replica, the binder,
 // the report writer and the certificate rotator on the elected one, all over one informer cache.
-// It completes the flags into a server, every component built and wired in order (nothing
-// reaches a component through a reference filled in later), then runs it.
+// It completes the flags into a server, every component built from its own options and wired in
+// order (nothing reaches a component through a reference filled in later), then runs it.
 func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
-	s, err := completeServe(ctx, o, log)
+	return ServeWith(ctx, o, ServeHooks{}, log)
+}
+
+// ServeWith is Serve with hooks into the running server, for programs that run it in their own
+// process (the end-to-end tests, pvguard-dev).
+func ServeWith(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr.Logger) error {
+	s, err := completeServe(ctx, o, hooks, log)
 	if err != nil {
 		return err
 	}
@@ -37,32 +43,40 @@ func Serve(ctx context.Context, o ServeFlags, log logr.Logger) error {
 
 // server is pvguard's server as completeServe builds it from the flags.
 type server struct {
+	shared
 	o     ServeFlags
-	log   logr.Logger
+	hooks ServeHooks
 	cfg   *rest.Config
-	mgr   ctrl.Manager
-	lease *leaseguard.Guard
-	reg   *prometheus.Registry
 	// metrics are the admission metrics, which the config watcher counts into too.
-	metrics *webhook.Metrics
-	// engines is the policy every component judges with, reloaded from --config.
-	engines  webhook.EngineSource
+	metrics  *webhook.Metrics
 	reloaded func() <-chan struct{}
 	web      *web.Server
 	// cacheSynced is set once the informers have synced: the readiness check.
 	cacheSynced atomic.Bool
 }
 
+// shared is what every component is built over, besides its own options: the manager (its
+// cache, clients and election), the Lease guard (nil without election), the policy and the
+// metrics registry.
+type shared struct {
+	mgr   ctrl.Manager
+	lease *leaseguard.Guard
+	// engines is the policy every component judges with, reloaded from --config.
+	engines webhook.EngineSource
+	reg     *prometheus.Registry
+	log     logr.Logger
+}
+
 // completeServe validates the flags and builds the server: the manager and its cache, the
 // policy source, then the components that judge with it and the web server that serves them.
-func completeServe(ctx context.Context, o ServeFlags, log logr.Logger) (*server, error) {
+func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr.Logger) (*server, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	if err := applyMemoryLimit(o.MemoryLimit, os.Getenv("GOMEMLIMIT"), log); err != nil {
 		return nil, err
 	}
-	cfg, err := serveRESTConfig(o)
+	cfg, err := serveRESTConfig(o.API)
 	if err != nil {
 		return nil, err
 	}
@@ -73,15 +87,16 @@ func completeServe(ctx context.Context, o ServeFlags, log logr.Logger) (*server,
 	if err := clusterview.SetupIndexes(ctx, mgr.GetCache(), policy.ReadKinds(policy.Catalogue())); err != nil {
 		return nil, err
 	}
-	s := &server{o: o, log: log, cfg: cfg, mgr: mgr, lease: lease, reg: prometheus.NewRegistry()}
+	s := &server{o: o, hooks: hooks, cfg: cfg, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log}}
 	s.metrics = webhook.NewMetrics(s.reg)
-	if s.engines, s.reloaded, err = addPolicySource(mgr, o, s.metrics, log); err != nil {
+	if s.engines, s.reloaded, err = addPolicySource(mgr, o.ConfigFile, s.metrics, log); err != nil {
 		return nil, err
 	}
 	if s.web, err = s.buildWeb(ctx); err != nil {
 		return nil, err
 	}
-	if err := addAdmissionPolicyParams(ctx, mgr, o, lease, s.engines, s.reloaded, s.reg, log); err != nil {
+	params := policy.ParamObject{Namespace: o.Namespace, Name: o.AdmissionPolicyParams}
+	if err := addAdmissionPolicyParams(ctx, s.shared, params, s.reloaded); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -94,44 +109,47 @@ type served struct {
 	explainAPI, explainPgs http.Handler
 }
 
-// addComponents builds the audit, the binder (unless off) and the explanations, each reading
-// live through a client of its own traffic class (APIClasses): the webhooks', the audit's and
-// explanations', and the binder's (the controllers' bucket).
+// addComponents builds the audit, the binder (unless off) and the explanations, each from its
+// own options and reading live through a client of its own traffic class (APIOptions.Classes):
+// the webhooks', the audit's and explanations', and the binder's (the controllers' bucket).
 func (s *server) addComponents(ctx context.Context) (served, error) {
 	var out served
-	reviewReader, err := liveReader(s.cfg, s.o.APIClasses.LiveReads, "pvguard-webhook", s.mgr,
-		webhook.NewLiveReadRateLimiter(s.o.APIClasses.LiveReads.QPS, s.o.APIClasses.LiveReads.Burst))
+	classes := s.o.API.Classes
+	reviewReader, err := liveReader(s.cfg, classes.LiveReads, "pvguard-webhook", s.mgr,
+		webhook.NewLiveReadRateLimiter(classes.LiveReads.QPS, classes.LiveReads.Burst))
 	if err != nil {
 		return out, err
 	}
-	auditReader, err := liveReader(s.cfg, s.o.APIClasses.Audit, "pvguard-audit", s.mgr, nil)
+	auditReader, err := liveReader(s.cfg, classes.Audit, "pvguard-audit", s.mgr, nil)
 	if err != nil {
 		return out, err
 	}
 	out.views = clusterview.New(s.mgr.GetCache(), reviewReader)
 	auditViews := clusterview.New(s.mgr.GetCache(), auditReader)
 	var firstAudit <-chan struct{}
-	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.mgr, s.o, s.engines, auditViews, s.reg, s.log); err != nil {
+	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.shared, s.o.Audit, auditViews); err != nil {
 		return out, err
 	}
 	var b *binder.Binder
-	if s.o.Binder != binder.ModeOff {
-		if b, err = addBinder(ctx, s.mgr, s.o, s.lease, s.engines, clusterview.New(s.mgr.GetCache(), s.mgr.GetAPIReader()), firstAudit, s.reg, s.log); err != nil {
+	if s.o.Binder.Mode != binder.ModeOff {
+		// The explanations (served with the audit) read the binder's plans (explainHandlers).
+		keepPlans := s.o.Audit.on()
+		if b, err = addBinder(ctx, s.shared, s.o.Binder, s.hooks.Binder, keepPlans, clusterview.New(s.mgr.GetCache(), s.mgr.GetAPIReader()), firstAudit); err != nil {
 			return out, err
 		}
 	}
-	out.explainAPI, out.explainPgs, err = explainHandlers(ctx, s.mgr, s.o, b, s.engines, auditViews, auditReader, s.log)
+	out.explainAPI, out.explainPgs, err = explainHandlers(ctx, s.shared, s.o.Audit, b, auditViews, auditReader)
 	return out, err
 }
 
 // buildWeb builds the components and the web server that serves them and the admission
 // handlers, with its certificates, access checks, fair queue and readiness checks.
 func (s *server) buildWeb(ctx context.Context) (*web.Server, error) {
-	getCertificate, certReady, err := servingCertificates(ctx, s.mgr, s.o, s.log)
+	getCertificate, certReady, err := servingCertificates(ctx, s.mgr, s.o.Certs, s.o.Namespace, s.log)
 	if err != nil {
 		return nil, err
 	}
-	clientCAs, err := loadClientCAs(s.o.ClientCAFile)
+	clientCAs, err := loadClientCAs(s.o.Certs.ClientCAFile)
 	if err != nil {
 		return nil, err
 	}
@@ -144,15 +162,15 @@ func (s *server) buildWeb(ctx context.Context) (*web.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	guard, err := readGuard(withOwnBucket(s.cfg, s.o.APIClasses.Access, "pvguard-access"), s.mgr.GetCache(), s.log)
+	guard, err := readGuard(withOwnBucket(s.cfg, s.o.API.Classes.Access, "pvguard-access"), s.mgr.GetCache(), s.log)
 	if err != nil {
 		return nil, err
 	}
-	queue, err := webhook.NewFairQueue(s.o.ReviewQueue, s.reg)
+	queue, err := webhook.NewFairQueue(s.o.Webhook.ReviewQueue, s.reg)
 	if err != nil {
 		return nil, err
 	}
-	rights, err := admissionRights(withOwnBucket(s.cfg, s.o.APIClasses.Access, "pvguard-admission-rights"), s.o)
+	rights, err := admissionRights(withOwnBucket(s.cfg, s.o.API.Classes.Access, "pvguard-admission-rights"), s.o.Webhook, s.o.Certs.ClientCAFile)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +180,7 @@ func (s *server) buildWeb(ctx context.Context) (*web.Server, error) {
 		GetCertificate: getCertificate, ClientCAs: clientCAs,
 		ShutdownDelay: o.ShutdownDelay, ShutdownTimeout: o.ShutdownTimeout,
 		Engines: s.engines, Views: h.views,
-		Admission:  webhook.Limits{Queue: queue, LiveReadBudget: o.LiveReadBudget, RereadsPerRequester: o.RereadsPerRequester},
+		Admission:  webhook.Limits{Queue: queue, LiveReadBudget: o.Webhook.LiveReadBudget, RereadsPerRequester: o.Webhook.RereadsPerRequester},
 		ReadRights: rights,
 		Report:     h.report, Dashboard: h.dashboard, ExplainAPI: h.explainAPI, ExplainPages: h.explainPgs,
 		Access: guard, Registry: s.reg, Metrics: s.metrics,
@@ -191,8 +209,8 @@ func (s *server) run(ctx context.Context) error {
 		}
 		s.cacheSynced.Store(true)
 		s.log.Info("informer cache synced; ready")
-		if s.o.Ready != nil {
-			s.o.Ready(s.web.Addr())
+		if s.hooks.Ready != nil {
+			s.hooks.Ready(s.web.Addr())
 		}
 		return nil
 	})); err != nil {

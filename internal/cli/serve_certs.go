@@ -37,10 +37,10 @@ func loadClientCAs(file string) (*x509.CertPool, error) {
 
 // servingCertificates sets up where the serving certificate comes from: a directory reloaded on
 // change (--cert-dir, optionally filled by --self-signed), or the self-managed Secret, which the
-// elected replica keeps current and every replica serves from.
-func servingCertificates(ctx context.Context, mgr manager.Manager, o ServeFlags, log logr.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), func() error, error) {
-	if o.CertSecret == "" {
-		certDir := o.CertDir
+// elected replica keeps current in pvguard's namespace and every replica serves from.
+func servingCertificates(ctx context.Context, mgr manager.Manager, o CertOptions, namespace string, log logr.Logger) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), func() error, error) {
+	if o.Secret == "" {
+		certDir := o.Dir
 		if o.SelfSigned {
 			if certDir == "" {
 				var err error
@@ -65,18 +65,18 @@ func servingCertificates(ctx context.Context, mgr manager.Manager, o ServeFlags,
 
 	svc := o.ServiceName
 	sm := certs.SelfManaged{
-		Namespace: o.Namespace, SecretName: o.CertSecret, WebhookConfigurationName: o.WebhookConfigurationName,
-		DNSNames: []string{svc, svc + "." + o.Namespace, svc + "." + o.Namespace + ".svc", svc + "." + o.Namespace + ".svc.cluster.local"},
-		Validity: o.CertValidity, CAValidity: o.CAValidity, Overlap: o.CAOverlap,
+		Namespace: namespace, SecretName: o.Secret, WebhookConfigurationName: o.WebhookConfigurationName,
+		DNSNames: []string{svc, svc + "." + namespace, svc + "." + namespace + ".svc", svc + "." + namespace + ".svc.cluster.local"},
+		Validity: o.Validity, CAValidity: o.CAValidity, Overlap: o.CAOverlap,
 	}
-	for _, h := range o.CertHosts {
+	for _, h := range o.Hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			sm.IPs = append(sm.IPs, ip)
 		} else if h = strings.TrimSpace(h); h != "" {
 			sm.DNSNames = append(sm.DNSNames, h)
 		}
 	}
-	rotator := certs.NewRotator(sm, mgr.GetClient(), mgr.GetAPIReader(), o.CertCheckInterval, log.WithName("certs"))
+	rotator := certs.NewRotator(sm, mgr.GetClient(), mgr.GetAPIReader(), o.CheckInterval, log.WithName("certs"))
 	if err := mgr.Add(rotator); err != nil {
 		return nil, nil, fmt.Errorf("adding certificate rotator: %w", err)
 	}
@@ -91,14 +91,14 @@ func servingCertificates(ctx context.Context, mgr manager.Manager, o ServeFlags,
 	}
 	inf, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("watching Secret %s/%s: %w", o.Namespace, o.CertSecret, err)
+		return nil, nil, fmt.Errorf("watching Secret %s/%s: %w", namespace, o.Secret, err)
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    load,
 		UpdateFunc: func(_, obj any) { load(obj) },
 		DeleteFunc: func(any) { rotator.Trigger() },
 	}); err != nil {
-		return nil, nil, fmt.Errorf("watching Secret %s/%s: %w", o.Namespace, o.CertSecret, err)
+		return nil, nil, fmt.Errorf("watching Secret %s/%s: %w", namespace, o.Secret, err)
 	}
 	return source.GetCertificate, source.Ready, nil
 }

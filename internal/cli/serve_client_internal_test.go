@@ -40,14 +40,14 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := DefaultServeFlags()
+	o := DefaultServeFlags().API
 	o.Kubeconfig = kubeconfig
 	cfg, err := serveRESTConfig(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The controllers' client, and a traffic class's, a copy of its config with a bucket of its own.
-	for _, c := range []*rest.Config{cfg, withOwnBucket(cfg, o.APIClasses.LiveReads, "pvguard-webhook")} {
+	for _, c := range []*rest.Config{cfg, withOwnBucket(cfg, o.Classes.LiveReads, "pvguard-webhook")} {
 		cs, err := kubernetes.NewForConfig(c)
 		if err != nil {
 			t.Fatal(err)

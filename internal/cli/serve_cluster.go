@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/leaseguard"
@@ -89,18 +88,18 @@ func liveReader(cfg *rest.Config, r APIRate, userAgent string, mgr ctrl.Manager,
 }
 
 // serveRESTConfig is the cluster's config with pvguard's user agent and client rate limit.
-func serveRESTConfig(o ServeFlags) (*rest.Config, error) {
+func serveRESTConfig(o APIOptions) (*rest.Config, error) {
 	cfg, err := RESTConfig(o.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	// One token bucket for every client made from this config: client-go otherwise gives each
 	// resource type its own, and --kube-api-qps would bound volume writes and claim writes
 	// separately (found by the binder benchmark against kube-controller-manager). The other
-	// traffic classes have their own (APIClasses, withOwnBucket).
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
+	// traffic classes have their own (APIOptions.Classes, withOwnBucket).
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.QPS, o.Burst)
 	cfg.UserAgent = "pvguard"
 	// Responses uncompressed, as kube-controller-manager and kube-scheduler ask for theirs: next
 	// to the apiserver, gzip costs more than it saves. The informers' first lists were most of
@@ -134,7 +133,7 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 		// cache read takes, admission reviews' included, while it does: discovery gets its own
 		// bucket so that it never waits for the binder's writes.
 		MapperProvider: func(c *rest.Config, hc *http.Client) (meta.RESTMapper, error) {
-			return apiutil.NewDynamicRESTMapper(withOwnBucket(c, o.controllersRate(), "pvguard-discovery"), hc)
+			return apiutil.NewDynamicRESTMapper(withOwnBucket(c, o.API.controllersRate(), "pvguard-discovery"), hc)
 		},
 	}
 	mgrOpts.Cache = cacheOptions(o)
@@ -143,13 +142,14 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 	mgrOpts.GracefulShutdownTimeout = &grace
 	var guard *leaseguard.Guard
 	events := &deferredRecorder{}
-	if (o.Binder != binder.ModeOff || o.AuditInterval > 0 || o.CertSecret != "" || o.AdmissionPolicyParams != "") && o.LeaderElect {
+	if o.elected() && o.LeaderElection.Elect {
 		// Only the binder, the report writer, the certificate rotator and the writer of the
 		// admission policies' parameters are elected: every replica serves webhooks and audits,
 		// one binds, writes reports and parameters and rotates certificates.
+		le := o.LeaderElection
 		mgrOpts.LeaderElection = true
-		mgrOpts.LeaderElectionID = o.LeaderElectionID
-		mgrOpts.LeaderElectionNamespace = o.LeaderElectionNamespace
+		mgrOpts.LeaderElectionID = le.ID
+		mgrOpts.LeaderElectionNamespace = le.Namespace
 		if mgrOpts.LeaderElectionNamespace == "" {
 			mgrOpts.LeaderElectionNamespace = o.Namespace
 		}
@@ -157,12 +157,12 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 			mgrOpts.LeaderElectionNamespace = "kube-system"
 		}
 		mgrOpts.LeaderElectionReleaseOnCancel = true
-		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline, mgrOpts.RetryPeriod = &o.LeaseDuration, &o.RenewDeadline, &o.RetryPeriod
-		lock, err := leaseLock(cfg, o, mgrOpts.LeaderElectionNamespace, events)
+		mgrOpts.LeaseDuration, mgrOpts.RenewDeadline, mgrOpts.RetryPeriod = &le.LeaseDuration, &le.RenewDeadline, &le.RetryPeriod
+		lock, err := leaseLock(cfg, le, o.API.Classes.LeaderElection, mgrOpts.LeaderElectionNamespace, events)
 		if err != nil {
 			return nil, nil, err
 		}
-		guard = leaseguard.New(lock, o.RenewDeadline)
+		guard = leaseguard.New(lock, le.RenewDeadline)
 		mgrOpts.LeaderElectionResourceLockInterface = guard
 	}
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
@@ -195,12 +195,12 @@ func cacheOptions(o ServeFlags) cache.Options {
 		&corev1.PersistentVolumeClaim{}: {Transform: strip},
 		&storagev1.StorageClass{}:       {Transform: strip},
 	}
-	if o.CertSecret != "" {
+	if o.Certs.Secret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
 		// of anyone else's.
 		c.ByObject[&corev1.Secret{}] = cache.ByObject{
 			Namespaces: map[string]cache.Config{o.Namespace: {}},
-			Field:      fields.OneTermEqualSelector("metadata.name", o.CertSecret),
+			Field:      fields.OneTermEqualSelector("metadata.name", o.Certs.Secret),
 		}
 	}
 	if o.AdmissionPolicyParams != "" {
@@ -214,22 +214,23 @@ func cacheOptions(o ServeFlags) cache.Options {
 }
 
 // leaseLock is the Lease lock controller-runtime would make (its leaderelection.NewResourceLock):
-// the same identity, user agent and request timeout, so that pvguard can wrap it.
-func leaseLock(cfg *rest.Config, o ServeFlags, namespace string, events record.EventRecorder) (resourcelock.Interface, error) {
+// the same identity, user agent and request timeout, so that pvguard can wrap it. Its client has
+// the Lease's token bucket (rate).
+func leaseLock(cfg *rest.Config, o LeaderElectionOptions, rate APIRate, namespace string, events record.EventRecorder) (resourcelock.Interface, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return nil, fmt.Errorf("naming the leader election identity: %w", err)
 	}
 	// AddUserAgent changes the config it is given: a copy, or every client of pvguard would write
 	// as "leader-election" (and under another field manager than "pvguard").
-	cfg = rest.AddUserAgent(withOwnBucket(cfg, o.APIClasses.LeaderElection, cfg.UserAgent), "leader-election")
+	cfg = rest.AddUserAgent(withOwnBucket(cfg, rate, cfg.UserAgent), "leader-election")
 	// One hung request must not cost the Lease: half the renew deadline, at least a second.
 	cfg.Timeout = max(o.RenewDeadline/2, time.Second)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating the leader election client: %w", err)
 	}
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, o.LeaderElectionID, cs.CoreV1(), cs.CoordinationV1(),
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, o.ID, cs.CoreV1(), cs.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID()), EventRecorder: events})
 	if err != nil {
 		return nil, fmt.Errorf("creating the leader election lock: %w", err)

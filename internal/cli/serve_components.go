@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -24,7 +23,6 @@ import (
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/internal/clusterview"
-	"github.com/pvguard/pvguard/internal/leaseguard"
 	"github.com/pvguard/pvguard/internal/policyparams"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
@@ -34,14 +32,15 @@ import (
 // addAudit registers the audit runner (every replica) and the report writer (the elected one),
 // and returns the report and dashboard handlers and a channel closed when the first full audit
 // has ended; all nil when the audit is off.
-func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines webhook.EngineSource, views *clusterview.Source, reg prometheus.Registerer, log logr.Logger) (report, dashboard http.Handler, firstAudit <-chan struct{}, err error) {
-	if o.AuditInterval <= 0 {
+func addAudit(ctx context.Context, sh shared, o AuditOptions, views *clusterview.Source) (report, dashboard http.Handler, firstAudit <-chan struct{}, err error) {
+	if !o.on() {
 		return nil, nil, nil, nil
 	}
-	auditLog := log.WithName("audit")
+	mgr := sh.mgr
+	auditLog := sh.log.WithName("audit")
 	runner := audit.NewRunner(audit.RunnerOptions{
-		Interval: o.AuditInterval, Cache: mgr.GetCache(), Live: views.LiveView, View: views.View,
-		Engine: engines.Engine, Registry: reg, Log: auditLog,
+		Interval: o.Interval, Cache: mgr.GetCache(), Live: views.LiveView, View: views.View,
+		Engine: sh.engines.Engine, Registry: sh.reg, Log: auditLog,
 	})
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
 		return nil, nil, nil, err
@@ -49,7 +48,7 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines webho
 	if err := mgr.Add(runner); err != nil {
 		return nil, nil, nil, fmt.Errorf("adding audit: %w", err)
 	}
-	if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), log.WithName("reports"))); err != nil {
+	if err := mgr.Add(audit.NewWriter(runner, mgr.GetClient(), sh.log.WithName("reports"))); err != nil {
 		return nil, nil, nil, fmt.Errorf("adding report writer: %w", err)
 	}
 	return web.ReportHandler(runner, mgr.GetCache(), auditLog), web.DashboardHandler(runner, mgr.GetCache(), auditLog), runner.FirstAudit(), nil
@@ -63,12 +62,13 @@ func addAudit(ctx context.Context, mgr ctrl.Manager, o ServeFlags, engines webho
 // one plan per process whatever the mode. Each pair is judged
 // by the current policy as the binder that binds writes it: pvguard's, or with it off upstream's,
 // whose writes the webhook judges all the same. A claim's provisioner's Lease is read live.
-func explainHandlers(ctx context.Context, mgr ctrl.Manager, o ServeFlags, b *binder.Binder, engines webhook.EngineSource, views *clusterview.Source, live client.Reader, log logr.Logger) (api, pages http.Handler, err error) {
-	if o.AuditInterval <= 0 {
+func explainHandlers(ctx context.Context, sh shared, o AuditOptions, b *binder.Binder, views *clusterview.Source, live client.Reader) (api, pages http.Handler, err error) {
+	if !o.on() {
 		return nil, nil, nil
 	}
-	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: log.WithName("explain"),
-		Engine: engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live}
+	mgr := sh.mgr
+	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: sh.log.WithName("explain"),
+		Engine: sh.engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live}
 	if b != nil {
 		eo.PlanState, eo.Identity, eo.Binder = b.PlanState, b.Identity(), b
 	}
@@ -97,18 +97,19 @@ func readGuard(cfg *rest.Config, c cache.Cache, log logr.Logger) (*access.Guard,
 }
 
 // admissionRights are the read rights admission messages are rendered with (--admission-read-rights):
-// nil (the request's own objects only) unless the reviews' identities can be trusted.
-func admissionRights(cfg *rest.Config, o ServeFlags) (webhook.ReadRights, error) {
-	switch o.AdmissionReadRights {
+// nil (the request's own objects only) unless the reviews' identities can be trusted, which
+// "auto" takes them to be when webhook callers must present a certificate of clientCAFile.
+func admissionRights(cfg *rest.Config, o WebhookOptions, clientCAFile string) (webhook.ReadRights, error) {
+	switch o.ReadRights {
 	case "", "auto":
-		if o.ClientCAFile == "" {
+		if clientCAFile == "" {
 			return nil, nil
 		}
 	case "request":
 		return nil, nil
 	case "rbac":
 	default:
-		return nil, fmt.Errorf("--admission-read-rights=%s: want auto, request or rbac", o.AdmissionReadRights)
+		return nil, fmt.Errorf("--admission-read-rights=%s: want auto, request or rbac", o.ReadRights)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -149,11 +150,11 @@ func cachedNamespaces(ctx context.Context, c client.Reader) ([]string, error) {
 
 // addPolicySource is the policy every component judges with: the --config file, watched and
 // reloaded on change (reloaded is closed on each reload), or the default policy without one.
-func addPolicySource(mgr ctrl.Manager, o ServeFlags, metrics *webhook.Metrics, log logr.Logger) (engines webhook.EngineSource, reloaded func() <-chan struct{}, err error) {
-	if o.ConfigFile == "" {
+func addPolicySource(mgr ctrl.Manager, configFile string, metrics *webhook.Metrics, log logr.Logger) (engines webhook.EngineSource, reloaded func() <-chan struct{}, err error) {
+	if configFile == "" {
 		return webhook.StaticEngine{E: policy.NewEngine(nil)}, nil, nil
 	}
-	cf, err := webhook.LoadConfigFile(o.ConfigFile, metrics, log.WithName("config"))
+	cf, err := webhook.LoadConfigFile(configFile, metrics, log.WithName("config"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -164,21 +165,22 @@ func addPolicySource(mgr ctrl.Manager, o ServeFlags, metrics *webhook.Metrics, l
 }
 
 // addAdmissionPolicyParams keeps the admission policies' parameter object equal to the loaded
-// config (--admission-policy-params): the policies and the webhook then enforce the same
-// exemptions and actions, before and after a reload. Its writes are held to the Lease as the
-// binder's are (leaderWriter).
-func addAdmissionPolicyParams(ctx context.Context, mgr ctrl.Manager, o ServeFlags, lease *leaseguard.Guard, engines webhook.EngineSource, reloaded func() <-chan struct{}, reg prometheus.Registerer, log logr.Logger) error {
-	if o.AdmissionPolicyParams == "" {
+// config (--admission-policy-params; nothing when obj has no name): the policies and the webhook
+// then enforce the same exemptions and actions, before and after a reload. Its writes are held
+// to the Lease as the binder's are (leaderWriter).
+func addAdmissionPolicyParams(ctx context.Context, sh shared, obj policy.ParamObject, reloaded func() <-chan struct{}) error {
+	if obj.Name == "" {
 		return nil
 	}
-	writer, writeGuard, err := leaderWriter(mgr, lease)
+	mgr := sh.mgr
+	writer, writeGuard, err := leaderWriter(mgr, sh.lease)
 	if err != nil {
 		return fmt.Errorf("building the admission policies' parameter writer: %w", err)
 	}
 	s, err := policyparams.NewSync(ctx, policyparams.SyncOptions{
-		Object:  policy.ParamObject{Namespace: o.Namespace, Name: o.AdmissionPolicyParams},
-		Engines: engines, Reloaded: reloaded, Cache: mgr.GetCache(), Writer: writer, Elected: mgr.Elected(),
-		WriteGuard: writeGuard, Registry: reg, Log: log.WithName("admission-policy-params"),
+		Object:  obj,
+		Engines: sh.engines, Reloaded: reloaded, Cache: mgr.GetCache(), Writer: writer, Elected: mgr.Elected(),
+		WriteGuard: writeGuard, Registry: sh.reg, Log: sh.log.WithName("admission-policy-params"),
 	})
 	if err != nil {
 		return err
@@ -190,45 +192,46 @@ func addAdmissionPolicyParams(ctx context.Context, mgr ctrl.Manager, o ServeFlag
 }
 
 // addBinder builds the binder over the manager's cache and registers it; in active mode it runs
-// only on the elected replica. The explain pages read its in-flight state.
-func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *leaseguard.Guard, engines webhook.EngineSource, views *clusterview.Source, firstAudit <-chan struct{}, reg prometheus.Registerer, log logr.Logger) (*binder.Binder, error) {
+// only on the elected replica. The explain pages read its in-flight state, and its plans when
+// keepPlans is set. hooks are the tests' (ServeWith), empty in production.
+func addBinder(ctx context.Context, sh shared, o BinderOptions, hooks BinderHooks, keepPlans bool, views *clusterview.Source, firstAudit <-chan struct{}) (*binder.Binder, error) {
+	mgr := sh.mgr
 	identity, err := whoAmI(ctx, mgr.GetConfig())
 	if err != nil {
 		return nil, err
 	}
-	writer, writeGuard, err := leaderWriter(mgr, lease)
+	writer, writeGuard, err := leaderWriter(mgr, sh.lease)
 	if err != nil {
 		return nil, err
 	}
 	var cacheReader client.Reader = mgr.GetCache() // the cache itself: cachelist reads its informers' stores
-	if o.BinderHooks.WrapCache != nil {
-		cacheReader = o.BinderHooks.WrapCache(cacheReader)
+	if hooks.WrapCache != nil {
+		cacheReader = hooks.WrapCache(cacheReader)
 	}
 	noFits, err := noVolumeFitsRecorder(mgr, o.NoVolumeFitsAfter)
 	if err != nil {
 		return nil, err
 	}
 	b, err := binder.New(binder.Options{
-		Mode:        o.Binder,
-		Workers:     o.BinderWorkers,
-		Resync:      o.BinderResync,
-		Engine:      engines.Engine,
+		Mode:        o.Mode,
+		Workers:     o.Workers,
+		Resync:      o.Resync,
+		Engine:      sh.engines.Engine,
 		Views:       views.View,
 		Identity:    identity,
-		Registry:    reg,
+		Registry:    sh.reg,
 		Recorder:    mgr.GetEventRecorderFor("pvguard-binder"), //nolint:staticcheck // core/v1 events, as the upstream controller records them
-		Log:         log.WithName("binder"),
+		Log:         sh.log.WithName("binder"),
 		Cache:       cacheReader,
 		Live:        mgr.GetAPIReader(),
 		Writer:      writer,
 		WriteGuard:  writeGuard,
-		BeforeWrite: o.BinderHooks.BeforeWrite,
+		BeforeWrite: hooks.BeforeWrite,
 
 		NoVolumeFitsAfter:    o.NoVolumeFitsAfter,
 		Explain:              explain.NoVolumeFits,
 		NoVolumeFitsRecorder: noFits,
-		// The explanations (served with the audit) read the binder's plans (explainHandlers).
-		KeepPlans: o.AuditInterval > 0,
+		KeepPlans:            keepPlans,
 	})
 	if err != nil {
 		return nil, err
@@ -239,7 +242,7 @@ func addBinder(ctx context.Context, mgr manager.Manager, o ServeFlags, lease *le
 	if err := mgr.Add(afterFirstAudit{binder: b, audit: firstAudit, budget: binderStartBudget}); err != nil {
 		return nil, fmt.Errorf("adding binder: %w", err)
 	}
-	log.Info("binder enabled", "mode", o.Binder, "identity", identity.Username, "leaderElection", o.LeaderElect)
+	sh.log.Info("binder enabled", "mode", o.Mode, "identity", identity.Username, "leaderElection", sh.lease != nil)
 	return b, nil
 }
 

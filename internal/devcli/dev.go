@@ -158,7 +158,7 @@ func Dev(ctx context.Context, o DevFlags) (err error) {
 		"with the chart's RBAC and policy config (kubeconfig %s, token from the TokenRequest API);\n"+
 		"webhook configurations installed, their caBundle filled in by pvguard from its self-managed CA\n"+
 		"(Secret %s/%s). pvguard's logs go to %s\n\n",
-		baseURL, ci.Namespace, ci.ServiceAccount, files.saKubeconfig, so.Namespace, so.CertSecret, files.log)
+		baseURL, ci.Namespace, ci.ServiceAccount, files.saKubeconfig, so.Namespace, so.Certs.Secret, files.log)
 	if err := runDemoAndReport(ctx, cp.Config, o.Out, baseURL, caPEM, files.token); err != nil {
 		return err
 	}
@@ -211,9 +211,9 @@ func outsideAPod(so cli.ServeFlags, files devFiles, listen, host string) cli.Ser
 	// The chart's arguments, but for what differs outside a pod: the kubeconfig (in a pod:
 	// the mounted token), the listener and config path, and the names the apiserver calls
 	// pvguard by (a URL, not the Service).
-	so.Kubeconfig, so.Listen, so.ConfigFile = files.saKubeconfig, listen, files.policy
-	so.CertHosts = append(so.CertHosts, "localhost", host)
-	so.CertCheckInterval = time.Second // the webhook configurations appear just after start
+	so.API.Kubeconfig, so.Listen, so.ConfigFile = files.saKubeconfig, listen, files.policy
+	so.Certs.Hosts = append(so.Certs.Hosts, "localhost", host)
+	so.Certs.CheckInterval = time.Second // the webhook configurations appear just after start
 	return so
 }
 
@@ -296,7 +296,7 @@ func installWebhooks(ctx context.Context, cfg *rest.Config, admin client.Client,
 		return nil, err
 	}
 	secret := &corev1.Secret{}
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: so.Namespace, Name: so.CertSecret}, secret); err != nil {
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: so.Namespace, Name: so.Certs.Secret}, secret); err != nil {
 		return nil, fmt.Errorf("reading the self-managed certificates: %w", err)
 	}
 	return secret.Data[certs.CAFile], nil
@@ -335,8 +335,8 @@ func startServing(ctx context.Context, so cli.ServeFlags, log logr.Logger, mint 
 	serveCtx, cancel := context.WithCancel(ctx)
 	s := &devServer{cancel: cancel, ready: make(chan net.Addr, 1), served: make(chan error, 1)}
 	go renewToken(serveCtx, mint, expires, log.WithName("token"))
-	so.Ready = func(a net.Addr) { s.ready <- a }
-	go func() { s.served <- cli.Serve(serveCtx, so, log) }()
+	hooks := cli.ServeHooks{Ready: func(a net.Addr) { s.ready <- a }}
+	go func() { s.served <- cli.ServeWith(serveCtx, so, hooks, log) }()
 	return s
 }
 

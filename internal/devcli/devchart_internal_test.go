@@ -49,8 +49,8 @@ func TestDevRunsAsTheChartInstalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Binder != binder.ModeActive || o.CertSecret != "pvguard-tls" || o.Namespace != ci.Namespace ||
-		!o.LeaderElect || o.LeaderElectionNamespace != ci.Namespace || o.LeaderElectionID != "pvguard-leader" {
+	if o.Binder.Mode != binder.ModeActive || o.Certs.Secret != "pvguard-tls" || o.Namespace != ci.Namespace ||
+		!o.LeaderElection.Elect || o.LeaderElection.Namespace != ci.Namespace || o.LeaderElection.ID != "pvguard-leader" {
 		t.Errorf("serve options from the chart's arguments %q: %+v", ci.ServeArgs, o)
 	}
 

@@ -113,7 +113,7 @@ func (c *Cluster) startPVGuard(ctx context.Context, mode binder.Mode) (*PVGuard,
 	if err != nil {
 		return nil, fmt.Errorf("the chart's container arguments %q: %w", args, err)
 	}
-	o.Kubeconfig, o.Listen, o.ConfigFile, o.CertDir = kubeconfig, "127.0.0.1:0", policyFile, c.files.pvguardCerts
+	o.API.Kubeconfig, o.Listen, o.ConfigFile, o.Certs.Dir = kubeconfig, "127.0.0.1:0", policyFile, c.files.pvguardCerts
 	o.ShutdownDelay, o.ShutdownTimeout = 0, 5*time.Second
 
 	logPath := filepath.Join(c.LogDir, "pvguard.log")
@@ -132,12 +132,12 @@ func (c *Cluster) startPVGuard(ctx context.Context, mode binder.Mode) (*PVGuard,
 		return nil, err
 	}
 	ready := make(chan net.Addr, 1)
-	o.Ready = func(a net.Addr) { ready <- a }
+	hooks := cli.ServeHooks{Ready: func(a net.Addr) { ready <- a }}
 	sctx, cancel := context.WithCancel(context.Background())
-	p := &PVGuard{Log: logPath, Binder: o.Binder, Args: args, ConfigFile: policyFile, cancel: cancel, done: make(chan error, 1), exited: make(chan struct{}),
+	p := &PVGuard{Log: logPath, Binder: o.Binder.Mode, Args: args, ConfigFile: policyFile, cancel: cancel, done: make(chan error, 1), exited: make(chan struct{}),
 		conflicts: counter, logFile: f, hc: harness.WithBearer(httpsClient(c.files.pvguardCA), readerToken)}
 	go func() {
-		err := cli.Serve(sctx, o, log)
+		err := cli.ServeWith(sctx, o, hooks, log)
 		p.done <- err
 		close(p.exited)
 	}()

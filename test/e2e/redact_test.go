@@ -100,11 +100,11 @@ func TestAnswersNameOnlyWhatTheRequesterReads(t *testing.T) {
 	// A pvguard that trusts its reviews' identities, with a binder in shadow mode posting
 	// NoVolumeFits after a second.
 	inst, err := suite.h.Serve(func(o *cli.ServeFlags) {
-		o.AdmissionReadRights = "rbac"
-		o.Binder = pvbinder.ModeShadow
-		o.LeaderElect = false
-		o.NoVolumeFitsAfter = time.Second
-		o.BinderResync = time.Second
+		o.Webhook.ReadRights = "rbac"
+		o.Binder.Mode = pvbinder.ModeShadow
+		o.LeaderElection.Elect = false
+		o.Binder.NoVolumeFitsAfter = time.Second
+		o.Binder.Resync = time.Second
 	})
 	harness.Must(t, err, "starting a pvguard that trusts its reviews' identities")
 	t.Cleanup(func() { _ = inst.Stop() })

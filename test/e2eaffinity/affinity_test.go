@@ -49,7 +49,7 @@ func start(t *testing.T, gateOn bool) (*harness.Harness, *harness.Instance) {
 	}
 	t.Cleanup(func() { _ = h.Stop() })
 	// Messages name what the requester may read (its RBAC rights), as with a client CA.
-	inst, err := h.Serve(func(o *cli.ServeFlags) { o.AuditInterval, o.AdmissionReadRights = time.Second, "rbac" })
+	inst, err := h.Serve(func(o *cli.ServeFlags) { o.Audit.Interval, o.Webhook.ReadRights = time.Second, "rbac" })
 	if err != nil {
 		t.Fatal(err)
 	}

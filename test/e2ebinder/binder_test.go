@@ -421,8 +421,8 @@ func TestKilledBetweenWritesCompletes(t *testing.T) {
 			harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, claim))), "creating claim")
 			var killed atomic.Bool
 			kill := make(chan struct{})
-			inst := startBinder(t, "active", func(o *cli.ServeFlags) {
-				o.BinderHooks.BeforeWrite = func(w string, obj client.Object) error {
+			inst := startBinderWith(t, "active", cli.BinderHooks{
+				BeforeWrite: func(w string, obj client.Object) error {
 					if w == op && (obj.GetName() == pv || obj.GetName() == claim) {
 						if killed.CompareAndSwap(false, true) {
 							close(kill)
@@ -430,8 +430,8 @@ func TestKilledBetweenWritesCompletes(t *testing.T) {
 						return errors.New("killed")
 					}
 					return nil
-				}
-			})
+				},
+			}, nil)
 			select {
 			case <-kill:
 			case <-time.After(time.Minute):
@@ -454,10 +454,9 @@ func TestTwoReplicasBindNothingTwice(t *testing.T) {
 	log := &writeLog{}
 	var insts []interface{ Stop() error }
 	for _, name := range []string{"a", "b"} {
-		insts = append(insts, startBinder(t, "active", func(o *cli.ServeFlags) {
-			o.LeaderElect = true
-			o.LeaderElectionID = ns + "-binder"
-			o.BinderHooks.BeforeWrite = log.hook(name)
+		insts = append(insts, startBinderWith(t, "active", cli.BinderHooks{BeforeWrite: log.hook(name)}, func(o *cli.ServeFlags) {
+			o.LeaderElection.Elect = true
+			o.LeaderElection.ID = ns + "-binder"
 		}))
 	}
 	c := admin(t)
@@ -511,15 +510,15 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	var hidden atomic.Bool
 	hidden.Store(true)
 	var releases atomic.Int32
-	startBinder(t, "active", func(o *cli.ServeFlags) {
-		o.BinderHooks.WrapCache = func(r client.Reader) client.Reader { return lagging{Reader: r, hidden: &hidden, name: "late"} }
-		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
+	startBinderWith(t, "active", cli.BinderHooks{
+		WrapCache: func(r client.Reader) client.Reader { return lagging{Reader: r, hidden: &hidden, name: "late"} },
+		BeforeWrite: func(op string, obj client.Object) error {
 			if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Status.Phase == corev1.VolumeReleased {
 				releases.Add(1)
 			}
 			return nil
-		}
-	})
+		},
+	}, nil)
 	claim := freshClaim(testobj.PVC(ns, "late"))
 	harness.Must(t, admin(t).Create(ctx, claim), "creating claim")
 	pv := ns + "-early"
@@ -538,9 +537,9 @@ func TestShadowModeWritesNothingAndReportsDisagreement(t *testing.T) {
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
 	var writes atomic.Int32
-	inst := startBinder(t, "shadow", func(o *cli.ServeFlags) {
-		o.BinderHooks.BeforeWrite = func(string, client.Object) error { writes.Add(1); return nil }
-	})
+	inst := startBinderWith(t, "shadow", cli.BinderHooks{
+		BeforeWrite: func(string, client.Object) error { writes.Add(1); return nil },
+	}, nil)
 	c := admin(t)
 	small, large := ns+"-small", ns+"-large"
 	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(small, testobj.Capacity("1Gi")))), "creating small volume")

@@ -40,7 +40,7 @@ func TestReviewsDoNotWaitForBinderWrites(t *testing.T) {
 		t.Cleanup(func() { _ = c.Delete(context.Background(), pv) })
 		harness.Must(t, c.Create(ctx, freshClaim(testobj.PVC(ns, fmt.Sprintf("c-%02d", i)))), "creating claim")
 	}
-	inst := startBinder(t, "active", func(o *cli.ServeFlags) { o.KubeAPIQPS, o.KubeAPIBurst = 1, 1 })
+	inst := startBinder(t, "active", func(o *cli.ServeFlags) { o.API.QPS, o.API.Burst = 1, 1 })
 	harness.WaitFor(t, time.Minute, "the binder's first writes", func(context.Context) (bool, error) {
 		return boundCount(t, ns) > 0 || claimRefs(t, ns) > 0, nil
 	})

@@ -71,11 +71,17 @@ func run(m *testing.M) int {
 // startBinder runs `pvguard serve --binder=<mode>` until the test ends.
 func startBinder(t *testing.T, mode binder.Mode, mutate func(*cli.ServeFlags)) *harness.Instance {
 	t.Helper()
-	inst, err := h.Serve(func(o *cli.ServeFlags) {
-		o.Binder = mode
-		o.BinderResync = time.Second
-		o.LeaderElect = false
-		o.KubeAPIQPS, o.KubeAPIBurst = 200, 400
+	return startBinderWith(t, mode, cli.BinderHooks{}, mutate)
+}
+
+// startBinderWith is startBinder with hooks into the binder (its writes, its cache).
+func startBinderWith(t *testing.T, mode binder.Mode, hooks cli.BinderHooks, mutate func(*cli.ServeFlags)) *harness.Instance {
+	t.Helper()
+	inst, err := h.ServeWith(hooks, func(o *cli.ServeFlags) {
+		o.Binder.Mode = mode
+		o.Binder.Resync = time.Second
+		o.LeaderElection.Elect = false
+		o.API.QPS, o.API.Burst = 200, 400
 		if mutate != nil {
 			mutate(o)
 		}

@@ -28,7 +28,7 @@ func TestNoVolumeFits(t *testing.T) {
 }
 
 func noVolumeFitsFlow(t *testing.T, mode binder.Mode) {
-	startBinder(t, mode, func(o *cli.ServeFlags) { o.NoVolumeFitsAfter = time.Second })
+	startBinder(t, mode, func(o *cli.ServeFlags) { o.Binder.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
 	c := admin(t)

@@ -24,7 +24,7 @@ import (
 func TestBinderEventsCarryNoSecretValues(t *testing.T) {
 	harness.Must(t, h.SetPolicy(policyConfig+"rules:\n  volume-grab: {action: deny}\n"), "tightening policy")
 	t.Cleanup(func() { _ = h.SetPolicy(policyConfig) })
-	startBinder(t, "active", func(o *cli.ServeFlags) { o.NoVolumeFitsAfter = time.Second })
+	startBinder(t, "active", func(o *cli.ServeFlags) { o.Binder.NoVolumeFitsAfter = time.Second })
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
 	attrCanary, secretCanary := "canary-attr-"+ns, "canary-secret-"+ns

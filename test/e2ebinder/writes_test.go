@@ -54,8 +54,8 @@ func TestNewVolumesMarkedAvailable(t *testing.T) {
 
 	var log writeLog
 	record := log.hook("a")
-	startBinder(t, "active", func(o *cli.ServeFlags) {
-		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
+	startBinderWith(t, "active", cli.BinderHooks{
+		BeforeWrite: func(op string, obj client.Object) error {
 			if err := record(op, obj); err != nil {
 				return err
 			}
@@ -63,8 +63,8 @@ func TestNewVolumesMarkedAvailable(t *testing.T) {
 				return errors.New("refused by the test")
 			}
 			return nil
-		}
-	})
+		},
+	}, nil)
 	for i := range pairs {
 		pv := fmt.Sprintf("%s-pv-%d", ns, i)
 		harness.WaitFor(t, time.Minute, "claim bound", harness.BoundTo(admin(t), ns, fmt.Sprintf("c-%d", i), pv))
@@ -116,8 +116,8 @@ func TestPreboundClaimBindNotRacedByVolumeSync(t *testing.T) {
 	name := ns + "-named"
 	var log writeLog
 	record := log.hook("a")
-	inst := startBinder(t, "active", func(o *cli.ServeFlags) {
-		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
+	inst := startBinderWith(t, "active", cli.BinderHooks{
+		BeforeWrite: func(op string, obj client.Object) error {
 			if err := record(op, obj); err != nil {
 				return err
 			}
@@ -125,8 +125,8 @@ func TestPreboundClaimBindNotRacedByVolumeSync(t *testing.T) {
 				time.Sleep(time.Second)
 			}
 			return nil
-		}
-	})
+		},
+	}, nil)
 	harness.Must(t, c.Create(ctx, fresh(ns, testobj.PV(name, testobj.PVMeta(testobj.Annotation("pvguard.io/allowed-namespaces", ns))))), "creating volume")
 	harness.WaitFor(t, time.Minute, name+" Available", func(context.Context) (bool, error) {
 		return harness.GetPV(t, admin(t), name).Status.Phase == corev1.VolumeAvailable, nil

@@ -79,7 +79,7 @@ func TestWebhookPortTakesReviewsOnlyFromTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Stop() })
-	inst, err := h.Serve(func(o *cli.ServeFlags) { o.Listen, o.ClientCAFile = hostPort, clientCAFile })
+	inst, err := h.Serve(func(o *cli.ServeFlags) { o.Listen, o.Certs.ClientCAFile = hostPort, clientCAFile })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,8 +88,8 @@ func TestAdmissionPoliciesFollowTheConfig(t *testing.T) {
 	serve := func(configFile string) *harness.Instance {
 		t.Helper()
 		inst, err := h.Serve(func(o *cli.ServeFlags) {
-			o.AdmissionPolicyParams, o.Namespace, o.LeaderElectionNamespace = paramsName, ns, ns
-			o.AuditInterval = 0
+			o.AdmissionPolicyParams, o.Namespace, o.LeaderElection.Namespace = paramsName, ns, ns
+			o.Audit.Interval = 0
 			if configFile != "" {
 				o.ConfigFile = configFile
 			}
@@ -115,7 +115,7 @@ func TestAdmissionPoliciesFollowTheConfig(t *testing.T) {
 	harness.Must(t, h.InstallWebhooks(leader), "installing the webhooks")
 	harness.WaitFor(t, time.Minute, "the first replica elected", func(ctx context.Context) (bool, error) {
 		l := &coordinationv1.Lease{}
-		err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: cli.DefaultServeFlags().LeaderElectionID}, l)
+		err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: cli.DefaultServeFlags().LeaderElection.ID}, l)
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", client.IgnoreNotFound(err)
 	})
 	harness.WaitFor(t, time.Minute, "the elected replica to report the parameters in sync", inSync(leader, 1))

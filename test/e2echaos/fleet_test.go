@@ -124,13 +124,12 @@ func (f *fleet) start(name string, armed bool, tune ...func(*cli.ServeFlags)) *r
 	if armed {
 		r.killAt = int64(1 + f.rng.IntN(40))
 	}
-	inst, err := cluster(f.t).Serve(func(o *cli.ServeFlags) {
-		o.Binder = "active"
-		o.BinderResync = time.Second
-		o.AuditInterval = 0
-		o.LeaderElect, o.LeaderElectionID = true, f.lease
-		o.KubeAPIQPS, o.KubeAPIBurst = f.cfg.QPS, int(2*f.cfg.QPS)
-		o.BinderHooks.BeforeWrite = f.hook(r)
+	inst, err := cluster(f.t).ServeWith(cli.BinderHooks{BeforeWrite: f.hook(r)}, func(o *cli.ServeFlags) {
+		o.Binder.Mode = "active"
+		o.Binder.Resync = time.Second
+		o.Audit.Interval = 0
+		o.LeaderElection.Elect, o.LeaderElection.ID = true, f.lease
+		o.API.QPS, o.API.Burst = f.cfg.QPS, int(2*f.cfg.QPS)
 		for _, t := range tune {
 			t(o)
 		}
@@ -193,7 +192,7 @@ func (f *fleet) chaos(kills int) {
 func (f *fleet) calm() {
 	for _, name := range []string{"calm-a", "calm-b"} {
 		r := f.start(name, false, func(o *cli.ServeFlags) {
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = chaosLeaseDuration, chaosRenewDeadline, chaosRetryPeriod
+			o.LeaderElection.LeaseDuration, o.LeaderElection.RenewDeadline, o.LeaderElection.RetryPeriod = chaosLeaseDuration, chaosRenewDeadline, chaosRetryPeriod
 		})
 		f.t.Cleanup(func() { _ = r.inst.Stop() })
 	}

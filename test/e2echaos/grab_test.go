@@ -25,7 +25,7 @@ func TestVolumeGrabDenyStillBindsPoolClaims(t *testing.T) {
 	ctx := context.Background()
 	ns := harness.Namespace(t, admin(t), "")
 	inst, err := h.Serve(func(o *cli.ServeFlags) {
-		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
+		o.Binder.Mode, o.Binder.Resync, o.Audit.Interval, o.LeaderElection.Elect = "active", time.Second, 0, false
 	})
 	harness.Must(t, err, "starting binder")
 	t.Cleanup(func() { _ = inst.Stop() })

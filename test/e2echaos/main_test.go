@@ -72,7 +72,7 @@ func startCluster() error {
 		return err
 	}
 	// The webhooks run for the whole suite; binders come and go.
-	if webhooks, err = h.Serve(func(o *cli.ServeFlags) { o.AuditInterval, o.LeaderElect = 0, false }); err != nil {
+	if webhooks, err = h.Serve(func(o *cli.ServeFlags) { o.Audit.Interval, o.LeaderElection.Elect = 0, false }); err != nil {
 		return err
 	}
 	if err := h.InstallWebhooks(webhooks); err != nil {

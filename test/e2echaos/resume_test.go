@@ -29,7 +29,7 @@ func TestCrashedBindResumesOnItsVolume(t *testing.T) {
 	v.Status.Phase = "Available"
 	harness.Must(t, seed(t).Status().Update(ctx, v), "marking it Available")
 	inst, err := h.Serve(func(o *cli.ServeFlags) {
-		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
+		o.Binder.Mode, o.Binder.Resync, o.Audit.Interval, o.LeaderElection.Elect = "active", time.Second, 0, false
 	})
 	harness.Must(t, err, "starting binder")
 	t.Cleanup(func() { _ = inst.Stop() })

@@ -171,10 +171,9 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 	)
 	stale := newStaleCache(nil)
 	var snapshot *corev1.PersistentVolume // s9's volume as the cache will keep showing it
-	inst, err := cluster(t).Serve(func(o *cli.ServeFlags) {
-		o.Binder, o.BinderResync, o.AuditInterval, o.LeaderElect = "active", time.Second, 0, false
-		o.BinderHooks.WrapCache = func(r client.Reader) client.Reader { stale.Reader = r; return stale }
-		o.BinderHooks.BeforeWrite = func(op string, obj client.Object) error {
+	inst, err := cluster(t).ServeWith(cli.BinderHooks{
+		WrapCache: func(r client.Reader) client.Reader { stale.Reader = r; return stale },
+		BeforeWrite: func(op string, obj client.Object) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if !guarding || !guarded[cacheKey(obj)] {
@@ -194,7 +193,9 @@ func TestStaleCacheNeverReleases(t *testing.T) {
 				}
 			}
 			return nil
-		}
+		},
+	}, func(o *cli.ServeFlags) {
+		o.Binder.Mode, o.Binder.Resync, o.Audit.Interval, o.LeaderElection.Elect = "active", time.Second, 0, false
 	})
 	harness.Must(t, err, "starting the binder")
 	t.Cleanup(func() { _ = inst.Stop() })

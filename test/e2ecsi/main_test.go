@@ -91,10 +91,10 @@ func run(m *testing.M) (code int, err error) {
 		return 1, err
 	}
 	if w.pvguard, err = w.h.Serve(func(o *cli.ServeFlags) {
-		o.Kubeconfig = pvguardKubeconfig
-		o.Binder = "active"
-		o.LeaderElect = false
-		o.AuditInterval = 0
+		o.API.Kubeconfig = pvguardKubeconfig
+		o.Binder.Mode = "active"
+		o.LeaderElection.Elect = false
+		o.Audit.Interval = 0
 	}); err != nil {
 		return 1, err
 	}

@@ -168,10 +168,10 @@ func TestFloodFromOneTenant(t *testing.T) {
 	ctx := context.Background()
 	admin := newClient(t, "")
 	inst, err := h.Serve(func(o *cli.ServeFlags) {
-		o.APIClasses.LiveReads = cli.APIRate{QPS: liveQPS, Burst: int(2 * liveQPS)}
+		o.API.Classes.LiveReads = cli.APIRate{QPS: liveQPS, Burst: int(2 * liveQPS)}
 		// The election is not what is tested: a control plane starved of CPU by the flood may
 		// be slow to renew the Lease, and a replica that loses it exits.
-		o.LeaderElect = false
+		o.LeaderElection.Elect = false
 	})
 	harness.Must(t, err, "starting pvguard")
 	t.Cleanup(func() { _ = inst.Stop() })

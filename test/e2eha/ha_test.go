@@ -80,11 +80,11 @@ func replicas(t *testing.T, n int, secret string, mutate func(*cli.ServeFlags)) 
 func startReplica(t *testing.T, lb *harness.Balancer, secret string, mutate func(*cli.ServeFlags)) *harness.Instance {
 	t.Helper()
 	inst, err := h.Serve(func(o *cli.ServeFlags) {
-		o.CertDir, o.CertSecret, o.Namespace = "", secret, namespace
-		o.CertHosts = []string{"127.0.0.1"}
-		o.CertCheckInterval = time.Second
-		o.LeaderElect, o.LeaderElectionID = true, secret+"-leader"
-		o.AuditInterval = 0 // the certificates alone are elected work here
+		o.Certs.Dir, o.Certs.Secret, o.Namespace = "", secret, namespace
+		o.Certs.Hosts = []string{"127.0.0.1"}
+		o.Certs.CheckInterval = time.Second
+		o.LeaderElection.Elect, o.LeaderElection.ID = true, secret+"-leader"
+		o.Audit.Interval = 0 // the certificates alone are elected work here
 		o.ShutdownDelay = time.Second
 		if mutate != nil {
 			mutate(o)
@@ -200,7 +200,7 @@ func TestGracefulStopLosesNoReview(t *testing.T) {
 func TestRotationWhileReviewsFlowLosesNone(t *testing.T) {
 	const secret = "ha-rotate-tls"
 	_, _ = replicas(t, 2, secret, func(o *cli.ServeFlags) {
-		o.CertValidity, o.CAValidity, o.CAOverlap = 15*time.Second, 30*time.Second, 3*time.Second
+		o.Certs.Validity, o.Certs.CAValidity, o.Certs.CAOverlap = 15*time.Second, 30*time.Second, 3*time.Second
 	})
 	c, err := client.New(h.Config, client.Options{})
 	if err != nil {

@@ -192,7 +192,7 @@ func TestBothReplicasDownRefusesStorageWrites(t *testing.T) {
 // once a replica is back its live audit reports the state it left.
 func TestBothReplicasDownIgnoreAdmitsThenAuditReports(t *testing.T) {
 	const secret = "ha-ignore-tls"
-	withAudit := func(o *cli.ServeFlags) { o.AuditInterval = 2 * time.Second }
+	withAudit := func(o *cli.ServeFlags) { o.Audit.Interval = 2 * time.Second }
 	lb, insts := replicas(t, 2, secret, withAudit)
 	ctx := context.Background()
 	ignore := devcluster.WebhookOptions{BaseURL: "https://" + lb.Addr(), FailurePolicy: admissionregistrationv1.Ignore}

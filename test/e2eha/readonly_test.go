@@ -35,8 +35,8 @@ func TestReadEndpointsRefuseWrites(t *testing.T) {
 	ctx := context.Background()
 	plainAddr := freePort(t)
 	inst, err := h.Serve(func(o *cli.ServeFlags) {
-		o.AuditInterval = time.Second
-		o.LeaderElect = false
+		o.Audit.Interval = time.Second
+		o.LeaderElection.Elect = false
 		o.MetricsListen = plainAddr
 	})
 	if err != nil {

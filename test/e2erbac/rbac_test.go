@@ -181,8 +181,8 @@ func serveAsChart(t *testing.T, ns, sa string, args []string, policyYAML string,
 	if err != nil {
 		t.Fatalf("the chart's container arguments: %v", err)
 	}
-	o.Kubeconfig, o.Listen, o.ConfigFile = kubeconfig, "127.0.0.1:0", policyFile
-	o.ShutdownDelay, o.BinderResync, o.CertCheckInterval = 0, time.Second, time.Second
+	o.API.Kubeconfig, o.Listen, o.ConfigFile = kubeconfig, "127.0.0.1:0", policyFile
+	o.ShutdownDelay, o.Binder.Resync, o.Certs.CheckInterval = 0, time.Second, time.Second
 	ctrllog.SetLogger(log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

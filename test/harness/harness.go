@@ -113,10 +113,16 @@ type Instance struct {
 // Serve starts a pvguard serve instance on a free loopback port; mutate adjusts its options.
 // It returns once the instance is ready.
 func (h *Harness) Serve(mutate func(*cli.ServeFlags)) (*Instance, error) {
+	return h.ServeWith(cli.BinderHooks{}, mutate)
+}
+
+// ServeWith is Serve with hooks into the instance's binder (its writes and its cache), passed
+// to it through cli.ServeWith with the harness's own readiness hook.
+func (h *Harness) ServeWith(binder cli.BinderHooks, mutate func(*cli.ServeFlags)) (*Instance, error) {
 	opts := cli.DefaultServeFlags()
-	opts.Kubeconfig = h.Kubeconfig
+	opts.API.Kubeconfig = h.Kubeconfig
 	opts.Listen = "127.0.0.1:0"
-	opts.CertDir = h.CertDir
+	opts.Certs.Dir = h.CertDir
 	opts.ConfigFile = h.PolicyFile
 	opts.ShutdownTimeout = 5 * time.Second
 	opts.ShutdownDelay = 0
@@ -124,10 +130,10 @@ func (h *Harness) Serve(mutate func(*cli.ServeFlags)) (*Instance, error) {
 		mutate(&opts)
 	}
 	ready := make(chan net.Addr, 1)
-	opts.Ready = func(a net.Addr) { ready <- a }
+	hooks := cli.ServeHooks{Ready: func(a net.Addr) { ready <- a }, Binder: binder}
 	ctx, cancel := context.WithCancel(context.Background())
 	inst := &Instance{cancel: cancel, done: make(chan error, 1), Log: NewLogTail(2000)}
-	go func() { inst.done <- cli.Serve(ctx, opts, inst.Log.Logger()) }()
+	go func() { inst.done <- cli.ServeWith(ctx, opts, hooks, inst.Log.Logger()) }()
 	select {
 	case a := <-ready:
 		inst.BaseURL = "https://" + a.String()

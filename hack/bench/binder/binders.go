@@ -121,16 +121,16 @@ type pvguard struct {
 
 func (p *pvguard) options(q rate) cli.ServeFlags {
 	o := cli.DefaultServeFlags()
-	o.Kubeconfig = p.kubeconfig
-	o.Binder = pvbinder.ModeActive
-	o.LeaderElect = false
-	o.AuditInterval = 0
-	o.SelfSigned = true
-	o.CertDir = p.certDir
+	o.API.Kubeconfig = p.kubeconfig
+	o.Binder.Mode = pvbinder.ModeActive
+	o.LeaderElection.Elect = false
+	o.Audit.Interval = 0
+	o.Certs.SelfSigned = true
+	o.Certs.Dir = p.certDir
 	o.Listen = "127.0.0.1:0"
-	o.KubeAPIQPS, o.KubeAPIBurst = q.qps, q.burst
+	o.API.QPS, o.API.Burst = q.qps, q.burst
 	if p.half {
-		o.KubeAPIQPS, o.KubeAPIBurst = q.qps/2, max(q.burst/2, 1)
+		o.API.QPS, o.API.Burst = q.qps/2, max(q.burst/2, 1)
 	}
 	o.ShutdownDelay = 0
 	return o
