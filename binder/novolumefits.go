@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/storage"
 )
@@ -143,7 +142,7 @@ func (b *Binder) postNoVolumeFits(ctx context.Context, in PlanInput, plan PoolPl
 			nodes = append(nodes, n)
 		}
 	}
-	in.State = clusterstate.New(all, in.State.Volumes(), in.State.Classes(), nodes)
+	in.State = in.State.WithClaims(all).WithNodes(nodes)
 	explain := b.o.Explain(in, plan)
 	budget = max(budget, minExplainBudget)
 	for i, c := range due {

@@ -94,8 +94,13 @@ func (b *Binder) planInput(ctx context.Context) (PlanInput, error) {
 			return PlanInput{}, err
 		}
 	}
+	// The pairs the plan judges by policy are judged on every kind its rules read.
+	st, err := clusterstate.ReadKinds(ctx, b.o.Cache, clusterstate.New(claims, volumes, classes, nodes), b.o.Engine().Reads()...)
+	if err != nil {
+		return PlanInput{}, err
+	}
 	return PlanInput{
-		State:       clusterstate.New(claims, volumes, classes, nodes),
+		State:       st,
 		PendingFree: b.pendingFree(),
 		InFlight:    b.ledger.snapshot(time.Now()),
 	}, nil

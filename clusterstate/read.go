@@ -48,7 +48,12 @@ func Read(ctx context.Context, c client.Reader, kinds ...Kind) (*State, error) {
 	for _, n := range meta {
 		names = append(names, &corev1.Node{ObjectMeta: n.ObjectMeta})
 	}
-	st := New(claims, volumes, classes, names)
+	return ReadKinds(ctx, c, New(claims, volumes, classes, names), kinds...)
+}
+
+// ReadKinds returns st with the objects c holds of each kind of kinds that is Readable (ListKind
+// answers them); the other kinds are typed reads, which st holds already.
+func ReadKinds(ctx context.Context, c client.Reader, st *State, kinds ...Kind) (*State, error) {
 	for _, k := range kinds {
 		r, ok := ReadableKind(k)
 		if !ok {

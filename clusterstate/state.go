@@ -64,6 +64,16 @@ func (s *State) WithPods(pods []*corev1.Pod) *State {
 	return &State{claims: s.claims, volumes: s.volumes, classes: s.classes, nodes: s.nodes, pods: pods, listed: s.listed}
 }
 
+// WithClaims returns a State of s's objects with claims in place of its claims.
+func (s *State) WithClaims(claims []*corev1.PersistentVolumeClaim) *State {
+	return &State{claims: claims, volumes: s.volumes, classes: s.classes, nodes: s.nodes, pods: s.pods, listed: s.listed}
+}
+
+// WithNodes returns a State of s's objects with nodes in place of its nodes.
+func (s *State) WithNodes(nodes []*corev1.Node) *State {
+	return &State{claims: s.claims, volumes: s.volumes, classes: s.classes, nodes: nodes, pods: s.pods, listed: s.listed}
+}
+
 // WithKind returns a State of s's objects and the given objects of kind k, one of Readables,
 // which ListKind answers. A State answers ListKind only for the kinds it was given (none, an
 // empty list): for another it fails, so that no rule judges on an absence the reader made up.

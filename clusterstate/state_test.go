@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/clusterstate"
@@ -194,5 +195,27 @@ func TestKeys(t *testing.T) {
 	}
 	if clusterstate.ClaimKey("ns", "c") == (clusterstate.Key{Namespace: "ns", Name: "c"}) {
 		t.Error("a claim's key equals a key without a kind")
+	}
+}
+
+// TestReplacingClaimsOrNodesKeepsTheRest: a reader that narrows a state's claims or nodes (the
+// binder's NoVolumeFits pass, explain's copies of the claims) keeps its pods and the kinds it was
+// read with, so that no rule reading them fails on the narrowed state.
+func TestReplacingClaimsOrNodesKeepsTheRest(t *testing.T) {
+	const vac = clusterstate.Kind("VolumeAttributesClass")
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
+	gold := &storagev1.VolumeAttributesClass{ObjectMeta: metav1.ObjectMeta{Name: "gold"}}
+	st := clusterstate.New(nil, nil, nil, nil).WithPods([]*corev1.Pod{pod}).WithKind(vac, []runtime.Object{gold})
+	for name, narrowed := range map[string]*clusterstate.State{
+		"WithClaims": st.WithClaims([]*corev1.PersistentVolumeClaim{claim}),
+		"WithNodes":  st.WithNodes([]*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}}),
+	} {
+		if got, err := narrowed.ListKind(vac); err != nil || len(got) != 1 {
+			t.Errorf("%s: ListKind(%s) = %d objects, %v; want gold", name, vac, len(got), err)
+		}
+		if got := narrowed.Pods(); len(got) != 1 {
+			t.Errorf("%s: %d pods, want the state's one", name, len(got))
+		}
 	}
 }

@@ -227,5 +227,5 @@ func withUIDs(s *clusterstate.State) *clusterstate.State {
 	if !copied {
 		return s
 	}
-	return clusterstate.New(claims, s.Volumes(), s.Classes(), s.Nodes()).WithPods(s.Pods())
+	return s.WithClaims(claims)
 }

@@ -388,7 +388,7 @@ func snapshotOf(x *index, p pool, read uint64, made *binder.MadePlan) *snapshot 
 
 // readSnapshot reads the cache and plans it, with the binder's state when it runs here.
 func readSnapshot(ctx context.Context, o ServeOptions) (*snapshot, error) {
-	in, err := ReadInput(ctx, o.Cache, nil, "")
+	in, err := ReadInput(ctx, o.Cache, nil, "", o.reads()...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the informer cache: %w", err)
 	}

@@ -19,9 +19,10 @@ import (
 // namespace is not "", the pods and events of that namespace (which let a claim waiting for its
 // first consumer quote the scheduler). `pvguard explain` passes its live client as both; the
 // server passes its informer cache as cluster and no namespaced reader: it caches no events, and
-// pods only stripped to what PVG009 reads (docs/explain.md).
-func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace string) (Input, error) {
-	state, err := clusterstate.Read(ctx, cluster)
+// pods only stripped to what PVG009 reads (docs/explain.md). kinds are the kinds beyond the
+// typed reads that the policy judging the pairs reads (policy.Engine.Reads).
+func ReadInput(ctx context.Context, cluster, namespaced client.Reader, namespace string, kinds ...clusterstate.Kind) (Input, error) {
+	state, err := clusterstate.Read(ctx, cluster, kinds...)
 	if err != nil {
 		return Input{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/access"
 	"github.com/pvguard/pvguard/policy"
 )
@@ -21,6 +22,15 @@ import (
 // each cut down to what its caller may read, as values, and as typed errors what keeps a question
 // from an answer. internal/web serves them over HTTP (its explain.go says which status each error
 // is).
+
+// reads are the kinds beyond the typed reads that the engine's rules read, which the pairs are
+// judged on.
+func (o ServeOptions) reads() []clusterstate.Kind {
+	if o.Engine == nil {
+		return nil
+	}
+	return o.Engine().Reads()
+}
 
 // ServeOptions configure the explanations the server answers (Service) and its plan (NewPlans).
 type ServeOptions struct {
@@ -99,7 +109,7 @@ func checkName(field, value string, dns1123 func(string) []string) error {
 }
 
 func (s *Service) input(ctx context.Context) (Input, error) {
-	in, err := ReadInput(ctx, s.o.Cache, nil, "")
+	in, err := ReadInput(ctx, s.o.Cache, nil, "", s.o.reads()...)
 	if err != nil {
 		return Input{}, fmt.Errorf("reading the informer cache: %w", err)
 	}
