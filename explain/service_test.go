@@ -20,18 +20,6 @@ import (
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
-// explainCluster is a class "local" whose only volume of the claim's size is Filesystem while
-// the claim asks for Block, a Block volume too small, and a volume of another class.
-func explainCluster() []client.Object {
-	return []client.Object{
-		StorageClass("local", "kubernetes.io/no-provisioner"),
-		PVC("team-a", "data", ClaimClass("local"), ClaimVolumeMode(corev1.PersistentVolumeBlock), Request("5Gi")),
-		PV("pv-fs", Class("local"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
-		PV("pv-small", Class("local"), Capacity("1Gi"), VolumeMode(corev1.PersistentVolumeBlock), Phase(corev1.VolumeAvailable)),
-		PV("pv-slow", Class("slow"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
-	}
-}
-
 func explainOptions(objs ...client.Object) explain.ServeOptions {
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
 	return explain.ServeOptions{Cache: c, Now: func() time.Time { return ExplainNow }, Log: logr.Discard()}
@@ -112,7 +100,7 @@ func kindOf(err error) string {
 // exist, a volume the caller may not read (as one that does not exist), a question asked before
 // the first plan was made (with when to ask again).
 func TestServiceSaysWhyItCannotAnswer(t *testing.T) {
-	objs := explainCluster()
+	objs := ExplainCluster()
 	x := explain.NewService(explainOptions(objs...))
 	admin := access.Everything("admin")
 	tenant := access.NewReader("alice", false, []string{"team-a"}, false, false)

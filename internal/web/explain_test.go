@@ -31,18 +31,6 @@ import (
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
-// explainCluster is a class "local" whose only volume of the claim's size is Filesystem while
-// the claim asks for Block, a Block volume too small, and a volume of another class.
-func explainCluster() []client.Object {
-	return []client.Object{
-		StorageClass("local", "kubernetes.io/no-provisioner"),
-		PVC("team-a", "data", ClaimClass("local"), ClaimVolumeMode(corev1.PersistentVolumeBlock), Request("5Gi")),
-		PV("pv-fs", Class("local"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
-		PV("pv-small", Class("local"), Capacity("1Gi"), VolumeMode(corev1.PersistentVolumeBlock), Phase(corev1.VolumeAvailable)),
-		PV("pv-slow", Class("slow"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
-	}
-}
-
 func explainOptions(objs ...client.Object) explain.ServeOptions {
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
 	return explain.ServeOptions{Cache: c, Now: func() time.Time { return ExplainNow }, Log: logr.Discard()}
@@ -90,7 +78,7 @@ func want(t *testing.T, objs []client.Object, kind, ns, name string) string {
 // TestExplainAPI: the JSON endpoints answer what `pvguard explain -o json` prints for a claim or
 // volume that exists, 404 naming an unknown one, and 400 naming a malformed name.
 func TestExplainAPI(t *testing.T) {
-	objs := explainCluster()
+	objs := ExplainCluster()
 	h := explainAPI(explainOptions(objs...))
 	for name, tc := range map[string]struct {
 		path   string
@@ -153,7 +141,7 @@ func TestExplainAPI(t *testing.T) {
 // TestExplainAPIReadsTheBindersState: with the binder in the same process, a volume it is binding
 // to another claim fails RESERVED, as the binder's plan leaves it out.
 func TestExplainAPIReadsTheBindersState(t *testing.T) {
-	objs := append(explainCluster(),
+	objs := append(ExplainCluster(),
 		PV("pv-block", Class("local"), Capacity("10Gi"), VolumeMode(corev1.PersistentVolumeBlock), Phase(corev1.VolumeAvailable)),
 		PVC("team-b", "other", ClaimClass("local"), ClaimVolumeMode(corev1.PersistentVolumeBlock)))
 	o := explainOptions(objs...)
@@ -191,7 +179,7 @@ func TestExplainAPIReadsTheBindersState(t *testing.T) {
 // the other classes' line and the verdict, as `pvguard explain` prints them, escaped, under the
 // dashboard's CSP; unknown and malformed objects get an error page with the API's statuses.
 func TestExplainPages(t *testing.T) {
-	objs := append(explainCluster(),
+	objs := append(ExplainCluster(),
 		PV("pv-<b>", Class("local"), Capacity("10Gi"), Phase(corev1.VolumeAvailable)),
 		PV("pv-gone", Class("local"), ClaimRef("team-a", "old", "uid-old"), Phase(corev1.VolumeReleased)))
 	h := explainPages(explainOptions(objs...))
@@ -246,7 +234,7 @@ func TestExplainPages(t *testing.T) {
 
 // TestExplainPageMatchesTheText: the page's state, rows and verdict are the CLI's text's.
 func TestExplainPageMatchesTheText(t *testing.T) {
-	objs := explainCluster()
+	objs := ExplainCluster()
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).Build()
 	in, err := explain.ReadInput(context.Background(), c, nil, "")
 	if err != nil {
@@ -402,7 +390,7 @@ func TestExplainAPIListsTheClosestAndPagesTheRest(t *testing.T) {
 // are all answered from one read and plan of the cache, each answer the one a plan of its own
 // would give.
 func TestExplainAPIReadsOnePlan(t *testing.T) {
-	objs := explainCluster()
+	objs := ExplainCluster()
 	var lists atomic.Int32
 	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -471,7 +459,7 @@ func TestVolumePageLinksItsClaimOnlyForTheClaimsReaders(t *testing.T) {
 func TestExplainAsksToRetryBeforeTheFirstPlan(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(explainCluster()...).
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(ExplainCluster()...).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 			<-release // the first plan's read hangs
 			return cl.List(ctx, list, opts...)
@@ -489,7 +477,7 @@ func TestExplainAsksToRetryBeforeTheFirstPlan(t *testing.T) {
 		t.Errorf("the page before the first plan: HTTP %d: %s", rec.Code, rec.Body)
 	}
 
-	failing := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(explainCluster()...).
+	failing := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(ExplainCluster()...).
 		WithInterceptorFuncs(interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
 			return errors.New("the cache is gone")
 		}}).Build()
