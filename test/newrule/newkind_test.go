@@ -21,10 +21,8 @@ import (
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/clusterview"
-	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/test/testobj"
-	"github.com/pvguard/pvguard/webhook"
 )
 
 // attributesClassExists is the throwaway rule that reads a kind no typed read of the View offers:
@@ -91,11 +89,7 @@ func TestARuleReadingANewKindIsPickedUpEverywhere(t *testing.T) {
 	})
 
 	t.Run("admission and its metrics", func(t *testing.T) {
-		reg := prometheus.NewRegistry()
-		h := web.NewServer(web.Options{
-			Engines: webhook.StaticEngine{E: engine}, Views: webhook.StaticView{V: testobj.NewView(gold)}, Registry: reg,
-			ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
-		}).Handler()
+		h, reg := admissionServer(engine, gold)
 		if resp := admit(t, h, silverClaim); resp.Allowed || !strings.Contains(resp.Result.Message, "[PVG098 attributes-class-exists] PersistentVolumeClaim team-a/silver names VolumeAttributesClass silver") {
 			t.Errorf("creating claim silver: allowed %v, %+v", resp.Allowed, resp.Result)
 		}

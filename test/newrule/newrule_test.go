@@ -82,11 +82,7 @@ func TestAThrowawayRuleIsPickedUpEverywhere(t *testing.T) {
 	goldPV := testobj.PV("pv-gold", testobj.Class("gold"))
 
 	t.Run("admission and its metrics", func(t *testing.T) {
-		reg := prometheus.NewRegistry()
-		h := web.NewServer(web.Options{
-			Engines: webhook.StaticEngine{E: engine}, Views: webhook.StaticView{V: testobj.NewView(gold)}, Registry: reg,
-			ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
-		}).Handler()
+		h, reg := admissionServer(engine, gold)
 		if resp := admit(t, h, silverPV); resp.Allowed || !strings.Contains(resp.Result.Message, "[PVG099 class-exists] PersistentVolume pv-silver names StorageClass silver") {
 			t.Errorf("creating pv-silver: allowed %v, %+v", resp.Allowed, resp.Result)
 		}
@@ -238,4 +234,14 @@ func objectsOf(found any) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// admissionServer is pvguard's web server judging reviews with engine over a view of objs, and the
+// registry its metrics are in.
+func admissionServer(engine *policy.Engine, objs ...runtime.Object) (http.Handler, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	return web.NewServer(web.Options{
+		Engines: webhook.StaticEngine{E: engine}, Views: webhook.StaticView{V: testobj.NewView(objs...)}, Registry: reg,
+		ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
+	}).Handler(), reg
 }
