@@ -339,3 +339,35 @@ func TestNoVolumeFitsSharesThePlansTime(t *testing.T) {
 		t.Errorf("explained %d of %d claims", len(seen), len(all))
 	}
 }
+
+// TestNoVolumeFitsAfterEachPlan: started, the reporter runs its pass after a plan of the
+// binder's, with nobody asking, posts the event, and tells the binder the time it spent.
+func TestNoVolumeFitsAfterEachPlan(t *testing.T) {
+	f := &fakeExplainer{why: map[string]string{"ns/c": "reason"}}
+	h, rec, _ := noFitsBinder(t, time.Minute, f, testobj.PVC("ns", "c", created(2*time.Minute)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.r.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	h.b.RequestPlan()
+	select {
+	case e := <-rec.Events:
+		if e != "Warning NoVolumeFits reason" {
+			t.Errorf("event %q, want Warning NoVolumeFits reason", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no NoVolumeFits event in 10s after a plan")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.work.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if h.work.Load() == 0 {
+		t.Error("the pass told the binder of no time spent")
+	}
+}
