@@ -278,6 +278,9 @@ func RunExplainClaim(o ExplainFlags, ref string, out, errOut io.Writer) error {
 	case err != nil:
 		return err
 	}
+	if in.State, err = readKindsLive(ctx, rc, in.State, engine.Reads()); err != nil {
+		return err
+	}
 	in.Policy, in.Identity = engine, identity
 	return explainLocally(o, in, settled, namespace, name, out, errOut)
 }

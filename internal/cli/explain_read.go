@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -61,6 +62,23 @@ func readClaimLive(ctx context.Context, rc *rest.Config, namespace, name string)
 		return explain.Input{}, settledPairs{}, fmt.Errorf("connecting to %s: %w", rc.Host, err)
 	}
 	return readClaimLiveWith(ctx, rc, leases, namespace, name)
+}
+
+// readKindsLive adds to st, listed live, the objects of the kinds beyond the typed reads that
+// the rules judging the pairs read (clusterstate.Readables): none for the shipped rules.
+func readKindsLive(ctx context.Context, rc *rest.Config, st *clusterstate.State, kinds []clusterstate.Kind) (*clusterstate.State, error) {
+	kinds = slices.DeleteFunc(slices.Clone(kinds), func(k clusterstate.Kind) bool {
+		_, ok := clusterstate.ReadableKind(k)
+		return !ok
+	})
+	if len(kinds) == 0 {
+		return st, nil
+	}
+	c, err := client.New(rc, client.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", rc.Host, err)
+	}
+	return clusterstate.ReadKinds(ctx, c, st, kinds...)
 }
 
 // readClaimLiveWith is readClaimLive reading Leases from leases (nil: none).
