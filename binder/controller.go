@@ -55,17 +55,6 @@ type Options struct {
 	Registry prometheus.Registerer
 	Recorder record.EventRecorder
 	Log      logr.Logger
-	// NoVolumeFitsAfter is how long a claim stays Pending, from its creationTimestamp, before
-	// the binder posts NoVolumeFits on it if Explain says no volume fits; it is also the least
-	// time between two explanations of one claim (each refreshes the event). 0 turns it off.
-	NoVolumeFitsAfter time.Duration
-	// Explain explains claims for NoVolumeFits (explain.NoVolumeFits); required with
-	// NoVolumeFitsAfter.
-	Explain Explainer
-	// NoVolumeFitsRecorder records NoVolumeFits (default Recorder). pvguard serve gives it a
-	// broadcaster of its own, whose spam filter the events Recorder repeats on every sync do not
-	// drain.
-	NoVolumeFitsRecorder record.EventRecorder
 	// Cache reads objects (normally the manager's cache); Live reads past it, to confirm an
 	// absence before acting on it. Tests substitute a lagging Cache.
 	Cache client.Reader
@@ -107,13 +96,14 @@ type Binder struct {
 	metrics *metrics
 	// planTook is how long the last plan took (nanoseconds), which pause waits before the next.
 	planTook atomic.Int64
+	// planWork is the time spent on the plans outside the binder since the last pause
+	// (nanoseconds, AddPlanWork), which pause waits besides.
+	planWork atomic.Int64
 	// running is true while Start runs (on the elected replica), when the queues are drained.
 	running atomic.Bool
 
 	// ledger is the binder's in-flight state, shared by its workers and its planner.
 	ledger *ledger
-	// noFits is when each pending claim was last explained for NoVolumeFits (plan worker only).
-	noFits noVolumeFits
 	// made is the newest plan, for explanations (Options.KeepPlans).
 	made madePlans
 }
@@ -126,12 +116,6 @@ func New(o Options) (*Binder, error) {
 	}
 	if o.Cache == nil || o.Live == nil || o.Writer == nil || o.Engine == nil || o.Views == nil || o.Recorder == nil {
 		return nil, errors.New("binder: Cache, Live, Writer, Engine, Views and Recorder are required")
-	}
-	if o.NoVolumeFitsAfter > 0 && o.Explain == nil {
-		return nil, errors.New("binder: NoVolumeFitsAfter needs Explain")
-	}
-	if o.NoVolumeFitsRecorder == nil {
-		o.NoVolumeFitsRecorder = o.Recorder
 	}
 	if o.Workers <= 0 {
 		o.Workers = 8
@@ -278,15 +262,28 @@ func (b *Binder) resyncAll(ctx context.Context) {
 
 // pause spaces plans: after a plan that took d, the next starts no sooner than d later, so
 // that planning takes at most half a core however often the pool changes (while a backlog of
-// binds is written, every bind asks for a plan). It reports false once ctx ends.
+// binds is written, every bind asks for a plan). The time spent on the plans outside the binder
+// (AddPlanWork: the NoVolumeFits pass) lengthens the pause by as much, so that planning and what
+// is done with the plans together still take at most half a core; time reported after the pause
+// ends lengthens the next one. It reports false once ctx ends.
 func (b *Binder) pause(ctx context.Context) bool {
-	t := time.NewTimer(time.Duration(b.planTook.Load()))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+	for d := time.Duration(b.planTook.Load()); d > 0; d = time.Duration(b.planWork.Swap(0)) {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// AddPlanWork adds d, time spent on the latest plan outside the binder (the NoVolumeFits pass
+// that reads LatestPlan), to the pause before the next plan (pause).
+func (b *Binder) AddPlanWork(d time.Duration) {
+	if d > 0 {
+		b.planWork.Add(int64(d))
 	}
 }
 

@@ -3,6 +3,7 @@ package binder
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // This file hands the binder's plans to the explanations served in its process
@@ -21,6 +22,9 @@ type MadePlan struct {
 	// Read numbers the plan's read: reads are numbered in the order they begin (PlanReadsBegun),
 	// so a plan whose Read is above the count taken after an object changed read the change.
 	Read uint64
+	// Took is how long the plan took to read and make: the NoVolumeFits pass over it spends as
+	// much at most (explain.NoVolumeFitsReporter).
+	Took time.Duration
 }
 
 // madePlans holds the newest MadePlan and wakes those waiting for the next.

@@ -22,8 +22,8 @@ import (
 // runPlan plans the pending claims (Plan) and enqueues them to carry the plan out. The plan runs
 // outside the ledger's lock: runPlan reads the cache, takes a snapshot of the in-flight state,
 // plans from the two, and installs the plan (ledger.install says what it does about binds begun
-// and pairs denied while the plan ran). The workqueue never runs two plans at once. Then it posts
-// NoVolumeFits on the claims stuck without a volume (postNoVolumeFits).
+// and pairs denied while the plan ran). The workqueue never runs two plans at once. With
+// Options.KeepPlans it keeps the plan for its readers (LatestPlan), which explain it.
 func (b *Binder) runPlan(ctx context.Context) error {
 	start := time.Now()
 	read := b.made.reads.Add(1)
@@ -33,11 +33,9 @@ func (b *Binder) runPlan(ctx context.Context) error {
 	}
 	plan := Plan(in)
 	explained := plan
-	if b.o.NoVolumeFitsAfter > 0 || b.o.KeepPlans {
-		explained.Volumes = maps.Clone(plan.Volumes) // install hands plan.Volumes to the ledger
-	}
 	if b.o.KeepPlans {
-		b.made.keep(&MadePlan{Input: in, Plan: explained, Read: read})
+		explained.Volumes = maps.Clone(plan.Volumes) // install hands plan.Volumes to the ledger
+		b.made.keep(&MadePlan{Input: in, Plan: explained, Read: read, Took: time.Since(start)})
 	}
 	if b.ledger.install(plan.Volumes, in.InFlight, time.Now()) > 0 {
 		b.requestPlan() // for the claims it left unplanned, now that the new binds show
@@ -49,9 +47,6 @@ func (b *Binder) runPlan(ctx context.Context) error {
 	b.metrics.pending.Set(float64(len(plan.Claims)))
 	took := time.Since(start)
 	b.metrics.planDuration.Observe(took.Seconds())
-	// The NoVolumeFits pass shares the plan's time budget and its pause: planning and explaining
-	// together still take at most half a core.
-	took += b.postNoVolumeFits(ctx, in, explained, took)
 	b.planTook.Store(int64(took))
 	return nil
 }

@@ -3,8 +3,9 @@
 // (`pvguard explain pv`). It decides nothing itself: the claim's state comes from
 // binder.DecideClaim on the state binder.ClaimStateOf builds, the volume the binder would take from binder.Plan, and each column of the
 // candidate table from the predicate in policy (or binder) that the planner's fitsUnbound asks,
-// so that an explanation cannot disagree with the binder. NoVolumeFits gives the binder its
-// NoVolumeFits event from the same explanation.
+// so that an explanation cannot disagree with the binder. NoVolumeFitsReporter posts the
+// NoVolumeFits event from the same explanation, after each of the binder's plans
+// (novolumefits.go): explain reads the binder's plans, the binder never calls explain.
 //
 // A claim's explanation is made in steps, one file per concern, each step a function of what the
 // steps before it returned, composed in order by explainClaim: what it reads (input.go), the

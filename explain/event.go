@@ -15,7 +15,7 @@ import (
 const maxNoteLength = 1024
 
 // NoVolumeFits prepares, for the input the binder's plan read and the plan it made of it, the
-// binder's NoVolumeFits message for a claim (binder.Explainer). in.State must hold every claim
+// NoVolumeFits message for a claim (NoVolumeFitsReporter). in.State must hold every claim
 // (the plan considers the pending ones itself), and at least the nodes the explained claims'
 // selected-node annotations name. The plan is not made again: it is binder.Plan(in), which is
 // what Claim computes from the same input.

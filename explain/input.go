@@ -84,8 +84,9 @@ func findClaim(s *clusterstate.State, namespace, name string) (*corev1.Persisten
 }
 
 // index is an Input prepared for explaining its claims, once, so that explaining many claims
-// over the same input (the binder's NoVolumeFits pass) prepares once: its state (in.State, never
-// nil), whose own indexes find volumes, claims and nodes, and its classes by name.
+// over the same input (the NoVolumeFits pass over a binder's plan) prepares once: its state
+// (in.State, never nil), whose own indexes find volumes, claims and nodes, and its classes by
+// name.
 type index struct {
 	in      Input
 	classes map[string]*storagev1.StorageClass

@@ -193,7 +193,8 @@ func addAdmissionPolicyParams(ctx context.Context, sh shared, obj policy.ParamOb
 
 // addBinder builds the binder over the manager's cache and registers it; in active mode it runs
 // only on the elected replica. The explain pages read its in-flight state, and its plans when
-// keepPlans is set. hooks are the tests' (ServeWith), empty in production.
+// keepPlans is set; so does the NoVolumeFits reporter beside it (addNoVolumeFits). hooks are the
+// tests' (ServeWith), empty in production.
 func addBinder(ctx context.Context, sh shared, o BinderOptions, hooks BinderHooks, keepPlans bool, views *clusterview.Source, firstAudit <-chan struct{}) (*binder.Binder, error) {
 	mgr := sh.mgr
 	identity, err := whoAmI(ctx, mgr.GetConfig())
@@ -207,10 +208,6 @@ func addBinder(ctx context.Context, sh shared, o BinderOptions, hooks BinderHook
 	var cacheReader client.Reader = mgr.GetCache() // the cache itself: cachelist reads its informers' stores
 	if hooks.WrapCache != nil {
 		cacheReader = hooks.WrapCache(cacheReader)
-	}
-	noFits, err := noVolumeFitsRecorder(mgr, o.NoVolumeFitsAfter)
-	if err != nil {
-		return nil, err
 	}
 	b, err := binder.New(binder.Options{
 		Mode:        o.Mode,
@@ -227,11 +224,7 @@ func addBinder(ctx context.Context, sh shared, o BinderOptions, hooks BinderHook
 		Writer:      writer,
 		WriteGuard:  writeGuard,
 		BeforeWrite: hooks.BeforeWrite,
-
-		NoVolumeFitsAfter:    o.NoVolumeFitsAfter,
-		Explain:              explain.NoVolumeFits,
-		NoVolumeFitsRecorder: noFits,
-		KeepPlans:            keepPlans,
+		KeepPlans:   keepPlans || o.NoVolumeFitsAfter > 0,
 	})
 	if err != nil {
 		return nil, err
@@ -241,6 +234,9 @@ func addBinder(ctx context.Context, sh shared, o BinderOptions, hooks BinderHook
 	}
 	if err := mgr.Add(afterFirstAudit{binder: b, audit: firstAudit, budget: binderStartBudget}); err != nil {
 		return nil, fmt.Errorf("adding binder: %w", err)
+	}
+	if err := addNoVolumeFits(mgr, b, o.NoVolumeFitsAfter); err != nil {
+		return nil, err
 	}
 	sh.log.Info("binder enabled", "mode", o.Mode, "identity", identity.Username, "leaderElection", sh.lease != nil)
 	return b, nil
@@ -283,14 +279,32 @@ func (a afterFirstAudit) Start(ctx context.Context) error {
 	return a.binder.Start(ctx)
 }
 
-// noVolumeFitsRecorder records the binder's NoVolumeFits events (nil when they are off): core/v1
-// events, as the binder's others, whose correlator makes a repeat of the same message a higher
+// addNoVolumeFits adds the reporter that posts NoVolumeFits after the binder's plans (none when
+// after is 0): package explain reads the binder's plans, the binder never calls it. It runs on
+// the elected replica only, where the binder plans.
+func addNoVolumeFits(mgr manager.Manager, b *binder.Binder, after time.Duration) error {
+	rec, err := noVolumeFitsRecorder(mgr, after)
+	if err != nil || rec == nil {
+		return err
+	}
+	r, err := explain.NewNoVolumeFitsReporter(explain.NoVolumeFitsOptions{Binder: b, After: after, Recorder: rec})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(r); err != nil {
+		return fmt.Errorf("adding the NoVolumeFits reporter: %w", err)
+	}
+	return nil
+}
+
+// noVolumeFitsRecorder records the NoVolumeFits events under the binder's identity (nil when
+// they are off): core/v1 events, as the binder's others, whose correlator makes a repeat of the same message a higher
 // count on the same Event and a new message a new Event (docs/explain.md says why not
 // events.k8s.io's series). It has a broadcaster of its own: the correlator's spam filter lets a
 // claim's events of one type through 25 at once and then one per 5 minutes, and the Warning
 // events the binder repeats on every sync of a claim (VolumeMismatch, ProvisioningFailed) would
 // otherwise spend that budget. Its filter lets one event per claim through per
-// --no-volume-fits-after (the binder's own pace), and it remembers 32,768 events, so a refresh
+// --no-volume-fits-after (the reporter's own pace), and it remembers 32,768 events, so a refresh
 // finds its Event for up to that many stuck claims. Its writes share the client's token bucket
 // (cfg.RateLimiter).
 func noVolumeFitsRecorder(mgr manager.Manager, after time.Duration) (record.EventRecorder, error) {

@@ -213,8 +213,8 @@ type BinderOptions struct {
 	Mode    binder.Mode
 	Workers int
 	Resync  time.Duration
-	// NoVolumeFitsAfter is how long a claim stays Pending before the binder posts NoVolumeFits
-	// on it (when no volume fits and nothing else will give it one); 0 turns the event off.
+	// NoVolumeFitsAfter is how long a claim stays Pending before NoVolumeFits is posted on it
+	// after the binder's plans (when no volume fits and nothing else will give it one); 0 turns the event off.
 	NoVolumeFitsAfter time.Duration
 }
 

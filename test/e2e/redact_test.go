@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pvbinder "github.com/pvguard/pvguard/binder"
+	"github.com/pvguard/pvguard/explain"
 	"github.com/pvguard/pvguard/internal/cli"
 	"github.com/pvguard/pvguard/test/harness"
 	"github.com/pvguard/pvguard/test/testobj"
@@ -141,7 +142,7 @@ func TestAnswersNameOnlyWhatTheRequesterReads(t *testing.T) {
 			return false, err
 		}
 		for _, ev := range evs.Items {
-			if ev.InvolvedObject.Name == "lonely" && ev.Reason == pvbinder.ReasonNoVolumeFits {
+			if ev.InvolvedObject.Name == "lonely" && ev.Reason == explain.ReasonNoVolumeFits {
 				event = ev.Message
 				return true, nil
 			}

@@ -1,10 +1,11 @@
-package binder
+package explain
 
 import (
 	"context"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,13 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
-// fakeExplainer stands in for explain.NoVolumeFits (which imports binder): it says what why
-// holds for a claim (no event when absent) and records what the binder asked.
+// fakeExplainer stands in for NoVolumeFits: it says what why holds for a claim (no event when
+// absent) and records what the reporter asked.
 type fakeExplainer struct {
 	mu    sync.Mutex
 	why   map[string]string // namespace/name -> message
@@ -32,7 +34,7 @@ type fakeExplainer struct {
 	nodes  []*corev1.Node
 }
 
-func (f *fakeExplainer) explain(in PlanInput, _ PoolPlan) func(*corev1.PersistentVolumeClaim) (string, bool) {
+func (f *fakeExplainer) explain(in binder.PlanInput, _ binder.PoolPlan) func(*corev1.PersistentVolumeClaim) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, nil)
@@ -80,22 +82,52 @@ func created(ago time.Duration) testobj.PVCMod {
 	return testobj.ClaimMeta(func(m *metav1.ObjectMeta) { m.CreationTimestamp = metav1.NewTime(time.Now().Add(-ago)) })
 }
 
-// noFitsBinder is a binder over a fake cluster holding objs that posts NoVolumeFits after
-// `after`, as f explains, to the recorder it returns.
-func noFitsBinder(t *testing.T, after time.Duration, f *fakeExplainer, objs ...client.Object) (*Binder, *record.FakeRecorder, client.Client) {
+// noFitsRun is a binder over a fake cluster, planning until the test ends, and a reporter over
+// its plans whose passes the test runs (plan).
+type noFitsRun struct {
+	b *binder.Binder
+	r *NoVolumeFitsReporter
+	// work is what the passes told the binder they spent.
+	work atomic.Int64
+}
+
+func (h *noFitsRun) LatestPlan() (*binder.MadePlan, <-chan struct{}) { return h.b.LatestPlan() }
+
+func (h *noFitsRun) AddPlanWork(d time.Duration) {
+	h.work.Add(int64(d))
+	h.b.AddPlanWork(d)
+}
+
+// noFitsBinder starts a binder (shadow: it plans as the active one does, and writes nothing)
+// over a fake cluster holding objs, keeping its plans, and builds a reporter over them that
+// posts NoVolumeFits after `after`, as f explains, to the recorder it returns.
+func noFitsBinder(t *testing.T, after time.Duration, f *fakeExplainer, objs ...client.Object) (*noFitsRun, *record.FakeRecorder, client.Client) {
 	t.Helper()
 	c := fake.NewClientBuilder().WithObjects(objs...).Build()
 	rec := record.NewFakeRecorder(100)
-	b, err := New(Options{
-		Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+	b, err := binder.New(binder.Options{
+		Mode: binder.ModeShadow, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		Views:    func(context.Context) policy.View { return testobj.NewView() },
-		Recorder: record.NewFakeRecorder(100), Cache: c, Live: c, Writer: c,
-		NoVolumeFitsAfter: after, Explain: f.explain, NoVolumeFitsRecorder: rec,
+		Recorder: record.NewFakeRecorder(100), Cache: c, Live: c, Writer: c, KeepPlans: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, rec, c
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	h := &noFitsRun{b: b}
+	if h.r, err = NewNoVolumeFitsReporter(NoVolumeFitsOptions{Binder: h, After: after, Recorder: rec}); err != nil {
+		t.Fatal(err)
+	}
+	h.r.explain = f.explain
+	return h, rec, c
 }
 
 // events drains the events recorded so far.
@@ -111,10 +143,24 @@ func events(rec *record.FakeRecorder) []string {
 	}
 }
 
-func plan(t *testing.T, b *Binder) {
+// plan waits for a plan that read the cluster after the call began and runs the reporter's pass
+// over it, as the reporter's loop does after each plan.
+func plan(t *testing.T, h *noFitsRun) {
 	t.Helper()
-	if err := b.runPlan(context.Background()); err != nil {
-		t.Fatal(err)
+	read := h.b.PlanReadsBegun()
+	h.b.RequestPlan()
+	timeout := time.After(10 * time.Second)
+	for {
+		mp, next := h.b.LatestPlan()
+		if mp != nil && mp.Read > read {
+			h.AddPlanWork(h.r.pass(mp))
+			return
+		}
+		select {
+		case <-next:
+		case <-timeout:
+			t.Fatal("no plan in 10s")
+		}
 	}
 }
 
@@ -123,8 +169,10 @@ func plan(t *testing.T, b *Binder) {
 // explainer says no volume fits get one NoVolumeFits warning; claims younger than the delay,
 // bound, Lost or being deleted are not explained.
 func TestNoVolumeFitsAfterTheDelay(t *testing.T) {
-	local := class("local", storage.NoProvisioner, storagev1.VolumeBindingImmediate)
-	late := class("late", storage.NoProvisioner, storagev1.VolumeBindingWaitForFirstConsumer)
+	class := func(name string, mode storagev1.VolumeBindingMode) *storagev1.StorageClass {
+		return testobj.StorageClass(name, storage.NoProvisioner, func(sc *storagev1.StorageClass) { sc.VolumeBindingMode = &mode })
+	}
+	local, late := class("local", storagev1.VolumeBindingImmediate), class("late", storagev1.VolumeBindingWaitForFirstConsumer)
 	old := created(2 * time.Minute)
 	f := &fakeExplainer{why: map[string]string{"ns/old": "no volume fits: closest volume pv-1: volumeMode Filesystem != Block"}}
 	b, rec, _ := noFitsBinder(t, time.Minute, f, local, late, testobj.Node("n1", nil),
@@ -172,18 +220,18 @@ func TestNoVolumeFitsAtMostOncePerDelay(t *testing.T) {
 	if n := f.passes(); n != 1 {
 		t.Errorf("%d passes explained claims, want 1", n)
 	}
-	b.noFits.mu.Lock()
-	next := b.noFits.next
-	b.noFits.mu.Unlock()
+	b.r.claims.mu.Lock()
+	next := b.r.claims.next
+	b.r.claims.mu.Unlock()
 	if wait := time.Until(next); wait < 5*time.Second || wait > 6*time.Second {
 		t.Errorf("the next pass may run in %s, want a tenth of the delay (6s)", wait)
 	}
 
 	elapse := func() { // as if the delay had passed since the claim was last explained
-		b.noFits.mu.Lock()
-		b.noFits.explained[claim.UID] = b.noFits.explained[claim.UID].Add(-time.Minute)
-		b.noFits.next = time.Time{}
-		b.noFits.mu.Unlock()
+		b.r.claims.mu.Lock()
+		b.r.claims.explained[claim.UID] = b.r.claims.explained[claim.UID].Add(-time.Minute)
+		b.r.claims.next = time.Time{}
+		b.r.claims.mu.Unlock()
 	}
 	elapse()
 	plan(t, b)
@@ -191,7 +239,7 @@ func TestNoVolumeFitsAtMostOncePerDelay(t *testing.T) {
 		t.Fatalf("events once the delay passed %q, want the same message again (a refresh)", got)
 	}
 	f.set("ns/c", "second reason")
-	b.noFits.passDone(time.Time{}) // a pass runs, but the claim was explained within the delay
+	b.r.claims.passDone(time.Time{}) // a pass runs, but the claim was explained within the delay
 	plan(t, b)
 	if got := events(rec); len(got) != 0 {
 		t.Fatalf("events right after a refresh %q, want none until the delay passes", got)
@@ -225,17 +273,17 @@ func TestNoVolumeFitsForgetsClaims(t *testing.T) {
 	if err := c.Delete(ctx, bc); err != nil {
 		t.Fatal(err)
 	}
-	b.noFits.passDone(time.Time{}) // passes run at most once in a tenth of the delay
+	b.r.claims.passDone(time.Time{}) // passes run at most once in a tenth of the delay
 	plan(t, b)
-	b.noFits.mu.Lock()
-	defer b.noFits.mu.Unlock()
-	if len(b.noFits.explained) != 0 {
-		t.Errorf("still remembered: %v", b.noFits.explained)
+	b.r.claims.mu.Lock()
+	defer b.r.claims.mu.Unlock()
+	if len(b.r.claims.explained) != 0 {
+		t.Errorf("still remembered: %v", b.r.claims.explained)
 	}
 }
 
-// TestNoVolumeFitsOff: with no delay set, no claim is ever explained; a delay without an
-// explainer is refused.
+// TestNoVolumeFitsOff: with no delay set, no claim is ever explained; a reporter without the
+// binder's plans or a recorder is refused.
 func TestNoVolumeFitsOff(t *testing.T) {
 	f := &fakeExplainer{why: map[string]string{"ns/c": "reason"}}
 	b, rec, _ := noFitsBinder(t, 0, f, testobj.PVC("ns", "c", created(time.Hour)))
@@ -243,12 +291,13 @@ func TestNoVolumeFitsOff(t *testing.T) {
 	if n, got := f.passes(), events(rec); n != 0 || len(got) != 0 {
 		t.Errorf("%d passes, events %q; want none", n, got)
 	}
-	c := fake.NewClientBuilder().Build()
-	_, err := New(Options{Mode: ModeActive, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
-		Views: func(context.Context) policy.View { return testobj.NewView() }, Recorder: record.NewFakeRecorder(1),
-		Cache: c, Live: c, Writer: c, NoVolumeFitsAfter: time.Minute})
-	if err == nil || !strings.Contains(err.Error(), "Explain") {
-		t.Errorf("New with NoVolumeFitsAfter and no Explain: %v, want an error naming Explain", err)
+	for name, o := range map[string]NoVolumeFitsOptions{
+		"Binder":   {After: time.Minute, Recorder: rec},
+		"Recorder": {After: time.Minute, Binder: b},
+	} {
+		if _, err := NewNoVolumeFitsReporter(o); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("NewNoVolumeFitsReporter with After and no %s: %v, want an error naming %s", name, err, name)
+		}
 	}
 }
 
@@ -269,8 +318,8 @@ func TestNoVolumeFitsSharesThePlansTime(t *testing.T) {
 	if len(first) == 0 || len(first) == len(all) {
 		t.Fatalf("the first pass explained %d of %d claims at 25ms each; want it to stop after its budget (the plan's duration, at least 50ms)", len(first), len(all))
 	}
-	if time.Duration(b.planTook.Load()) < time.Duration(len(first))*f.delay {
-		t.Errorf("the pause before the next plan (%s) leaves out the explaining (%d claims)", time.Duration(b.planTook.Load()), len(first))
+	if time.Duration(b.work.Load()) < time.Duration(len(first))*f.delay {
+		t.Errorf("the time added to the binder's pause before its next plan (%s) leaves out the explaining (%d claims)", time.Duration(b.work.Load()), len(first))
 	}
 	seen := map[string]bool{}
 	for _, n := range first {
@@ -288,5 +337,37 @@ func TestNoVolumeFitsSharesThePlansTime(t *testing.T) {
 	}
 	if len(seen) != len(all) {
 		t.Errorf("explained %d of %d claims", len(seen), len(all))
+	}
+}
+
+// TestNoVolumeFitsAfterEachPlan: started, the reporter runs its pass after a plan of the
+// binder's, with nobody asking, posts the event, and tells the binder the time it spent.
+func TestNoVolumeFitsAfterEachPlan(t *testing.T) {
+	f := &fakeExplainer{why: map[string]string{"ns/c": "reason"}}
+	h, rec, _ := noFitsBinder(t, time.Minute, f, testobj.PVC("ns", "c", created(2*time.Minute)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.r.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	h.b.RequestPlan()
+	select {
+	case e := <-rec.Events:
+		if e != "Warning NoVolumeFits reason" {
+			t.Errorf("event %q, want Warning NoVolumeFits reason", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no NoVolumeFits event in 10s after a plan")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for h.work.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if h.work.Load() == 0 {
+		t.Error("the pass told the binder of no time spent")
 	}
 }
