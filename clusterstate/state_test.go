@@ -199,7 +199,7 @@ func TestKeys(t *testing.T) {
 }
 
 // TestReplacingClaimsOrNodesKeepsTheRest: a reader that narrows a state's claims or nodes (the
-// binder's NoVolumeFits pass, explain's copies of the claims) keeps its pods and the kinds it was
+// NoVolumeFits pass, explain's copies of the claims) keeps its pods and the kinds it was
 // read with, so that no rule reading them fails on the narrowed state.
 func TestReplacingClaimsOrNodesKeepsTheRest(t *testing.T) {
 	const vac = clusterstate.Kind("VolumeAttributesClass")
