@@ -39,6 +39,24 @@ func eachField(b []byte, f func(num protowire.Number, v []byte) error) error {
 	return nil
 }
 
+// stringField is a string field of a message: its number, and where stringFields puts it.
+type stringField struct {
+	num protowire.Number
+	dst *string
+}
+
+// stringFields reads the given string fields of the message b.
+func stringFields(b []byte, fields ...stringField) error {
+	return eachField(b, func(num protowire.Number, v []byte) error {
+		for _, f := range fields {
+			if f.num == num {
+				*f.dst = string(v)
+			}
+		}
+		return nil
+	})
+}
+
 // claimFacts is what the local read needs of every claim: who it is and which volume it names.
 type claimFacts struct {
 	namespace, name, uid, volumeName string
@@ -49,25 +67,10 @@ func scanClaim(b []byte) (claimFacts, error) {
 	var f claimFacts
 	err := eachField(b, func(num protowire.Number, v []byte) error {
 		switch num {
-		case 1: // metadata
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				switch num {
-				case 1:
-					f.name = string(v)
-				case 3:
-					f.namespace = string(v)
-				case 5:
-					f.uid = string(v)
-				}
-				return nil
-			})
-		case 2: // spec
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				if num == 3 {
-					f.volumeName = string(v)
-				}
-				return nil
-			})
+		case 1: // metadata: name, namespace, uid
+			return stringFields(v, stringField{1, &f.name}, stringField{3, &f.namespace}, stringField{5, &f.uid})
+		case 2: // spec: volumeName
+			return stringFields(v, stringField{3, &f.volumeName})
 		}
 		return nil
 	})
@@ -120,31 +123,16 @@ func scanVolume(b []byte) (volumeFacts, error) {
 		case 2: // spec
 			return eachField(v, func(num protowire.Number, v []byte) error {
 				switch num {
-				case 4: // claimRef
+				case 4: // claimRef: namespace, name, uid
 					f.hasRef = true
-					return eachField(v, func(num protowire.Number, v []byte) error {
-						switch num {
-						case 2:
-							f.refNamespace = string(v)
-						case 3:
-							f.refName = string(v)
-						case 4:
-							f.refUID = string(v)
-						}
-						return nil
-					})
+					return stringFields(v, stringField{2, &f.refNamespace}, stringField{3, &f.refName}, stringField{4, &f.refUID})
 				case 6:
 					specClass = string(v)
 				}
 				return nil
 			})
-		case 3: // status
-			return eachField(v, func(num protowire.Number, v []byte) error {
-				if num == 1 {
-					f.phase = string(v)
-				}
-				return nil
-			})
+		case 3: // status: phase
+			return stringFields(v, stringField{1, &f.phase})
 		}
 		return nil
 	})
