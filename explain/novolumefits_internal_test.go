@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/binder"
-	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
@@ -105,24 +104,8 @@ func noFitsBinder(t *testing.T, after time.Duration, f *fakeExplainer, objs ...c
 	t.Helper()
 	c := fake.NewClientBuilder().WithObjects(objs...).Build()
 	rec := record.NewFakeRecorder(100)
-	b, err := binder.New(binder.Options{
-		Mode: binder.ModeShadow, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
-		Views:    func(context.Context) policy.View { return testobj.NewView() },
-		Recorder: record.NewFakeRecorder(100), Cache: c, Live: c, Writer: c, KeepPlans: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	h := &noFitsRun{b: b}
+	h := &noFitsRun{b: StartShadowBinder(t, c)}
+	var err error
 	if h.r, err = NewNoVolumeFitsReporter(NoVolumeFitsOptions{Binder: h, After: after, Recorder: rec}); err != nil {
 		t.Fatal(err)
 	}

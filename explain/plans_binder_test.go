@@ -11,14 +11,12 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/explain"
-	"github.com/pvguard/pvguard/policy"
 	. "github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -44,23 +42,8 @@ func TestExplanationsReadTheBindersPlan(t *testing.T) {
 		}
 		return cl.List(ctx, list, opts...)
 	}})
-	b, err := binder.New(binder.Options{
-		Mode: binder.ModeShadow, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
-		Views:    func(context.Context) policy.View { return NewView() },
-		Recorder: record.NewFakeRecorder(100), Cache: c, Live: c, Writer: c, KeepPlans: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	b := explain.StartShadowBinder(t, c)
+	ctx := t.Context()
 
 	// The clock runs: plans are spaced by it.
 	o := explain.ServeOptions{Cache: reader, Now: time.Now, Log: logr.Discard(),
