@@ -2,8 +2,11 @@ package cli
 
 import (
 	"math"
+
 	"runtime/debug"
 	"testing"
+
+	"github.com/go-logr/logr"
 )
 
 func TestMemoryLimit(t *testing.T) {
@@ -43,5 +46,49 @@ func TestLimitLocalReadMemory(t *testing.T) {
 	limitLocalReadMemory("1GiB")
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
 		t.Errorf("with GOMEMLIMIT set, limit %d, want it unchanged", got)
+	}
+}
+
+func TestGCPercent(t *testing.T) {
+	for _, tc := range []struct {
+		name, gogc string
+		flag, want int
+		wantErr    bool
+	}{
+		{name: "default", flag: defaultGCPercent, want: defaultGCPercent},
+		{name: "given", flag: 50, want: 50},
+		{name: "Go's default given", flag: 100, want: 100},
+		{name: "GOGC wins", flag: 50, gogc: "200", want: 0},
+		{name: "GOGC off wins", flag: 50, gogc: "off", want: 0},
+		{name: "too low", flag: minGCPercent - 1, wantErr: true},
+		{name: "negative", flag: -1, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := gcPercent(tc.flag, tc.gogc)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("gcPercent(%d, %q) error = %v, want error %v", tc.flag, tc.gogc, err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("gcPercent(%d, %q) = %d, want %d", tc.flag, tc.gogc, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestApplyGCPercent: the flag sets the collector's percentage unless GOGC is set.
+func TestApplyGCPercent(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	if err := applyGCPercent(40, "", logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); got != 40 {
+		t.Errorf("GC percent %d, want 40", got)
+	}
+	if err := applyGCPercent(40, "100", logr.Discard()); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set, GC percent %d, want it unchanged (100)", got)
 	}
 }

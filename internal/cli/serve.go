@@ -76,6 +76,9 @@ func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr
 	if err := applyMemoryLimit(o.MemoryLimit, os.Getenv("GOMEMLIMIT"), log); err != nil {
 		return nil, err
 	}
+	if err := applyGCPercent(o.GCPercent, os.Getenv("GOGC"), log); err != nil {
+		return nil, err
+	}
 	cfg, err := serveRESTConfig(o.API)
 	if err != nil {
 		return nil, err

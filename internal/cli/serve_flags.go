@@ -20,7 +20,10 @@ type ServeFlags struct {
 	// MemoryLimit is the container's memory limit (the chart passes limits.memory through the
 	// downward API). When set and GOMEMLIMIT is not, the Go heap's soft limit is set to 90% of
 	// it, so that the collector works harder before the kernel kills the process.
-	MemoryLimit   string
+	MemoryLimit string
+	// GCPercent is the collector's headroom (GOGC) unless GOGC is set: pvguard's default keeps
+	// less than Go's (defaultGCPercent).
+	GCPercent     int
 	Listen        string
 	MetricsListen string
 	// Profiling serves Go's profiles at /debug/pprof/ on MetricsListen (docs/install.md, "Sizing").
@@ -63,6 +66,7 @@ type BinderHooks struct {
 // DefaultServeFlags are the flag defaults.
 func DefaultServeFlags() ServeFlags {
 	return ServeFlags{
+		GCPercent:       defaultGCPercent,
 		Listen:          ":9443",
 		Namespace:       os.Getenv("POD_NAMESPACE"),
 		ShutdownTimeout: 25 * time.Second,
@@ -104,6 +108,7 @@ func DefaultServeFlags() ServeFlags {
 // each component's by its options.
 func (o *ServeFlags) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (a quantity such as 1Gi, or bytes); the Go heap's soft limit is set to 90% of it unless GOMEMLIMIT is set")
+	f.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, "the Go collector's headroom (GOGC): a collection starts when the heap has grown by this percentage of the live heap; unused when GOGC is set")
 	f.StringVar(&o.Listen, "listen", o.Listen, "address of the TLS listener for webhooks, health, readiness and metrics")
 	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "optional plain-HTTP address for /metrics, /healthz and /readyz")
 	f.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (net/http/pprof) at /debug/pprof/ on --metrics-listen")

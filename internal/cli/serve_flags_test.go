@@ -47,6 +47,7 @@ func TestServeFlagNamesAndDefaults(t *testing.T) {
 		"leader-election-id":               "pvguard-leader",
 		"leader-election-namespace":        "",
 		"leader-election-qps":              "5",
+		"gc-percent":                       "30",
 		"listen":                           ":9443",
 		"live-read-budget":                 "250ms",
 		"live-read-burst":                  "100",
@@ -204,7 +205,7 @@ func TestTrafficClassAndQueueFlags(t *testing.T) {
 // component's options, and no other (every flag given a value no other has).
 func TestServeFlagsLandInTheirOptions(t *testing.T) {
 	o, err := ParseServeArgs([]string{
-		"--memory-limit=1Gi", "--listen=:1", "--metrics-listen=:2", "--profiling", "--namespace=ns",
+		"--memory-limit=1Gi", "--gc-percent=33", "--listen=:1", "--metrics-listen=:2", "--profiling", "--namespace=ns",
 		"--config=c.yaml", "--admission-policy-params=params", "--shutdown-timeout=3s", "--shutdown-delay=4s",
 		"--kubeconfig=kc", "--kube-api-qps=5", "--kube-api-burst=6", "--live-read-qps=7", "--live-read-burst=8",
 		"--audit-qps=9", "--audit-burst=10", "--access-qps=11", "--access-burst=12",
@@ -223,7 +224,7 @@ func TestServeFlagsLandInTheirOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ServeFlags{
-		MemoryLimit: "1Gi", Listen: ":1", MetricsListen: ":2", Profiling: true, Namespace: "ns",
+		MemoryLimit: "1Gi", GCPercent: 33, Listen: ":1", MetricsListen: ":2", Profiling: true, Namespace: "ns",
 		ConfigFile: "c.yaml", AdmissionPolicyParams: "params", ShutdownTimeout: 3 * time.Second, ShutdownDelay: 4 * time.Second,
 		API: APIOptions{Kubeconfig: "kc", QPS: 5, Burst: 6, Classes: APIClasses{
 			LiveReads: APIRate{7, 8}, Audit: APIRate{9, 10}, Access: APIRate{11, 12}, LeaderElection: APIRate{13, 14},
