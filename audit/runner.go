@@ -37,11 +37,14 @@ type RunnerOptions struct {
 	Now      func() time.Time
 }
 
-// judged is what the last audit of one object found.
-type judged struct {
+// result is what the last audit of one object found: its findings and, for a volume or a claim
+// not bound, its dashboard row. The runner keeps one per object of the cluster between audits,
+// so it holds only the object's key, the findings the rules returned (none for nearly every
+// object) and the row's fields (row).
+type result struct {
+	key      clusterstate.Key
 	findings []policy.Finding
-	binding  *Binding      // volumes only
-	pending  *PendingClaim // claims not bound only
+	row      *row // volumes, and claims not bound
 }
 
 // Runner audits the cluster: every object in full each interval, and between full audits the
@@ -60,14 +63,16 @@ type Runner struct {
 	full    bool
 	dirty   map[clusterstate.Key]struct{}
 
-	mu      sync.RWMutex
-	objects map[clusterstate.Key]judged
-	// order is objects' keys in report order, re-sorted only when a key comes or goes: an
-	// incremental audit that changes one object's findings must not sort the whole cluster.
-	order      []clusterstate.Key
-	orderStale bool
-	latest     Report
-	found      []policy.Finding
+	mu sync.RWMutex
+	// results has one result per object of the last audit, one object each. A full audit leaves
+	// them in the order it audited the objects (sorting every key of the cluster would take a
+	// tenth of its time); they are sorted into report order when first needed after it (an
+	// incremental audit, which finds objects by binary search, or the rows), and stay in order:
+	// an incremental audit updates them in place and merges in the objects that came.
+	results []result
+	sorted  bool
+	latest  Report
+	found   []policy.Finding
 
 	findings *prometheus.GaugeVec
 	duration *prometheus.HistogramVec
@@ -91,7 +96,6 @@ func NewRunner(o RunnerOptions) *Runner {
 		updated:   make(chan struct{}, 1),
 		firstDone: make(chan struct{}),
 		dirty:     map[clusterstate.Key]struct{}{},
-		objects:   map[clusterstate.Key]judged{},
 		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pvguard_audit_findings",
 			Help: "Findings of the last audit, by rule and action."}, []string{"rule", "action"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pvguard_audit_duration_seconds",
