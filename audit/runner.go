@@ -71,8 +71,13 @@ type Runner struct {
 	// an incremental audit updates them in place and merges in the objects that came.
 	results []result
 	sorted  bool
-	latest  Report
-	found   []policy.Finding
+	// found, at and objects are the last audit's findings, when it ended and how many objects it
+	// read; published once an audit has ended. Latest makes the report of them when asked for:
+	// kept, its findings would be a second copy of found's.
+	found     []policy.Finding
+	at        time.Time
+	objects   int
+	published bool
 
 	findings *prometheus.GaugeVec
 	duration *prometheus.HistogramVec

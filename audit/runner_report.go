@@ -54,14 +54,20 @@ func (r *Runner) sortResults() {
 func (r *Runner) LatestFindings() ([]policy.Finding, time.Time, int) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.found, r.latest.Time, r.latest.Summary.Objects
+	return r.found, r.at, r.objects
 }
 
-// Latest returns the last audit's report.
+// Latest returns the last audit's report (the zero Report before the first), made of its
+// findings when asked for.
 func (r *Runner) Latest() Report {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.latest
+	if !r.published {
+		return Report{}
+	}
+	report := NewReport(r.objects, r.found)
+	report.Time = r.at
+	return report
 }
 
 // publish merges the per-object results into the report and the metrics (the bindings and the
@@ -85,9 +91,7 @@ func (r *Runner) publish(start time.Time, scope string) {
 		perObject = append(perObject, r.results[i].findings)
 	}
 	found := policy.Merge(perObject)
-	report := NewReport(len(r.results), found)
-	report.Time = r.o.Now()
-	r.latest, r.found = report, found
+	r.found, r.at, r.objects, r.published = found, r.o.Now(), len(r.results), true
 	r.mu.Unlock()
 	select {
 	case r.updated <- struct{}{}:
