@@ -43,10 +43,14 @@ type row struct {
 	// reclaim is a volume's reclaim policy.
 	reclaim string
 	// claimNamespace, claimName and claimPhase are the claim a volume's claimRef names and that
-	// claim's phase, when claimRef is set.
+	// claim's phase, when claimRef is set (hasClaimRef).
 	claimNamespace, claimName, claimPhase string
-	claimRef                              bool
 }
+
+// hasClaimRef says whether the volume whose row r is has a claimRef: claimPhase is "missing" for
+// one that names no claim, and a claimRef that names one has a name (no flag then: seven strings
+// fit the allocator's 112-byte class, a flag more takes 128 bytes).
+func (r row) hasClaimRef() bool { return r.claimPhase != "" || r.claimName != "" }
 
 // volumeRow is a volume's row: the claim it points at and that claim's phase ("missing" when the
 // claim is gone or was re-created).
@@ -59,7 +63,7 @@ func volumeRow(pv *corev1.PersistentVolume, v policy.View) (row, error) {
 	if ref == nil {
 		return r, nil
 	}
-	r.claimRef, r.claimNamespace, r.claimName = true, ref.Namespace, ref.Name
+	r.claimNamespace, r.claimName = ref.Namespace, ref.Name
 	phase, err := claimPhase(ref, v)
 	r.claimPhase = phase
 	if err != nil {
@@ -71,7 +75,7 @@ func volumeRow(pv *corev1.PersistentVolume, v policy.View) (row, error) {
 // binding is the binding row of the volume named name whose row r is.
 func (r row) binding(name string) Binding {
 	b := Binding{Volume: name, VolumePhase: r.phase, Capacity: r.size, Class: r.class, ReclaimPolicy: r.reclaim}
-	if !r.claimRef {
+	if !r.hasClaimRef() {
 		return b
 	}
 	claim := policy.ObjectRef{Kind: policy.KindPersistentVolumeClaim, Namespace: r.claimNamespace, Name: r.claimName}

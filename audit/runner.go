@@ -39,12 +39,20 @@ type RunnerOptions struct {
 
 // result is what the last audit of one object found: its findings and, for a volume or a claim
 // not bound, its dashboard row. The runner keeps one per object of the cluster between audits,
-// so it holds only the object's key, the findings the rules returned (none for nearly every
-// object) and the row's fields (row).
+// so it holds only the object's key and two pointers: to the findings, which nearly every object
+// has none of, and to the row's fields (row).
 type result struct {
 	key      clusterstate.Key
-	findings []policy.Finding
-	row      *row // volumes, and claims not bound
+	findings *[]policy.Finding // nil for none
+	row      *row              // volumes, and claims not bound
+}
+
+// found is the result's findings.
+func (res result) found() []policy.Finding {
+	if res.findings == nil {
+		return nil
+	}
+	return *res.findings
 }
 
 // Runner audits the cluster: every object in full each interval, and between full audits the

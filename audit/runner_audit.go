@@ -261,7 +261,11 @@ func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k clusterst
 // record is an audited object's result: its key, its findings and, for a volume or a claim not
 // bound, its row.
 func record(obj any, found []policy.Finding, v policy.View) (result, error) {
-	res := result{findings: found}
+	var res result
+	if len(found) > 0 {
+		f := found // only this copy of the slice's header escapes, for the objects with findings
+		res.findings = &f
+	}
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
 		res.key = clusterstate.VolumeKey(o.Name)

@@ -79,7 +79,7 @@ func (r *Runner) publish(start time.Time, scope string) {
 	// The rows' order (Bindings, Pending) is sorted when they are asked for.
 	var with []int
 	for i, res := range r.results {
-		if len(res.findings) > 0 {
+		if res.findings != nil {
 			with = append(with, i)
 		}
 	}
@@ -88,7 +88,7 @@ func (r *Runner) publish(start time.Time, scope string) {
 	}
 	perObject := make([][]policy.Finding, 0, len(with))
 	for _, i := range with {
-		perObject = append(perObject, r.results[i].findings)
+		perObject = append(perObject, r.results[i].found())
 	}
 	found := policy.Merge(perObject)
 	r.found, r.at, r.objects, r.published = found, r.o.Now(), len(r.results), true
