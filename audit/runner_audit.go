@@ -211,17 +211,21 @@ func (r *Runner) update(results []result, gone []clusterstate.Key) {
 			came = append(came, res)
 		}
 	}
-	drop := 0
+	// Every index is found before any result is marked: a marked result is out of order.
+	var drop []int
 	for _, k := range gone {
 		if i, ok := r.find(k); ok {
-			r.results[i].key, drop = clusterstate.Key{}, drop+1 // no object has the empty key
+			drop = append(drop, i)
 		}
 	}
-	if len(came) == 0 && drop == 0 {
+	if len(came) == 0 && len(drop) == 0 {
 		return
 	}
+	for _, i := range drop {
+		r.results[i].key = clusterstate.Key{} // no object has the empty key
+	}
 	slices.SortFunc(came, func(a, b result) int { return compareKeys(a.key, b.key) })
-	merged := make([]result, 0, len(r.results)-drop+len(came))
+	merged := make([]result, 0, len(r.results)-len(drop)+len(came))
 	for _, res := range r.results {
 		if res.key == (clusterstate.Key{}) {
 			continue
