@@ -198,11 +198,16 @@ func lookup(v policy.View, k clusterstate.Key) (any, []clusterstate.Key, error) 
 	return nil, nil, fmt.Errorf("re-auditing %s %s: not a volume or claim", k.Kind, k.Name)
 }
 
-// update puts an incremental audit's results in r.results, in report order: an object's result
-// replaces the one it had, an object that came is merged in, and the objects gone are dropped.
-// r.mu must be held for writing.
+// update puts an incremental audit's results in r.results: an object's result replaces the one
+// it had, an object that came is added, and the objects gone are dropped. Results in report
+// order stay so (the objects that came are merged in); results a full audit left in its order
+// are scanned once and stay unsorted, as sorting every result of the cluster costs several
+// times what the scan does. r.mu must be held for writing.
 func (r *Runner) update(results []result, gone []clusterstate.Key) {
-	r.sortResults()
+	if !r.sorted {
+		r.updateUnsorted(results, gone)
+		return
+	}
 	var came []result
 	for _, res := range results {
 		if i, ok := r.find(res.key); ok {
@@ -236,6 +241,37 @@ func (r *Runner) update(results []result, gone []clusterstate.Key) {
 		merged = append(merged, res)
 	}
 	r.results = append(merged, came...)
+}
+
+// updateUnsorted is update of results not in report order: one pass over them, which replaces
+// and drops in place, then the objects that came at the end.
+func (r *Runner) updateUnsorted(results []result, gone []clusterstate.Key) {
+	change := make(map[clusterstate.Key]int, len(results)+len(gone)) // index in results, -1 gone
+	for i, res := range results {
+		change[res.key] = i
+	}
+	for _, k := range gone {
+		change[k] = -1
+	}
+	kept := r.results[:0]
+	for _, res := range r.results {
+		i, ok := change[res.key]
+		if !ok {
+			kept = append(kept, res)
+			continue
+		}
+		delete(change, res.key)
+		if i >= 0 {
+			kept = append(kept, results[i])
+		}
+	}
+	clear(r.results[len(kept):]) // no pointer kept past the end to findings or rows dropped
+	for _, res := range results {
+		if _, came := change[res.key]; came {
+			kept = append(kept, res)
+		}
+	}
+	r.results = kept
 }
 
 // find is the index of k's result in r.results, which must be sorted.

@@ -450,6 +450,9 @@ func TestIncrementalAuditsMatchAFullAudit(t *testing.T) {
 		if err := r.RunPending(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The rows read after the first batch put the results in report order, which the second
+		// batch's incremental audit keeps: both ways of updating them are held to a full audit.
+		r.Bindings()
 	}
 
 	fresh := newRunner()
