@@ -72,11 +72,11 @@ type Runner struct {
 	dirty   map[clusterstate.Key]struct{}
 
 	mu sync.RWMutex
-	// results has one result per object of the last audit, one object each. A full audit leaves
-	// them in the order it audited the objects (sorting every key of the cluster would take a
-	// tenth of its time); they are sorted into report order when first needed after it (an
-	// incremental audit, which finds objects by binary search, or the rows), and stay in order:
-	// an incremental audit updates them in place and merges in the objects that came.
+	// results has one result per object the audits have judged and found there. A full audit
+	// leaves them in the order it audited the objects (sorting every key of the cluster would
+	// take a tenth of its time), and incremental audits update them in one pass (update); the
+	// rows sort them into report order (sorted), which incremental audits then keep, finding
+	// their objects by binary search and merging in those that came.
 	results []result
 	sorted  bool
 	// found, at and objects are the last audit's findings, when it ended and how many objects it
