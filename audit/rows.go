@@ -28,23 +28,60 @@ type Binding struct {
 // bindingOf is a volume's row: the claim it points at and that claim's phase ("missing" when the
 // claim is gone or was re-created).
 func bindingOf(pv *corev1.PersistentVolume, v policy.View) (Binding, error) {
-	b := Binding{Volume: pv.Name, VolumePhase: string(pv.Status.Phase), Class: storage.VolumeClass(pv),
-		ReclaimPolicy: string(pv.Spec.PersistentVolumeReclaimPolicy)}
+	r, err := volumeRow(pv, v)
+	return r.binding(pv.Name), err
+}
+
+// row is what an object's dashboard row is made of, kept per object between audits in place of
+// the row itself: a volume's binding row (Binding) holds a pointer and two Texts with arguments,
+// five allocations more than these fields, which name strings the cached object already holds.
+// binding and pending make the rows, the same each time.
+type row struct {
+	// phase, class and size are a volume's phase, class and capacity, or a claim's phase, class
+	// and request.
+	phase, class, size string
+	// reclaim is a volume's reclaim policy.
+	reclaim string
+	// claimNamespace, claimName and claimPhase are the claim a volume's claimRef names and that
+	// claim's phase, when claimRef is set (hasClaimRef).
+	claimNamespace, claimName, claimPhase string
+}
+
+// hasClaimRef says whether the volume whose row r is has a claimRef: claimPhase is "missing" for
+// one that names no claim, and a claimRef that names one has a name (no flag then: seven strings
+// fit the allocator's 112-byte class, a flag more takes 128 bytes).
+func (r row) hasClaimRef() bool { return r.claimPhase != "" || r.claimName != "" }
+
+// volumeRow is a volume's row: the claim it points at and that claim's phase ("missing" when the
+// claim is gone or was re-created).
+func volumeRow(pv *corev1.PersistentVolume, v policy.View) (row, error) {
+	r := row{phase: string(pv.Status.Phase), class: storage.VolumeClass(pv), reclaim: string(pv.Spec.PersistentVolumeReclaimPolicy)}
 	if q, ok := pv.Spec.Capacity[corev1.ResourceStorage]; ok {
-		b.Capacity = q.String()
+		r.size = q.String()
 	}
 	ref := pv.Spec.ClaimRef
 	if ref == nil {
-		return b, nil
+		return r, nil
 	}
-	claim := policy.ObjectRef{Kind: policy.KindPersistentVolumeClaim, Namespace: ref.Namespace, Name: ref.Name}
-	b.ClaimRef, b.Claim = &claim, policy.Textf("%s", policy.NameOf(claim))
+	r.claimNamespace, r.claimName = ref.Namespace, ref.Name
 	phase, err := claimPhase(ref, v)
-	b.ClaimPhase = policy.Textf("%s", policy.Either(claim, policy.Plain(policy.Word(phase)), policy.Text{}))
+	r.claimPhase = phase
 	if err != nil {
-		return b, fmt.Errorf("reading the claim of %s: %w", pv.Name, err)
+		return r, fmt.Errorf("reading the claim of %s: %w", pv.Name, err)
 	}
-	return b, nil
+	return r, nil
+}
+
+// binding is the binding row of the volume named name whose row r is.
+func (r row) binding(name string) Binding {
+	b := Binding{Volume: name, VolumePhase: r.phase, Capacity: r.size, Class: r.class, ReclaimPolicy: r.reclaim}
+	if !r.hasClaimRef() {
+		return b
+	}
+	claim := policy.ObjectRef{Kind: policy.KindPersistentVolumeClaim, Namespace: r.claimNamespace, Name: r.claimName}
+	b.ClaimRef, b.Claim = &claim, policy.Textf("%s", policy.NameOf(claim))
+	b.ClaimPhase = policy.Textf("%s", policy.Either(claim, policy.Plain(policy.Word(r.claimPhase)), policy.Text{}))
+	return b
 }
 
 // claimPhase is the phase of the claim ref names, "missing" when it is gone or was re-created.
@@ -67,14 +104,25 @@ type PendingClaim struct {
 // pendingOf is the claim's pending row, unless it is bound: Bound and bind-completed, as the
 // binders leave a claim whose binding they finished.
 func pendingOf(c *corev1.PersistentVolumeClaim) (PendingClaim, bool) {
+	r, ok := claimRow(c)
+	return r.pending(c.Namespace, c.Name), ok
+}
+
+// claimRow is the row of a claim not bound (pendingOf), false for a bound one.
+func claimRow(c *corev1.PersistentVolumeClaim) (row, bool) {
 	if _, done := c.Annotations[storage.AnnBindCompleted]; done && c.Status.Phase == corev1.ClaimBound {
-		return PendingClaim{}, false
+		return row{}, false
 	}
-	p := PendingClaim{Namespace: c.Namespace, Name: c.Name, Phase: string(c.Status.Phase), Class: storage.ClaimClass(c)}
+	r := row{phase: string(c.Status.Phase), class: storage.ClaimClass(c)}
 	if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
-		p.Request = q.String()
+		r.size = q.String()
 	}
-	return p, true
+	return r, true
+}
+
+// pending is the pending row of the claim namespace/name whose row r is.
+func (r row) pending(namespace, name string) PendingClaim {
+	return PendingClaim{Namespace: namespace, Name: name, Phase: r.phase, Class: r.class, Request: r.size}
 }
 
 // PendingOf lists the claims of a cluster state that are not bound, by namespace and name.

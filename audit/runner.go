@@ -37,11 +37,22 @@ type RunnerOptions struct {
 	Now      func() time.Time
 }
 
-// judged is what the last audit of one object found.
-type judged struct {
-	findings []policy.Finding
-	binding  *Binding      // volumes only
-	pending  *PendingClaim // claims not bound only
+// result is what the last audit of one object found: its findings and, for a volume or a claim
+// not bound, its dashboard row. The runner keeps one per object of the cluster between audits,
+// so it holds only the object's key and two pointers: to the findings, which nearly every object
+// has none of, and to the row's fields (row).
+type result struct {
+	key      clusterstate.Key
+	findings *[]policy.Finding // nil for none
+	row      *row              // volumes, and claims not bound
+}
+
+// found is the result's findings.
+func (res result) found() []policy.Finding {
+	if res.findings == nil {
+		return nil
+	}
+	return *res.findings
 }
 
 // Runner audits the cluster: every object in full each interval, and between full audits the
@@ -60,14 +71,21 @@ type Runner struct {
 	full    bool
 	dirty   map[clusterstate.Key]struct{}
 
-	mu      sync.RWMutex
-	objects map[clusterstate.Key]judged
-	// order is objects' keys in report order, re-sorted only when a key comes or goes: an
-	// incremental audit that changes one object's findings must not sort the whole cluster.
-	order      []clusterstate.Key
-	orderStale bool
-	latest     Report
-	found      []policy.Finding
+	mu sync.RWMutex
+	// results has one result per object the audits have judged and found there. A full audit
+	// leaves them in the order it audited the objects (sorting every key of the cluster would
+	// take a tenth of its time), and incremental audits update them in one pass (update); the
+	// rows sort them into report order (sorted), which incremental audits then keep, finding
+	// their objects by binary search and merging in those that came.
+	results []result
+	sorted  bool
+	// found, at and objects are the last audit's findings, when it ended and how many objects it
+	// read; published once an audit has ended. Latest makes the report of them when asked for:
+	// kept, its findings would be a second copy of found's.
+	found     []policy.Finding
+	at        time.Time
+	objects   int
+	published bool
 
 	findings *prometheus.GaugeVec
 	duration *prometheus.HistogramVec
@@ -91,7 +109,6 @@ func NewRunner(o RunnerOptions) *Runner {
 		updated:   make(chan struct{}, 1),
 		firstDone: make(chan struct{}),
 		dirty:     map[clusterstate.Key]struct{}{},
-		objects:   map[clusterstate.Key]judged{},
 		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pvguard_audit_findings",
 			Help: "Findings of the last audit, by rule and action."}, []string{"rule", "action"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pvguard_audit_duration_seconds",

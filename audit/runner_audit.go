@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,20 +47,18 @@ func (r *Runner) RunOnce(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	keys, results, err := recordEach(each, st)
+	results, err := recordEach(each, st)
 	if err != nil {
 		return err
 	}
-	objects := make(map[clusterstate.Key]judged, len(each))
 	var failed []error
-	for i, oa := range each {
-		objects[keys[i]] = results[i]
+	for _, oa := range each {
 		if oa.Err != nil {
 			failed = append(failed, oa.Err)
 		}
 	}
 	r.mu.Lock()
-	r.objects, r.orderStale = objects, true
+	r.results, r.sorted = results, false
 	r.mu.Unlock()
 	kept = true
 	r.publish(start, "full")
@@ -69,8 +68,8 @@ func (r *Runner) RunOnce(ctx context.Context) (err error) {
 // recordEach is record of every audited object, spread over the cores as the audit is: on one
 // core the volumes' binding rows took about as long as the rules on two. The first error in
 // the objects' order is returned, as a loop over them would.
-func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]clusterstate.Key, []judged, error) {
-	keys, results := make([]clusterstate.Key, len(each)), make([]judged, len(each))
+func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]result, error) {
+	results := make([]result, len(each))
 	errs := make([]error, len(each))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -84,7 +83,7 @@ func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]clustersta
 				for i := start; i < min(start+recordBlock, len(each)); i++ {
 					oa := each[i]
 					if _, errs[i] = policy.SplitRuleErrors(oa.Err); errs[i] == nil {
-						keys[i], results[i], errs[i] = record(oa.Object, oa.Findings, st)
+						results[i], errs[i] = record(oa.Object, oa.Findings, st)
 					}
 				}
 			}
@@ -93,10 +92,10 @@ func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]clustersta
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return keys, results, nil
+	return results, nil
 }
 
 // recordBlock is how many consecutive objects recordEach's goroutines take at a time.
@@ -130,32 +129,23 @@ func (r *Runner) runIncremental(ctx context.Context, dirty map[clusterstate.Key]
 		}
 		frontier = next
 	}
-	results := make(map[clusterstate.Key]*judged, len(todo))
+	results := make([]result, 0, len(todo))
+	var gone []clusterstate.Key
 	var failed []error
 	for k, obj := range todo {
 		if obj == nil {
-			results[k] = nil // gone
+			gone = append(gone, k)
 			continue
 		}
-		_, j, ruleErr, err := r.judge(ctx, obj, v)
+		_, res, ruleErr, err := r.judge(ctx, obj, v)
 		if err != nil {
 			return err
 		}
-		results[k] = &j
+		results = append(results, res)
 		failed = append(failed, ruleErr)
 	}
 	r.mu.Lock()
-	for k, j := range results {
-		_, had := r.objects[k]
-		if j == nil {
-			delete(r.objects, k)
-		} else {
-			r.objects[k] = *j
-		}
-		if had != (j != nil) {
-			r.orderStale = true
-		}
-	}
+	r.update(results, gone)
 	r.mu.Unlock()
 	r.publish(start, "incremental")
 	return errors.Join(failed...)
@@ -208,47 +198,131 @@ func lookup(v policy.View, k clusterstate.Key) (any, []clusterstate.Key, error) 
 	return nil, nil, fmt.Errorf("re-auditing %s %s: not a volume or claim", k.Kind, k.Name)
 }
 
-// judge audits one object, confirming absences live, and computes its binding row. When some
-// rules could not judge the object, ruleErr says which and the result holds the findings of the
-// rules that could, so one rule's failure does not hide the object's other findings; the caller
-// keeps them and reports ruleErr. Any other failure is err, with no result.
-func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k clusterstate.Key, j judged, ruleErr, err error) {
+// update puts an incremental audit's results in r.results: an object's result replaces the one
+// it had, an object that came is added, and the objects gone are dropped. Results in report
+// order stay so (the objects that came are merged in); results a full audit left in its order
+// are scanned once and stay unsorted, as sorting every result of the cluster costs several
+// times what the scan does. r.mu must be held for writing.
+func (r *Runner) update(results []result, gone []clusterstate.Key) {
+	if !r.sorted {
+		r.updateUnsorted(results, gone)
+		return
+	}
+	var came []result
+	for _, res := range results {
+		if i, ok := r.find(res.key); ok {
+			r.results[i] = res
+		} else {
+			came = append(came, res)
+		}
+	}
+	// Every index is found before any result is marked: a marked result is out of order.
+	var drop []int
+	for _, k := range gone {
+		if i, ok := r.find(k); ok {
+			drop = append(drop, i)
+		}
+	}
+	if len(came) == 0 && len(drop) == 0 {
+		return
+	}
+	for _, i := range drop {
+		r.results[i].key = clusterstate.Key{} // no object has the empty key
+	}
+	slices.SortFunc(came, func(a, b result) int { return compareKeys(a.key, b.key) })
+	merged := make([]result, 0, len(r.results)-len(drop)+len(came))
+	for _, res := range r.results {
+		if res.key == (clusterstate.Key{}) {
+			continue
+		}
+		for len(came) > 0 && compareKeys(came[0].key, res.key) < 0 {
+			merged, came = append(merged, came[0]), came[1:]
+		}
+		merged = append(merged, res)
+	}
+	r.results = append(merged, came...)
+}
+
+// updateUnsorted is update of results not in report order: one pass over them, which replaces
+// and drops in place, then the objects that came at the end.
+func (r *Runner) updateUnsorted(results []result, gone []clusterstate.Key) {
+	change := make(map[clusterstate.Key]int, len(results)+len(gone)) // index in results, -1 gone
+	for i, res := range results {
+		change[res.key] = i
+	}
+	for _, k := range gone {
+		change[k] = -1
+	}
+	kept := r.results[:0]
+	for _, res := range r.results {
+		i, ok := change[res.key]
+		if !ok {
+			kept = append(kept, res)
+			continue
+		}
+		delete(change, res.key)
+		if i >= 0 {
+			kept = append(kept, results[i])
+		}
+	}
+	clear(r.results[len(kept):]) // no pointer kept past the end to findings or rows dropped
+	for _, res := range results {
+		if _, came := change[res.key]; came {
+			kept = append(kept, res)
+		}
+	}
+	r.results = kept
+}
+
+// find is the index of k's result in r.results, which must be sorted.
+func (r *Runner) find(k clusterstate.Key) (int, bool) {
+	return slices.BinarySearchFunc(r.results, k, func(res result, k clusterstate.Key) int { return compareKeys(res.key, k) })
+}
+
+// judge audits one object, confirming absences live, and computes its row. When some rules could
+// not judge the object, ruleErr says which and the result holds the findings of the rules that
+// could, so one rule's failure does not hide the object's other findings; the caller keeps them
+// and reports ruleErr. Any other failure is err, with no result.
+func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k clusterstate.Key, res result, ruleErr, err error) {
 	engine, now := r.o.Engine(), r.o.Now()
 	found, ruleErr := engine.AuditObject(obj, v, now)
 	if _, err := policy.SplitRuleErrors(ruleErr); err != nil {
-		return clusterstate.Key{}, judged{}, nil, err
+		return clusterstate.Key{}, result{}, nil, err
 	}
 	if found, err = engine.Confirm(found, r.live(ctx), now); err != nil {
-		return clusterstate.Key{}, judged{}, nil, err
+		return clusterstate.Key{}, result{}, nil, err
 	}
-	if k, j, err = record(obj, found, v); err != nil {
-		return clusterstate.Key{}, judged{}, nil, err
+	if res, err = record(obj, found, v); err != nil {
+		return clusterstate.Key{}, result{}, nil, err
 	}
-	return k, j, ruleErr, nil
+	return res.key, res, ruleErr, nil
 }
 
-// record is an audited object's key and result: its findings and, for a volume, its binding row,
-// for a claim not bound, its pending row.
-func record(obj any, found []policy.Finding, v policy.View) (clusterstate.Key, judged, error) {
-	j := judged{findings: found}
-	var k clusterstate.Key
+// record is an audited object's result: its key, its findings and, for a volume or a claim not
+// bound, its row.
+func record(obj any, found []policy.Finding, v policy.View) (result, error) {
+	var res result
+	if len(found) > 0 {
+		f := found // only this copy of the slice's header escapes, for the objects with findings
+		res.findings = &f
+	}
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
-		k = clusterstate.VolumeKey(o.Name)
-		b, err := bindingOf(o, v)
+		res.key = clusterstate.VolumeKey(o.Name)
+		row, err := volumeRow(o, v)
 		if err != nil {
-			return clusterstate.Key{}, judged{}, err
+			return result{}, err
 		}
-		j.binding = &b
+		res.row = &row
 	case *corev1.PersistentVolumeClaim:
-		k = clusterstate.ClaimKey(o.Namespace, o.Name)
-		if p, ok := pendingOf(o); ok {
-			j.pending = &p
+		res.key = clusterstate.ClaimKey(o.Namespace, o.Name)
+		if row, ok := claimRow(o); ok {
+			res.row = &row
 		}
 	case *storagev1.StorageClass:
-		k = clusterstate.ClassKey(o.Name)
+		res.key = clusterstate.ClassKey(o.Name)
 	}
-	return k, j, nil
+	return res, nil
 }
 
 // view is what an incremental audit reads related objects through: the options' View, or the

@@ -17,11 +17,11 @@ import (
 func (r *Runner) Bindings() []Binding {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sortOrder()
+	r.sortResults()
 	var out []Binding
-	for _, k := range r.order {
-		if j := r.objects[k]; j.binding != nil {
-			out = append(out, *j.binding)
+	for _, res := range r.results {
+		if res.row != nil && res.key.Kind == clusterstate.KindPersistentVolume {
+			out = append(out, res.row.binding(res.key.Name))
 		}
 	}
 	return out
@@ -32,20 +32,21 @@ func (r *Runner) Bindings() []Binding {
 func (r *Runner) Pending() []PendingClaim {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sortOrder()
+	r.sortResults()
 	var out []PendingClaim
-	for _, k := range r.order {
-		if j := r.objects[k]; j.pending != nil {
-			out = append(out, *j.pending)
+	for _, res := range r.results {
+		if res.row != nil && res.key.Kind == clusterstate.KindPersistentVolumeClaim {
+			out = append(out, res.row.pending(res.key.Namespace, res.key.Name))
 		}
 	}
 	return out
 }
 
-// sortOrder brings r.order up to date with r.objects' keys; r.mu must be held for writing.
-func (r *Runner) sortOrder() {
-	if r.orderStale {
-		r.order, r.orderStale = sortedKeys(r.objects), false
+// sortResults puts r.results in report order; r.mu must be held for writing.
+func (r *Runner) sortResults() {
+	if !r.sorted {
+		slices.SortFunc(r.results, func(a, b result) int { return compareKeys(a.key, b.key) })
+		r.sorted = true
 	}
 }
 
@@ -53,14 +54,20 @@ func (r *Runner) sortOrder() {
 func (r *Runner) LatestFindings() ([]policy.Finding, time.Time, int) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.found, r.latest.Time, r.latest.Summary.Objects
+	return r.found, r.at, r.objects
 }
 
-// Latest returns the last audit's report.
+// Latest returns the last audit's report (the zero Report before the first), made of its
+// findings when asked for.
 func (r *Runner) Latest() Report {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.latest
+	if !r.published {
+		return Report{}
+	}
+	report := NewReport(r.objects, r.found)
+	report.Time = r.at
+	return report
 }
 
 // publish merges the per-object results into the report and the metrics (the bindings and the
@@ -70,21 +77,21 @@ func (r *Runner) publish(start time.Time, scope string) {
 	// Only the objects with findings are put in report order: nearly every object has none, and
 	// sorting every key of the cluster took most of a full audit's time after the rules'.
 	// The rows' order (Bindings, Pending) is sorted when they are asked for.
-	var keys []clusterstate.Key
-	for k, j := range r.objects {
-		if len(j.findings) > 0 {
-			keys = append(keys, k)
+	var with []int
+	for i, res := range r.results {
+		if res.findings != nil {
+			with = append(with, i)
 		}
 	}
-	sortKeys(keys)
-	perObject := make([][]policy.Finding, 0, len(keys))
-	for _, k := range keys {
-		perObject = append(perObject, r.objects[k].findings)
+	if !r.sorted {
+		slices.SortFunc(with, func(a, b int) int { return compareKeys(r.results[a].key, r.results[b].key) })
+	}
+	perObject := make([][]policy.Finding, 0, len(with))
+	for _, i := range with {
+		perObject = append(perObject, r.results[i].found())
 	}
 	found := policy.Merge(perObject)
-	report := NewReport(len(r.objects), found)
-	report.Time = r.o.Now()
-	r.latest, r.found = report, found
+	r.found, r.at, r.objects, r.published = found, r.o.Now(), len(r.results), true
 	r.mu.Unlock()
 	select {
 	case r.updated <- struct{}{}:
@@ -98,25 +105,13 @@ func (r *Runner) publish(start time.Time, scope string) {
 	r.lastRun.Set(float64(time.Now().Unix()))
 }
 
-// sortedKeys returns the keys in report order: by kind, namespace and name.
-func sortedKeys(objects map[clusterstate.Key]judged) []clusterstate.Key {
-	keys := make([]clusterstate.Key, 0, len(objects))
-	for k := range objects {
-		keys = append(keys, k)
+// compareKeys orders keys as reports list objects: by kind, namespace and name.
+func compareKeys(a, b clusterstate.Key) int {
+	if c := cmp.Compare(policy.AuditOrder(a.Kind), policy.AuditOrder(b.Kind)); c != 0 {
+		return c
 	}
-	sortKeys(keys)
-	return keys
-}
-
-// sortKeys sorts keys in report order: by kind, namespace and name.
-func sortKeys(keys []clusterstate.Key) {
-	slices.SortFunc(keys, func(a, b clusterstate.Key) int {
-		if c := cmp.Compare(policy.AuditOrder(a.Kind), policy.AuditOrder(b.Kind)); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Name, b.Name)
-	})
+	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -360,4 +361,131 @@ func (f *failingLists) List(ctx context.Context, list client.ObjectList, opts ..
 		return errors.New("the cache is gone")
 	}
 	return f.Client.List(ctx, list, opts...)
+}
+
+// TestIncrementalAuditsMatchAFullAudit: after a full audit of a generated cluster, incremental
+// audits of claims and volumes that changed, came and went leave the runner with what a full
+// audit of the final cluster gives: the same report, findings, rows and OpenReports objects.
+func TestIncrementalAuditsMatchAFullAudit(t *testing.T) {
+	ctx := context.Background()
+	st := gen.Inventory(600)
+	var objs []client.Object
+	for _, o := range st.Objects() {
+		objs = append(objs, o.(client.Object).DeepCopyObject().(client.Object))
+	}
+	for _, n := range st.Nodes() {
+		objs = append(objs, n.DeepCopy())
+	}
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
+	engine := policy.NewEngine(nil)
+	newRunner := func() *audit.Runner {
+		return audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return engine },
+			Log: logr.Discard(), Now: func() time.Time { return gen.InventoryNow }})
+	}
+	r := newRunner()
+	if err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := r.Latest()
+
+	update := func(obj client.Object, change func()) {
+		t.Helper()
+		old := obj.DeepCopyObject()
+		change()
+		if err := c.Update(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		r.Changed(old, obj)
+	}
+	remove := func(obj client.Object) {
+		t.Helper()
+		if err := c.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		r.Changed(obj)
+	}
+	create := func(obj client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		r.Changed(obj)
+	}
+	// Two batches, each audited incrementally: the second changes objects the first added.
+	for batch := range 2 {
+		var volumes corev1.PersistentVolumeList
+		var claims corev1.PersistentVolumeClaimList
+		if err := c.List(ctx, &volumes); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.List(ctx, &claims); err != nil {
+			t.Fatal(err)
+		}
+		for i := range claims.Items {
+			pvc := &claims.Items[i]
+			switch i % 9 {
+			case 0:
+				remove(pvc)
+			case 4:
+				update(pvc, func() { pvc.Status.Phase = corev1.ClaimLost })
+			case 7:
+				update(pvc, func() { pvc.Status.Phase = corev1.ClaimPending; delete(pvc.Annotations, storage.AnnBindCompleted) })
+			}
+		}
+		for i := range volumes.Items {
+			pv := &volumes.Items[i]
+			switch i % 11 {
+			case 0:
+				remove(pv)
+			case 3:
+				update(pv, func() { pv.Status.Phase = corev1.VolumeFailed })
+			case 6:
+				update(pv, func() { pv.Spec.ClaimRef = nil; pv.Status.Phase = corev1.VolumeAvailable })
+			}
+		}
+		for i := range 20 {
+			create(testobj.PV(fmt.Sprintf("pv-new-%d-%02d", batch, i), testobj.Phase(corev1.VolumeFailed)))
+			create(testobj.PVC(fmt.Sprintf("team-new-%d", i%3), fmt.Sprintf("claim-%d-%02d", batch, i), testobj.VolumeName(fmt.Sprintf("pv-new-%d-%02d", batch, i))))
+		}
+		if err := r.RunPending(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The rows read after the first batch put the results in report order, which the second
+		// batch's incremental audit keeps: both ways of updating them are held to a full audit.
+		r.Bindings()
+	}
+
+	fresh := newRunner()
+	if err := fresh.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, want := r.Latest(), fresh.Latest()
+	if got.Summary.Objects == first.Summary.Objects || reflect.DeepEqual(got.Findings, first.Findings) {
+		t.Fatalf("the changes changed nothing: %d objects, %d findings before and after", got.Summary.Objects, len(got.Findings))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after incremental audits: %d objects, %d findings %v; a full audit: %d objects, %d findings %v",
+			got.Summary.Objects, len(got.Findings), got.Summary.Actions, want.Summary.Objects, len(want.Findings), want.Summary.Actions)
+		for i := range min(len(got.Findings), len(want.Findings)) {
+			if !reflect.DeepEqual(got.Findings[i], want.Findings[i]) {
+				t.Fatalf("first difference at %d: %+v, want %+v", i, got.Findings[i], want.Findings[i])
+			}
+		}
+	}
+	gotFound, _, gotObjects := r.LatestFindings()
+	wantFound, _, wantObjects := fresh.LatestFindings()
+	if !reflect.DeepEqual(gotFound, wantFound) || gotObjects != wantObjects {
+		t.Errorf("LatestFindings differ: %d findings over %d objects, want %d over %d", len(gotFound), gotObjects, len(wantFound), wantObjects)
+	}
+	if got, want := r.Bindings(), fresh.Bindings(); !reflect.DeepEqual(got, want) {
+		t.Errorf("binding rows differ: %d rows, want %d", len(got), len(want))
+	}
+	if got, want := r.Pending(), fresh.Pending(); !reflect.DeepEqual(got, want) || len(want) == 0 {
+		t.Errorf("pending rows differ: %+v, want %+v", got, want)
+	}
+	gotReports, gotCluster := audit.OpenReports(gotFound, gen.InventoryNow, 0, st, nil)
+	wantReports, wantCluster := audit.OpenReports(wantFound, gen.InventoryNow, 0, st, nil)
+	if !reflect.DeepEqual(gotReports, wantReports) || !reflect.DeepEqual(gotCluster, wantCluster) {
+		t.Errorf("OpenReports differ: %d and %d objects, want %d and %d", len(gotReports), len(gotCluster), len(wantReports), len(wantCluster))
+	}
 }
