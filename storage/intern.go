@@ -32,7 +32,8 @@ type Interner struct {
 	resources map[string]corev1.ResourceList
 	strs      map[string]string
 	values    map[string]any
-	key       []byte // the key being built, under mu
+	key       []byte   // the key being built, under mu
+	keys      []string // a map's keys being sorted, under mu
 }
 
 // maxInternKey is the longest key (a value's content, encoded) an Interner shares: annotations,
@@ -169,11 +170,12 @@ func (in *Interner) stringMap(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return m
 	}
-	keys := make([]string, 0, len(m))
+	keys := in.keys[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	defer func() { clear(keys); in.keys = keys[:0] }() // the strings are not kept alive by the buffer
 	in.key = append(in.key[:0], 'm')
 	for _, k := range keys {
 		in.key = appendStr(appendStr(in.key, k), m[k])
