@@ -15,7 +15,7 @@ import (
 // provisioner annotations, a few sizes, the namespace, class, driver and fsType, the finalizers,
 // the access modes, the claimRef's kind, the secret refs of a driver, the node affinity of the
 // disks of one node. Decoded, each object has copies of its own; sharing them leaves a cached
-// volume or claim a third of what it held (docs/benchmarks.md, "What the cache keeps"). It is
+// volume or claim well under half of what it held (docs/benchmarks.md, "What the cache keeps"). It is
 // sound because nothing writes to a cached object: readers hand them to the policy, which is
 // fuzzed for leaving its inputs alone, and the binder deep-copies what it writes. A shared slice
 // has no room past its length, so that an append to it copies.
