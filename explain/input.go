@@ -102,6 +102,24 @@ type lazyFacts struct {
 	once  sync.Once
 	facts []volumeFacts
 	seed  maphash.Seed // of the facts' refKey
+	// unique says no two volumes have one name (namesUnique), read on first use.
+	uniqueOnce sync.Once
+	unique     bool
+}
+
+// namesUnique reports whether each of x's volumes is the one its name finds in the state: no two
+// share a name (as in a cluster; a dump may hold a name twice).
+func (x *index) namesUnique() bool {
+	x.facts.uniqueOnce.Do(func() {
+		x.facts.unique = true
+		for _, v := range x.in.State.Volumes() {
+			if pv, _ := x.in.State.PersistentVolume(v.Name); pv != v {
+				x.facts.unique = false
+				return
+			}
+		}
+	})
+	return x.facts.unique
 }
 
 // volumeFacts are the facts of x's volumes, in the state's order.

@@ -100,7 +100,7 @@ func (t *table) release() {
 	for _, a := range t.arrays {
 		putInts(a)
 	}
-	t.entries, t.arrays, t.order = nil, nil, nil
+	t.entries, t.arrays, t.order, t.denials = nil, nil, nil, nil
 }
 
 // less orders two entries of a bucket: by name, then the input's order (a stable sort by name).
