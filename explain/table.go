@@ -113,7 +113,7 @@ func (t *table) row(i int) Candidate {
 // row, and the named volumes' rows by name.
 func (t *table) verdictRows(n int, named ...string) []Candidate {
 	var rows []Candidate
-	included := map[int]bool{}
+	var included []int // the entries of rows, in order: a few, or every fitting volume
 	free := false
 	for k := 0; k < t.order.len(); k++ {
 		i := t.order.at(k)
@@ -128,7 +128,7 @@ func (t *table) verdictRows(n int, named ...string) []Candidate {
 			r = t.row(i)
 		}
 		free = free || r.TakenBy.IsZero()
-		rows, included[i] = append(rows, r), true
+		rows, included = append(rows, r), append(included, i)
 	}
 	for _, name := range named {
 		if name == "" {
@@ -145,8 +145,8 @@ func (t *table) verdictRows(n int, named ...string) []Candidate {
 				best = i
 			}
 		}
-		if best >= 0 && !included[best] {
-			rows, included[best] = append(rows, t.row(best)), true
+		if best >= 0 && !slices.Contains(included, best) {
+			rows, included = append(rows, t.row(best)), append(included, best)
 		}
 	}
 	return rows
