@@ -38,6 +38,71 @@ func (stateReader) List(context.Context, client.ObjectList, ...client.ListOption
 	return fmt.Errorf("stateReader lists nothing")
 }
 
+// servedFromPlan is the server's Service over in, its plan made (the server's one plan of the
+// pool, before any question), each pair judged by engine as the upstream binder's user.
+func servedFromPlan(in Input, engine *policy.Engine) *Service {
+	x := indexInput(in)
+	o := ServeOptions{Cache: stateReader{in.State}, Engine: func() *policy.Engine { return engine },
+		Identity: binder.UpstreamBinderIdentity, Now: func() time.Time { return in.Now }}
+	o.Plans = NewPlans(o, PlansOptions{})
+	o.Plans.reads, o.Plans.cur = 1, snapshotOf(x, planPool(x, in.InFlight), 1, nil)
+	return NewService(o)
+}
+
+// TestReadersOfOnePlanReadTheirOwnVolumes: readers of different rights asking in turn of one
+// plan (which keeps the volumes each reads) are each answered as if they asked first, of a plan
+// of their own: no reader is shown what another may read.
+func TestReadersOfOnePlanReadTheirOwnVolumes(t *testing.T) {
+	in := Input{State: synthetic(3, 300, 60), NodesListed: true}
+	in.State = withUIDs(in.state())
+	// Some free volumes granted to a namespace, and so read by its tenants.
+	volumes := in.State.Volumes()
+	for i, v := range volumes {
+		if v.Spec.ClaimRef == nil && i%3 == 0 {
+			v = v.DeepCopy()
+			v.Annotations = map[string]string{policy.DefaultGrantAnnotation: fmt.Sprintf("ns-%02d", i%4)}
+			volumes[i] = v
+		}
+	}
+	in.State = clusterstate.New(in.State.Claims(), volumes, in.State.Classes(), in.State.Nodes())
+	readers := []*access.Reader{
+		access.NewReader("a", false, []string{"ns-00", "ns-01"}, false, true),
+		access.NewReader("b", false, []string{"ns-00", "ns-02"}, false, true),
+		access.NewReader("c", false, []string{"ns-00"}, false, false),
+		access.NewReader("d", false, []string{"ns-00", "ns-01"}, true, true),
+		access.NewReader("e", true, nil, false, true),
+		access.Everything("f"),
+	}
+	engine := policy.NewEngine(nil)
+	shared := servedFromPlan(in, engine)
+	ctx := context.Background()
+	asked := 0
+	for _, c := range pendingClaims(in.State) {
+		if c.Namespace != "ns-00" {
+			continue
+		}
+		for _, rd := range readers {
+			got, err := shared.Claim(ctx, rd, c.Namespace, c.Name, CandidatePage{All: true, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := servedFromPlan(in, engine).Claim(ctx, rd, c.Namespace, c.Name, CandidatePage{All: true, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gj, _ := json.Marshal(got)
+			wj, _ := json.Marshal(want)
+			if !bytes.Equal(gj, wj) {
+				t.Fatalf("claim %s/%s as %s, after the others asked:\n%s\nasking first:\n%s", c.Namespace, c.Name, rd.User, gj, wj)
+			}
+			asked++
+		}
+	}
+	if asked == 0 {
+		t.Fatal("no claim asked of")
+	}
+}
+
 // benchmarkServiceClaim is one explanation of a Pending claim (each in turn) as the server
 // answers GET /pvc/{namespace}/{name}: through Service.Claim, from the one plan of the pool the
 // server keeps (made and indexed before the timer), each pair judged by the shipped policy
@@ -48,13 +113,7 @@ func (stateReader) List(context.Context, client.ObjectList, ...client.ListOption
 func benchmarkServiceClaim(b *testing.B, pairs int, rd *access.Reader) {
 	in := Input{State: synthetic(1, pairs, pairs/10), NodesListed: true}
 	in.State = scattered(withUIDs(in.state()))
-	x := indexInput(in)
-	engine := policy.NewEngine(nil)
-	o := ServeOptions{Cache: stateReader{in.State}, Engine: func() *policy.Engine { return engine },
-		Identity: binder.UpstreamBinderIdentity, Now: func() time.Time { return in.Now }}
-	o.Plans = NewPlans(o, PlansOptions{})
-	o.Plans.reads, o.Plans.cur = 1, snapshotOf(x, planPool(x, in.InFlight), 1, nil) // the server's plan, made
-	s := NewService(o)
+	s := servedFromPlan(in, policy.NewEngine(nil))
 	var asked []*corev1.PersistentVolumeClaim
 	for _, c := range pendingClaims(in.State) {
 		if rd.Claims(c.Namespace) {

@@ -198,21 +198,22 @@ type CandidatePage struct {
 	Offset, Limit int
 }
 
-// listed fills e's candidates from t for a reader of audience aud (nil: everything), as page
+// listed fills e's candidates from t for a reader of audience aud (none: everything), as page
 // says: the rows listed, how many the reader may read (CandidatesTotal), the others counted by
 // their first failing check, the volumes the reader may not read counted in Hidden, and the
 // offset of the next page (-1 for none). It passes over every volume of the table once or
 // twice: what it does per volume is counted in arrays, not maps, and a volume's readability is
 // judged on the volume the table holds (volumeReader).
-func listed(e *Explanation, t *table, aud policy.Audience, page CandidatePage) (next int) {
+func listed(e *Explanation, t *table, aud audience, page CandidatePage) (next int) {
 	var hidden []hiddenCount
 	o := t.order
-	if aud != nil {
+	if aud.Audience != nil {
 		reads, at, last := t.volumeReader(aud), map[string]int{}, -1
-		o = newOrder(t, func(en *entry) bool {
-			if reads(en) {
+		o = newOrder(t, func(i int) bool {
+			if reads(i) {
 				return true
 			}
+			en := &t.entries[i]
 			// The class of the volume before, most often: the facts share equal strings, so
 			// that compare is of one pointer.
 			class := en.facts.class
@@ -288,17 +289,29 @@ type hiddenCount struct {
 	failing [checkCount + 1]int
 }
 
-// volumeReader is aud.Reads of an entry's volume. For a reader known by its RBAC rights
-// (policy.Readers) over the table's own state, whose volumes have a name each, it is judged on
-// the entry's volume, which is the one a lookup by its name finds (policy.Readers.ReadsVolume):
-// no lookup per volume.
-func (t *table) volumeReader(aud policy.Audience) func(*entry) bool {
-	if r, ok := aud.(policy.Readers); ok {
+// audience is who an answer is for (nil: everyone) and, when known, the rights that make it:
+// two audiences of one rights key read the same objects of a state (audienceOf).
+type audience struct {
+	policy.Audience
+	rights string
+}
+
+// volumeReader reports whether aud may read entry i's volume (aud.Reads). For a reader known by
+// its RBAC rights (policy.Readers) over the table's own state, whose volumes have a name each, it
+// is judged on the entry's volume, which is the one a lookup by its name finds
+// (policy.Readers.ReadsVolume): no lookup per volume; and with its rights' key, once per plan
+// (index.readable) for every question that reader asks of it.
+func (t *table) volumeReader(aud audience) func(int) bool {
+	if r, ok := aud.Audience.(policy.Readers); ok {
 		if s, ok := r.View.(*clusterstate.State); ok && s == t.x.in.State && t.x.namesUnique() {
-			return func(en *entry) bool { return r.ReadsVolume(en.v) }
+			if aud.rights == "" {
+				return func(i int) bool { return r.ReadsVolume(t.entries[i].v) }
+			}
+			bits := t.x.readable(aud.rights, func(k int) bool { return r.ReadsVolume(s.Volumes()[k]) })
+			return func(i int) bool { return bits[i/64]&(1<<(i%64)) != 0 }
 		}
 	}
-	return func(en *entry) bool {
-		return aud.Reads(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: en.v.Name})
+	return func(i int) bool {
+		return aud.Reads(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: t.entries[i].v.Name})
 	}
 }

@@ -223,7 +223,7 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 				}
 			}
 			var e Explanation
-			listed(&e, tab, nil, CandidatePage{})
+			listed(&e, tab, audience{}, CandidatePage{})
 			closest := want.Candidates[:min(shownClosest, len(want.Candidates))]
 			if !reflect.DeepEqual(e.Candidates, closest) && !(len(closest) == 0 && len(e.Candidates) == 0) {
 				t.Fatalf("%s: closest\n%+v\nwant\n%+v", where, e.Candidates, closest)
@@ -236,25 +236,27 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 			// readers: one who may read the volumes of odd-length names, and a tenant who may
 			// read namespace a's claims and the volumes linked to or granting it (a volume
 			// judged as the table holds it: policy.Readers.ReadsVolume).
+			// The tenant is asked of twice: once without the key of their rights, once with it
+			// (the volumes they read judged once per state, by the first claim asked, and kept).
 			tenant := policy.Readers{Claims: func(ns string) bool { return ns == "a" }, View: in.State, Namespaces: []string{"a"}}
-			for k, aud := range []policy.Audience{someVolumes{}, tenant} {
+			for k, aud := range []audience{{Audience: someVolumes{}}, {Audience: tenant}, {Audience: tenant, rights: "a"}} {
 				want, got := referenceClaim(in, c), got
 				if k > 0 {
 					tab.release()
 					got, tab = explainTable(x, shared, c, shownClosest)
 				}
-				forAudience(aud, want)
+				forAudience(aud.Audience, want)
 				listed(got, tab, aud, CandidatePage{})
-				policy.Redact(got, aud)
+				policy.Redact(got, aud.Audience)
 				closest = want.Candidates[:min(shownClosest, len(want.Candidates))]
 				if !reflect.DeepEqual(got.Candidates, closest) && !(len(closest) == 0 && len(got.Candidates) == 0) {
-					t.Fatalf("%s: the closest %T may read\n%+v\nwant\n%+v", where, aud, got.Candidates, closest)
+					t.Fatalf("%s: the closest %T (%q) may read\n%+v\nwant\n%+v", where, aud.Audience, aud.rights, got.Candidates, closest)
 				}
 				if others := othersOf(want.Candidates); !reflect.DeepEqual(got.Others, others) || got.CandidatesTotal != len(want.Candidates) {
-					t.Fatalf("%s: for %T: %d candidates, others %+v\nwant %d, %+v", where, aud, got.CandidatesTotal, got.Others, len(want.Candidates), others)
+					t.Fatalf("%s: for %T (%q): %d candidates, others %+v\nwant %d, %+v", where, aud.Audience, aud.rights, got.CandidatesTotal, got.Others, len(want.Candidates), others)
 				}
 				if !reflect.DeepEqual(got.Hidden, want.Hidden) || !reflect.DeepEqual(got.Verdict, want.Verdict) || got.State.String() != want.State.String() {
-					t.Fatalf("%s: for %T: hidden %+v verdict %+v\nwant hidden %+v verdict %+v", where, aud, got.Hidden, got.Verdict, want.Hidden, want.Verdict)
+					t.Fatalf("%s: for %T (%q): hidden %+v verdict %+v\nwant hidden %+v verdict %+v", where, aud.Audience, aud.rights, got.Hidden, got.Verdict, want.Hidden, want.Verdict)
 				}
 			}
 			tab.release() // the next question reuses its memory, as the server's do
