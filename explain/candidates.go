@@ -199,6 +199,16 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 			return row, false
 		}
 	}
+	value, deny := j.denial(v, c)
+	if !deny {
+		return row, false
+	}
+	return withPolicy(row, value), true
+}
+
+// denial is policy's word on the pair (judged whatever the other checks say): its POLICY value
+// and true when policy denies it, or could not judge it.
+func (j *pairJudge) denial(v *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim) (policy.Text, bool) {
 	denials, err := binder.BindDenials(j.in.Policy, j.in.Identity, j.view, v, c)
 	var value policy.Text
 	switch {
@@ -216,9 +226,14 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 		// The error may name what the reader may not read: it is for pvguard's log.
 		value = policy.Plain("policy could not judge the pair")
 	default:
-		return row, false
+		return policy.Text{}, false
 	}
-	value = policy.Textf("%s", policy.Cut(value, maxPolicyValue))
+	return policy.Textf("%s", policy.Cut(value, maxPolicyValue)), true
+}
+
+// withPolicy is the row with its POLICY column failed with value, policy's word on a pair it
+// denies (denial).
+func withPolicy(row Candidate, value policy.Text) Candidate {
 	row.Checks = slices.Clone(row.Checks)
 	for i := range row.Checks {
 		r := &row.Checks[i]
@@ -231,7 +246,7 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 		r.Pass, r.Value = false, value
 	}
 	row.Fits = false
-	return row, true
+	return row
 }
 
 // withDenials is the binder's in-flight state with the claim's pairs that policy denies

@@ -32,8 +32,11 @@ var judgedMask = func() uint16 {
 	return m
 }()
 
-// claimRefBit is CheckClaimRef's bit.
-var claimRefBit = checkBit(slices.Index(Checks, CheckClaimRef))
+// claimRefBit and policyBit are CheckClaimRef's and CheckPolicy's bits.
+var (
+	claimRefBit = checkBit(slices.Index(Checks, CheckClaimRef))
+	policyBit   = checkBit(slices.Index(Checks, CheckPolicy))
+)
 
 // volumeFacts is what the checks read of a volume that does not depend on the claim, read once
 // per input (index.facts) rather than once per question: its class, VolumeAttributesClass,

@@ -96,12 +96,32 @@ type index struct {
 	// replans are the plans without a claim's denied pairs made so far (withoutDenied), shared
 	// by every copy of the index.
 	replans *replans
+	// readers are the volumes each reader's rights read (readable), shared by every copy.
+	readers *readers
 }
 
 type lazyFacts struct {
 	once  sync.Once
 	facts []volumeFacts
 	seed  maphash.Seed // of the facts' refKey
+	// unique says no two volumes have one name (namesUnique), read on first use.
+	uniqueOnce sync.Once
+	unique     bool
+}
+
+// namesUnique reports whether each of x's volumes is the one its name finds in the state: no two
+// share a name (as in a cluster; a dump may hold a name twice).
+func (x *index) namesUnique() bool {
+	x.facts.uniqueOnce.Do(func() {
+		x.facts.unique = true
+		for _, v := range x.in.State.Volumes() {
+			if pv, _ := x.in.State.PersistentVolume(v.Name); pv != v {
+				x.facts.unique = false
+				return
+			}
+		}
+	})
+	return x.facts.unique
 }
 
 // volumeFacts are the facts of x's volumes, in the state's order.
@@ -113,10 +133,57 @@ func (x *index) volumeFacts() []volumeFacts {
 	return x.facts.facts
 }
 
+// readers are the volumes of an index that readers read, by the key of their rights
+// (audience.rights), for at most maxReaders rights at once.
+type readers struct {
+	mu    sync.Mutex
+	m     map[string]*readerVolumes
+	order []string // the keys, oldest first
+}
+
+// readerVolumes is a bit per volume of the state, set for a volume the reader reads.
+type readerVolumes struct {
+	once sync.Once
+	bits []uint64
+}
+
+// maxReaders bounds the rights an index keeps the volumes of: a bit per volume each (13 KB at
+// 100,000 volumes).
+const maxReaders = 16
+
+// readable is a bit per volume of x's state (in its order), set for each volume reads says the
+// reader of those rights reads: judged once per index and rights, by the first question that
+// asks, and read by every question of that reader after it.
+func (x *index) readable(rights string, reads func(k int) bool) []uint64 {
+	r := x.readers
+	r.mu.Lock()
+	rv := r.m[rights]
+	if rv == nil {
+		if len(r.order) >= maxReaders {
+			delete(r.m, r.order[0])
+			r.order = r.order[1:]
+		}
+		rv = &readerVolumes{}
+		r.m[rights], r.order = rv, append(r.order, rights)
+	}
+	r.mu.Unlock()
+	rv.once.Do(func() {
+		n := len(x.in.State.Volumes())
+		rv.bits = make([]uint64, (n+63)/64)
+		for k := range n {
+			if reads(k) {
+				rv.bits[k/64] |= 1 << (k % 64)
+			}
+		}
+	})
+	return rv.bits
+}
+
 // indexInput indexes in.
 func indexInput(in Input) *index {
 	in.State = in.state()
-	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}, facts: &lazyFacts{}, replans: &replans{m: map[string]*replan{}}}
+	x := &index{in: in, classes: map[string]*storagev1.StorageClass{}, facts: &lazyFacts{}, replans: &replans{m: map[string]*replan{}},
+		readers: &readers{m: map[string]*readerVolumes{}}}
 	for _, sc := range in.State.Classes() {
 		x.classes[sc.Name] = sc
 	}

@@ -36,15 +36,15 @@ func bucketOf(e *entry) int {
 	return b
 }
 
-// newOrder orders the table's entries that keep says to keep (nil: all), each bucket a part of
+// newOrder orders the table's entries that keep says to keep (by index; nil: all), each bucket a part of
 // one array (counted first, so that no bucket grows by copies).
-func newOrder(t *table, keep func(*entry) bool) *order {
+func newOrder(t *table, keep func(int) bool) *order {
 	o := &order{t: t}
 	var sizes [len(o.buckets)]int
 	kept := takeInts(len(t.entries))
 	for i := range t.entries {
 		e := &t.entries[i]
-		if keep != nil && !keep(e) {
+		if keep != nil && !keep(i) {
 			continue
 		}
 		kept = append(kept, int32(i))
@@ -100,7 +100,7 @@ func (t *table) release() {
 	for _, a := range t.arrays {
 		putInts(a)
 	}
-	t.entries, t.arrays, t.order = nil, nil, nil
+	t.entries, t.arrays, t.order, t.denials = nil, nil, nil, nil
 }
 
 // less orders two entries of a bucket: by name, then the input's order (a stable sort by name).

@@ -150,7 +150,7 @@ func benchmarkServed(b *testing.B, pairs int, scatter bool) {
 	p := snapshotOf(x, planPool(x, in.InFlight), 0, nil).p // indexed as the server's plan is
 	measureAnswers(b, pendingClaims(in.State), func(c *corev1.PersistentVolumeClaim) any {
 		e, t := explainTable(x, p, c, shownClosest)
-		listed(e, t, nil, CandidatePage{})
+		listed(e, t, audience{}, CandidatePage{})
 		t.release()
 		return e
 	})

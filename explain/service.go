@@ -159,18 +159,25 @@ func (s *Service) Claim(ctx context.Context, rd *access.Reader, namespace, name 
 	xi.in = in
 	e, t := explainTable(&xi, snap.p, c, shownClosest)
 	e.Refused = refusals(in.Events, c)
-	var aud policy.Audience
-	if !rd.Full() {
-		aud = rd.Audience(in.state(), nil)
-	}
+	aud := audienceOf(rd, in.state())
 	if next := listed(e, t, aud, page); next >= 0 {
 		e.Continue = continueToken(next)
 	}
 	t.release()
-	if aud != nil {
-		policy.Redact(e, aud)
+	if aud.Audience != nil {
+		policy.Redact(e, aud.Audience)
 	}
 	return e, nil
+}
+
+// audienceOf is the audience of rd over state s (none for a reader of everything), with the key
+// of rd's rights: what it may list (access.Reader), which is all its audience reads by.
+func audienceOf(rd *access.Reader, s *clusterstate.State) audience {
+	if rd.Full() {
+		return audience{}
+	}
+	rights := fmt.Sprintf("claims %t %s; volumes %t", rd.AllClaims, strings.Join(rd.Namespaces(), ","), rd.Volumes)
+	return audience{Audience: rd.Audience(s, nil), rights: rights}
 }
 
 // planInput is the plan's read with this request's policy engine and leases.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -15,17 +16,6 @@ import (
 // with their texts made only for the volumes an answer shows or the verdict reads. A row of every
 // volume (candidates) costs a kilobyte or so a volume and a sort that allocates; at 100,000
 // volumes that was most of an explanation's time and memory, and of its answer's size.
-
-// rowMask is the failed set of a row made in full.
-func rowMask(row Candidate) uint16 {
-	var m uint16
-	for _, r := range row.Checks {
-		if !r.Pass {
-			m |= checkBit(slices.Index(Checks, r.Check))
-		}
-	}
-	return m
-}
 
 // entry is one volume of a table: the checks it fails, whether it is of the claim's class, and
 // its row once made.
@@ -37,17 +27,26 @@ type entry struct {
 	row     *Candidate
 }
 
-// firstFailing is what keeps the volume from the claim in one word, as hidden volumes are
-// counted (forAudience): the first check it fails, claimRef before the others, "fits" for none.
-func (e *entry) firstFailing() string {
+// firstFailing is what keeps the volume from the claim, as hidden volumes are counted
+// (forAudience): the index in Checks of the first check it fails, claimRef before the others,
+// checkCount for none ("fits").
+func (e *entry) firstFailing() int {
 	switch {
 	case e.failed == 0:
-		return "fits"
+		return checkCount
 	case e.failed&claimRefBit != 0:
-		return string(CheckClaimRef)
+		return bits.TrailingZeros16(claimRefBit)
 	default:
-		return string(Checks[bits.TrailingZeros16(e.failed)])
+		return bits.TrailingZeros16(e.failed)
 	}
+}
+
+// failingWord is the word of a firstFailing index: the check's name, "fits" for none.
+func failingWord(i int) string {
+	if i == checkCount {
+		return "fits"
+	}
+	return string(Checks[i])
 }
 
 // table is the candidate table of claim c: every volume of the input, closest first (the order
@@ -61,11 +60,15 @@ type table struct {
 	order   *order
 	// arrays are the orders' arrays, handed back by release.
 	arrays [][]int32
+	// denials are policy's words on the pairs it denies (pairJudge.denial), by entry.
+	denials map[int]policy.Text
 }
 
-// newTable makes the table of claim c: the failed set of every volume, and the rows of those
-// policy judges (every pair check before RESERVED passes: pairJudge), whose POLICY column is
-// policy's word; it names the volumes whose pair policy denies, as candidates does.
+// newTable makes the table of claim c: the failed set of every volume, with POLICY failed for
+// the pairs policy denies of those it judges (every pair check before RESERVED passes:
+// pairJudge), whose word it keeps for their rows; it names those volumes, as candidates does.
+// A judged pair's row is made only when read, as any other's: policy's word is all that judging
+// adds to it.
 func newTable(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget, class string) (*table, []string) {
 	t := &table{x: x, c: c, targets: targets, entries: takeEntries(len(x.in.State.Volumes()))}
 	judge := newPairJudge(x.in)
@@ -74,11 +77,13 @@ func newTable(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget, c
 	for k, v := range x.in.State.Volumes() {
 		e := entry{v: v, failed: failedChecks(x, cf, v, &facts[k], targets), ofClass: facts[k].class == class, facts: &facts[k]}
 		if judge != nil && e.failed&judgedMask == 0 {
-			row, deny := judge.judge(candidate(x, c, v, targets), v, c)
-			if deny {
+			if value, deny := judge.denial(v, c); deny {
 				denied = append(denied, v.Name)
+				if t.denials == nil {
+					t.denials = map[int]policy.Text{}
+				}
+				t.denials[k], e.failed = value, e.failed|policyBit
 			}
-			e.row, e.failed = &row, rowMask(row)
 		}
 		t.entries = append(t.entries, e)
 	}
@@ -91,6 +96,9 @@ func (t *table) row(i int) Candidate {
 	e := &t.entries[i]
 	if e.row == nil {
 		r := candidate(t.x, t.c, e.v, t.targets)
+		if value, denied := t.denials[i]; denied {
+			r = withPolicy(r, value)
+		}
 		e.row = &r
 	}
 	rows := withTakers([]Candidate{*e.row}, t.p, t.c.UID, t.x.claimName)
@@ -105,7 +113,7 @@ func (t *table) row(i int) Candidate {
 // row, and the named volumes' rows by name.
 func (t *table) verdictRows(n int, named ...string) []Candidate {
 	var rows []Candidate
-	included := map[int]bool{}
+	var included []int // the entries of rows, in order: a few, or every fitting volume
 	free := false
 	for k := 0; k < t.order.len(); k++ {
 		i := t.order.at(k)
@@ -120,7 +128,7 @@ func (t *table) verdictRows(n int, named ...string) []Candidate {
 			r = t.row(i)
 		}
 		free = free || r.TakenBy.IsZero()
-		rows, included[i] = append(rows, r), true
+		rows, included = append(rows, r), append(included, i)
 	}
 	for _, name := range named {
 		if name == "" {
@@ -137,8 +145,8 @@ func (t *table) verdictRows(n int, named ...string) []Candidate {
 				best = i
 			}
 		}
-		if best >= 0 && !included[best] {
-			rows, included[best] = append(rows, t.row(best)), true
+		if best >= 0 && !slices.Contains(included, best) {
+			rows, included = append(rows, t.row(best)), append(included, best)
 		}
 	}
 	return rows
@@ -190,26 +198,37 @@ type CandidatePage struct {
 	Offset, Limit int
 }
 
-// listed fills e's candidates from t for a reader of audience aud (nil: everything), as page
+// listed fills e's candidates from t for a reader of audience aud (none: everything), as page
 // says: the rows listed, how many the reader may read (CandidatesTotal), the others counted by
 // their first failing check, the volumes the reader may not read counted in Hidden, and the
-// offset of the next page (-1 for none).
-func listed(e *Explanation, t *table, aud policy.Audience, page CandidatePage) (next int) {
-	groups := map[string]*HiddenVolumes{}
+// offset of the next page (-1 for none). It passes over every volume of the table once or
+// twice: what it does per volume is counted in arrays, not maps, and a volume's readability is
+// judged on the volume the table holds (volumeReader).
+func listed(e *Explanation, t *table, aud audience, page CandidatePage) (next int) {
+	var hidden []hiddenCount
 	o := t.order
-	if aud != nil {
-		o = newOrder(t, func(en *entry) bool {
-			if aud.Reads(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: en.v.Name}) {
+	if aud.Audience != nil {
+		reads, at, last := t.volumeReader(aud), map[string]int{}, -1
+		o = newOrder(t, func(i int) bool {
+			if reads(i) {
 				return true
 			}
+			en := &t.entries[i]
+			// The class of the volume before, most often: the facts share equal strings, so
+			// that compare is of one pointer.
 			class := en.facts.class
-			g := groups[class]
-			if g == nil {
-				g = &HiddenVolumes{Class: class, Failing: map[string]int{}}
-				groups[class] = g
+			if last < 0 || hidden[last].class != class {
+				k, ok := at[class]
+				if !ok {
+					k = len(hidden)
+					at[class] = k
+					hidden = append(hidden, hiddenCount{class: class})
+				}
+				last = k
 			}
-			g.Count++
-			g.Failing[en.firstFailing()]++
+			h := &hidden[last]
+			h.count++
+			h.failing[en.firstFailing()]++
 			return false
 		})
 	}
@@ -218,38 +237,81 @@ func listed(e *Explanation, t *table, aud policy.Audience, page CandidatePage) (
 		from, to = page.Offset, page.Offset+page.Limit
 	}
 	e.Candidates, e.CandidatesTotal, next = []Candidate{}, o.len(), -1
-	listedAt := map[int]bool{}
+	var listedAt []int
 	for k := from; k < min(to, o.len()); k++ {
 		i := o.at(k)
-		e.Candidates, listedAt[i] = append(e.Candidates, t.row(i)), true
+		e.Candidates, listedAt = append(e.Candidates, t.row(i)), append(listedAt, i)
 	}
 	if page.All && to < o.len() {
 		next = to
 	}
 	e.Others = nil
 	if !page.All {
-		others := map[string]int{}
+		// Every entry ordered, less those listed.
+		var others [checkCount + 1]int
 		for b := range o.buckets {
 			bk := &o.buckets[b]
 			for _, list := range [][]int32{bk.sorted, bk.heap} {
 				for _, i := range list {
-					if !listedAt[int(i)] {
-						others[t.entries[i].firstFailing()]++
-					}
+					others[t.entries[i].firstFailing()]++
 				}
 			}
 		}
-		for _, c := range append(slices.Clone(Checks), "fits") {
-			if n := others[string(c)]; n > 0 {
-				e.Others = append(e.Others, CandidateGroup{Failing: string(c), Count: n})
+		for _, i := range listedAt {
+			others[t.entries[i].firstFailing()]--
+		}
+		for f, n := range others {
+			if n > 0 {
+				e.Others = append(e.Others, CandidateGroup{Failing: failingWord(f), Count: n})
 			}
 		}
 	}
 	e.Hidden = nil
-	for _, g := range groups {
-		g.Text = hiddenText(g)
-		e.Hidden = append(e.Hidden, *g)
+	for _, h := range hidden {
+		g := HiddenVolumes{Class: h.class, Count: h.count, Failing: map[string]int{}}
+		for f, n := range h.failing {
+			if n > 0 {
+				g.Failing[failingWord(f)] = n
+			}
+		}
+		g.Text = hiddenText(&g)
+		e.Hidden = append(e.Hidden, g)
 	}
 	slices.SortFunc(e.Hidden, func(a, b HiddenVolumes) int { return strings.Compare(a.Class, b.Class) })
 	return next
+}
+
+// hiddenCount counts the volumes of one class a reader may not read (HiddenVolumes), by their
+// first failing check (entry.firstFailing).
+type hiddenCount struct {
+	class   string
+	count   int
+	failing [checkCount + 1]int
+}
+
+// audience is who an answer is for (nil: everyone) and, when known, the rights that make it:
+// two audiences of one rights key read the same objects of a state (audienceOf).
+type audience struct {
+	policy.Audience
+	rights string
+}
+
+// volumeReader reports whether aud may read entry i's volume (aud.Reads). For a reader known by
+// its RBAC rights (policy.Readers) over the table's own state, whose volumes have a name each, it
+// is judged on the entry's volume, which is the one a lookup by its name finds
+// (policy.Readers.ReadsVolume): no lookup per volume; and with its rights' key, once per plan
+// (index.readable) for every question that reader asks of it.
+func (t *table) volumeReader(aud audience) func(int) bool {
+	if r, ok := aud.Audience.(policy.Readers); ok {
+		if s, ok := r.View.(*clusterstate.State); ok && s == t.x.in.State && t.x.namesUnique() {
+			if aud.rights == "" {
+				return func(i int) bool { return r.ReadsVolume(t.entries[i].v) }
+			}
+			bits := t.x.readable(aud.rights, func(k int) bool { return r.ReadsVolume(s.Volumes()[k]) })
+			return func(i int) bool { return bits[i/64]&(1<<(i%64)) != 0 }
+		}
+	}
+	return func(i int) bool {
+		return aud.Reads(policy.ObjectRef{Kind: policy.KindPersistentVolume, Name: t.entries[i].v.Name})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -124,6 +125,17 @@ func randomState(rng *rand.Rand) Input {
 			}
 		}
 	}
+	// Some volumes granted to a namespace (the grant annotation), read by its tenants.
+	for i, v := range volumes {
+		if i%5 == 2 {
+			volumes[i] = PVWith(v, PVMeta(Annotation(policy.DefaultGrantAnnotation, []string{"a", "b", " a*, c", ""}[i%4])))
+		}
+	}
+	// A dump may hold a name twice: here, one state in four, a second volume of an earlier one's
+	// name, granted to namespace a, which a lookup by that name finds.
+	if len(volumes) > 1 && nClaims%4 == 1 {
+		volumes = append(volumes, PVWith(volumes[1], NoClaimRef, PVMeta(Annotation(policy.DefaultGrantAnnotation, "a"))))
+	}
 	// Some claims bound to a volume that names them.
 	for _, v := range volumes {
 		if ref := v.Spec.ClaimRef; ref != nil && ref.UID != "" && rng.IntN(2) == 0 {
@@ -211,27 +223,69 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 				}
 			}
 			var e Explanation
-			listed(&e, tab, nil, CandidatePage{})
+			listed(&e, tab, audience{}, CandidatePage{})
 			closest := want.Candidates[:min(shownClosest, len(want.Candidates))]
 			if !reflect.DeepEqual(e.Candidates, closest) && !(len(closest) == 0 && len(e.Candidates) == 0) {
 				t.Fatalf("%s: closest\n%+v\nwant\n%+v", where, e.Candidates, closest)
 			}
-			// For a reader who may read some volumes only: the closest they may read, the others
-			// counted as forAudience counts them, and every reference rendered for them.
-			aud := someVolumes{}
-			forAudience(aud, want)
-			listed(got, tab, aud, CandidatePage{})
-			policy.Redact(got, aud)
-			closest = want.Candidates[:min(shownClosest, len(want.Candidates))]
-			if !reflect.DeepEqual(got.Candidates, closest) && !(len(closest) == 0 && len(got.Candidates) == 0) {
-				t.Fatalf("%s: the closest a reader may read\n%+v\nwant\n%+v", where, got.Candidates, closest)
+			if others := othersOf(want.Candidates); !reflect.DeepEqual(e.Others, others) || e.CandidatesTotal != len(want.Candidates) {
+				t.Fatalf("%s: %d candidates, others %+v\nwant %d, %+v", where, e.CandidatesTotal, e.Others, len(want.Candidates), others)
 			}
-			if !reflect.DeepEqual(got.Hidden, want.Hidden) || !reflect.DeepEqual(got.Verdict, want.Verdict) || got.State.String() != want.State.String() {
-				t.Fatalf("%s: for a reader: hidden %+v verdict %+v\nwant hidden %+v verdict %+v", where, got.Hidden, got.Verdict, want.Hidden, want.Verdict)
+			// For a reader who may read some volumes only: the closest they may read, the others
+			// counted as forAudience counts them, and every reference rendered for them. The
+			// readers: one who may read the volumes of odd-length names, and a tenant who may
+			// read namespace a's claims and the volumes linked to or granting it (a volume
+			// judged as the table holds it: policy.Readers.ReadsVolume).
+			// The tenant is asked of twice: once without the key of their rights, once with it
+			// (the volumes they read judged once per state, by the first claim asked, and kept).
+			tenant := policy.Readers{Claims: func(ns string) bool { return ns == "a" }, View: in.State, Namespaces: []string{"a"}}
+			for k, aud := range []audience{{Audience: someVolumes{}}, {Audience: tenant}, {Audience: tenant, rights: "a"}} {
+				want, got := referenceClaim(in, c), got
+				if k > 0 {
+					tab.release()
+					got, tab = explainTable(x, shared, c, shownClosest)
+				}
+				forAudience(aud.Audience, want)
+				listed(got, tab, aud, CandidatePage{})
+				policy.Redact(got, aud.Audience)
+				closest = want.Candidates[:min(shownClosest, len(want.Candidates))]
+				if !reflect.DeepEqual(got.Candidates, closest) && !(len(closest) == 0 && len(got.Candidates) == 0) {
+					t.Fatalf("%s: the closest %T (%q) may read\n%+v\nwant\n%+v", where, aud.Audience, aud.rights, got.Candidates, closest)
+				}
+				if others := othersOf(want.Candidates); !reflect.DeepEqual(got.Others, others) || got.CandidatesTotal != len(want.Candidates) {
+					t.Fatalf("%s: for %T (%q): %d candidates, others %+v\nwant %d, %+v", where, aud.Audience, aud.rights, got.CandidatesTotal, got.Others, len(want.Candidates), others)
+				}
+				if !reflect.DeepEqual(got.Hidden, want.Hidden) || !reflect.DeepEqual(got.Verdict, want.Verdict) || got.State.String() != want.State.String() {
+					t.Fatalf("%s: for %T (%q): hidden %+v verdict %+v\nwant hidden %+v verdict %+v", where, aud.Audience, aud.rights, got.Hidden, got.Verdict, want.Hidden, want.Verdict)
+				}
 			}
 			tab.release() // the next question reuses its memory, as the server's do
 		}
 	}
+}
+
+// othersOf is Explanation.Others of a reader who may read the rows (in order, every row of the
+// full table they may read): those past the closest counted by the first check each fails,
+// claimRef before the others (a volume bound elsewhere), "fits" for none, in the order of Checks.
+func othersOf(rows []Candidate) []CandidateGroup {
+	counts := map[string]int{}
+	for _, r := range rows[min(shownClosest, len(rows)):] {
+		why := "fits"
+		if failed := r.Failed(); len(failed) > 0 {
+			why = string(failed[0].Check)
+			if !r.passes(CheckClaimRef) {
+				why = string(CheckClaimRef)
+			}
+		}
+		counts[why]++
+	}
+	var out []CandidateGroup
+	for _, c := range append(slices.Clone(Checks), "fits") {
+		if n := counts[string(c)]; n > 0 {
+			out = append(out, CandidateGroup{Failing: string(c), Count: n})
+		}
+	}
+	return out
 }
 
 func TestCheckCount(t *testing.T) {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -80,6 +81,25 @@ func (r Readers) volume(name string) bool {
 	if err != nil || pv == nil {
 		return false
 	}
+	return r.reads(pv)
+}
+
+// ReadsVolume is Reads of the volume pv, which must be the one View holds under pv's name, judged
+// on pv without looking it up again: a caller that walks every volume of the View (an
+// explanation's candidates) asks of each, and a lookup by name per volume was most of the walk.
+func (r Readers) ReadsVolume(pv *corev1.PersistentVolume) bool {
+	if r.AllVolumes {
+		return true
+	}
+	if r.View == nil || r.Claims == nil || pv == nil || pv.Name == "" {
+		return false
+	}
+	return r.reads(pv)
+}
+
+// reads reports whether the volume is the reader's namespaces': linked or pre-bound to a claim
+// there, or granting one of them.
+func (r Readers) reads(pv *corev1.PersistentVolume) bool {
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.Namespace != "" && r.Claims(ref.Namespace) {
 		return true
 	}
@@ -88,6 +108,9 @@ func (r Readers) volume(name string) bool {
 		cfg = DefaultConfig()
 	}
 	grant := pv.Annotations[cfg.grantAnnotation()]
+	if grant == "" {
+		return false // grants no namespace, as grantsNamespace reads it
+	}
 	for _, ns := range r.Namespaces {
 		if grantsNamespace(grant, ns) {
 			return true

@@ -251,7 +251,11 @@ func (ids Identities) match(u UserInfo) bool {
 		}
 	}
 	if ns, name, ok := serviceAccount(u.Username); ok {
-		return slices.Contains(ids.ServiceAccounts, ns+"/"+name)
+		// ns+"/"+name, compared without building it: every rule asks of every review.
+		return slices.ContainsFunc(ids.ServiceAccounts, func(s string) bool {
+			rest, ok := strings.CutPrefix(s, ns)
+			return ok && len(rest) == 1+len(name) && rest[0] == '/' && rest[1:] == name
+		})
 	}
 	return false
 }
