@@ -204,19 +204,24 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 // pair, so its policy column is the binder's own judgement. An error means policy could not
 // judge the pair; the findings are those of the rules that could.
 func BindDenials(engine *policy.Engine, identity policy.UserInfo, view policy.View, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) ([]policy.Finding, error) {
-	oldV, newV := v.DeepCopy(), v.DeepCopy()
+	// The reviews' objects are shallow copies with only the fields a bind writes replaced: policy
+	// never modifies what it judges (FuzzAdmit), and deep copies of both objects were most of a
+	// judgement's cost, which an explanation pays for every volume that fits its claim.
+	oldV, newV := v, v
 	if !linkedTo(v, claim) {
-		oldV.Spec.ClaimRef = nil
-		newV.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+		o, n := *v, *v
+		o.Spec.ClaimRef = nil
+		n.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+		oldV, newV = &o, &n
 	}
 	// A volume already linked to the claim with its uid needs no volume write: that link was
 	// judged when it was written (a populator's hand-off, the scheduler's choice, a provisioner's
 	// save), as upstream's binder takes it as it is. The claim half is still judged from nothing.
-	oldC, newC := claim.DeepCopy(), claim.DeepCopy()
+	oldC, newC := *claim, *claim
 	oldC.Spec.VolumeName = ""
-	delete(oldC.Annotations, storage.AnnBindCompleted)
+	oldC.Annotations = withoutAnn(claim.Annotations, storage.AnnBindCompleted)
 	newC.Spec.VolumeName = v.Name
-	setAnn(&newC.ObjectMeta, storage.AnnBindCompleted, "yes")
+	newC.Annotations = withAnn(claim.Annotations, storage.AnnBindCompleted, "yes")
 	// A volume the claim did not name is the binder's own choice: the claim half is judged as
 	// the webhook judges the binder's claim write, after the volume write has pointed the volume
 	// at the claim, or volume-grab (PVG010) set to deny would refuse every such binding. A claim
@@ -231,7 +236,7 @@ func BindDenials(engine *policy.Engine, identity policy.UserInfo, view policy.Vi
 		view   policy.View
 	}{
 		{&policy.Review{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: identity, PV: newV, OldPV: oldV}, view},
-		{&policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: identity, PVC: newC, OldPVC: oldC}, claimView},
+		{&policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: identity, PVC: &newC, OldPVC: &oldC}, claimView},
 	} {
 		d, err := engine.Admit(r.review, r.view)
 		denials = append(denials, d.Deny...)

@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -80,5 +82,37 @@ func TestBindDenialsTakesAPopulatorsHandOff(t *testing.T) {
 	denials, err = BindDenials(engine, binderUser, testobj.NewView(target, prime, stillPrimes), stillPrimes, target)
 	if err != nil || len(denials) == 0 {
 		t.Errorf("binding the target to the populator's own bound volume: denials %v, err %v, want PVG002", denials, err)
+	}
+}
+
+// TestBindDenialsLeavesItsObjectsAlone: the pair's reviews are made of shallow copies with the
+// bind's fields replaced, so neither the volume nor the claim (a cached object, its annotation
+// map shared with the reviews') is changed.
+func TestBindDenialsLeavesItsObjectsAlone(t *testing.T) {
+	engine := policy.NewEngine(nil)
+	binderUser := policy.UserInfo{Username: "system:serviceaccount:pvguard-system:pvguard"}
+	for _, tc := range []struct {
+		name   string
+		volume *corev1.PersistentVolume
+		claim  *corev1.PersistentVolumeClaim
+	}{
+		{name: "free volume, claim without annotations", volume: testobj.PV("free", testobj.Phase(corev1.VolumeAvailable)), claim: testobj.PVC("ns", "c")},
+		{name: "free volume, annotated claim", volume: testobj.PV("free", testobj.Phase(corev1.VolumeAvailable)),
+			claim: testobj.PVC("ns", "c", testobj.ClaimMeta(testobj.Annotation("team", "a")))},
+		{name: "volume pre-bound, claim marked bound", volume: testobj.PVWith(testobj.PV("pre"), testobj.ClaimRef("ns", "c", "")),
+			claim: testobj.PVC("ns", "c", testobj.ClaimMeta(testobj.Annotation(storage.AnnBindCompleted, "yes")))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, c := tc.volume.DeepCopy(), tc.claim.DeepCopy()
+			if _, err := BindDenials(engine, binderUser, testobj.NewView(tc.volume, tc.claim), tc.volume, tc.claim); err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(v, tc.volume) {
+				t.Errorf("volume changed:\n%#v\nwas\n%#v", tc.volume, v)
+			}
+			if !equality.Semantic.DeepEqual(c, tc.claim) {
+				t.Errorf("claim changed:\n%#v\nwas\n%#v", tc.claim, c)
+			}
+		})
 	}
 }

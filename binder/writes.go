@@ -3,6 +3,7 @@ package binder
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +53,30 @@ func (b *Binder) write(op string, obj client.Object, f func() error) error {
 		b.ledger.supersede(k, old)
 	}
 	return nil
+}
+
+// withAnn returns m with k set to v: m itself when it already is, else a copy (m is a cached
+// object's and never modified).
+func withAnn(m map[string]string, k, v string) map[string]string {
+	if cur, ok := m[k]; ok && cur == v {
+		return m
+	}
+	out := maps.Clone(m)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[k] = v
+	return out
+}
+
+// withoutAnn returns m without k: m itself when it has none, else a copy.
+func withoutAnn(m map[string]string, k string) map[string]string {
+	if _, ok := m[k]; !ok {
+		return m
+	}
+	out := maps.Clone(m)
+	delete(out, k)
+	return out
 }
 
 func setAnn(m *metav1.ObjectMeta, k, v string) {

@@ -185,8 +185,9 @@ func cacheOptions(o ServeFlags) cache.Options {
 	// Volumes, claims and classes are cached without what no rule, binder decision or
 	// explanation reads (storage.CacheShape, made from what each declares it reads): managedFields,
 	// the last-applied annotation, unread status fields. The binder writes them by patch, which
-	// leaves what the cache dropped on the server. Their equal labels, annotations and resource
-	// lists are shared (storage.Interner): together, half of what a cached object held.
+	// leaves what the cache dropped on the server. Their equal strings, maps, slices and small
+	// structs (labels, annotations, sizes, classes, drivers, node affinities, ...) are shared
+	// between objects (storage.Interner): together, most of what a cached object held.
 	strip := explain.CacheShape().Transform(storage.NewInterner(cacheInternMaps))
 	c.ByObject = map[client.Object]cache.ByObject{
 		// Pods are cached only as far as the rules read them (clusterview.StripPod).
@@ -299,8 +300,8 @@ func whoAmI(ctx context.Context, cfg *rest.Config) (policy.UserInfo, error) {
 	return policy.UserInfo{Username: r.Status.UserInfo.Username, Groups: r.Status.UserInfo.Groups}, nil
 }
 
-// cacheInternMaps bounds the cache's table of shared maps (storage.Interner), per type: a
-// cluster's distinct labels, annotations and sizes of volumes and claims are far fewer, and a
+// cacheInternMaps bounds each of the cache's tables of shared values (storage.Interner): a
+// cluster's distinct labels, annotations, sizes and other shared values are far fewer, and a
 // tenant filling it with distinct ones makes it hold at most about 25 MiB (maps of up to 1 KiB,
 // each kept with its key), after which it starts again empty.
 const cacheInternMaps = 4096
