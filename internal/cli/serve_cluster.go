@@ -302,6 +302,6 @@ func whoAmI(ctx context.Context, cfg *rest.Config) (policy.UserInfo, error) {
 
 // cacheInternMaps bounds each of the cache's tables of shared values (storage.Interner): a
 // cluster's distinct labels, annotations, sizes and other shared values are far fewer, and a
-// tenant filling it with distinct ones makes it hold at most about 25 MiB (maps of up to 1 KiB,
-// each kept with its key), after which it starts again empty.
+// tenant filling them with distinct ones makes each hold at most a few tens of MiB (values whose
+// content is at most 1 KiB, each kept with its key), after which it starts again empty.
 const cacheInternMaps = 4096
