@@ -2,13 +2,18 @@ package binder
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/storage"
@@ -142,4 +147,74 @@ func plannedClasses(p PoolPlan) int {
 		classes[storage.ClaimClass(c)] = true
 	}
 	return len(classes)
+}
+
+// BenchmarkReplanClaim times the plan without one pair of a claim (the volume the plan gives it),
+// made by Plan of the whole input and by ReplanClaim from the plan with the pair, on
+// scaleCluster's 10,000 pending claims over 10,000 volumes, with the pending claims and free
+// volumes of the Immediate class spread over 1 or 8 Immediate classes. Results are in
+// docs/benchmarks.md ("One explanation").
+func BenchmarkReplanClaim(b *testing.B) {
+	ctx := context.Background()
+	for _, classes := range []int{1, 8} {
+		bd := scalePlanner(b, spreadOverClasses(scaleCluster(10_000, 10_000), classes)...)
+		in, err := bd.planInput(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base := Plan(in)
+		var claim types.UID
+		for _, c := range base.Claims {
+			if base.Volumes[c.UID] != "" {
+				claim = c.UID
+				break
+			}
+		}
+		denied := in
+		denied.InFlight.Denied = maps.Clone(in.InFlight.Denied)
+		denied.InFlight.Denied[claim] = map[string]time.Time{base.Volumes[claim]: in.InFlight.At}
+		b.Run(fmt.Sprintf("classes=%d/Plan", classes), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Plan(denied)
+			}
+		})
+		b.Run(fmt.Sprintf("classes=%d/ReplanClaim", classes), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ReplanClaim(denied, base, claim)
+			}
+		})
+	}
+}
+
+// spreadOverClasses gives the pending claims and free volumes of scaleCluster's objs, in turn,
+// the Immediate classes "standard", "standard-1", ... (n of them), and adds those classes.
+func spreadOverClasses(objs []client.Object, n int) []client.Object {
+	var claims, volumes int
+	name := func(i int) string {
+		if i%n == 0 {
+			return "standard"
+		}
+		return fmt.Sprintf("standard-%d", i%n)
+	}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.PersistentVolume:
+			if strings.HasPrefix(o.Name, "pv-free-") {
+				o.Spec.StorageClassName = name(volumes)
+				volumes++
+			}
+		case *corev1.PersistentVolumeClaim:
+			if strings.HasPrefix(o.Name, "pending-") {
+				cls := name(claims)
+				o.Spec.StorageClassName = &cls
+				claims++
+			}
+		}
+	}
+	for k := 1; k < n; k++ {
+		objs = append(objs, class(fmt.Sprintf("standard-%d", k), "csi.example.com", storagev1.VolumeBindingImmediate))
+	}
+	return objs
 }
