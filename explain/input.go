@@ -232,8 +232,9 @@ const maxReplans = 4
 
 // withoutDenied is p, the plan of x's pool, made without the pairs of claim to the denied
 // volumes, as the binder plans after policy refused them (withDenials). A plan that left them
-// out already (the binder met those denials, InFlight) is that plan; otherwise the pool is
-// planned again, once per input, claim and denied volumes, however many questions ask.
+// out already (the binder met those denials, InFlight) is that plan; otherwise the claim's class
+// is planned again (replan), once per input, claim and denied volumes, however many questions
+// ask.
 func (x *index) withoutDenied(p pool, claim types.UID, denied []string) pool {
 	f := x.in.InFlight
 	known := !f.At.IsZero()
@@ -257,8 +258,21 @@ func (x *index) withoutDenied(p pool, claim types.UID, denied []string) pool {
 		r.m[key] = e
 	}
 	r.mu.Unlock()
-	e.once.Do(func() { e.p = planPool(x, withDenials(f, claim, denied)) })
+	e.once.Do(func() { e.p = x.replan(p, claim, denied) })
 	return e.p
+}
+
+// replan is p, the plan of x's pool, planned again without the pairs of claim to the denied
+// volumes: only the claim's class is (binder.ReplanClaim), which the denials alone change. When
+// the in-flight state has no moment, withDenials dates it now, which may age out denials of other
+// claims: then the whole pool is.
+func (x *index) replan(p pool, claim types.UID, denied []string) pool {
+	f := x.in.InFlight
+	in := binder.PlanInput{State: x.in.State, PendingFree: x.in.PendingFree, InFlight: withDenials(f, claim, denied)}
+	if f.At.IsZero() && len(f.Denied) > 0 {
+		return poolOf(binder.Plan(in))
+	}
+	return poolOf(binder.ReplanClaim(in, p.plan, claim))
 }
 
 // poolOf indexes a plan: it maps each volume the plan gives out to its claim, and says which

@@ -23,12 +23,23 @@ import (
 // free volumes of mixed sizes, access modes, labels and node affinity, one in twenty volumes
 // Released, some free volumes pre-bound to a pending claim; seed makes it.
 func synthetic(seed uint64, pairs, pending int) *clusterstate.State {
+	return syntheticClasses(seed, pairs, pending, 1)
+}
+
+// syntheticClasses is synthetic with the Immediate claims and volumes spread evenly over
+// immediate Immediate classes ("standard" and "standard-1", ...), so that the plan has that many
+// pools to plan; with one it is synthetic's state.
+func syntheticClasses(seed uint64, pairs, pending, immediate int) *clusterstate.State {
 	rng := rand.New(rand.NewPCG(seed, uint64(pairs)))
 	standard := StorageClass("standard", "csi.example.com", DefaultClass)
 	local := StorageClass("local", storage.NoProvisioner, func(sc *storagev1.StorageClass) {
 		m := storagev1.VolumeBindingWaitForFirstConsumer
 		sc.VolumeBindingMode = &m
 	})
+	classes := []*storagev1.StorageClass{standard, local}
+	for k := 1; k < immediate; k++ {
+		classes = append(classes, StorageClass(fmt.Sprintf("standard-%d", k), "csi.example.com"))
+	}
 	nodes := make([]*corev1.Node, 8)
 	for i := range nodes {
 		nodes[i] = Node(fmt.Sprintf("node-%d", i), map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", i%3)})
@@ -38,6 +49,11 @@ func synthetic(seed uint64, pairs, pending int) *clusterstate.State {
 	classOf := func() string {
 		if rng.IntN(10) == 0 {
 			return "local"
+		}
+		if immediate > 1 {
+			if k := rng.IntN(immediate); k > 0 {
+				return fmt.Sprintf("standard-%d", k)
+			}
 		}
 		return "standard"
 	}
@@ -91,7 +107,7 @@ func synthetic(seed uint64, pairs, pending int) *clusterstate.State {
 		volumes = append(volumes, PV(fmt.Sprintf("pv-free-%06d", k), mods...))
 	}
 	rng.Shuffle(len(volumes), func(i, j int) { volumes[i], volumes[j] = volumes[j], volumes[i] })
-	return clusterstate.New(claims, volumes, []*storagev1.StorageClass{standard, local}, nodes)
+	return clusterstate.New(claims, volumes, classes, nodes)
 }
 
 // pendingClaims are the uids and keys of the state's claims that are not bound.

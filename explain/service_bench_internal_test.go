@@ -110,8 +110,8 @@ func TestReadersOfOnePlanReadTheirOwnVolumes(t *testing.T) {
 // (internal/web: indented, HTML not escaped). A reader who may not list every namespace's claims
 // asks about the claims of the namespaces they may. It reports the CPU per answer and the
 // largest answer's bytes.
-func benchmarkServiceClaim(b *testing.B, pairs int, rd *access.Reader) {
-	in := Input{State: synthetic(1, pairs, pairs/10), NodesListed: true}
+func benchmarkServiceClaim(b *testing.B, pairs, immediate int, rd *access.Reader) {
+	in := Input{State: syntheticClasses(1, pairs, pairs/10, immediate), NodesListed: true}
 	in.State = scattered(withUIDs(in.state()))
 	s := servedFromPlan(in, policy.NewEngine(nil))
 	var asked []*corev1.PersistentVolumeClaim
@@ -147,13 +147,20 @@ func benchmarkServiceClaim(b *testing.B, pairs int, rd *access.Reader) {
 
 // serviceReaders are the readers the Service benchmarks ask as: one who may read everything,
 // and a tenant who may list the claims of one namespace only (and classes), to whom most
-// volumes are hidden.
-func serviceReaders(b *testing.B, pairs int) {
-	b.Run("everything", func(b *testing.B) { benchmarkServiceClaim(b, pairs, access.Everything("admin")) })
+// volumes are hidden. The state's Immediate claims and volumes are spread over immediate classes
+// (syntheticClasses).
+func serviceReaders(b *testing.B, pairs, immediate int) {
+	b.Run("everything", func(b *testing.B) { benchmarkServiceClaim(b, pairs, immediate, access.Everything("admin")) })
 	b.Run("tenant", func(b *testing.B) {
-		benchmarkServiceClaim(b, pairs, access.NewReader("tenant", false, []string{"ns-07"}, false, true))
+		benchmarkServiceClaim(b, pairs, immediate, access.NewReader("tenant", false, []string{"ns-07"}, false, true))
 	})
 }
 
-func BenchmarkServiceClaim10k(b *testing.B)           { serviceReaders(b, 10000) }
-func BenchmarkServiceClaim100kScattered(b *testing.B) { serviceReaders(b, 100000) }
+func BenchmarkServiceClaim10k(b *testing.B)           { serviceReaders(b, 10000, 1) }
+func BenchmarkServiceClaim100kScattered(b *testing.B) { serviceReaders(b, 100000, 1) }
+
+// BenchmarkServiceClaimClasses10k and BenchmarkServiceClaimClasses100k are the benchmarks above
+// on a state whose Immediate claims and volumes are spread over 8 classes: a plan without a
+// claim's denied pairs plans again its class only (withoutDenied).
+func BenchmarkServiceClaimClasses10k(b *testing.B)  { serviceReaders(b, 10000, 8) }
+func BenchmarkServiceClaimClasses100k(b *testing.B) { serviceReaders(b, 100000, 8) }

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -192,6 +193,10 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 	if testing.Short() {
 		seeds = 100
 	}
+	// The plans made again without a claim's denied pairs (withoutDenied) that differ from the
+	// shared plan, and those of them made over a pool of several classes planned at once, of
+	// which only the claim's is planned again (binder.ReplanClaim).
+	var replanned, replannedBeside int
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		in := randomState(rng)
@@ -206,8 +211,17 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 		shared := planPool(x, in.InFlight) // planned once for every claim, as the server keeps it
 		for _, c := range in.State.Claims() {
 			want := referenceClaim(in, c)
+			clear(x.replans.m)
 			got, tab := explainTable(x, shared, c, []int{0, 1, shownClosest}[rng.IntN(3)]) // rows made in full: any head
 			where := fmt.Sprintf("seed %d, claim %s/%s", seed, c.Namespace, c.Name)
+			for _, r := range x.replans.m {
+				if !maps.Equal(r.p.plan.Volumes, shared.plan.Volumes) {
+					replanned++
+					if classesOf(shared.plan) > 1 {
+						replannedBeside++
+					}
+				}
+			}
 			if !reflect.DeepEqual(got.Verdict, want.Verdict) {
 				t.Fatalf("%s: verdict\n%+v\nwant\n%+v", where, got.Verdict, want.Verdict)
 			}
@@ -262,6 +276,19 @@ func TestTableExplainsAsTheFullPool(t *testing.T) {
 			tab.release() // the next question reuses its memory, as the server's do
 		}
 	}
+	if replanned < seeds/8 || replannedBeside < seeds/16 {
+		t.Fatalf("%d plans made again without denied pairs, %d beside other classes' claims", replanned, replannedBeside)
+	}
+	t.Logf("%d plans made again without denied pairs, %d beside other classes' claims", replanned, replannedBeside)
+}
+
+// classesOf counts the classes of the claims a plan considered.
+func classesOf(p binder.PoolPlan) int {
+	classes := map[string]bool{}
+	for _, c := range p.Claims {
+		classes[storage.ClaimClass(c)] = true
+	}
+	return len(classes)
 }
 
 // othersOf is Explanation.Others of a reader who may read the rows (in order, every row of the
