@@ -204,41 +204,74 @@ func (b *Binder) denied(ctx context.Context, v *corev1.PersistentVolume, claim *
 // pair, so its policy column is the binder's own judgement. An error means policy could not
 // judge the pair; the findings are those of the rules that could.
 func BindDenials(engine *policy.Engine, identity policy.UserInfo, view policy.View, v *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) ([]policy.Finding, error) {
-	// The reviews' objects are shallow copies with only the fields a bind writes replaced: policy
-	// never modifies what it judges (FuzzAdmit), and deep copies of both objects were most of a
-	// judgement's cost, which an explanation pays for every volume that fits its claim.
-	oldV, newV := v, v
-	if !linkedTo(v, claim) {
-		o, n := *v, *v
-		o.Spec.ClaimRef = nil
-		n.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
-		oldV, newV = &o, &n
-	}
+	return NewBindJudge(engine, identity, view, claim).Denials(v)
+}
+
+// BindJudge judges the binds of one claim to one volume after another, as BindDenials does, on
+// copies it keeps and overwrites: an explanation judges its claim against every volume that fits
+// it, thousands at 100,000 pairs, and copies made afresh for each pair were most of what a
+// question allocated. The copies are shallow, with only the fields a bind writes replaced (the
+// claimRef, the volume name, the annotation map when the bind changes it): policy never modifies
+// what it judges (FuzzAdmit), and its findings name objects by reference, never pointing into
+// them. A BindJudge is not safe for concurrent use.
+type BindJudge struct {
+	engine     *policy.Engine
+	identity   policy.UserInfo
+	view       policy.View
+	claim      *corev1.PersistentVolumeClaim
+	ref        corev1.ObjectReference
+	oldC, newC corev1.PersistentVolumeClaim
+	oldV, newV corev1.PersistentVolume
+	pv, pvc    policy.Review
+}
+
+// NewBindJudge returns the judge of claim's binds as identity, over view (the objects as they
+// are).
+func NewBindJudge(engine *policy.Engine, identity policy.UserInfo, view policy.View, claim *corev1.PersistentVolumeClaim) *BindJudge {
+	j := &BindJudge{engine: engine, identity: identity, view: view, claim: claim,
+		ref: corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}}
+	// The claim half is judged from nothing: no volume name and no bind-completed before,
+	// both after.
+	j.oldC, j.newC = *claim, *claim
+	j.oldC.Spec.VolumeName = ""
+	j.oldC.Annotations = withoutAnn(claim.Annotations, storage.AnnBindCompleted)
+	j.newC.Annotations = withAnn(claim.Annotations, storage.AnnBindCompleted, "yes")
+	return j
+}
+
+// Claim is the claim whose binds j judges.
+func (j *BindJudge) Claim() *corev1.PersistentVolumeClaim { return j.claim }
+
+// Denials is BindDenials of the judge's claim and volume v.
+func (j *BindJudge) Denials(v *corev1.PersistentVolume) ([]policy.Finding, error) {
+	claim := j.claim
 	// A volume already linked to the claim with its uid needs no volume write: that link was
 	// judged when it was written (a populator's hand-off, the scheduler's choice, a provisioner's
 	// save), as upstream's binder takes it as it is. The claim half is still judged from nothing.
-	oldC, newC := *claim, *claim
-	oldC.Spec.VolumeName = ""
-	oldC.Annotations = withoutAnn(claim.Annotations, storage.AnnBindCompleted)
-	newC.Spec.VolumeName = v.Name
-	newC.Annotations = withAnn(claim.Annotations, storage.AnnBindCompleted, "yes")
+	oldV, newV := v, v
+	if !linkedTo(v, claim) {
+		j.oldV, j.newV = *v, *v
+		j.oldV.Spec.ClaimRef = nil
+		j.newV.Spec.ClaimRef = &j.ref
+		oldV, newV = &j.oldV, &j.newV
+	}
+	j.newC.Spec.VolumeName = v.Name
 	// A volume the claim did not name is the binder's own choice: the claim half is judged as
 	// the webhook judges the binder's claim write, after the volume write has pointed the volume
 	// at the claim, or volume-grab (PVG010) set to deny would refuse every such binding. A claim
 	// that named its volume is judged against the volume as it is, so a grab is still refused.
-	claimView := view
+	claimView := j.view
 	if claim.Spec.VolumeName == "" {
-		claimView = withVolume{View: view, pv: newV}
+		claimView = withVolume{View: j.view, pv: newV}
 	}
+	j.pv = policy.Review{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: j.identity, PV: newV, OldPV: oldV}
+	j.pvc = policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: j.identity, PVC: &j.newC, OldPVC: &j.oldC}
 	var denials []policy.Finding
 	for _, r := range []struct {
 		review *policy.Review
 		view   policy.View
-	}{
-		{&policy.Review{Kind: policy.KindPersistentVolume, Operation: policy.OperationUpdate, User: identity, PV: newV, OldPV: oldV}, view},
-		{&policy.Review{Kind: policy.KindPersistentVolumeClaim, Operation: policy.OperationUpdate, User: identity, PVC: &newC, OldPVC: &oldC}, claimView},
-	} {
-		d, err := engine.Admit(r.review, r.view)
+	}{{&j.pv, j.view}, {&j.pvc, claimView}} {
+		d, err := j.engine.Admit(r.review, r.view)
 		denials = append(denials, d.Deny...)
 		if err != nil {
 			return denials, fmt.Errorf("asking policy about binding claim %s/%s to volume %s: %w", claim.Namespace, claim.Name, v.Name, err)

@@ -2,10 +2,12 @@ package binder
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -115,4 +117,67 @@ func TestBindDenialsLeavesItsObjectsAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBindJudgeJudgesEachVolumeAsAlone: one judge asked about volume after volume, on the copies
+// it overwrites, finds what BindDenials finds of each volume alone, and what it found of the
+// first volumes still reads the same after the later ones were judged.
+func TestBindJudgeJudgesEachVolumeAsAlone(t *testing.T) {
+	cfg, err := policy.ParseConfig([]byte("rules:\n  volume-grab: {action: deny}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	binderUser := policy.UserInfo{Username: "system:serviceaccount:pvguard-system:pvguard"}
+	claim := testobj.PVC("ns", "c", testobj.ClaimUID("uid-c"), testobj.VolumeName("named"), testobj.ClaimMeta(testobj.Annotation("team", "a")))
+	other := testobj.PVC("ns", "other", testobj.ClaimUID("uid-o"))
+	volumes := []*corev1.PersistentVolume{
+		testobj.PV("named", testobj.Phase(corev1.VolumeAvailable)),
+		testobj.PV("free", testobj.Phase(corev1.VolumeAvailable)),
+		testobj.PV("granted", testobj.Phase(corev1.VolumeAvailable), testobj.PVMeta(testobj.Annotation(policy.DefaultGrantAnnotation, "ns"))),
+		testobj.PV("linked", testobj.BoundTo(claim)),
+		testobj.PV("elsewhere", testobj.BoundTo(other)),
+		testobj.PVWith(testobj.PV("pre"), testobj.ClaimRef("ns", "c", "")),
+	}
+	for _, engine := range []*policy.Engine{policy.NewEngine(nil), policy.NewEngine(cfg)} {
+		view := testobj.NewView(append([]runtime.Object{claim, other}, asObjects(volumes)...)...)
+		j := NewBindJudge(engine, binderUser, view, claim)
+		var got [][]policy.Finding
+		for _, v := range volumes {
+			d, err := j.Denials(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, d)
+		}
+		denied := 0
+		for i, v := range volumes {
+			want, err := BindDenials(engine, binderUser, view, v, claim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := rendered(got[i]), rendered(want); !slices.Equal(g, w) {
+				t.Errorf("volume %s: the judge found %q, alone %q", v.Name, g, w)
+			}
+			denied += len(want)
+		}
+		if denied == 0 {
+			t.Errorf("no volume denied: the test compares nothing")
+		}
+	}
+}
+
+func rendered(fs []policy.Finding) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.String()
+	}
+	return out
+}
+
+func asObjects(vs []*corev1.PersistentVolume) []runtime.Object {
+	out := make([]runtime.Object, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
 }

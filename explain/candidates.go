@@ -165,6 +165,8 @@ func sortCandidates(rows []Candidate, class string) []Candidate {
 type pairJudge struct {
 	in   Input
 	view policy.View
+	// bind judges the binds of one claim, the one a table asks about, reusing its copies.
+	bind *binder.BindJudge
 }
 
 // newPairJudge is the judge of in's pairs (nil without a policy engine), against in.View or, when
@@ -209,7 +211,10 @@ func (j *pairJudge) judge(row Candidate, v *corev1.PersistentVolume, c *corev1.P
 // denial is policy's word on the pair (judged whatever the other checks say): its POLICY value
 // and true when policy denies it, or could not judge it.
 func (j *pairJudge) denial(v *corev1.PersistentVolume, c *corev1.PersistentVolumeClaim) (policy.Text, bool) {
-	denials, err := binder.BindDenials(j.in.Policy, j.in.Identity, j.view, v, c)
+	if j.bind == nil || j.bind.Claim() != c {
+		j.bind = binder.NewBindJudge(j.in.Policy, j.in.Identity, j.view, c)
+	}
+	denials, err := j.bind.Denials(v)
 	var value policy.Text
 	switch {
 	case len(denials) > 0:
