@@ -419,6 +419,7 @@ func checkDeployment(t *testing.T, c chartCase, r rendered) {
 		"admission-read-rights":            "auto",
 		"shutdown-timeout":                 "25s",
 		"shutdown-delay":                   "5s",
+		"gc-percent":                       "30",
 	}
 	for k, v := range want {
 		if args[k] != v {
