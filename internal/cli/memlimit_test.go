@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"math"
+	"time"
 
 	"runtime/debug"
 	"testing"
@@ -75,20 +77,72 @@ func TestGCPercent(t *testing.T) {
 	}
 }
 
-// TestApplyGCPercent: the flag sets the collector's percentage unless GOGC is set.
+// TestApplyGCPercent: the flag sets twice its headroom for the start and returns the steady
+// one, unless GOGC is set.
 func TestApplyGCPercent(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
-	if err := applyGCPercent(40, "", logr.Discard()); err != nil {
+	steady, err := applyGCPercent(40, "", logr.Discard())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := debug.SetGCPercent(100); got != 40 {
-		t.Errorf("GC percent %d, want 40", got)
+	if got := debug.SetGCPercent(100); got != 80 || steady != 40 {
+		t.Errorf("GC percent %d for the start, %d steady; want 80 and 40", got, steady)
 	}
-	if err := applyGCPercent(40, "100", logr.Discard()); err != nil {
+	steady, err = applyGCPercent(40, "100", logr.Discard())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Errorf("with GOGC set, GC percent %d, want it unchanged (100)", got)
+	if got := debug.SetGCPercent(100); got != 100 || steady != 0 {
+		t.Errorf("with GOGC set, GC percent %d and steady %d, want them unchanged (100) and none", got, steady)
+	}
+}
+
+type syncedCache bool
+
+func (c syncedCache) WaitForCacheSync(context.Context) bool { return bool(c) }
+
+// TestSteadyHeadroomAfterTheStart: the steady headroom is set once the cache synced and the first
+// audit ended (or its budget passed), not before, and never when the cache did not sync.
+func TestSteadyHeadroomAfterTheStart(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	audit := make(chan struct{})
+	h := steadyHeadroom{cache: syncedCache(true), audit: audit, budget: time.Hour, pct: 30, log: logr.Discard()}
+	done := make(chan error)
+	debug.SetGCPercent(60)
+	go func() { done <- h.Start(context.Background()) }()
+	select {
+	case <-done:
+		t.Fatal("set before the first audit ended")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if got := debug.SetGCPercent(60); got != 60 {
+		t.Fatalf("GC percent %d before the first audit ended, want the start's 60", got)
+	}
+	close(audit)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); got != 30 {
+		t.Errorf("GC percent %d after the first audit, want 30", got)
+	}
+
+	debug.SetGCPercent(60)
+	h = steadyHeadroom{cache: syncedCache(true), budget: time.Millisecond, pct: 30, log: logr.Discard(), audit: make(chan struct{})}
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); got != 30 {
+		t.Errorf("GC percent %d after the budget, want 30", got)
+	}
+
+	debug.SetGCPercent(60)
+	h = steadyHeadroom{cache: syncedCache(false), pct: 30, log: logr.Discard()}
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := debug.SetGCPercent(100); got != 60 {
+		t.Errorf("GC percent %d though the cache never synced, want the start's 60", got)
 	}
 }

@@ -47,6 +47,9 @@ type server struct {
 	o     ServeFlags
 	hooks ServeHooks
 	cfg   *rest.Config
+	// steadyGC is the collector's headroom once the start is over (0: GOGC's, set by the
+	// operator), which steadyHeadroom sets.
+	steadyGC int
 	// metrics are the admission metrics, which the config watcher counts into too.
 	metrics  *webhook.Metrics
 	reloaded func() <-chan struct{}
@@ -76,7 +79,8 @@ func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr
 	if err := applyMemoryLimit(o.MemoryLimit, os.Getenv("GOMEMLIMIT"), log); err != nil {
 		return nil, err
 	}
-	if err := applyGCPercent(o.GCPercent, os.Getenv("GOGC"), log); err != nil {
+	steadyGC, err := applyGCPercent(o.GCPercent, os.Getenv("GOGC"), log)
+	if err != nil {
 		return nil, err
 	}
 	cfg, err := serveRESTConfig(o.API)
@@ -90,7 +94,7 @@ func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr
 	if err := clusterview.SetupIndexes(ctx, mgr.GetCache(), policy.ReadKinds(policy.Catalogue())); err != nil {
 		return nil, err
 	}
-	s := &server{o: o, hooks: hooks, cfg: cfg, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log}}
+	s := &server{o: o, hooks: hooks, cfg: cfg, steadyGC: steadyGC, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log}}
 	s.metrics = webhook.NewMetrics(s.reg)
 	if s.engines, s.reloaded, err = addPolicySource(mgr, o.ConfigFile, s.metrics, log); err != nil {
 		return nil, err
@@ -132,6 +136,12 @@ func (s *server) addComponents(ctx context.Context) (served, error) {
 	var firstAudit <-chan struct{}
 	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.shared, s.o.Audit, auditViews); err != nil {
 		return out, err
+	}
+	if s.steadyGC != 0 {
+		h := steadyHeadroom{cache: s.mgr.GetCache(), audit: firstAudit, budget: binderStartBudget, pct: s.steadyGC, log: s.log}
+		if err := s.mgr.Add(h); err != nil {
+			return out, fmt.Errorf("adding the collector's steady headroom: %w", err)
+		}
 	}
 	var b *binder.Binder
 	if s.o.Binder.Mode != binder.ModeOff {
