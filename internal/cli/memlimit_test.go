@@ -77,8 +77,8 @@ func TestGCPercent(t *testing.T) {
 	}
 }
 
-// TestApplyGCPercent: the flag sets twice its headroom for the start and returns the steady
-// one, unless GOGC is set.
+// TestApplyGCPercent: the flag sets half as much again as its headroom for the start and returns
+// the steady one, unless GOGC is set.
 func TestApplyGCPercent(t *testing.T) {
 	before := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(before)
@@ -86,8 +86,8 @@ func TestApplyGCPercent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := debug.SetGCPercent(100); got != 80 || steady != 40 {
-		t.Errorf("GC percent %d for the start, %d steady; want 80 and 40", got, steady)
+	if got := debug.SetGCPercent(100); got != 60 || steady != 40 {
+		t.Errorf("GC percent %d for the start, %d steady; want 60 and 40", got, steady)
 	}
 	steady, err = applyGCPercent(40, "100", logr.Discard())
 	if err != nil {
