@@ -183,35 +183,44 @@ type PoolPlan struct {
 //
 // Plan only reads its input, and the result depends on nothing else, not even map order.
 func Plan(in PlanInput) PoolPlan {
-	claimsByClass := pendingByClass(in)
+	claimsByClass := pendingByClass(in, nil)
+	out := PoolPlan{Volumes: map[types.UID]string{}}
+	for _, class := range sortedKeys(claimsByClass) {
+		for _, c := range claimsByClass[class] {
+			out.Claims = append(out.Claims, c.claim)
+		}
+	}
+	planClasses(in, claimsByClass, nil, out.Volumes)
+	return out
+}
+
+// planClasses plans each class of claimsByClass in turn (in the classes' order) over its volumes,
+// writing into plan; only, when not nil, names the classes whose volumes are read.
+func planClasses(in PlanInput, claimsByClass map[string][]pending, only map[string]bool, plan map[types.UID]string) {
 	volumesByClass := map[string][]*corev1.PersistentVolume{}
 	for _, v := range in.State.Volumes() {
 		// Volumes with a claimRef stay in: one pre-bound to a pending claim (by a user, by a
 		// provisioner with the claim's uid, or by a bind interrupted after its first write) is
 		// that claim's first choice.
-		if v.DeletionTimestamp == nil {
-			volumesByClass[storage.VolumeClass(v)] = append(volumesByClass[storage.VolumeClass(v)], v)
+		if class := storage.VolumeClass(v); (only == nil || only[class]) && v.DeletionTimestamp == nil {
+			volumesByClass[class] = append(volumesByClass[class], v)
 		}
 	}
 	pl := &poolPlanner{inFlight: in.InFlight, pendingFree: in.PendingFree, fits: newFitCache()}
-	out := PoolPlan{Volumes: map[types.UID]string{}}
 	for _, class := range sortedKeys(claimsByClass) {
-		claims := claimsByClass[class]
-		for _, c := range claims {
-			out.Claims = append(out.Claims, c.claim)
-		}
-		pl.planClass(claims, volumesByClass[class], out.Volumes)
+		pl.planClass(claimsByClass[class], volumesByClass[class], plan)
 	}
-	return out
 }
 
-// pendingByClass groups the claims the plan considers by class, each group sorted by namespace
-// and name, with the nodes they were scheduled to.
-func pendingByClass(in PlanInput) map[string][]pending {
+// pendingByClass groups the claims the plan considers by class (only those of the classes only
+// names, when it is not nil), each group sorted by namespace and name, with the nodes they were
+// scheduled to.
+func pendingByClass(in PlanInput, only map[string]bool) map[string][]pending {
 	classes := classIndex(in.State.Classes())
 	byClass := map[string][]pending{}
 	for _, c := range in.State.Claims() {
-		if !plannable(c, classes) {
+		class := storage.ClaimClass(c)
+		if (only != nil && !only[class]) || !plannable(c, classes) {
 			continue
 		}
 		p := pending{claim: c}
@@ -219,7 +228,7 @@ func pendingByClass(in PlanInput) map[string][]pending {
 			p.scheduled = true
 			p.node, _ = in.State.Node(name) // a state's reads never fail
 		}
-		byClass[storage.ClaimClass(c)] = append(byClass[storage.ClaimClass(c)], p)
+		byClass[class] = append(byClass[class], p)
 	}
 	for _, claims := range byClass {
 		sort.Slice(claims, func(i, j int) bool {

@@ -3,9 +3,7 @@ package binder
 import (
 	"maps"
 	"slices"
-	"sort"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pvguard/pvguard/storage"
@@ -48,40 +46,18 @@ func replanClasses(in PlanInput, base PoolPlan, classes []string) PoolPlan {
 	for _, class := range classes {
 		replanned[class] = true
 	}
-	byName := classIndex(in.State.Classes())
-	claimsByClass := map[string][]pending{}
+	claimsByClass := pendingByClass(in, replanned)
 	uids := map[types.UID]string{} // the last (in Plan's order) replanned class of each uid
-	for _, c := range in.State.Claims() {
-		class := storage.ClaimClass(c)
-		if !replanned[class] || !plannable(c, byName) {
-			continue
-		}
-		p := pending{claim: c}
-		if name, ok := c.Annotations[storage.AnnSelectedNode]; ok {
-			p.scheduled = true
-			p.node, _ = in.State.Node(name) // a state's reads never fail
-		}
-		claimsByClass[class] = append(claimsByClass[class], p)
-		if last, ok := uids[c.UID]; !ok || class > last {
-			uids[c.UID] = class
+	for class, claims := range claimsByClass {
+		for _, p := range claims {
+			if last, ok := uids[p.claim.UID]; !ok || class > last {
+				uids[p.claim.UID] = class
+			}
 		}
 	}
-	for _, claims := range claimsByClass {
-		sort.Slice(claims, func(i, j int) bool {
-			return claims[i].claim.Namespace+"/"+claims[i].claim.Name < claims[j].claim.Namespace+"/"+claims[j].claim.Name
-		})
-	}
-	volumesByClass := map[string][]*corev1.PersistentVolume{}
-	for _, v := range in.State.Volumes() {
-		if class := storage.VolumeClass(v); replanned[class] && v.DeletionTimestamp == nil {
-			volumesByClass[class] = append(volumesByClass[class], v)
-		}
-	}
-	pl := &poolPlanner{inFlight: in.InFlight, pendingFree: in.PendingFree, fits: newFitCache()}
 	fresh := map[types.UID]string{}
-	for _, class := range sortedKeys(claimsByClass) {
-		pl.planClass(claimsByClass[class], volumesByClass[class], fresh)
-	}
+	planClasses(in, claimsByClass, replanned, fresh)
+	byName := classIndex(in.State.Classes())
 	// Plan writes an entry for each claim of each class in turn, so where two claims of different
 	// classes share a uid (a dump may hold such) the later class's entry stands: one of a class
 	// not planned again is base's.
