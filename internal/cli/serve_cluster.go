@@ -32,6 +32,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/leaseguard"
 	"github.com/pvguard/pvguard/policy"
@@ -211,6 +212,9 @@ func cacheOptions(o ServeFlags) cache.Options {
 			Field:      fields.OneTermEqualSelector("metadata.name", o.AdmissionPolicyParams),
 		}
 	}
+	// Volumes, claims, classes and pods are cut where they arrive, in the page of the list or
+	// the watch event that brings them, and listed in pages.
+	c.NewInformer = cachelist.CutWhereListed(c.ByObject)
 	return c
 }
 
