@@ -34,6 +34,7 @@ func BenchmarkRunnerFullAudit(b *testing.B) {
 		}
 	}
 	st := gen.Inventory(n)
+	storecache.Cut(st) // shaped and shared as the server caches them
 	c := storecache.New(st)
 	// The state's lookups the live reads make build its indexes: built now, they are not counted.
 	_, _ = st.PersistentVolume("")

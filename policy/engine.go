@@ -118,7 +118,8 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 // rules' order. A rule that cannot judge adds a *RuleError to failed instead (out and failed are
 // nil, and not allocated, until a rule finds something or fails).
 func (e *Engine) evaluate(rules []Rule, r *Review, v View) (out []Finding, failed []error) {
-	ns := r.namespaces()
+	var nsBuf [2]string
+	ns := r.namespaces(&nsBuf)
 	for i := range rules {
 		rl := &rules[i]
 		if !rl.appliesTo(r.Kind) {

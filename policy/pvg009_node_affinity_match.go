@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"slices"
+
 	"k8s.io/apimachinery/pkg/runtime"
 
 	corev1 "k8s.io/api/core/v1"
@@ -179,13 +181,16 @@ func podsAdmitted(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim
 	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 		return nil, nil
 	}
-	aff, err := storage.ParseVolumeAffinity(pv)
-	if err != nil {
-		return nil, nil // selectedNodeAdmitted or affinityChanged reports the invalid affinity
-	}
 	pods, err := v.PodsUsingClaim(pvc.Namespace, pvc.Name)
 	if err != nil {
 		return nil, fmt.Errorf("listing the pods using %s: %w", pvcRef(pvc), err)
+	}
+	if !slices.ContainsFunc(pods, func(p *corev1.Pod) bool { return storage.PodNode(p) != "" }) {
+		return nil, nil // no pod on a node: the affinity has nothing to admit
+	}
+	aff, err := volumeAffinity(v, pv)
+	if err != nil {
+		return nil, nil // selectedNodeAdmitted or affinityChanged reports the invalid affinity
 	}
 	var found []Finding
 	for _, p := range pods {

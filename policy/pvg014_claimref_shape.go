@@ -23,9 +23,13 @@ func pvg014ClaimRefShape() Rule {
 			pv := pvRef(r.PV)
 			// Without a name or a namespace the claimRef is no link: the way out is the one the
 			// volume had before (a link a live claim holds stays, PVG002), or none.
-			unnamed, way := []Fix{clearing(r.Object(), "spec.claimRef")}, "remove spec.claimRef"
-			if r.OldPV != nil && r.OldPV.Spec.ClaimRef != nil {
-				unnamed, way = []Fix{undoClaimRef(r)}, "leave spec.claimRef as it was"
+			var unnamed []Fix
+			var way string
+			if ref.Name == "" || ref.Namespace == "" { // made only for a finding: every volume passes here
+				unnamed, way = []Fix{clearing(r.Object(), "spec.claimRef")}, "remove spec.claimRef"
+				if r.OldPV != nil && r.OldPV.Spec.ClaimRef != nil {
+					unnamed, way = []Fix{undoClaimRef(r)}, "leave spec.claimRef as it was"
+				}
 			}
 			var out []Finding
 			if ref.Name == "" {

@@ -33,11 +33,12 @@ func auditDanglingClaimRef(r *Review, v View, _ *Config) ([]Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg := Textf("%s is Bound to %s, which no longer exists", pvRef(pv), WithUID(claimRefOf(ref), ref.UID))
+	var msg Text
 	switch {
 	case !storage.NamesAClaim(ref):
 		msg = Textf("%s is Bound, but its spec.claimRef names no claim (it has no name or no namespace)", pvRef(pv))
 	case pvc == nil:
+		msg = Textf("%s is Bound to %s, which no longer exists", pvRef(pv), WithUID(claimRefOf(ref), ref.UID))
 	case pvc.UID != ref.UID:
 		msg = Textf("%s is Bound to %s, which was re-created as %s", pvRef(pv), WithUID(claimRefOf(ref), ref.UID), WithUID(pvcRef(pvc), pvc.UID))
 	default:

@@ -63,7 +63,7 @@ func auditNodeGone(r *Review, v View, _ *Config) ([]Finding, error) {
 	if pv.DeletionTimestamp != nil || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 		return nil, nil
 	}
-	aff, err := storage.ParseVolumeAffinity(pv)
+	aff, err := volumeAffinity(v, pv)
 	if err != nil {
 		return nil, nil // PVG009 reports an invalid affinity
 	}

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,47 @@ func TestNodeGoneConfirmed(t *testing.T) {
 	broken.Err = errors.New("listing nodes: connection refused")
 	if _, err := e.Confirm(found, broken, now); err == nil {
 		t.Fatal("Confirm on a failing live view: no error")
+	}
+}
+
+// TestAuditJudgesEachVolumesOwnAffinity audits, on one goroutine's memo, volumes some of which
+// share one node affinity (as the informer cache shares equal ones) and some of which have equal
+// affinities of their own: each volume is judged by its own affinity, whichever was parsed first.
+func TestAuditJudgesEachVolumesOwnAffinity(t *testing.T) {
+	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	nodes := []*corev1.Node{testobj.Node("node-1", nil), testobj.Node("node-3", nil)}
+	shared := map[string]*corev1.VolumeNodeAffinity{}
+	var volumes []*corev1.PersistentVolume
+	want := map[string]bool{}
+	for i := range 60 {
+		host := []string{"node-1", "node-2", "node-3"}[i%3]
+		pv := testobj.PV(fmt.Sprintf("pv-%02d", i), testobj.Class("local-storage"), testobj.Phase(corev1.VolumeAvailable),
+			testobj.NodeAffinity(corev1.LabelHostname, host))
+		if i%2 == 0 {
+			// Every other volume shares its host's one affinity.
+			if a, ok := shared[host]; ok {
+				pv.Spec.NodeAffinity = a
+			} else {
+				shared[host] = pv.Spec.NodeAffinity
+			}
+		}
+		volumes = append(volumes, pv)
+		want[pv.Name] = host == "node-2"
+	}
+	e := policy.NewEngine(nil)
+	found, err := e.Audit(clusterstate.New(nil, volumes, nil, nodes), now, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, f := range found {
+		if f.Rule == "PVG025" {
+			got[f.Object.Name] = true
+		}
+	}
+	for _, pv := range volumes {
+		if got[pv.Name] != want[pv.Name] {
+			t.Errorf("%s (affinity %v): node gone reported %t, want %t", pv.Name, pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values, got[pv.Name], want[pv.Name])
+		}
 	}
 }

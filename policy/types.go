@@ -128,22 +128,24 @@ func (r *Review) Object() ObjectRef {
 // a volume (cluster-scoped) the namespaces of the claims its old and new claimRef name. A volume
 // write is exempt by namespace only when all of them are, so an exempt namespace cannot be used
 // to re-point a volume away from a claim elsewhere.
-func (r *Review) namespaces() []string {
+func (r *Review) namespaces(buf *[2]string) []string {
+	out := buf[:0] // one evaluation's: every object of an audit passes here
 	switch r.Kind {
 	case KindPersistentVolumeClaim:
 		if pvc := pick(r.PVC, r.OldPVC); pvc != nil {
-			return []string{pvc.Namespace}
+			out = append(out, pvc.Namespace)
 		}
 	case KindPersistentVolume:
-		var out []string
 		for _, pv := range []*corev1.PersistentVolume{r.PV, r.OldPV} {
 			if pv != nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace != "" {
 				out = append(out, pv.Spec.ClaimRef.Namespace)
 			}
 		}
-		return out
 	}
-	return nil
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func pick[T any](a, b *T) *T {

@@ -2,6 +2,8 @@ package policy
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pvguard/pvguard/storage"
 )
 
 // memoView remembers the volumes and claims that one evaluation has read, including the ones
@@ -25,7 +27,21 @@ type memoView struct {
 	bindingOf  *Review
 	binding    *bindPair
 	bindingErr error
+	// affinities are the volumes' node affinities parsed so far (volumeAffinity), by their
+	// selector: unlike the rest they outlive reset. One audit goroutine judges many volumes, and
+	// the informer cache shares equal node affinities between volumes (storage.Interner), so most
+	// volumes of a node parse once. Keyed by pointer, they hold only while the objects judged are
+	// not changed, which the evaluation's objects never are.
+	affinities map[*corev1.NodeSelector]parsedAffinity
 }
+
+type parsedAffinity struct {
+	aff storage.VolumeAffinity
+	err error
+}
+
+// maxAffinities bounds memoView.affinities: past it they are forgotten and parsed again.
+const maxAffinities = 1024
 
 // memoSize is how many objects of each kind one evaluation remembers: a review reads at most the
 // volume or claim its write links, the other half's previous partner, and the claim of an
@@ -45,8 +61,27 @@ func newMemoView(v View) *memoView {
 	return &memoView{View: v}
 }
 
-// reset forgets everything, for the next evaluation.
-func (m *memoView) reset() { *m = memoView{View: m.View} }
+// reset forgets everything but the parsed node affinities, for the next evaluation.
+func (m *memoView) reset() { *m = memoView{View: m.View, affinities: m.affinities} }
+
+// volumeAffinity is storage.ParseVolumeAffinity(pv), parsed once per selector in an evaluation
+// with a memo (an audit goroutine's, across its objects).
+func volumeAffinity(v View, pv *corev1.PersistentVolume) (storage.VolumeAffinity, error) {
+	m, ok := v.(*memoView)
+	if !ok || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return storage.ParseVolumeAffinity(pv)
+	}
+	sel := pv.Spec.NodeAffinity.Required
+	if p, ok := m.affinities[sel]; ok {
+		return p.aff, p.err
+	}
+	aff, err := storage.ParseVolumeAffinity(pv)
+	if m.affinities == nil || len(m.affinities) >= maxAffinities {
+		m.affinities = make(map[*corev1.NodeSelector]parsedAffinity)
+	}
+	m.affinities[sel] = parsedAffinity{aff: aff, err: err}
+	return aff, err
+}
 
 func (m *memoView) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
 	for i := range m.npv {

@@ -40,6 +40,13 @@ type Interner struct {
 // labels and strings of that size are not the repeated ones.
 const maxInternKey = 1024
 
+// CacheInternMaps bounds each of the informer cache's tables of shared values (pvguard serve's
+// Interner): a cluster's distinct labels, annotations, sizes and other shared values are far
+// fewer, and a tenant filling them with distinct ones makes each hold at most a few tens of MiB
+// (values whose content is at most 1 KiB, each kept with its key), after which it starts again
+// empty.
+const CacheInternMaps = 4096
+
 // NewInterner returns an Interner whose tables hold at most max values each (maps of strings,
 // resource lists, strings, other values).
 func NewInterner(max int) *Interner {

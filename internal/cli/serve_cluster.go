@@ -189,7 +189,7 @@ func cacheOptions(o ServeFlags) cache.Options {
 	// leaves what the cache dropped on the server. Their equal strings, maps, slices and small
 	// structs (labels, annotations, sizes, classes, drivers, node affinities, ...) are shared
 	// between objects (storage.Interner): together, most of what a cached object held.
-	strip := explain.CacheShape().Transform(storage.NewInterner(cacheInternMaps))
+	strip := explain.CacheShape().Transform(storage.NewInterner(storage.CacheInternMaps))
 	c.ByObject = map[client.Object]cache.ByObject{
 		// Pods are cached only as far as the rules read them (clusterview.StripPod).
 		&corev1.Pod{}:                   {Transform: clusterview.StripPod},
@@ -303,9 +303,3 @@ func whoAmI(ctx context.Context, cfg *rest.Config) (policy.UserInfo, error) {
 	}
 	return policy.UserInfo{Username: r.Status.UserInfo.Username, Groups: r.Status.UserInfo.Groups}, nil
 }
-
-// cacheInternMaps bounds each of the cache's tables of shared values (storage.Interner): a
-// cluster's distinct labels, annotations, sizes and other shared values are far fewer, and a
-// tenant filling them with distinct ones makes each hold at most a few tens of MiB (values whose
-// content is at most 1 KiB, each kept with its key), after which it starts again empty.
-const cacheInternMaps = 4096

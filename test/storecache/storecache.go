@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/explain"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // Cache is an informer cache whose informers are never started: their stores hold the objects.
@@ -45,6 +47,23 @@ func New(st *clusterstate.State) *Cache {
 	}
 	fill(c, node, metas)
 	return c
+}
+
+// Cut cuts st's volumes, claims and classes in place as pvguard serve's informers cut what they
+// cache (explain.CacheShape, shared through a storage.Interner of storage.CacheInternMaps), so that
+// a benchmark reads objects shaped and shared as the server's are: equal node affinities, for
+// one, are then one object.
+func Cut(st *clusterstate.State) {
+	cut := explain.CacheShape().Transform(storage.NewInterner(storage.CacheInternMaps))
+	for _, v := range st.Volumes() {
+		_, _ = cut(v)
+	}
+	for _, c := range st.Claims() {
+		_, _ = cut(c)
+	}
+	for _, sc := range st.Classes() {
+		_, _ = cut(sc)
+	}
 }
 
 func key(obj client.Object) string {
