@@ -14,3 +14,10 @@ func CacheShape() storage.CacheShape {
 		VolumeStatus: []string{"lastPhaseTransitionTime"},
 	})
 }
+
+// CacheTransform is the transform pvguard serve's informers cut volumes, claims and classes with:
+// CacheShape, their equal values shared through a storage.Interner of storage.CacheInternMaps of
+// its own.
+func CacheTransform() func(any) (any, error) {
+	return CacheShape().Transform(storage.NewInterner(storage.CacheInternMaps))
+}

@@ -54,7 +54,7 @@ func keep(obj any) (any, error) { return obj, nil }
 func PagedInformers(transforms map[reflect.Type]toolscache.TransformFunc) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		if t := transforms[reflect.TypeOf(obj)]; t != nil {
-			lw = &pagedLister{ListerWatcherWithContext: toolscache.ToListerWatcherWithContext(lw), transform: t}
+			lw = newPagedLister(lw, t)
 		}
 		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
 	}
@@ -70,6 +70,10 @@ type pagedLister struct {
 }
 
 var _ toolscache.ListerWatcherWithContext = &pagedLister{}
+
+func newPagedLister(lw toolscache.ListerWatcher, t toolscache.TransformFunc) *pagedLister {
+	return &pagedLister{ListerWatcherWithContext: toolscache.ToListerWatcherWithContext(lw), transform: t}
+}
 
 // IsWatchListSemanticsUnSupported makes the reflector list and then watch
 // (k8s.io/client-go/util/watchlist.DoesClientNotSupportWatchListSemantics).

@@ -36,7 +36,6 @@ import (
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/leaseguard"
 	"github.com/pvguard/pvguard/policy"
-	"github.com/pvguard/pvguard/storage"
 )
 
 // RESTConfig resolves the cluster to talk to: --kubeconfig, else in-cluster, else $KUBECONFIG
@@ -189,7 +188,7 @@ func cacheOptions(o ServeFlags) cache.Options {
 	// leaves what the cache dropped on the server. Their equal strings, maps, slices and small
 	// structs (labels, annotations, sizes, classes, drivers, node affinities, ...) are shared
 	// between objects (storage.Interner): together, most of what a cached object held.
-	strip := explain.CacheShape().Transform(storage.NewInterner(storage.CacheInternMaps))
+	strip := explain.CacheTransform()
 	c.ByObject = map[client.Object]cache.ByObject{
 		// Pods are cached only as far as the rules read them (clusterview.StripPod).
 		&corev1.Pod{}:                   {Transform: clusterview.StripPod},

@@ -19,7 +19,6 @@ import (
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/explain"
-	"github.com/pvguard/pvguard/storage"
 )
 
 // Cache is an informer cache whose informers are never started: their stores hold the objects.
@@ -54,7 +53,7 @@ func New(st *clusterstate.State) *Cache {
 // a benchmark reads objects shaped and shared as the server's are: equal node affinities, for
 // one, are then one object.
 func Cut(st *clusterstate.State) {
-	cut := explain.CacheShape().Transform(storage.NewInterner(storage.CacheInternMaps))
+	cut := explain.CacheTransform()
 	for _, v := range st.Volumes() {
 		_, _ = cut(v)
 	}
