@@ -2,12 +2,14 @@ package audit
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,8 +28,10 @@ type RunnerOptions struct {
 	// they are reported, every read live (clusterview's LiveView): one view per full audit, one
 	// per object an incremental audit judges.
 	Live func(ctx context.Context) policy.View
-	// View, when set, is what incremental audits read related objects through (the admission
-	// webhook's cache view, with its indexes); without it each incremental audit lists the cache.
+	// View, when set, is what incremental audits read related objects through: the informer
+	// cache only, with its indexes (clusterview's CacheView), as a full audit reads the cache's
+	// objects; a view that read live on a miss would make a request of every gone object an
+	// audit looks up. Without it each incremental audit lists the cache.
 	View   func(ctx context.Context) policy.View
 	Engine func() *policy.Engine
 	// Progress, when set, is told during a full audit how many of how many objects are done.
@@ -70,6 +74,8 @@ type Runner struct {
 	pending sync.Mutex
 	full    bool
 	dirty   map[clusterstate.Key]struct{}
+	// synced are the handlers' HasSynced (HandlersSynced), which the first full audit waits for.
+	synced []func() bool
 
 	mu sync.RWMutex
 	// results has one result per object the audits have judged and found there. A full audit
@@ -168,6 +174,40 @@ func (r *Runner) poke() {
 	}
 }
 
+// HandlersSynced adds a handler's HasSynced (its registration's): the first full audit waits, at
+// most handlersBudget, until each reports that its handler was told of every object of its
+// informer's first list. The cache reports synced once the informers hold those objects, while
+// their handlers may still be being told of them: an object told after the first audit took the
+// changes is audited again, one at a time, after the audit of the whole cluster that judged it,
+// and at 100,000 pairs on two busy cores thousands can be. Call it before Start.
+func (r *Runner) HandlersSynced(hasSynced func() bool) {
+	r.pending.Lock()
+	r.synced = append(r.synced, hasSynced)
+	r.pending.Unlock()
+}
+
+// handlersBudget bounds the first full audit's wait for the handlers (HandlersSynced).
+const handlersBudget = 10 * time.Second
+
+// waitHandlers waits until every handler of HandlersSynced has synced, at most budget.
+func (r *Runner) waitHandlers(ctx context.Context, budget time.Duration) {
+	r.pending.Lock()
+	synced := slices.Clone(r.synced)
+	r.pending.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	// Polled often: the handlers are usually told of the last objects within a second of the
+	// cache's sync, and the audit should start as soon as they are.
+	_ = wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, s := range synced {
+			if !s() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // FirstAudit is closed once the first full audit after Start has ended (done or failed).
 func (r *Runner) FirstAudit() <-chan struct{} { return r.firstDone }
 
@@ -179,6 +219,7 @@ func (r *Runner) Updated() <-chan struct{} { return r.updated }
 func (r *Runner) Start(ctx context.Context) error {
 	tick := time.NewTicker(r.o.Interval)
 	defer tick.Stop()
+	r.waitHandlers(ctx, handlersBudget)
 	if err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
 		r.o.Log.Error(err, "audit failed")
 	}

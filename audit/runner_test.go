@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,24 +307,7 @@ func TestFullAuditCoversTheChangesBeforeIt(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		Registry: reg, Log: logr.Discard()})
-	incrementals := func() uint64 {
-		t.Helper()
-		families, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n uint64
-		for _, f := range families {
-			for _, m := range f.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if f.GetName() == "pvguard_audit_duration_seconds" && l.GetName() == "scope" && l.GetValue() == "incremental" {
-						n += m.GetHistogram().GetSampleCount()
-					}
-				}
-			}
-		}
-		return n
-	}
+	incrementals := func() uint64 { return histogramCount(t, reg, "incremental") }
 
 	c.fail = true
 	r.Changed(failed)
@@ -488,4 +472,60 @@ func TestIncrementalAuditsMatchAFullAudit(t *testing.T) {
 	if !reflect.DeepEqual(gotReports, wantReports) || !reflect.DeepEqual(gotCluster, wantCluster) {
 		t.Errorf("OpenReports differ: %d and %d objects, want %d and %d", len(gotReports), len(gotCluster), len(wantReports), len(wantCluster))
 	}
+}
+
+// TestFirstAuditWaitsForTheHandlers: the cache reports synced while the handlers may still be
+// being told of the informers' first objects; the first full audit waits until they were
+// (HandlersSynced), so that no incremental audit of those objects follows it.
+func TestFirstAuditWaitsForTheHandlers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	failed := testobj.PV("pv-failed", testobj.Phase(corev1.VolumeFailed))
+	c := fake.NewClientBuilder().WithObjects(failed.DeepCopy()).Build()
+	reg := prometheus.NewRegistry()
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
+		Registry: reg, Log: logr.Discard()})
+	var told atomic.Bool
+	r.HandlersSynced(told.Load)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the handler is told of the object late
+		r.Changed(failed)
+		told.Store(true)
+	}()
+	go func() { _ = r.Start(ctx) }()
+	select {
+	case <-r.FirstAudit():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first audit")
+	}
+	if !told.Load() {
+		t.Fatal("the first full audit ran before the handler was told of the informer's objects")
+	}
+	time.Sleep(1500 * time.Millisecond) // past the batching of changes (a second)
+	if n := histogramCount(t, reg, "incremental"); n != 0 {
+		t.Errorf("%d incremental audits after the first full audit, want none: it had judged the object", n)
+	}
+	if len(r.Latest().Findings) != 1 {
+		t.Errorf("findings %+v, want the failed volume's", r.Latest().Findings)
+	}
+}
+
+// histogramCount is how many audits of scope the runner's duration histogram observed.
+func histogramCount(t *testing.T, reg *prometheus.Registry, scope string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if f.GetName() == "pvguard_audit_duration_seconds" && l.GetName() == "scope" && l.GetValue() == scope {
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return n
 }

@@ -13,7 +13,9 @@ import (
 )
 
 // WatchChanges has the runner re-audit each volume and claim as it changes (with its
-// neighbours), and everything when a class changes or a node comes or goes.
+// neighbours), and everything when a class changes or a node comes or goes. Call it before
+// Start: the runner's first full audit waits for these handlers to have been told of every
+// object of the informers' first lists (HandlersSynced).
 func WatchChanges(ctx context.Context, c cache.Cache, r *Runner) error {
 	h := toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.Changed(obj) },
@@ -25,9 +27,11 @@ func WatchChanges(ctx context.Context, c cache.Cache, r *Runner) error {
 		if err != nil {
 			return fmt.Errorf("audit informer for %T: %w", obj, err)
 		}
-		if _, err := inf.AddEventHandler(h); err != nil {
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
 			return fmt.Errorf("audit handler for %T: %w", obj, err)
 		}
+		r.HandlersSynced(reg.HasSynced)
 	}
 	// A node that comes or goes may change which volumes can be used anywhere (PVG025): a full
 	// audit then. Node updates (status, labels) are frequent and left to the full audits.
@@ -37,11 +41,13 @@ func WatchChanges(ctx context.Context, c cache.Cache, r *Runner) error {
 	if err != nil {
 		return fmt.Errorf("audit informer for nodes: %w", err)
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.Changed(obj) },
 		DeleteFunc: func(obj any) { r.Changed(obj) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("audit handler for nodes: %w", err)
 	}
+	r.HandlersSynced(reg.HasSynced)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -38,10 +39,7 @@ func addAudit(ctx context.Context, sh shared, o AuditOptions, views *clusterview
 	}
 	mgr := sh.mgr
 	auditLog := sh.log.WithName("audit")
-	runner := audit.NewRunner(audit.RunnerOptions{
-		Interval: o.Interval, Cache: mgr.GetCache(), Live: views.LiveView, View: views.View,
-		Engine: sh.engines.Engine, Registry: sh.reg, Log: auditLog,
-	})
+	runner := audit.NewRunner(auditOptions(o, mgr.GetCache(), views, sh.engines.Engine, sh.reg, auditLog))
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
 		return nil, nil, nil, err
 	}
@@ -52,6 +50,13 @@ func addAudit(ctx context.Context, sh shared, o AuditOptions, views *clusterview
 		return nil, nil, nil, fmt.Errorf("adding report writer: %w", err)
 	}
 	return web.ReportHandler(runner, mgr.GetCache(), auditLog), web.DashboardHandler(runner, mgr.GetCache(), auditLog), runner.FirstAudit(), nil
+}
+
+// auditOptions are the audit runner's: it reads the cache only (CacheView, as its full audit
+// reads the cache's objects) and confirms its findings of gone objects live (LiveView).
+func auditOptions(o AuditOptions, c client.Reader, views *clusterview.Source, engine func() *policy.Engine, reg prometheus.Registerer, log logr.Logger) audit.RunnerOptions {
+	return audit.RunnerOptions{Interval: o.Interval, Cache: c, Live: views.LiveView, View: views.CacheView,
+		Engine: engine, Registry: reg, Log: log}
 }
 
 // explainHandlers are the explain endpoints, served with the dashboard (nil when the audit is

@@ -168,3 +168,44 @@ func TestListKindReadsTheCacheOrLive(t *testing.T) {
 		t.Error("ListKind(Node): no error, though the View's typed reads serve nodes")
 	}
 }
+
+// noLive is an apiserver every read of which fails: a CacheView must make none.
+type noLive struct{ client.Reader }
+
+func (noLive) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("read live")
+}
+
+func (noLive) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("listed live")
+}
+
+// TestCacheViewNeverReadsLive: a CacheView answers from the cache, and takes a miss for an
+// absence, where View reads the missing object live (the audit reads through it the claims of
+// Released volumes, which are gone by definition).
+func TestCacheViewNeverReadsLive(t *testing.T) {
+	ctx := context.Background()
+	c := newInformerCache()
+	cached := testobj.PVC("ns-a", "data", testobj.ClaimUID("u-1"))
+	if err := c.add(cached, testobj.PV("pv-1")); err != nil {
+		t.Fatal(err)
+	}
+	source := clusterview.New(c, noLive{})
+	v := source.CacheView(ctx)
+	if got, err := v.PersistentVolumeClaim("ns-a", "data"); err != nil || got == nil || got.UID != "u-1" {
+		t.Errorf("cached claim: %v (%v), want the cache's", got, err)
+	}
+	if got, err := v.PersistentVolume("pv-1"); err != nil || got == nil {
+		t.Errorf("cached volume: %v (%v), want the cache's", got, err)
+	}
+	if got, err := v.PersistentVolumeClaim("ns-a", "gone"); err != nil || got != nil {
+		t.Errorf("missing claim: %v (%v), want none and no live read", got, err)
+	}
+	if got, err := v.PersistentVolume("gone"); err != nil || got != nil {
+		t.Errorf("missing volume: %v (%v), want none and no live read", got, err)
+	}
+	// The admission view reads the miss live (here: fails), which the audit must not.
+	if _, err := source.View(ctx).PersistentVolumeClaim("ns-a", "gone"); err == nil {
+		t.Error("View: a miss was not read live; the test's apiserver would have failed it")
+	}
+}

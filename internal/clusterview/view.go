@@ -147,6 +147,16 @@ func (cv *Source) FreshView(ctx context.Context) policy.View {
 	return &requestView{ctx: ctx, cv: cv, fresh: true}
 }
 
+// CacheView is the view that reads only the informer cache: a miss is an absence, never a live
+// read. The audit judges through it, as its full audit judges the cache's objects, and confirms
+// live only what it finds (policy.Engine.Confirm on a LiveView). Through View, an incremental
+// audit of the volumes whose claims are gone (Released volumes, dangling claimRefs) read each
+// claim live, one request each at the live reads' rate, which the admission webhook's reads
+// share: thousands of them took minutes, and held back every audit after.
+func (cv *Source) CacheView(ctx context.Context) policy.View {
+	return &requestView{ctx: ctx, cv: cv, cacheOnly: true}
+}
+
 // LiveView is the view with every read live, none from the cache (the audit confirms on it the
 // findings that report an object as gone, policy.Rule.ConfirmLive): an object by name is read
 // live, and a list is a full live list filtered here as the cache's indexes file it (a namespace's
@@ -159,10 +169,11 @@ func (cv *Source) LiveView(ctx context.Context) policy.View {
 }
 
 type requestView struct {
-	ctx   context.Context
-	cv    *Source
-	fresh bool // read objects by name live (FreshView)
-	live  bool // read everything live (LiveView)
+	ctx       context.Context
+	cv        *Source
+	fresh     bool // read objects by name live (FreshView)
+	live      bool // read everything live (LiveView)
+	cacheOnly bool // never read live (CacheView)
 	// nodes, when set, keeps the view's first list of the nodes for its other readers.
 	nodes *nodeList
 }
@@ -195,7 +206,7 @@ func (v *requestView) get(key client.ObjectKey, obj client.Object) (bool, error)
 	} else {
 		err = v.cv.cache.Get(v.ctx, key, obj, shared)
 	}
-	if apierrors.IsNotFound(err) && !live {
+	if apierrors.IsNotFound(err) && !live && !v.cacheOnly {
 		err = v.cv.live.Get(v.ctx, key, obj)
 	}
 	switch {
