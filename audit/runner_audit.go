@@ -75,15 +75,33 @@ func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]result, er
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), (len(each)+recordBlock-1)/recordBlock) {
 		wg.Go(func() {
+			// A block's rows are made in scratch and kept in one slice of exactly their number:
+			// one allocation a block rather than one a volume, and no room kept for the bound
+			// claims, which have none.
+			scratch := make([]row, recordBlock)
+			has := make([]bool, recordBlock)
 			for {
 				start := int(next.Add(recordBlock)) - recordBlock
 				if start >= len(each) {
 					return
 				}
-				for i := start; i < min(start+recordBlock, len(each)); i++ {
+				end := min(start+recordBlock, len(each))
+				n := 0
+				for i := start; i < end; i++ {
 					oa := each[i]
+					has[i-start] = false
 					if _, errs[i] = policy.SplitRuleErrors(oa.Err); errs[i] == nil {
-						results[i], errs[i] = record(oa.Object, oa.Findings, st)
+						results[i], scratch[i-start], has[i-start], errs[i] = recordRow(oa.Object, oa.Findings, st)
+						if has[i-start] {
+							n++
+						}
+					}
+				}
+				kept := make([]row, 0, n)
+				for i := start; i < end; i++ {
+					if has[i-start] {
+						kept = append(kept, scratch[i-start])
+						results[i].row = &kept[len(kept)-1]
 					}
 				}
 			}
@@ -301,7 +319,15 @@ func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k clusterst
 // record is an audited object's result: its key, its findings and, for a volume or a claim not
 // bound, its row.
 func record(obj any, found []policy.Finding, v policy.View) (result, error) {
-	var res result
+	res, r, hasRow, err := recordRow(obj, found, v)
+	if hasRow {
+		res.row = &r
+	}
+	return res, err
+}
+
+// recordRow is record with the row returned apart (hasRow), for the caller to place.
+func recordRow(obj any, found []policy.Finding, v policy.View) (res result, r row, hasRow bool, err error) {
 	if len(found) > 0 {
 		f := found // only this copy of the slice's header escapes, for the objects with findings
 		res.findings = &f
@@ -309,20 +335,18 @@ func record(obj any, found []policy.Finding, v policy.View) (result, error) {
 	switch o := obj.(type) {
 	case *corev1.PersistentVolume:
 		res.key = clusterstate.VolumeKey(o.Name)
-		row, err := volumeRow(o, v)
-		if err != nil {
-			return result{}, err
+		if r, err = volumeRow(o, v); err != nil {
+			return result{}, row{}, false, err
 		}
-		res.row = &row
+		return res, r, true, nil
 	case *corev1.PersistentVolumeClaim:
 		res.key = clusterstate.ClaimKey(o.Namespace, o.Name)
-		if row, ok := claimRow(o); ok {
-			res.row = &row
-		}
+		r, hasRow = claimRow(o)
+		return res, r, hasRow, nil
 	case *storagev1.StorageClass:
 		res.key = clusterstate.ClassKey(o.Name)
 	}
-	return res, nil
+	return res, row{}, false, nil
 }
 
 // view is what an incremental audit reads related objects through: the options' View, or the

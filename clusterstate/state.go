@@ -53,7 +53,20 @@ func (x *index[M]) get(build func() M) M {
 	return x.m
 }
 
-// New returns the State of the given objects. Nil entries are not allowed.
+// appendOne is append(list, all[i]) for an index's list of objects. A list's first object is
+// all[i:i+1] with no room to grow, a view of the state's own slice rather than a slice of its
+// own: nearly every list of the indexes holds one object (the claim naming a volume, the volume
+// naming a claim), and a slice each was most of what building them allocated. Appending to it
+// copies, so all is never written.
+func appendOne[T any](list []T, all []T, i int) []T {
+	if list == nil {
+		return all[i : i+1 : i+1]
+	}
+	return append(list, all[i])
+}
+
+// New returns the State of the given objects. Nil entries are not allowed. The state keeps the
+// slices (its indexes' lists are views of them): they must not change after.
 func New(claims []*corev1.PersistentVolumeClaim, volumes []*corev1.PersistentVolume, classes []*storagev1.StorageClass, nodes []*corev1.Node) *State {
 	return &State{claims: claims, volumes: volumes, classes: classes, nodes: nodes}
 }
@@ -156,9 +169,9 @@ func (s *State) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolum
 	return s.naming.get(func() map[string][]*corev1.PersistentVolumeClaim {
 		// Sized for the worst case, every claim naming a volume, so that it never grows.
 		m := make(map[string][]*corev1.PersistentVolumeClaim, len(s.claims))
-		for _, pvc := range s.claims {
+		for i, pvc := range s.claims {
 			if pvc.Spec.VolumeName != "" {
-				m[pvc.Spec.VolumeName] = append(m[pvc.Spec.VolumeName], pvc)
+				m[pvc.Spec.VolumeName] = appendOne(m[pvc.Spec.VolumeName], s.claims, i)
 			}
 		}
 		return m
@@ -171,10 +184,10 @@ func (s *State) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVol
 	return s.claiming.get(func() map[Key][]*corev1.PersistentVolume {
 		// Sized for the worst case, every volume naming a claim, so that it never grows.
 		m := make(map[Key][]*corev1.PersistentVolume, len(s.volumes))
-		for _, pv := range s.volumes {
+		for i, pv := range s.volumes {
 			if ref := pv.Spec.ClaimRef; ref != nil {
 				k := ClaimKey(ref.Namespace, ref.Name)
-				m[k] = append(m[k], pv)
+				m[k] = appendOne(m[k], s.volumes, i)
 			}
 		}
 		return m
@@ -211,10 +224,10 @@ func (s *State) ListNodes() ([]*corev1.Node, error) { return s.nodes, nil }
 func (s *State) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
 	return s.podsUsing.get(func() map[Key][]*corev1.Pod {
 		m := make(map[Key][]*corev1.Pod, len(s.pods))
-		for _, p := range s.pods {
+		for i, p := range s.pods {
 			for _, c := range storage.PodClaims(p) {
 				k := ClaimKey(p.Namespace, c)
-				m[k] = append(m[k], p)
+				m[k] = appendOne(m[k], s.pods, i)
 			}
 		}
 		return m

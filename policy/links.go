@@ -57,42 +57,52 @@ func volumeLinkChanged(r *Review) bool {
 func newBinding(r *Review, v View) (*bindPair, error) {
 	m, ok := v.(*memoView)
 	if !ok {
-		return resolveBinding(r, v)
+		b, found, err := resolveBinding(r, v)
+		if !found {
+			return nil, err
+		}
+		return &b, nil
 	}
 	if m.bindingOf == r {
 		return m.binding, m.bindingErr
 	}
-	b, err := resolveBinding(r, v)
-	m.bindingOf, m.binding, m.bindingErr = r, b, err
-	return b, err
+	// The pair lives in the memo (every object of an audit resolves one: a heap object each,
+	// otherwise), which the rules only read during the evaluation.
+	b, found, err := resolveBinding(r, v)
+	m.bindingOf, m.pair, m.binding, m.bindingErr = r, b, nil, err
+	if found {
+		m.binding = &m.pair
+	}
+	return m.binding, err
 }
 
-func resolveBinding(r *Review, v View) (*bindPair, error) {
+// resolveBinding is the pair r's write links, found false when it links none.
+func resolveBinding(r *Review, v View) (bindPair, bool, error) {
 	switch {
 	case claimLinkChanged(r):
 		pv, err := v.PersistentVolume(r.PVC.Spec.VolumeName)
 		if err != nil {
-			return nil, fmt.Errorf("reading the volume %s names: %w", r.Object(), err)
+			return bindPair{}, false, fmt.Errorf("reading the volume %s names: %w", r.Object(), err)
 		}
 		if pv == nil {
-			return nil, nil
+			return bindPair{}, false, nil
 		}
-		return &bindPair{PV: pv, PVC: r.PVC, Field: "spec.volumeName", Subject: pvcRef(r.PVC)}, nil
+		return bindPair{PV: pv, PVC: r.PVC, Field: "spec.volumeName", Subject: pvcRef(r.PVC)}, true, nil
 	case volumeLinkChanged(r):
 		ref := r.PV.Spec.ClaimRef
 		pvc, err := namedClaim(ref, v)
 		if err != nil {
-			return nil, fmt.Errorf("reading the claim %s names: %w", r.Object(), err)
+			return bindPair{}, false, fmt.Errorf("reading the claim %s names: %w", r.Object(), err)
 		}
 		if pvc == nil {
-			return nil, nil
+			return bindPair{}, false, nil
 		}
 		if ref.UID != "" && ref.UID != pvc.UID {
-			return nil, nil
+			return bindPair{}, false, nil
 		}
-		return &bindPair{PV: r.PV, PVC: pvc, Field: "spec.claimRef", Subject: pvRef(r.PV)}, nil
+		return bindPair{PV: r.PV, PVC: pvc, Field: "spec.claimRef", Subject: pvRef(r.PV)}, true, nil
 	}
-	return nil, nil
+	return bindPair{}, false, nil
 }
 
 // boundClaim returns the live claim an existing volume is bound to (claimRef with a uid that

@@ -25,7 +25,8 @@ type memoView struct {
 	npvc int
 	// binding is the pair newBinding resolved for the review bindingOf.
 	bindingOf  *Review
-	binding    *bindPair
+	binding    *bindPair // &pair, or nil when the review links no pair
+	pair       bindPair
 	bindingErr error
 	// affinities are the volumes' node affinities parsed so far (volumeAffinity), by their
 	// selector: unlike the rest they outlive reset. One audit goroutine judges many volumes, and
