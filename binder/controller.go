@@ -229,7 +229,7 @@ func (b *Binder) Start(ctx context.Context) error {
 		for b.processNext(ctx, b.plans) && b.pause(ctx) {
 		}
 	}()
-	b.resyncAll(ctx, 0) // the first sync of every object, at once
+	b.resyncAll(ctx)
 	t := time.NewTicker(b.o.Resync)
 	defer t.Stop()
 	for {
@@ -240,52 +240,25 @@ func (b *Binder) Start(ctx context.Context) error {
 			wg.Wait()
 			return nil
 		case <-t.C:
-			b.resyncAll(ctx, b.o.Resync*3/4) // spread, and done before the next
+			b.resyncAll(ctx)
 		}
 	}
 }
 
-// resyncAll queues every volume and claim for a sync, and a plan. With spread it queues them
-// in equal shares every resyncStep over spread rather than at once: at 100,000 pairs the syncs
-// of every object take 0.72 s of CPU, which the workers, all queued at once, spend as fast as the
-// replica's cores allow, beside the reviews and explanations (docs/binder.md, "The periodic
-// resync"). Each object is still synced once a resync period.
-func (b *Binder) resyncAll(ctx context.Context, spread time.Duration) {
+func (b *Binder) resyncAll(ctx context.Context) {
 	// Only the names are read: the cache's own objects, no copies (every 15 s, of every object).
-	pvs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{})
-	if err != nil {
-		pvs = nil
-	}
-	pvcs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{})
-	if err != nil {
-		pvcs = nil
-	}
-	b.plans.Add(planKey)
-	steps := max(1, int(spread/resyncStep))
-	for i := range steps {
-		if i > 0 {
-			t := time.NewTimer(resyncStep)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-		}
-		for _, v := range share(pvs, i, steps) {
+	if pvs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{}); err == nil {
+		for _, v := range pvs {
 			b.queue.Add(key{kind: 'v', name: v.Name})
 		}
-		for _, c := range share(pvcs, i, steps) {
+	}
+	if pvcs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err == nil {
+		for _, c := range pvcs {
 			b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
 		}
 	}
+	b.plans.Add(planKey)
 }
-
-// resyncStep is how often a spread resync queues its next share of the objects.
-const resyncStep = 100 * time.Millisecond
-
-// share is the i-th of n consecutive parts of s, of equal lengths give or take one.
-func share[T any](s []T, i, n int) []T { return s[len(s)*i/n : len(s)*(i+1)/n] }
 
 // pause spaces plans: after a plan that took d, the next starts no sooner than d later, so
 // that planning takes at most half a core however often the pool changes (while a backlog of
