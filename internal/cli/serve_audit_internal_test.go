@@ -23,7 +23,7 @@ func (failingGets) Get(context.Context, client.ObjectKey, client.Object, ...clie
 
 // TestAuditReadsTheCacheOnly: the audit runner's incremental audits read through a view that
 // takes a miss of the cache for an absence. The claims of Released volumes are gone; read live,
-// each was a request at the live reads' rate, which held every later audit back for minutes at
+// each would be a request at the live reads' rate, holding every later audit back for minutes at
 // 100,000 pairs. Its confirmations read live.
 func TestAuditReadsTheCacheOnly(t *testing.T) {
 	ctx := context.Background()

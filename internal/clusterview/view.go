@@ -152,7 +152,7 @@ func (cv *Source) FreshView(ctx context.Context) policy.View {
 // live only what it finds (policy.Engine.Confirm on a LiveView). Through View, an incremental
 // audit of the volumes whose claims are gone (Released volumes, dangling claimRefs) read each
 // claim live, one request each at the live reads' rate, which the admission webhook's reads
-// share: thousands of them took minutes, and held back every audit after.
+// share: thousands of them take minutes, and hold back every audit after.
 func (cv *Source) CacheView(ctx context.Context) policy.View {
 	return &requestView{ctx: ctx, cv: cv, cacheOnly: true}
 }
