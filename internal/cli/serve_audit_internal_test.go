@@ -2,24 +2,16 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/test/testobj"
 )
-
-// failingGets is an apiserver every read by name of which fails.
-type failingGets struct{ client.Reader }
-
-func (failingGets) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
-	return errors.New("read live")
-}
 
 // TestAuditReadsTheCacheOnly: the audit runner's incremental audits read through a view that
 // takes a miss of the cache for an absence. The claims of Released volumes are gone; read live,
@@ -28,7 +20,7 @@ func (failingGets) Get(context.Context, client.ObjectKey, client.Object, ...clie
 func TestAuditReadsTheCacheOnly(t *testing.T) {
 	ctx := context.Background()
 	cache := fake.NewClientBuilder().Build()
-	views := clusterview.New(cache, failingGets{})
+	views := clusterview.New(cache, testobj.FailingReader{Source: "the apiserver"})
 	o := auditOptions(AuditOptions{}, cache, views, func() *policy.Engine { return policy.NewEngine(nil) }, prometheus.NewRegistry(), logr.Discard())
 	if pvc, err := o.View(ctx).PersistentVolumeClaim("team-a", "gone"); err != nil || pvc != nil {
 		t.Errorf("the audit's view of a claim the cache lacks: %v (%v), want none, not read live", pvc, err)

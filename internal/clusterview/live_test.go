@@ -2,7 +2,6 @@ package clusterview_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -19,17 +18,6 @@ import (
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/test/testobj"
 )
-
-// noCache is a cache every read of which fails: a LiveView must make none.
-type noCache struct{ client.Reader }
-
-func (noCache) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
-	return errors.New("read the cache")
-}
-
-func (noCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return errors.New("listed the cache")
-}
 
 // countingReader counts the lists made through it, by list type and namespace.
 type countingReader struct {
@@ -75,7 +63,7 @@ func TestLiveViewReadsOnlyTheAPIServer(t *testing.T) {
 		}
 	}
 	live := &countingReader{Reader: fake.NewClientBuilder().WithObjects(objs...).Build(), lists: map[string]int{}}
-	source := clusterview.New(noCache{}, live)
+	source := clusterview.New(testobj.FailingReader{Source: "the cache"}, live) // a LiveView reads no cache
 	view := source.LiveView(ctx)
 	state := clusterstate.New(claims, volumes, classes, nodes).WithPods(pods)
 
@@ -169,17 +157,6 @@ func TestListKindReadsTheCacheOrLive(t *testing.T) {
 	}
 }
 
-// noLive is an apiserver every read of which fails: a CacheView must make none.
-type noLive struct{ client.Reader }
-
-func (noLive) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
-	return errors.New("read live")
-}
-
-func (noLive) List(context.Context, client.ObjectList, ...client.ListOption) error {
-	return errors.New("listed live")
-}
-
 // TestCacheViewNeverReadsLive: a CacheView answers from the cache, and takes a miss for an
 // absence, where View reads the missing object live (the audit reads through it the claims of
 // Released volumes, which are gone by definition).
@@ -190,7 +167,7 @@ func TestCacheViewNeverReadsLive(t *testing.T) {
 	if err := c.add(cached, testobj.PV("pv-1")); err != nil {
 		t.Fatal(err)
 	}
-	source := clusterview.New(c, noLive{})
+	source := clusterview.New(c, testobj.FailingReader{Source: "the apiserver"}) // a CacheView reads nothing live
 	v := source.CacheView(ctx)
 	if got, err := v.PersistentVolumeClaim("ns-a", "data"); err != nil || got == nil || got.UID != "u-1" {
 		t.Errorf("cached claim: %v (%v), want the cache's", got, err)
