@@ -513,19 +513,5 @@ func TestFirstAuditWaitsForTheHandlers(t *testing.T) {
 // histogramCount is how many audits of scope the runner's duration histogram observed.
 func histogramCount(t *testing.T, reg *prometheus.Registry, scope string) uint64 {
 	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if f.GetName() == "pvguard_audit_duration_seconds" && l.GetName() == "scope" && l.GetValue() == scope {
-					n += m.GetHistogram().GetSampleCount()
-				}
-			}
-		}
-	}
-	return n
+	return testobj.Metric(t, reg, "pvguard_audit_duration_seconds", map[string]string{"scope": scope}).GetHistogram().GetSampleCount()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,18 +60,28 @@ type ServeOptions struct {
 	Plans *Plans
 	// Binder, when set, is the binder running in this process: while it plans, Plans is its plan.
 	Binder BinderPlans
+	// Backlog is how many questions may wait for their turn while one is computed (default 8):
+	// a question beyond them, or one that waited BacklogWait (default 30s), is a BusyError.
+	Backlog     int
+	BacklogWait time.Duration
+	// Registry, when set, receives the explanations' metrics (pvguard_explain_wait_seconds).
+	Registry prometheus.Registerer
 }
 
 // Service computes the server's explanations: the same functions `pvguard explain` calls (Claim,
-// Volume) on the same reads (ReadInput), for a caller who may read only part of the cluster.
-type Service struct{ o ServeOptions }
+// Volume) on the same reads (ReadInput), for a caller who may read only part of the cluster, one
+// at a time (turns.go).
+type Service struct {
+	o     ServeOptions
+	turns *turns
+}
 
 // NewService returns the explanations of o's cache.
 func NewService(o ServeOptions) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{o: o}
+	return &Service{o: o, turns: newTurns(o)}
 }
 
 // InvalidNameError is a question about a name that no object of the kind can have.
@@ -129,7 +140,9 @@ func (s *Service) input(ctx context.Context) (Input, error) {
 // Claim explains claim namespace/name to the caller rd, listing the candidates page says, cut down
 // to what rd may read. Its errors: an InvalidNameError, a ForbiddenError when rd may not list the
 // namespace's claims, ErrUnknownClaim (errors.Is) for a claim that does not exist, a
-// NotReadyError before the server's first plan; any other is the server's.
+// NotReadyError before the server's first plan, a BusyError when too many questions wait their
+// turn; any other is the server's. The question waits for its plan and reads its leases before
+// it takes its turn.
 func (s *Service) Claim(ctx context.Context, rd *access.Reader, namespace, name string, page CandidatePage) (*Explanation, error) {
 	if err := checkName("namespace", namespace, validation.IsDNS1123Label); err != nil {
 		return nil, err
@@ -143,13 +156,29 @@ func (s *Service) Claim(ctx context.Context, rd *access.Reader, namespace, name 
 	if !rd.Claims(namespace) {
 		return nil, &ForbiddenError{User: rd.User, Namespace: namespace}
 	}
+	var done func()
+	var err error
+	if s.o.Plans == nil { // the question plans the pool itself, which is what the turn bounds
+		if done, err = s.turns.take(ctx); err != nil {
+			return nil, err
+		}
+		defer done()
+	}
+	start := time.Now()
 	snap, err := s.snapshot(ctx, namespace, name)
 	if err != nil {
 		return nil, err
 	}
+	s.turns.waitedFor("plan", start)
 	in, err := s.planInput(ctx, snap, namespace, name)
 	if err != nil {
 		return nil, err
+	}
+	if done == nil {
+		if done, err = s.turns.take(ctx); err != nil {
+			return nil, err
+		}
+		defer done()
 	}
 	c, err := findClaim(in.State, namespace, name)
 	if err != nil {
@@ -224,11 +253,17 @@ func ContinueOffset(token string) (int, bool) {
 
 // Volume explains volume name to the caller rd, cut down to what rd may read. Its errors: an
 // InvalidNameError, ErrUnknownVolume (errors.Is) for a volume that does not exist or that rd may
-// not read (whether it exists is not theirs to know); any other is the server's.
+// not read (whether it exists is not theirs to know), a BusyError when too many questions wait
+// their turn; any other is the server's.
 func (s *Service) Volume(ctx context.Context, rd *access.Reader, name string) (*VolumeExplanation, error) {
 	if err := checkName("name", name, validation.IsDNS1123Subdomain); err != nil {
 		return nil, err
 	}
+	done, err := s.turns.take(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	in, err := s.input(ctx)
 	if err != nil {
 		return nil, err

@@ -126,25 +126,7 @@ func TestDenialStandsOnTheCacheWhenNoTokenIsThere(t *testing.T) {
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
-					continue metrics
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return testobj.Metric(t, reg, name, labels).GetCounter().GetValue()
 }
 
 // blockingView's reads (cache misses read live) wait until their context ends, and record its

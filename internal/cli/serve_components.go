@@ -73,7 +73,7 @@ func explainHandlers(ctx context.Context, sh shared, o AuditOptions, b *binder.B
 	}
 	mgr := sh.mgr
 	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: sh.log.WithName("explain"),
-		Engine: sh.engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live}
+		Engine: sh.engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live, Registry: sh.reg}
 	if b != nil {
 		eo.PlanState, eo.Identity, eo.Binder = b.PlanState, b.Identity(), b
 	}

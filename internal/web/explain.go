@@ -47,13 +47,15 @@ type explainFailure struct {
 }
 
 // explainFailed is the failure err is: the request's fault (400, 404), the caller's rights (403),
-// the server's first plan not made yet (503), or the server's (500, logged).
+// the server's first plan not made yet (503), too many questions waiting their turn (429), or the
+// server's (500, logged).
 func explainFailed(err error, what string, log logr.Logger) explainFailure {
 	var (
 		bad       *badRequest
 		invalid   *explain.InvalidNameError
 		forbidden *explain.ForbiddenError
 		notReady  *explain.NotReadyError
+		busy      *explain.BusyError
 	)
 	switch {
 	case errors.As(err, &bad), errors.As(err, &invalid):
@@ -64,6 +66,8 @@ func explainFailed(err error, what string, log logr.Logger) explainFailure {
 		return explainFailure{status: http.StatusNotFound, msg: err.Error()}
 	case errors.As(err, &notReady):
 		return explainFailure{status: http.StatusServiceUnavailable, msg: err.Error(), retryAfter: notReady.RetryAfter}
+	case errors.As(err, &busy):
+		return explainFailure{status: http.StatusTooManyRequests, msg: err.Error(), retryAfter: busy.RetryAfter}
 	}
 	log.Error(err, "explaining", "object", what)
 	return explainFailure{status: http.StatusInternalServerError, msg: "explaining " + what + ": " + err.Error()}
@@ -128,6 +132,11 @@ func ExplainAPIHandler(x *explain.Service, log logr.Logger) http.Handler {
 	return r
 }
 
+// retryAfterSeconds is d as a Retry-After header's whole seconds, rounded up.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(int((d + time.Second - 1) / time.Second))
+}
+
 func writeExplainJSON(w http.ResponseWriter, v any, err error, what string, log logr.Logger) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -135,7 +144,7 @@ func writeExplainJSON(w http.ResponseWriter, v any, err error, what string, log 
 	if err != nil {
 		f := explainFailed(err, what, log)
 		if f.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((f.retryAfter+time.Second-1)/time.Second))) // whole seconds, rounded up
+			w.Header().Set("Retry-After", retryAfterSeconds(f.retryAfter))
 		}
 		w.WriteHeader(f.status)
 		v = map[string]string{"error": f.msg}
@@ -210,6 +219,9 @@ func writeExplainPage(w http.ResponseWriter, req *http.Request, p explainPage, e
 	if err != nil {
 		f := explainFailed(err, p.Title, log)
 		p.Error = f.msg
+		if f.retryAfter > 0 {
+			w.Header().Set("Retry-After", retryAfterSeconds(f.retryAfter))
+		}
 		w.WriteHeader(f.status)
 	}
 	if err := explainTemplate.Execute(w, p); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -488,5 +489,161 @@ func TestExplainAsksToRetryBeforeTheFirstPlan(t *testing.T) {
 			json.Unmarshal(rec.Body.Bytes(), &e) != nil || !strings.HasPrefix(e.Error, w) || !strings.Contains(e.Error, "the cache is gone") {
 			t.Errorf("GET %s with a failing cache: HTTP %d: %s; want 500 %q", path, rec.Code, rec.Body, w)
 		}
+	}
+}
+
+// TestAQuestionWaitingForItsPlanHoldsUpNoOneElse: explanations are computed one at a time, but a
+// question that waits for a plan of the pool (its caller just changed the claim, and the next plan
+// is far off) does not hold that turn: another caller's question about an unchanged claim is
+// answered while the first still waits. Otherwise a tenant who keeps changing their own claim and
+// asking about it would keep every other caller's explanations waiting.
+func TestAQuestionWaitingForItsPlanHoldsUpNoOneElse(t *testing.T) {
+	objs := append(ExplainCluster(), PVC("team-b", "other", ClaimClass("local"), Request("1Gi")))
+	waiting := make(chan struct{}, 1)
+	var changed atomic.Bool
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, cl client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			err := cl.Get(ctx, key, obj, opts...)
+			if key.Name == "data" && changed.Load() {
+				select { // the tenant's question read its changed claim: it now waits for a plan
+				case waiting <- struct{}{}:
+				default:
+				}
+			}
+			return err
+		}}).Build()
+	reg := prometheus.NewRegistry()
+	o := explain.ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard(), Registry: reg}
+	// No plan is made again for an hour, and a question about a changed claim waits a minute.
+	o.Plans = explain.NewPlans(o, explain.PlansOptions{MinInterval: time.Hour, FreshWait: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := o.Plans.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := web.NewServer(web.Options{ExplainAPI: explainAPI(o), Access: testGuard(), Registry: reg}).Handler()
+	get := func(ctx context.Context, token, path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequestWithContext(ctx, http.MethodGet, web.PathExplainAPI+path, nil)
+		h.ServeHTTP(rec, withToken(req, token))
+		return rec
+	}
+
+	var claim corev1.PersistentVolumeClaim
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "team-a", Name: "data"}, &claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Labels = map[string]string{"changed": "yes"}
+	if err := c.Update(ctx, &claim); err != nil {
+		t.Fatal(err)
+	}
+	changed.Store(true)
+	tenantCtx, stopTenant := context.WithCancel(ctx)
+	tenantDone := make(chan int, 1)
+	go func() { tenantDone <- get(tenantCtx, "tenant-token", "/pvc/team-a/data").Code }()
+	<-waiting
+
+	// Bounded only so that a failing build ends; the answer needs no plan.
+	otherCtx, stop := context.WithTimeout(ctx, 20*time.Second)
+	defer stop()
+	rec := get(otherCtx, "admin-token", "/pvc/team-b/other")
+	select {
+	case code := <-tenantDone:
+		t.Fatalf("the tenant's question ended (HTTP %d) before the other caller's was answered", code)
+	default:
+	}
+	if rec.Code != http.StatusOK {
+		t.Errorf("another caller's question while the tenant's waits for a plan: HTTP %d, want 200: %s", rec.Code, rec.Body)
+	}
+	stopTenant()
+	<-tenantDone
+	// The answered question is timed, and its waits for the plan and the turn are recorded.
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"pvguard_explain_request_duration_seconds", map[string]string{"handler": "api", "code": "200"}},
+		{"pvguard_explain_wait_seconds", map[string]string{"for": "plan"}},
+		{"pvguard_explain_wait_seconds", map[string]string{"for": "turn"}},
+	} {
+		if n := Metric(t, reg, m.name, m.labels).GetHistogram().GetSampleCount(); n != 1 {
+			t.Errorf("%s%v observed %d times, want 1", m.name, m.labels, n)
+		}
+	}
+}
+
+// TestExplainAsksToRetryWhenBusy: a question that waited its turn past the service's wait (here
+// a millisecond, while another is computed) is a 429 whose Retry-After says when to ask again,
+// as JSON and as a page.
+func TestExplainAsksToRetryWhenBusy(t *testing.T) {
+	computing, release := make(chan struct{}), make(chan struct{})
+	var lists atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(ExplainCluster()...).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.PersistentVolumeList); ok && lists.Add(1) == 1 {
+				close(computing)
+				<-release // the first question keeps its turn
+			}
+			return cl.List(ctx, list, opts...)
+		}}).Build()
+	o := explain.ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard(), BacklogWait: time.Millisecond}
+	x := explain.NewService(o)
+	api, pages := web.ExplainAPIHandler(x, logr.Discard()), web.ExplainPagesHandler(x, logr.Discard())
+	first := make(chan int, 1)
+	go func() { first <- HTTPGet(api, "/pv/pv-fs").Code }()
+	<-computing
+	rec := HTTPGet(api, "/pv/pv-small")
+	var e struct{ Error string }
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" ||
+		json.Unmarshal(rec.Body.Bytes(), &e) != nil || !strings.Contains(e.Error, "ask again in a moment") {
+		t.Errorf("while another question is computed: HTTP %d, Retry-After %q: %s; want 429, 1, ask again", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	rec = HTTPGet(pages, "/pvc/team-a/data")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" || !strings.Contains(rec.Body.String(), `id="error">the server is computing other explanations`) {
+		t.Errorf("the page while another question is computed: HTTP %d, Retry-After %q: %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	close(release)
+	if code := <-first; code != http.StatusOK {
+		t.Errorf("the question that had the turn: HTTP %d, want 200", code)
+	}
+}
+
+// TestExplanationsRunOneAtATime: an explanation checks every volume, so the pages and the API
+// share one turn; the others wait for it rather than run beside it.
+func TestExplanationsRunOneAtATime(t *testing.T) {
+	var running, most atomic.Int32
+	release := make(chan struct{})
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(ExplainCluster()...).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*corev1.PersistentVolumeList); ok {
+				n := running.Add(1)
+				defer running.Add(-1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-release
+			}
+			return cl.List(ctx, list, opts...)
+		}}).Build()
+	x := explain.NewService(explain.ServeOptions{Cache: c, Now: time.Now, Log: logr.Discard()})
+	h := web.NewServer(web.Options{ExplainAPI: web.ExplainAPIHandler(x, logr.Discard()),
+		ExplainPages: web.ExplainPagesHandler(x, logr.Discard()), Access: testGuard()}).Handler()
+	paths := []string{web.PathExplainAPI + "/pvc/team-a/data", web.PathExplainPages + "/pvc/team-a/data", web.PathExplainAPI + "/pv/pv-fs"}
+	codes := make(chan int, len(paths))
+	for _, p := range paths {
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, p, nil), "admin-token"))
+			codes <- rec.Code
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // all three have arrived; one runs, two wait
+	close(release)
+	for range paths {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("HTTP %d, want 200 after waiting", code)
+		}
+	}
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d explanations ran at once, want 1", m)
 	}
 }

@@ -29,8 +29,6 @@ import (
 const (
 	PathExplainAPI   = "/api/v1/explain"
 	PathExplainPages = "/explain"
-	// explainBacklog is how many explanations may wait for the one being computed.
-	explainBacklog = 8
 )
 
 // Options configure the server.
@@ -158,16 +156,17 @@ func (s *Server) routes() chi.Router {
 		r.With(guarded).Method(http.MethodGet, "/", s.opts.Dashboard)
 	}
 	// An explanation reads the server's one plan of the pool and checks every volume against
-	// the claim (its cost: docs/benchmarks.md, "Explanations while callers ask"). The pages and
-	// the API share one slot, with a short queue, so that a dashboard reloaded in many tabs cannot take
-	// the memory the webhooks need; requests beyond the queue get 429 and try again. Each
-	// caller has a rate of their own besides, so that one caller cannot keep the slot.
-	explainSlot := middleware.ThrottleBacklog(1, explainBacklog, 30*time.Second)
+	// the claim (its cost: docs/benchmarks.md, "Explanations while callers ask"). The service
+	// computes one at a time with a short queue (explain/turns.go), so that a dashboard reloaded
+	// in many tabs cannot take the memory the webhooks need; each caller has a rate of their own
+	// besides, so that one caller cannot keep the turn. Every request's time, from before its
+	// caller is authenticated, is pvguard_explain_request_duration_seconds.
+	timed := s.explainTimer()
 	if s.opts.ExplainAPI != nil {
-		r.With(guarded, limited, explainSlot).Mount(PathExplainAPI, s.opts.ExplainAPI)
+		r.With(timed("api"), guarded, limited).Mount(PathExplainAPI, s.opts.ExplainAPI)
 	}
 	if s.opts.ExplainPages != nil {
-		r.With(guarded, limited, explainSlot).Mount(PathExplainPages, s.opts.ExplainPages)
+		r.With(timed("page"), guarded, limited).Mount(PathExplainPages, s.opts.ExplainPages)
 	}
 	// The admission webhooks (package webhook), behind a client certificate when ClientCAs is set.
 	var vopts []webhook.ValidatorOption
@@ -181,6 +180,19 @@ func (s *Server) routes() chi.Router {
 		r.Method(http.MethodPost, path, h)
 	}
 	return r
+}
+
+// explainTimer returns the middleware that times the explain endpoints' requests by their
+// handler ("api", "page") and status.
+func (s *Server) explainTimer() func(handler string) func(http.Handler) http.Handler {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pvguard_explain_request_duration_seconds",
+		Help:    "Time to answer a request for an explanation, server side, by handler (api, page) and HTTP status.",
+		Buckets: []float64{.005, .01, .025, .05, .075, .1, .15, .25, .5, .75, 1, 2.5, 5, 10, 30}}, []string{"handler", "code"})
+	s.opts.Registry.MustRegister(h)
+	return func(handler string) func(http.Handler) http.Handler {
+		obs := h.MustCurryWith(prometheus.Labels{"handler": handler})
+		return func(next http.Handler) http.Handler { return promhttp.InstrumentHandlerDuration(obs, next) }
+	}
 }
 
 // guards are the middlewares of the read endpoints: authentication and authorization, and the

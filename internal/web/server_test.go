@@ -5,9 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -73,40 +71,5 @@ func TestExplainRoutes(t *testing.T) {
 		if rec.Code != http.StatusNotFound {
 			t.Errorf("GET %s without explain handlers: HTTP %d, want 404", path, rec.Code)
 		}
-	}
-}
-
-// TestExplanationsRunOneAtATime: an explanation checks every volume, so the pages and the API
-// share one slot; the others wait their turn rather than run beside it.
-func TestExplanationsRunOneAtATime(t *testing.T) {
-	var running, most atomic.Int32
-	release := make(chan struct{})
-	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		<-release
-		_, _ = io.WriteString(w, "ok")
-	})
-	h := web.NewServer(web.Options{ExplainAPI: slow, ExplainPages: slow, Access: testGuard()}).Handler()
-	paths := []string{web.PathExplainAPI + "/pvc/a/b", web.PathExplainPages + "/pvc/a/b", web.PathExplainAPI + "/pv/c"}
-	codes := make(chan int, len(paths))
-	for _, p := range paths {
-		go func() {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, withToken(httptest.NewRequest(http.MethodGet, p, nil), "admin-token"))
-			codes <- rec.Code
-		}()
-	}
-	time.Sleep(200 * time.Millisecond) // all three have arrived; one runs, two wait
-	close(release)
-	for range paths {
-		if code := <-codes; code != http.StatusOK {
-			t.Errorf("HTTP %d, want 200 after waiting", code)
-		}
-	}
-	if m := most.Load(); m != 1 {
-		t.Errorf("%d explanations ran at once, want 1", m)
 	}
 }

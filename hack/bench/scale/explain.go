@@ -72,6 +72,15 @@ type explainLoad struct {
 	// (client side, on the same machine: the server's and the loopback's).
 	OKp50ms float64 `json:"ok_p50_ms"`
 	OKp99ms float64 `json:"ok_p99_ms"`
+	// ServerP50ms and ServerP99ms are the median and 99th percentile of the 200 answers server
+	// side (pvguard_explain_request_duration_seconds, from before the caller's authentication to
+	// the answer written), interpolated within the histogram's buckets as histogram_quantile does.
+	ServerP50ms float64 `json:"server_p50_ms"`
+	ServerP99ms float64 `json:"server_p99_ms"`
+	// PlanWaitP99ms and TurnWaitP99ms are the 99th percentiles of what questions waited for
+	// their plan of the pool and for their turn (pvguard_explain_wait_seconds).
+	PlanWaitP99ms float64 `json:"plan_wait_p99_ms"`
+	TurnWaitP99ms float64 `json:"turn_wait_p99_ms"`
 	// MaxAnswerBytes is the largest 200 answer's body.
 	MaxAnswerBytes uint64 `json:"max_answer_bytes"`
 	// RSSBefore is pvguard serve's RSS in the last sample before the callers started.
@@ -233,6 +242,10 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 	paths := pendingClaimPaths(c.pairs)
 	load := &explainLoad{Callers: c.explain.callers, Claims: len(paths)}
 	var counts explainCounts
+	before, err := srv.metrics(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	cpu0 := cpuSeconds(srv.pid)
@@ -282,6 +295,15 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		load.OKp99ms = float64(admissionload.Quantile(counts.okTimes, 0.99).Microseconds()) / 1000
 	}
 	load.MaxAnswerBytes = counts.maxBytes.Load()
+	if after, err := srv.metrics(ctx); err == nil {
+		ms := func(name string, labels map[string]string, q float64) float64 {
+			return 1000 * bucketQuantile(before.buckets(name, labels), after.buckets(name, labels), q)
+		}
+		ok := map[string]string{"code": "200"}
+		load.ServerP50ms, load.ServerP99ms = ms(explainDurationMetric, ok, 0.50), ms(explainDurationMetric, ok, 0.99)
+		load.PlanWaitP99ms = ms(explainWaitMetric, map[string]string{"for": "plan"}, 0.99)
+		load.TurnWaitP99ms = ms(explainWaitMetric, map[string]string{"for": "turn"}, 0.99)
+	}
 	if load.OK == 0 && load.Other > 0 {
 		return load, fmt.Errorf("%d explaining callers got no explanation (%d limited, %d other; first: %s)", load.Callers, load.Limited, load.Other, load.FirstOther)
 	}

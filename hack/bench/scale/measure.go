@@ -118,6 +118,9 @@ type modeConfig struct {
 const (
 	auditMetric = "pvguard_audit_duration_seconds"
 	planMetric  = "pvguard_binder_plan_duration_seconds"
+
+	explainDurationMetric = "pvguard_explain_request_duration_seconds"
+	explainWaitMetric     = "pvguard_explain_wait_seconds"
 )
 
 // measureMode runs one child through the sequence: ready, first full audit, settle, idle
@@ -525,4 +528,40 @@ func maxUpperBound(before, after []bucket) float64 {
 		}
 	}
 	return math.Inf(1)
+}
+
+// bucketQuantile is the q-quantile of what a histogram observed between two reads of its
+// cumulative buckets, interpolated linearly within the bucket it falls in (as Prometheus's
+// histogram_quantile does; the highest finite bound when it falls in +Inf); 0 when nothing was
+// observed.
+func bucketQuantile(before, after []bucket, q float64) float64 {
+	if len(after) == 0 {
+		return 0
+	}
+	delta := func(i int) float64 {
+		if i < len(before) {
+			return float64(after[i].Count - before[i].Count)
+		}
+		return float64(after[i].Count)
+	}
+	total := delta(len(after) - 1)
+	if total == 0 {
+		return 0
+	}
+	rank := q * total
+	lower, below := 0.0, 0.0
+	for i, b := range after {
+		n := delta(i)
+		if n >= rank {
+			if math.IsInf(b.UpperBound, 1) {
+				return lower
+			}
+			if n == below {
+				return b.UpperBound
+			}
+			return lower + (b.UpperBound-lower)*(rank-below)/(n-below)
+		}
+		lower, below = b.UpperBound, n
+	}
+	return lower
 }
