@@ -244,12 +244,23 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 }
 
+// Beyond this many changed objects, and this share of the objects the audits hold, a full audit
+// costs less than an incremental one: an incremental audit judges its objects one at a time
+// through the view, a full audit over every core from one read of the cache. At 20,000 objects
+// an incremental audit of a tenth of them takes as long as a full audit, and of all of them
+// (an informer's relist, after its watch could not resume) three times as long
+// (BenchmarkRunnerIncrementalAudit, docs/benchmarks.md "Audit").
+const (
+	fullAuditMinChanges = 1000
+	fullAuditPercent    = 10
+)
+
 // RunPending audits what changed since the last audit: everything if a full audit was asked
-// for, else the changed objects and their neighbours. Objects that could not be audited stay
-// pending.
+// for or the changes reach a tenth of the cluster (fullAuditPercent), else the changed objects
+// and their neighbours. Objects that could not be audited stay pending.
 func (r *Runner) RunPending(ctx context.Context) error {
 	full, dirty := r.takePending()
-	if full {
+	if full || r.cheaperWhole(len(dirty)) {
 		err := r.RunOnce(ctx)
 		if err != nil {
 			r.Trigger()
@@ -264,6 +275,18 @@ func (r *Runner) RunPending(ctx context.Context) error {
 		r.restorePending(false, dirty)
 	}
 	return err
+}
+
+// cheaperWhole reports whether auditing changed objects one at a time would cost more than a full
+// audit of the objects the audits hold.
+func (r *Runner) cheaperWhole(changed int) bool {
+	if changed < fullAuditMinChanges {
+		return false
+	}
+	r.mu.RLock()
+	held := len(r.results)
+	r.mu.RUnlock()
+	return changed*100 >= held*fullAuditPercent
 }
 
 // takePending takes the changes reported so far, leaving none pending.

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/audit"
 	"github.com/pvguard/pvguard/internal/clusterview"
@@ -26,13 +28,7 @@ import (
 //
 //	go test ./audit/ -run '^$' -bench RunnerFullAudit -benchtime 5x -memprofile mem.out -memprofilerate 1
 func BenchmarkRunnerFullAudit(b *testing.B) {
-	n := 20000
-	if s := os.Getenv("AUDIT_BENCH_OBJECTS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
-			b.Fatalf("AUDIT_BENCH_OBJECTS: %v", err)
-		}
-	}
+	n := benchObjects(b)
 	st := gen.Inventory(n)
 	storecache.Cut(st) // shaped and shared as the server caches them
 	c := storecache.New(st)
@@ -67,6 +63,65 @@ func BenchmarkRunnerFullAudit(b *testing.B) {
 	runtime.KeepAlive(st)
 	b.ReportMetric(float64(retained), "retained-B")
 	b.ReportMetric(float64(retained)/float64(n), "retained-B/object")
+}
+
+// BenchmarkRunnerIncrementalAudit times an incremental audit (Runner.RunPending after Changed)
+// of a share of a generated cluster's claims and volumes, as after a relist, beside the full
+// audit of the same cluster (BenchmarkRunnerFullAudit) that the runner does instead once the
+// changes reach that share (fullAuditShare). AUDIT_BENCH_OBJECTS sets the size (default 20,000).
+//
+//	go test ./audit/ -run '^$' -bench RunnerIncrementalAudit -benchtime 3x
+func BenchmarkRunnerIncrementalAudit(b *testing.B) {
+	n := benchObjects(b)
+	st := gen.Inventory(n)
+	storecache.Cut(st)
+	c := storecache.New(st)
+	if err := clusterview.SetupIndexes(context.Background(), c, nil); err != nil {
+		b.Fatal(err)
+	}
+	views := clusterview.New(c, storecache.Reader{State: st})
+	var changed []any
+	for _, o := range st.Objects() {
+		switch o.(type) {
+		case *corev1.PersistentVolume, *corev1.PersistentVolumeClaim:
+			changed = append(changed, o)
+		}
+	}
+	engine := policy.NewEngine(nil) // the server's current engine, made once per config
+	for _, percent := range []int{1, 5, 10, 25, 100} {
+		b.Run(fmt.Sprintf("changed=%d%%", percent), func(b *testing.B) {
+			r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: views.LiveView, View: views.CacheView,
+				Engine: func() *policy.Engine { return engine }, Log: logr.Discard(), Now: func() time.Time { return gen.InventoryNow }})
+			ctx := context.Background()
+			if err := r.RunOnce(ctx); err != nil {
+				b.Fatal(err)
+			}
+			some := changed[:len(changed)*percent/100]
+			b.ReportAllocs()
+			cpu := cpuTime(b)
+			for b.Loop() {
+				r.Changed(some...)
+				if err := r.RunPending(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// benchObjects is the benchmarks' cluster size: AUDIT_BENCH_OBJECTS, default 20,000.
+func benchObjects(b *testing.B) int {
+	s := os.Getenv("AUDIT_BENCH_OBJECTS")
+	if s == "" {
+		return 20000
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		b.Fatalf("AUDIT_BENCH_OBJECTS: %v", err)
+	}
+	return n
 }
 
 // writeHeapProfile writes the heap profile (inuse_space is what is live now, the runner's results

@@ -24,6 +24,7 @@ import (
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/gen"
+	"github.com/pvguard/pvguard/test/storecache"
 	"github.com/pvguard/pvguard/test/testobj"
 )
 
@@ -514,4 +515,49 @@ func TestFirstAuditWaitsForTheHandlers(t *testing.T) {
 func histogramCount(t *testing.T, reg *prometheus.Registry, scope string) uint64 {
 	t.Helper()
 	return testobj.Metric(t, reg, "pvguard_audit_duration_seconds", map[string]string{"scope": scope}).GetHistogram().GetSampleCount()
+}
+
+// TestARelistIsAuditedWhole: when the changes reach a tenth of the objects the audits hold (an
+// informer's relist reports every object as updated), the runner audits the whole cache once
+// rather than each changed object one at a time, and finds the same; a few changes are still
+// audited incrementally.
+func TestARelistIsAuditedWhole(t *testing.T) {
+	st := gen.Inventory(12000)
+	c := storecache.New(st)
+	if err := clusterview.SetupIndexes(context.Background(), c, nil); err != nil {
+		t.Fatal(err)
+	}
+	views := clusterview.New(c, storecache.Reader{State: st})
+	reg := prometheus.NewRegistry()
+	engine := policy.NewEngine(nil)
+	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: views.LiveView, View: views.CacheView, Registry: reg,
+		Engine: func() *policy.Engine { return engine }, Log: logr.Discard(), Now: func() time.Time { return gen.InventoryNow }})
+	ctx := context.Background()
+	if err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := r.Latest().Findings
+	var volumes []any
+	for _, pv := range st.Volumes() {
+		volumes = append(volumes, pv)
+	}
+	for _, step := range []struct {
+		name              string
+		changed           []any
+		full, incremental uint64
+	}{
+		{"a few volumes", volumes[:10], 1, 1},
+		{"every volume", volumes, 2, 1},
+	} {
+		r.Changed(step.changed...)
+		if err := r.RunPending(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if f, i := histogramCount(t, reg, "full"), histogramCount(t, reg, "incremental"); f != step.full || i != step.incremental {
+			t.Errorf("after %s changed: %d full and %d incremental audits, want %d and %d", step.name, f, i, step.full, step.incremental)
+		}
+		if got := r.Latest().Findings; !reflect.DeepEqual(got, want) {
+			t.Errorf("after %s changed: %d findings, want the first audit's %d", step.name, len(got), len(want))
+		}
+	}
 }

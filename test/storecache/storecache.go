@@ -7,6 +7,7 @@ package storecache
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -22,7 +23,8 @@ import (
 )
 
 // Cache is an informer cache whose informers are never started: their stores hold the objects.
-// Only GetInformer is served, which is all the cache's lists (cachelist) read.
+// GetInformer is served, which is all the cache's lists (cachelist) read, and Get, which the
+// views read through (clusterview); clusterview.SetupIndexes adds the views' indexes.
 type Cache struct {
 	cache.Cache
 	stores map[string]toolscache.SharedIndexInformer
@@ -89,6 +91,32 @@ func (c *Cache) GetInformer(_ context.Context, obj client.Object, _ ...cache.Inf
 		return nil, fmt.Errorf("storecache: no informer for %s", key(obj))
 	}
 	return inf, nil
+}
+
+// Get reads an object from its informer's store, copying its top-level struct into obj as
+// controller-runtime's cache does with client.UnsafeDisableDeepCopy (the view's cache reads).
+func (c *Cache) Get(_ context.Context, name client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	inf, ok := c.stores[key(obj)]
+	if !ok {
+		return fmt.Errorf("storecache: no informer for %s", key(obj))
+	}
+	k := name.Name
+	if name.Namespace != "" {
+		k = name.Namespace + "/" + name.Name
+	}
+	item, ok, err := inf.GetStore().GetByKey(k)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return apierrors.NewNotFound(schema.GroupResource{}, name.Name)
+	}
+	src, dst := reflect.ValueOf(item), reflect.ValueOf(obj)
+	if src.Type() != dst.Type() {
+		return fmt.Errorf("storecache: the store of %T holds a %T", obj, item)
+	}
+	dst.Elem().Set(src.Elem())
+	return nil
 }
 
 // Reader answers the audit's live reads from the state: an apiserver that agrees with the cache.
