@@ -42,6 +42,7 @@ type config struct {
 	modes       []binder.Mode
 	pvguard     string
 	baseline    string
+	baseModes   []binder.Mode // the modes baseline runs in, before modes
 	env         []string
 	args        []string
 	pending     int
@@ -74,7 +75,9 @@ func main() {
 	flag.StringVar(&pairs, "pairs", "2000", "comma-separated cluster sizes in volume/claim pairs (0: an empty cluster, the admission baseline)")
 	flag.StringVar(&modes, "modes", "off,shadow,active", "comma-separated binder modes, one fresh `pvguard serve` each")
 	flag.StringVar(&c.pvguard, "pvguard", "", "pvguard binary (default: go build ./cmd/pvguard into the run's temporary directory)")
-	flag.StringVar(&c.baseline, "baseline", "", "another pvguard binary (e.g. built from an older commit) run first in binder mode off against the same objects, for a before/after on one fill")
+	flag.StringVar(&c.baseline, "baseline", "", "another pvguard binary (e.g. built from an older commit) run first against the same objects, in the modes of -baseline-modes, for a before/after on one fill")
+	var baseModes string
+	flag.StringVar(&baseModes, "baseline-modes", "off", "comma-separated binder modes the -baseline binary runs in, each before the modes of -modes")
 	flag.Var(&env, "env", "extra environment for pvguard serve, KEY=VALUE (repeatable), e.g. -env GOMEMLIMIT=900MiB -env GOGC=50")
 	flag.Var(&args, "arg", "extra pvguard serve flag (repeatable), e.g. -arg=--kube-api-qps=200")
 	flag.IntVar(&c.pending, "pending", 10000, "pending claims (and half as many free volumes) the binder plans over in shadow and active modes (0 skips)")
@@ -100,6 +103,9 @@ func main() {
 	var err error
 	if c.sizes, err = parseSizes(pairs); err == nil {
 		c.modes, err = parseModes(modes)
+	}
+	if err == nil {
+		c.baseModes, err = parseModes(baseModes)
 	}
 	if err == nil {
 		c.cli, err = parseCLI(cliBins)
@@ -319,7 +325,9 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 	}
 	var runs []child
 	if c.baseline != "" {
-		runs = append(runs, child{c.baseline, binder.ModeOff, "off (baseline)"})
+		for _, mode := range c.baseModes {
+			runs = append(runs, child{c.baseline, mode, string(mode) + " (baseline)"})
+		}
 	}
 	for _, mode := range c.modes {
 		runs = append(runs, child{c.pvguard, mode, string(mode)})
