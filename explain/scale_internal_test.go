@@ -241,6 +241,30 @@ func reportCPU(b *testing.B, since time.Duration) {
 	b.ReportMetric(float64(cpuTime()-since)/float64(b.N), "cpu-ns/op")
 }
 
+// BenchmarkFirstQuestionAfterAPlan100k is the first question after a new plan of a new read of
+// the cluster (its State's lookups not yet used): the claim found by name, and its table. The
+// plan (snapshotOf) builds the lookups the question reads, so that the question does not, nor
+// does every question that arrives while it would.
+func BenchmarkFirstQuestionAfterAPlan100k(b *testing.B) {
+	in := Input{State: synthetic(1, 100000, 10000), NodesListed: true}
+	in.State = withUIDs(in.state())
+	p := planPool(indexInput(in), in.InFlight)
+	c := pendingClaims(in.State)[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		in.State = clusterstate.New(in.State.Claims(), in.State.Volumes(), in.State.Classes(), in.State.Nodes())
+		snap := snapshotOf(indexInput(in), p, 0, nil)
+		b.StartTimer()
+		asked, err := findClaim(snap.in.State, c.Namespace, c.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, t := explainTable(snap.x, snap.p, asked, shownClosest)
+		t.release()
+	}
+}
+
 // BenchmarkTakeBindersPlan100k is what the server spends on each plan of the binder it takes
 // (at most once a second, while the binder plans in the process): the input indexed and every
 // volume's facts read, beside the plan the binder made (BenchmarkPlanPool100k), which it no
