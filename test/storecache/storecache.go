@@ -100,11 +100,7 @@ func (c *Cache) Get(_ context.Context, name client.ObjectKey, obj client.Object,
 	if !ok {
 		return fmt.Errorf("storecache: no informer for %s", key(obj))
 	}
-	k := name.Name
-	if name.Namespace != "" {
-		k = name.Namespace + "/" + name.Name
-	}
-	item, ok, err := inf.GetStore().GetByKey(k)
+	item, ok, err := inf.GetStore().GetByKey(toolscache.NewObjectName(name.Namespace, name.Name).String())
 	switch {
 	case err != nil:
 		return err
