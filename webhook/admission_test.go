@@ -307,6 +307,7 @@ type freshViews struct{ stale, live policy.View }
 
 func (f freshViews) View(context.Context) policy.View      { return f.stale }
 func (f freshViews) FreshView(context.Context) policy.View { return f.live }
+func (f freshViews) CacheView(context.Context) policy.View { return f.stale }
 
 // TestDenialIsConfirmedOnFreshReads: a claim's bind write judged on a cache that still shows its
 // volume linked to the claim it came from (a populator's hand-off a moment ago) is admitted when
@@ -335,6 +336,67 @@ func TestDenialIsConfirmedOnFreshReads(t *testing.T) {
 			code, resp := post(t, h, webhook.PathValidatePVC, "application/json", bytes.NewReader(bind))
 			if code != http.StatusOK || resp.Allowed != tc.allowed {
 				t.Fatalf("status %d, allowed %v (%v), want allowed %v", code, resp != nil && resp.Allowed, resp, tc.allowed)
+			}
+		})
+	}
+}
+
+// countingView counts the claims read through it.
+type countingView struct {
+	policy.View
+	claims *int
+}
+
+func (c countingView) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	*c.claims++
+	return c.View.PersistentVolumeClaim(namespace, name)
+}
+
+// TestALinkToAClaimTheCacheHasNotCaughtUpWithIsJudgedLive: a provisioner creates a volume for a
+// claim the scheduler has just given a selected-node, and the cache still shows the claim without
+// it. The volume's claimRef carries the resourceVersion the provisioner read (client-go's
+// reference helper records it): since the cache holds another, the admission the cache gives is
+// judged again on live reads, and the volume made for another node is refused. A claimRef whose
+// resourceVersion the cache holds, or a write that does not make the link, is judged on the cache.
+func TestALinkToAClaimTheCacheHasNotCaughtUpWithIsJudgedLive(t *testing.T) {
+	const uid = "6f1d3c2a-5b4e-4d3c-9a8b-7c6d5e4f3a21"
+	cached := testobj.PVC("team-a", "data", testobj.ClaimUID(uid), testobj.ClaimMeta(func(m *metav1.ObjectMeta) { m.ResourceVersion = "41" }))
+	scheduled := testobj.PVCWith(cached, testobj.ClaimMeta(testobj.Annotation(storage.AnnSelectedNode, "node-1"), func(m *metav1.ObjectMeta) { m.ResourceVersion = "42" }))
+	volume := func(seen string) *corev1.PersistentVolume {
+		pv := testobj.PV("pv-elsewhere", testobj.NodeAffinity(corev1.LabelHostname, "node-2"), testobj.ClaimRef("team-a", "data", uid))
+		pv.Spec.ClaimRef.ResourceVersion = seen
+		return pv
+	}
+	provisioner := "system:serviceaccount:kube-system:csi-provisioner"
+	for _, tc := range []struct {
+		name       string
+		op         admissionv1.Operation
+		pv, old    *corev1.PersistentVolume
+		allowed    bool
+		liveClaims bool
+	}{
+		{name: "created for a claim version the cache does not hold", op: admissionv1.Create, pv: volume("42"), liveClaims: true},
+		{name: "created for the claim version the cache holds", op: admissionv1.Create, pv: volume("41"), allowed: true},
+		{name: "created without a resourceVersion in its claimRef", op: admissionv1.Create, pv: volume(""), allowed: true},
+		{name: "a write that keeps the link", op: admissionv1.Update, pv: testobj.PVWith(volume("42"), testobj.PVMeta(testobj.Label("tier", "gold"))), old: volume("42"), allowed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var live int
+			views := freshViews{stale: testobj.NewView(cached), live: countingView{View: testobj.NewView(scheduled), claims: &live}}
+			h := web.NewServer(web.Options{
+				Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: views,
+				ReadyChecks: map[string]func() error{"cache": func() error { return nil }},
+			}).Handler()
+			body := testobj.Review(t, testobj.PVKind, "persistentvolumes", tc.op, tc.pv, tc.old, provisioner)
+			code, resp := post(t, h, webhook.PathValidatePV, "application/json", bytes.NewReader(body))
+			if code != http.StatusOK || resp.Allowed != tc.allowed {
+				t.Fatalf("status %d, allowed %v (%v), want allowed %v", code, resp != nil && resp.Allowed, resp, tc.allowed)
+			}
+			if !tc.allowed && !strings.Contains(resp.Result.Message, "PVG009") {
+				t.Errorf("message %q, want PVG009's", resp.Result.Message)
+			}
+			if (live > 0) != tc.liveClaims {
+				t.Errorf("%d live claim reads, want any: %v", live, tc.liveClaims)
 			}
 		})
 	}

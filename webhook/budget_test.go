@@ -63,7 +63,8 @@ type throttledViews struct {
 	deadlines []time.Time
 }
 
-func (s *throttledViews) View(context.Context) policy.View { return s.cache }
+func (s *throttledViews) View(context.Context) policy.View      { return s.cache }
+func (s *throttledViews) CacheView(context.Context) policy.View { return s.cache }
 func (s *throttledViews) FreshView(ctx context.Context) policy.View {
 	return throttledView{View: s.cache, ctx: ctx, limiter: s.limiter, mu: &s.mu, deadlines: &s.deadlines}
 }

@@ -15,7 +15,7 @@ import (
 type Limits struct {
 	// Queue, when set, queues every review fairly per requester before any rule runs.
 	Queue *FairQueue
-	// LiveReadBudget bounds the live re-read that confirms a denial judged on the cache
+	// LiveReadBudget bounds the live re-read that confirms a decision judged on the cache
 	// (FreshViewSource), the wait for its client's rate limiter included; when it is spent the
 	// cache's decision stands. 0 means DefaultLiveReadBudget.
 	LiveReadBudget time.Duration

@@ -56,6 +56,8 @@ type ViewSource interface {
 type FreshViewSource interface {
 	ViewSource
 	FreshView(ctx context.Context) policy.View
+	// CacheView reads only the cache: a miss is an absence, never a live read.
+	CacheView(ctx context.Context) policy.View
 }
 
 // NewValidator returns the validating handler for a kind.
@@ -81,9 +83,10 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 		return resp, "skipped"
 	}
 	engine := v.engines.Engine()
-	d, err := engine.Admit(review, v.views.View(ctx))
+	view := v.views.View(ctx)
+	d, err := engine.Admit(review, view)
 	onCache := false
-	if fresh, ok := v.views.(FreshViewSource); ok && len(d.Deny) > 0 {
+	if fresh, ok := v.views.(FreshViewSource); ok && (len(d.Deny) > 0 || linksClaimUnseen(ctx, review, fresh)) {
 		d, onCache, err = v.recheck(ctx, engine, review, fresh, d, err)
 	}
 	if err != nil {
@@ -110,19 +113,20 @@ func (v *Validator) handle(ctx context.Context, req admission.Request) (admissio
 	// either renders no message, and does not pay for building one.
 	var aud policy.Audience
 	if len(d.Deny)+len(d.Warn) > 0 {
-		aud = audienceOf(ctx, review, v.views.View(ctx), engine.Config(), v.rights)
+		aud = audienceOf(ctx, review, view, engine.Config(), v.rights)
 	}
 	resp = responseFor(review, d, aud)
 	if err != nil {
 		resp.Result.Message += fmt.Sprintf("\n(pvguard could not evaluate every rule on %s; it refuses the write for the findings above: %s)", review.Object(), failedRules(err))
 	}
 	if onCache {
-		resp.Warnings = append(resp.Warnings, "pvguard: judged on its informer cache; the live re-read that confirms a denial did not fit in its budget")
+		resp.Warnings = append(resp.Warnings, "pvguard: judged on its informer cache; the live re-read that confirms its decision did not fit in its budget")
 	}
 	return resp, decisionLabel(d)
 }
 
-// recheck judges a denial made on the cache again on live reads, within the live-read budget
+// recheck judges a decision made on the cache (a denial, or a link to a claim the cache has not
+// caught up with: linksClaimUnseen) again on live reads, within the live-read budget
 // (and the review's own deadline, which ctx carries). When the re-read cannot be done at once
 // (its client's rate limiter has no token: NewLiveReadRateLimiter), cannot finish in the budget
 // (the apiserver is slow) or fails, the cache's decision stands: the denial is sent now rather
@@ -159,6 +163,36 @@ func (v *Validator) recheck(ctx context.Context, engine *policy.Engine, review *
 	logf.FromContext(ctx).V(1).Info("the live re-read of a denial did not complete; the cache's decision stands",
 		"object", review.Object().String(), "reason", reason, "error", err.Error())
 	return cached, true, cachedErr
+}
+
+// linksClaimUnseen reports whether a volume write links the volume to a claim whose version the
+// writer saw and the cache does not hold. Provisioners and the PV controller make a claimRef with
+// client-go's reference helper, which records the claim's resourceVersion as they read it: when
+// the cached claim has another, the cache may not have caught up with a change the writer acted
+// on (the scheduler's selected-node a moment ago), and a write the cache admits is judged again on
+// live reads, as a denial is. A resourceVersion is compared for equality only (it is opaque); a
+// writer that read an older claim costs a re-read too, which confirms what the cache says. Only a
+// write that makes the link is checked: a bound volume's later writes keep the claimRef of the
+// bind, whose resourceVersion the claim's own bind write already left behind.
+func linksClaimUnseen(ctx context.Context, r *policy.Review, views FreshViewSource) bool {
+	if r.Kind != policy.KindPersistentVolume || r.PV == nil || r.PV.Spec.ClaimRef == nil {
+		return false
+	}
+	ref := r.PV.Spec.ClaimRef
+	if ref.ResourceVersion == "" {
+		return false
+	}
+	if r.OldPV != nil {
+		if old := r.OldPV.Spec.ClaimRef; old != nil && old.Namespace == ref.Namespace && old.Name == ref.Name && old.UID == ref.UID {
+			return false
+		}
+	}
+	pvc, err := views.CacheView(ctx).PersistentVolumeClaim(ref.Namespace, ref.Name)
+	if err != nil || pvc == nil {
+		// A claim the cache does not hold was read live by the rules: nothing newer to see.
+		return false
+	}
+	return pvc.ResourceVersion != ref.ResourceVersion
 }
 
 // denialSummary lists a decision's denials as rule and plain message, for the log.

@@ -170,7 +170,7 @@ type WebhookOptions struct {
 func (o *WebhookOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.ReadRights, "admission-read-rights", o.ReadRights, "what admission messages name beyond the request's own objects: request (nothing), rbac (what the requester may read, by SubjectAccessReview; trusts the review's identity, so only the apiserver may reach the webhook port) or auto (rbac with --client-ca-file, else request)")
 	f.Float64Var(&o.RereadsPerRequester, "live-rereads-per-requester", o.RereadsPerRequester, "denials of one requester re-read live a second (twice as many at once); past it that requester's denials stand on the cache, and the live reads' bucket stays for others")
-	f.DurationVar(&o.LiveReadBudget, "live-read-budget", o.LiveReadBudget, "how long the live re-read that confirms a denial made on the cache may take, its wait for a rate-limiter token included; past it the cache's decision stands")
+	f.DurationVar(&o.LiveReadBudget, "live-read-budget", o.LiveReadBudget, "how long the live re-read that confirms a decision made on the cache (a denial, or a link to a claim version the cache does not hold) may take, its wait for a rate-limiter token included; past it the cache's decision stands")
 	q := &o.ReviewQueue
 	f.IntVar(&q.Concurrency, "review-concurrency", q.Concurrency, "admission reviews judged at once; others wait in a queue per requester, served in turn")
 	f.IntVar(&q.PerRequester, "review-concurrency-per-requester", q.PerRequester, "admission reviews of one requester judged at once (at most --review-concurrency)")

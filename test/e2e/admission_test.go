@@ -198,11 +198,16 @@ func TestPVG009NodeAffinity(t *testing.T) {
 			harness.Must(t, patchPVC(ctx, scheduler, ns, claim, func(pvc *corev1.PersistentVolumeClaim) {
 				setAnnotation(&pvc.Annotations, "volume.kubernetes.io/selected-node", node)
 			}), "scheduler selecting a node")
-			// The provisioner's volume, pre-bound to the claim with its uid.
+			// The provisioner's volume, pre-bound to the claim as it read it: its uid and the
+			// resourceVersion with selected-node (a provisioner's claimRef is client-go's
+			// reference to the claim). pvguard's cache may not hold that version yet.
+			seen := harness.GetPVC(t, a, ns, claim)
 			pv := uniq(t, "pv")
-			err := a.Create(ctx, harness.FreshPV(testobj.PV(pv, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", tc.host),
-				testobj.ClaimRef(ns, claim, string(pvc.UID)), testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
-				testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com")))))
+			vol := testobj.PV(pv, testobj.Class(class), testobj.NodeAffinity("kubernetes.io/hostname", tc.host),
+				testobj.ClaimRef(ns, claim, string(seen.UID)), testobj.Reclaim(corev1.PersistentVolumeReclaimDelete),
+				testobj.PVMeta(testobj.Annotation("pv.kubernetes.io/provisioned-by", "csi.example.com")))
+			vol.Spec.ClaimRef.ResourceVersion = seen.ResourceVersion
+			err := a.Create(ctx, harness.FreshPV(vol))
 			if tc.wantRule != "" {
 				expectDenied(t, err, tc.wantRule)
 				return
