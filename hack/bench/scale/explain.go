@@ -280,7 +280,18 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		return nil, ctx.Err()
 	case <-time.After(warm):
 	}
+	profiled := make(chan error, 1)
+	if c.serve.explainProfile != "" {
+		go func() { profiled <- srv.saveProfile(ctx, "profile?seconds=20", c.serve.explainProfile) }()
+	} else {
+		profiled <- nil
+	}
 	load.Admission, err = measureReviews(ctx, admissionload.Client(pool), base, c.cases, c.warmup, c.reviews)
+	if perr := <-profiled; perr != nil {
+		fmt.Fprintf(c.log, "[%d %s] explain CPU profile: %v\n", c.pairs, c.serve.mode, perr)
+	} else if c.serve.explainProfile != "" {
+		fmt.Fprintf(c.log, "[%d %s] explain CPU profile: %s\n", c.pairs, c.serve.mode, c.serve.explainProfile)
+	}
 	stop()
 	if err != nil {
 		return nil, err

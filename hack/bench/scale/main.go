@@ -38,28 +38,29 @@ import (
 )
 
 type config struct {
-	sizes       []int
-	modes       []binder.Mode
-	pvguard     string
-	baseline    string
-	baseModes   []binder.Mode // the modes baseline runs in, before modes
-	env         []string
-	args        []string
-	pending     int
-	workers     int
-	reviews     int
-	warmup      int
-	idle        time.Duration
-	planBudget  time.Duration
-	etcdQuota   int64
-	jsonPath    string
-	keep        bool
-	profiles    string
-	cpuProfiles string
-	explain     explainOptions
-	cli         []cliBinary
-	cliRuns     int
-	upstream    time.Duration
+	sizes           []int
+	modes           []binder.Mode
+	pvguard         string
+	baseline        string
+	baseModes       []binder.Mode // the modes baseline runs in, before modes
+	env             []string
+	args            []string
+	pending         int
+	workers         int
+	reviews         int
+	warmup          int
+	idle            time.Duration
+	planBudget      time.Duration
+	etcdQuota       int64
+	jsonPath        string
+	keep            bool
+	profiles        string
+	cpuProfiles     string
+	explainProfiles string
+	explain         explainOptions
+	cli             []cliBinary
+	cliRuns         int
+	upstream        time.Duration
 }
 
 // listFlag is a repeatable string flag.
@@ -90,6 +91,7 @@ func main() {
 	flag.StringVar(&c.jsonPath, "json", "", "also write the raw results to this JSON file")
 	flag.StringVar(&c.profiles, "heap-profiles", "", "write each child's heap profile at steady state (after the startup audits and -idle) to DIR/heap-PAIRS-MODE.pprof, through its --profiling")
 	flag.StringVar(&c.cpuProfiles, "cpu-profiles", "", "record each child's CPU profile from its start until its first full audit is seen to DIR/cpu-PAIRS-MODE.perf.data with `perf record -g` (the server's own profiles are served only once its cache has synced); read with `perf report -i FILE`")
+	flag.StringVar(&c.explainProfiles, "explain-cpu-profiles", "", "with -explainers, write each child's Go CPU profile of the 20 s after -explain-warm, while the callers ask, to DIR/explain-cpu-PAIRS-MODE.pprof, through its --profiling")
 	flag.IntVar(&c.explain.callers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
 	flag.DurationVar(&c.explain.warm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
 	flag.BoolVar(&c.explain.retryAfter, "explain-retry-after", false, "the explaining callers wait out a 429's Retry-After, as kubectl does (default: they ask again at once)")
@@ -335,7 +337,7 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 	for _, ru := range runs {
 		mode := ru.mode
 		r, err := measureMode(ctx, modeConfig{
-			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru), cpuProfile: cpuProfile(c.cpuProfiles, n, ru)},
+			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru), explainProfile: explainProfile(c.explainProfiles, n, ru), cpuProfile: cpuProfile(c.cpuProfiles, n, ru)},
 			filler: f, cases: cases, pairs: n, pending: c.pending, fillPending: fillPending,
 			warmup: c.warmup, reviews: c.reviews, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
 			explain: c.explain,
@@ -433,6 +435,15 @@ func heapProfile(dir string, pairs int, ru child) string {
 		return ""
 	}
 	return filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pprof", pairs, ru.mode))
+}
+
+// explainProfile is where a run's CPU profile under the explaining callers goes: "" when
+// -explain-cpu-profiles is not set, and for the baseline, as heapProfile.
+func explainProfile(dir string, pairs int, ru child) string {
+	if dir == "" || ru.label != string(ru.mode) {
+		return ""
+	}
+	return filepath.Join(dir, fmt.Sprintf("explain-cpu-%d-%s.pprof", pairs, ru.mode))
 }
 
 // cpuProfile is where a run's CPU profile goes: "" when -cpu-profiles is not set.

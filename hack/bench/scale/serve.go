@@ -101,6 +101,9 @@ type serveConfig struct {
 	// heapProfile, when set, is where the steady state's heap profile is written: the child then
 	// runs with --profiling on a plain metrics address.
 	heapProfile string
+	// explainProfile, when set, is where the child's CPU profile (Go's, through --profiling) while
+	// callers ask for explanations is written: the admission reviews' measurement under them.
+	explainProfile string
 	// cpuProfile, when set, is where `perf record` writes the child's CPU samples from its start
 	// until its first full audit is seen.
 	cpuProfile string
@@ -141,7 +144,7 @@ func startServer(c serveConfig) (*server, error) {
 		"--audit-interval", "10m",
 		"--shutdown-delay", "0s", "--shutdown-timeout", "5s",
 	}, c.args...)
-	if c.heapProfile != "" {
+	if c.heapProfile != "" || c.explainProfile != "" {
 		mport, err := freePort()
 		if err != nil {
 			return nil, err
@@ -333,17 +336,22 @@ func (m metrics) buckets(name string, labels map[string]string) []bucket {
 
 // saveHeapProfile writes the child's heap profile (after a collection) to path.
 func (s *server) saveHeapProfile(ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.plain+"/debug/pprof/heap?gc=1", nil)
+	return s.saveProfile(ctx, "heap?gc=1", path)
+}
+
+// saveProfile writes the child's /debug/pprof/ profile of that query to path.
+func (s *server) saveProfile(ctx context.Context, query, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.plain+"/debug/pprof/"+query, nil)
 	if err != nil {
 		return err
 	}
 	resp, err := s.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("reading the heap profile: %w", err)
+		return fmt.Errorf("reading the profile %s: %w", query, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("reading the heap profile: %s", resp.Status)
+		return fmt.Errorf("reading the profile %s: %s", query, resp.Status)
 	}
 	f, err := os.Create(path)
 	if err != nil {
