@@ -97,7 +97,15 @@ func (e *Engine) Admit(r *Review, v View) (Decision, error) {
 	if err := r.judgeable(); err != nil {
 		return Decision{}, err
 	}
-	found, failed := e.evaluate(e.atAdmission, r, newMemoView(v))
+	m, _ := v.(*memoView)
+	pooled := false
+	if m == nil {
+		m, pooled = takeMemo(v), true
+	}
+	found, failed := e.evaluate(e.atAdmission, r, m)
+	if pooled {
+		giveMemo(m)
+	}
 	for _, f := range found {
 		switch f.Action {
 		case ActionDeny:

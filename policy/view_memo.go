@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pvguard/pvguard/storage"
@@ -53,6 +55,24 @@ type memoEntry[T any] struct {
 	namespace, name string
 	obj             *T
 	err             error
+}
+
+// memos keeps the memos of finished evaluations for the next: a caller judging many pairs (the
+// binder's plans, an explanation's candidate table: two evaluations a pair, thousands of pairs a
+// question) would otherwise allocate one each, most of its allocations. Nothing an evaluation
+// returns points into its memo: findings copy what they name.
+var memos = sync.Pool{New: func() any { return new(memoView) }}
+
+// takeMemo is a memo over v from the pool; giveMemo hands it back, holding nothing.
+func takeMemo(v View) *memoView {
+	m := memos.Get().(*memoView)
+	m.View = v
+	return m
+}
+
+func giveMemo(m *memoView) {
+	*m = memoView{}
+	memos.Put(m)
 }
 
 func newMemoView(v View) *memoView {
