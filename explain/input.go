@@ -104,6 +104,8 @@ type lazyFacts struct {
 	once  sync.Once
 	facts []volumeFacts
 	seed  maphash.Seed // of the facts' refKey
+	// refs are the positions of the volumes with a claimRef, by their refKey (refsOf).
+	refs []int32
 	// unique says no two volumes have one name (namesUnique), read on first use.
 	uniqueOnce sync.Once
 	unique     bool
@@ -129,6 +131,7 @@ func (x *index) volumeFacts() []volumeFacts {
 	x.facts.once.Do(func() {
 		x.facts.seed = maphash.MakeSeed()
 		x.facts.facts = factsOf(x.in.State.Volumes(), x.facts.seed)
+		x.facts.refs = refsOf(x.facts.facts)
 	})
 	return x.facts.facts
 }
