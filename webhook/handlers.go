@@ -20,7 +20,7 @@ type Limits struct {
 	// cache's decision stands. 0 means DefaultLiveReadBudget.
 	LiveReadBudget time.Duration
 	// RereadsPerRequester is each requester's allowance of live re-reads a second (twice as many
-	// at once); past it the requester's denials stand on the cache. 0 means
+	// at once); past it the requester's decisions stand on the cache. 0 means
 	// DefaultRereadsPerRequester.
 	RereadsPerRequester float64
 }
