@@ -430,20 +430,21 @@ type child struct {
 
 // heapProfile is where a run's heap profile goes: "" when -heap-profiles is not set, and for the
 // baseline, an older binary that may not have --profiling.
-func heapProfile(dir string, pairs int, ru child) string {
-	if dir == "" || ru.label != string(ru.mode) {
-		return ""
-	}
-	return filepath.Join(dir, fmt.Sprintf("heap-%d-%s.pprof", pairs, ru.mode))
-}
+func heapProfile(dir string, pairs int, ru child) string { return goProfile(dir, "heap", pairs, ru) }
 
 // explainProfile is where a run's CPU profile under the explaining callers goes: "" when
 // -explain-cpu-profiles is not set, and for the baseline, as heapProfile.
 func explainProfile(dir string, pairs int, ru child) string {
+	return goProfile(dir, "explain-cpu", pairs, ru)
+}
+
+// goProfile is DIR/KIND-PAIRS-MODE.pprof, a profile read through the child's --profiling: none
+// without a directory or for the baseline.
+func goProfile(dir, kind string, pairs int, ru child) string {
 	if dir == "" || ru.label != string(ru.mode) {
 		return ""
 	}
-	return filepath.Join(dir, fmt.Sprintf("explain-cpu-%d-%s.pprof", pairs, ru.mode))
+	return filepath.Join(dir, fmt.Sprintf("%s-%d-%s.pprof", kind, pairs, ru.mode))
 }
 
 // cpuProfile is where a run's CPU profile goes: "" when -cpu-profiles is not set.
