@@ -32,6 +32,10 @@ func claimLinkChanged(r *Review) bool {
 	return r.OldPVC == nil || r.OldPVC.Spec.VolumeName != r.PVC.Spec.VolumeName
 }
 
+// LinksVolume reports whether the review is of a volume write that sets or changes the claim its
+// spec.claimRef names (volumeLinkChanged): the writes the at-bind rules judge as a link.
+func (r *Review) LinksVolume() bool { return volumeLinkChanged(r) }
+
 // volumeLinkChanged reports whether a volume write sets or changes spec.claimRef's
 // namespace, name or uid. Dropping only the uid is not a link: it is the upstream controller
 // releasing a volume a user pre-bound, and the claim of that name is by then usually a new one,

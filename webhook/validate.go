@@ -175,18 +175,10 @@ func (v *Validator) recheck(ctx context.Context, engine *policy.Engine, review *
 // write that makes the link is checked: a bound volume's later writes keep the claimRef of the
 // bind, whose resourceVersion the claim's own bind write already left behind.
 func linksClaimUnseen(ctx context.Context, r *policy.Review, views FreshViewSource) bool {
-	if r.Kind != policy.KindPersistentVolume || r.PV == nil || r.PV.Spec.ClaimRef == nil {
+	if !r.LinksVolume() || r.PV.Spec.ClaimRef.ResourceVersion == "" {
 		return false
 	}
 	ref := r.PV.Spec.ClaimRef
-	if ref.ResourceVersion == "" {
-		return false
-	}
-	if r.OldPV != nil {
-		if old := r.OldPV.Spec.ClaimRef; old != nil && old.Namespace == ref.Namespace && old.Name == ref.Name && old.UID == ref.UID {
-			return false
-		}
-	}
 	pvc, err := views.CacheView(ctx).PersistentVolumeClaim(ref.Namespace, ref.Name)
 	if err != nil || pvc == nil {
 		// A claim the cache does not hold was read live by the rules: nothing newer to see.
