@@ -280,17 +280,18 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		return nil, ctx.Err()
 	case <-time.After(warm):
 	}
-	profiled := make(chan error, 1)
+	var profiled chan error // the CPU profile's fetch, running beside the reviews' measurement
 	if c.serve.explainProfile != "" {
+		profiled = make(chan error, 1)
 		go func() { profiled <- srv.saveProfile(ctx, "profile?seconds=20", c.serve.explainProfile) }()
-	} else {
-		profiled <- nil
 	}
 	load.Admission, err = measureReviews(ctx, admissionload.Client(pool), base, c.cases, c.warmup, c.reviews)
-	if perr := <-profiled; perr != nil {
-		fmt.Fprintf(c.log, "[%d %s] explain CPU profile: %v\n", c.pairs, c.serve.mode, perr)
-	} else if c.serve.explainProfile != "" {
-		fmt.Fprintf(c.log, "[%d %s] explain CPU profile: %s\n", c.pairs, c.serve.mode, c.serve.explainProfile)
+	if profiled != nil {
+		said := c.serve.explainProfile
+		if perr := <-profiled; perr != nil {
+			said = perr.Error()
+		}
+		fmt.Fprintf(c.log, "[%d %s] explain CPU profile: %s\n", c.pairs, c.serve.mode, said)
 	}
 	stop()
 	if err != nil {
