@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/pvguard/pvguard/internal/web"
@@ -206,5 +208,42 @@ func TestAFloodersRereadsDoNotSpendOthersTokens(t *testing.T) {
 	_, resp := post(t, h, webhook.PathValidatePVC+"?timeout=2s", "application/json", bytes.NewReader(grab("bystander")))
 	if resp.Allowed || len(resp.Warnings) != 0 || reads() == floodReads {
 		t.Errorf("the bystander's denial: allowed %v, warnings %q, live reads %d -> %d; want it confirmed live", resp.Allowed, resp.Warnings, floodReads, reads())
+	}
+}
+
+// TestAFloodOfStaleLinksIsHeldToItsShare: volume writes whose claimRef names a claim version the
+// cache does not hold are re-read live, as denials are, and from the same allowance: a requester
+// sending ten of them re-reads at most its burst, the rest answered on the cache (with the
+// warning) without taking a token, counted as requester-share.
+func TestAFloodOfStaleLinksIsHeldToItsShare(t *testing.T) {
+	const uid = "3c9a1f0e-2b7d-4e6a-8f5c-1d2e3f4a5b6c"
+	claim := testobj.PVC("team-a", "data", testobj.ClaimUID(uid), testobj.ClaimMeta(func(m *metav1.ObjectMeta) { m.ResourceVersion = "7" }))
+	views := &throttledViews{cache: testobj.NewView(claim), limiter: webhook.NewLiveReadRateLimiter(0.01, 100)}
+	reg := prometheus.NewRegistry()
+	h := web.NewServer(web.Options{
+		Engines: webhook.StaticEngine{E: policy.NewEngine(nil)}, Views: views, Registry: reg,
+		Admission: webhook.Limits{RereadsPerRequester: 1}, // a burst of 2, then one a second
+	}).Handler()
+	warned := 0
+	for i := range 10 {
+		pv := testobj.PV(fmt.Sprintf("pv-%d", i), testobj.ClaimRef("team-a", "data", uid))
+		pv.Spec.ClaimRef.ResourceVersion = "8"
+		body := testobj.Review(t, testobj.PVKind, "persistentvolumes", admissionv1.Create, pv, nil, "system:serviceaccount:kube-system:some-provisioner")
+		_, resp := post(t, h, webhook.PathValidatePV+"?timeout=2s", "application/json", bytes.NewReader(body))
+		if !resp.Allowed {
+			t.Fatalf("write %d refused: %+v", i, resp.Result)
+		}
+		if len(resp.Warnings) > 0 {
+			warned++
+		}
+	}
+	views.mu.Lock()
+	reread := len(views.deadlines)
+	views.mu.Unlock()
+	if reread == 0 || reread > 3 {
+		t.Errorf("%d of 10 stale links re-read live, want 1 to 3 (the requester's burst)", reread)
+	}
+	if n := counterValue(t, reg, "pvguard_admission_live_read_fallbacks_total", map[string]string{"kind": "PersistentVolume", "reason": "requester-share"}); n < 7 || warned < 7 {
+		t.Errorf("fallbacks{reason=requester-share} = %v, %d warned, after 10 stale links with an allowance of 2 at once; want at least 7 each", n, warned)
 	}
 }
