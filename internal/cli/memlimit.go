@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime/debug"
+	"runtime/metrics"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -86,19 +89,20 @@ func gcPercent(flag int, gogc string) (int, error) {
 // every few megabytes allocated.
 const minGCPercent = 10
 
-// applyGCPercent sets the collector's headroom for the start (startGCPercent of gcPercent's) and
-// returns the steady one, which steadyHeadroom sets once the start is over (0: the runtime's own,
-// GOGC being set).
-func applyGCPercent(flag int, gogc string, log logr.Logger) (int, error) {
+// applyGCPercent sets the collector's goal for the start (startHeap, over startGCPercent of
+// gcPercent's headroom) and returns what ends it and sets the steady headroom (steady), which
+// steadyHeadroom calls once the start is over (nil: the runtime's own, GOGC being set).
+func applyGCPercent(flag int, gogc string, log logr.Logger) (endStart func(), steady int, err error) {
 	pct, err := gcPercent(flag, gogc)
 	if err != nil || pct == 0 {
 		if gogc != "" && flag != defaultGCPercent {
 			log.Info("GOGC is set; --gc-percent left unused", "GOGC", gogc)
 		}
-		return 0, err
+		return nil, 0, err
 	}
-	debug.SetGCPercent(startGCPercent(pct))
-	return pct, nil
+	h := beginStartHeap(startHeapFloor, startGCPercent(pct))
+	var once sync.Once
+	return func() { once.Do(func() { h.end(pct) }) }, pct, nil
 }
 
 // startGCPercent is the headroom while the cache fills and the first full audit runs: half as
@@ -109,16 +113,111 @@ func applyGCPercent(flag int, gogc string, log logr.Logger) (int, error) {
 // start's headroom sets the peak: twice the steady one took it over 700 MiB with the binder on.
 func startGCPercent(steady int) int { return steady * 3 / 2 }
 
-// steadyHeadroom sets the steady headroom once the start is over: the cache synced and the first
-// full audit ended (audit nil: the audit is off), or budget after the sync; then it hands the
-// memory the start's headroom held back to the system, so the steady RSS does not wait for the
-// runtime's background scavenger.
+// startHeapFloor is the least heap the collector lets the start reach before it collects: while
+// the live heap is small a headroom in percent would have it collect every few megabytes the
+// lists decode, each time marking everything cached so far. Below the peak the start reaches
+// at 100,000 pairs with the headroom alone; halved under a container's limit (startHeap.goal).
+const startHeapFloor = 512 << 20
+
+// startHeap is the collector's goal while the cache fills: the larger of a floor and the live
+// heap grown by its headroom, never above the soft limit set before (a container's: the floor is
+// then at most half of it). Go has no least goal of its own, so the collector's headroom is off
+// and the goal is the soft memory limit, which follow moves as the live heap grows; end restores
+// the limit and sets the steady headroom.
+type startHeap struct {
+	floor, limit int64
+	pct          int
+	stop, done   chan struct{}
+}
+
+// startHeaps is the process's start goal: the collector's settings are the process's, and one
+// process may run several servers (the end-to-end tests do), so the first server to begin the
+// goal sets it and the last to end it restores the settings.
+var startHeaps struct {
+	sync.Mutex
+	h *startHeap
+	n int
+}
+
+// beginStartHeap sets the start's goal (floor and pct, the headroom above it) and follows the
+// live heap until the last server that began it ends it.
+func beginStartHeap(floor int64, pct int) *startHeap {
+	startHeaps.Lock()
+	defer startHeaps.Unlock()
+	if startHeaps.n++; startHeaps.h == nil {
+		h := &startHeap{floor: floor, limit: debug.SetMemoryLimit(-1), pct: pct, stop: make(chan struct{}), done: make(chan struct{})}
+		debug.SetMemoryLimit(h.goal(0))
+		debug.SetGCPercent(-1)
+		go h.follow()
+		startHeaps.h = h
+	}
+	return startHeaps.h
+}
+
+// goal is the heap the collector may let the start reach with live bytes live after the last
+// collection.
+func (h *startHeap) goal(live uint64) int64 {
+	floor := h.floor
+	if h.limit != math.MaxInt64 {
+		floor = min(floor, h.limit/2)
+	}
+	return min(h.limit, max(floor, int64(live)*int64(100+h.pct)/100))
+}
+
+// followEvery is how often the start's goal follows the live heap, which changes only when a
+// collection ends.
+const followEvery = 20 * time.Millisecond
+
+func (h *startHeap) follow() {
+	defer close(h.done)
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	t := time.NewTicker(followEvery)
+	defer t.Stop()
+	last := h.goal(0)
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		metrics.Read(sample)
+		if sample[0].Value.Kind() != metrics.KindUint64 {
+			continue
+		}
+		if g := h.goal(sample[0].Value.Uint64()); g != last {
+			debug.SetMemoryLimit(g)
+			last = g
+		}
+	}
+}
+
+// end stops following, puts the soft limit back as it was and sets the steady headroom pct, once
+// every server that began the goal has ended it (each ends it once).
+func (h *startHeap) end(pct int) {
+	startHeaps.Lock()
+	defer startHeaps.Unlock()
+	if startHeaps.n--; startHeaps.n > 0 {
+		return
+	}
+	startHeaps.h = nil
+	close(h.stop)
+	<-h.done
+	debug.SetMemoryLimit(h.limit)
+	debug.SetGCPercent(pct)
+}
+
+// steadyHeadroom ends the start's goal and sets the steady headroom once the start is over: the
+// cache synced and the first full audit ended (audit nil: the audit is off), or budget after the
+// sync; then it hands the memory the start held back to the system, so the steady RSS does not
+// wait for the runtime's background scavenger.
 type steadyHeadroom struct {
 	cache  interface{ WaitForCacheSync(context.Context) bool }
 	audit  <-chan struct{}
 	budget time.Duration
-	pct    int
-	log    logr.Logger
+	// end ends the start's goal and sets the steady headroom pct.
+	end func()
+	pct int
+	log logr.Logger
 }
 
 func (steadyHeadroom) NeedLeaderElection() bool { return false }
@@ -139,7 +238,7 @@ func (h steadyHeadroom) Start(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	debug.SetGCPercent(h.pct)
+	h.end()
 	debug.FreeOSMemory()
 	h.log.Info("collector's headroom set for the steady state", "gcPercent", h.pct)
 	return nil

@@ -38,6 +38,9 @@ func ServeWith(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr.Log
 	if err != nil {
 		return err
 	}
+	if s.endStart != nil {
+		defer s.endStart()
+	}
 	return s.run(ctx)
 }
 
@@ -50,6 +53,9 @@ type server struct {
 	// steadyGC is the collector's headroom once the start is over (0: GOGC's, set by the
 	// operator), which steadyHeadroom sets.
 	steadyGC int
+	// endStart ends the collector's goal while the cache fills and sets steadyGC (nil with
+	// steadyGC 0): steadyHeadroom calls it, or the server's end.
+	endStart func()
 	// metrics are the admission metrics, which the config watcher counts into too.
 	metrics  *webhook.Metrics
 	reloaded func() <-chan struct{}
@@ -72,16 +78,23 @@ type shared struct {
 
 // completeServe validates the flags and builds the server: the manager and its cache, the
 // policy source, then the components that judge with it and the web server that serves them.
-func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr.Logger) (*server, error) {
+func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr.Logger) (_ *server, err error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	if err := applyMemoryLimit(o.MemoryLimit, os.Getenv("GOMEMLIMIT"), log); err != nil {
 		return nil, err
 	}
-	steadyGC, err := applyGCPercent(o.GCPercent, os.Getenv("GOGC"), log)
+	endStart, steadyGC, err := applyGCPercent(o.GCPercent, os.Getenv("GOGC"), log)
 	if err != nil {
 		return nil, err
+	}
+	if endStart != nil {
+		defer func() {
+			if err != nil {
+				endStart()
+			}
+		}()
 	}
 	cfg, err := serveRESTConfig(o.API)
 	if err != nil {
@@ -94,7 +107,7 @@ func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr
 	if err := clusterview.SetupIndexes(ctx, mgr.GetCache(), policy.ReadKinds(policy.Catalogue())); err != nil {
 		return nil, err
 	}
-	s := &server{o: o, hooks: hooks, cfg: cfg, steadyGC: steadyGC, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log}}
+	s := &server{o: o, hooks: hooks, cfg: cfg, steadyGC: steadyGC, endStart: endStart, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log}}
 	s.metrics = webhook.NewMetrics(s.reg)
 	if s.engines, s.reloaded, err = addPolicySource(mgr, o.ConfigFile, s.metrics, log); err != nil {
 		return nil, err
@@ -137,8 +150,8 @@ func (s *server) addComponents(ctx context.Context) (served, error) {
 	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.shared, s.o.Audit, auditViews); err != nil {
 		return out, err
 	}
-	if s.steadyGC != 0 {
-		h := steadyHeadroom{cache: s.mgr.GetCache(), audit: firstAudit, budget: binderStartBudget, pct: s.steadyGC, log: s.log}
+	if s.endStart != nil {
+		h := steadyHeadroom{cache: s.mgr.GetCache(), audit: firstAudit, budget: binderStartBudget, end: s.endStart, pct: s.steadyGC, log: s.log}
 		if err := s.mgr.Add(h); err != nil {
 			return out, fmt.Errorf("adding the collector's steady headroom: %w", err)
 		}
