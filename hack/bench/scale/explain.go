@@ -85,6 +85,10 @@ type explainLoad struct {
 	MaxAnswerBytes uint64 `json:"max_answer_bytes"`
 	// RSSBefore is pvguard serve's RSS in the last sample before the callers started.
 	RSSBefore uint64 `json:"rss_before"`
+	// RSSRestPeak is the highest RSS sampled from the steady-state sample to the callers'
+	// start (the incremental audit and the admission measurement ran in between): what pvguard
+	// held at rest at the top of its collector's cycle, where RSSBefore may fall anywhere in it.
+	RSSRestPeak uint64 `json:"rss_rest_peak"`
 	// FirstOther is the first unexpected answer, to say why.
 	FirstOther string    `json:"first_other,omitempty"`
 	Admission  []latency `json:"admission"`
@@ -233,7 +237,7 @@ func explainCaller(ctx context.Context, hc *http.Client, base, token string, pat
 // measureUnderExplain starts c.explain.callers callers, each with its own token and HTTP/2
 // connection, asking for explanations of the pending claims in a loop; after c.explain.warm it
 // measures the admission reviews as measureReviews does, then stops the callers.
-func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sampler, pool *x509.CertPool) (*explainLoad, error) {
+func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sampler, pool *x509.CertPool, restFrom float64) (*explainLoad, error) {
 	base, warm := srv.base, c.explain.warm
 	tokens, err := explainerTokens(ctx, c.filler.cs, c.explain.callers)
 	if err != nil {
@@ -268,6 +272,9 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		for _, p := range mem.points() {
 			if p.T < t0 {
 				load.RSSBefore = p.RSS
+			}
+			if p.T >= restFrom && p.T < t0 {
+				load.RSSRestPeak = max(load.RSSRestPeak, p.RSS)
 			}
 			if p.T >= t0 {
 				load.PeakRSS, load.PeakHeapInuse = max(load.PeakRSS, p.RSS), max(load.PeakHeapInuse, p.HeapInuse)

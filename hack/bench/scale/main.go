@@ -469,7 +469,7 @@ func writeExplainReport(w io.Writer, o output) {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| pairs | binder | callers | explanations 200 (/s, p50, p99) | server side p50, p99 (p99 waits: plan, turn) | largest answer | 429 (/s) | other, in flight at stop | pvguard CPU, RSS before -> peak | pvc-create p50/p99: alone -> with callers | pvc-update | pv-create | pv-update |")
+	fmt.Fprintln(w, "| pairs | binder | callers | explanations 200 (/s, p50, p99) | server side p50, p99 (p99 waits: plan, turn) | largest answer | 429 (/s) | other, in flight at stop | pvguard CPU, RSS before (highest at rest) -> peak | pvc-create p50/p99: alone -> with callers | pvc-update | pv-create | pv-update |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range o.Sizes {
 		for _, r := range s.Modes {
@@ -488,10 +488,10 @@ func writeExplainReport(w io.Writer, o output) {
 				a, b := alone[name], loaded[name]
 				return fmt.Sprintf("%.2f / %.2f -> %.2f / %.2f ms", a.P50ms, a.P99ms, b.P50ms, b.P99ms)
 			}
-			fmt.Fprintf(w, "| %d | %s | %d | %d (%.1f/s, %.1f ms, %.1f ms) | %.1f ms, %.1f ms (%.1f, %.1f ms) | %.1f KB | %d (%.0f/s) | %d, %d | %.2f cores, %s -> %s | %s | %s | %s | %s |\n",
+			fmt.Fprintf(w, "| %d | %s | %d | %d (%.1f/s, %.1f ms, %.1f ms) | %.1f ms, %.1f ms (%.1f, %.1f ms) | %.1f KB | %d (%.0f/s) | %d, %d | %.2f cores, %s (rest peak %s) -> %s | %s | %s | %s | %s |\n",
 				r.Pairs, r.Mode, e.Callers, e.OK, e.OKPerS, e.OKp50ms, e.OKp99ms, e.ServerP50ms, e.ServerP99ms, e.PlanWaitP99ms, e.TurnWaitP99ms,
 				float64(e.MaxAnswerBytes)/1000, e.Limited, e.LimitedPerS, e.Other, e.InFlight,
-				e.ServerCPUSeconds/e.Seconds, mib(e.RSSBefore), mib(e.PeakRSS),
+				e.ServerCPUSeconds/e.Seconds, mib(e.RSSBefore), mib(e.RSSRestPeak), mib(e.PeakRSS),
 				cell("pvc-create"), cell("pvc-update"), cell("pv-create"), cell("pv-update"))
 		}
 	}

@@ -206,11 +206,11 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	}
 	r.Memory = mem.snapshot()
 	if c.explain.callers > 0 {
-		r.Explain, err = measureUnderExplain(ctx, c, srv, mem, pool)
+		r.Explain, err = measureUnderExplain(ctx, c, srv, mem, pool, r.Steady.T)
 		if e := r.Explain; e != nil {
 			logf("%d explaining callers over %d pending claims for %.1f s: %d explanations (%.1f/s, p50 %.1f ms), %d limited (%.0f/s), %d other, %d in flight at stop; pvguard used %.1f cores",
 				e.Callers, e.Claims, e.Seconds, e.OK, e.OKPerS, e.OKp50ms, e.Limited, e.LimitedPerS, e.Other, e.InFlight, e.ServerCPUSeconds/e.Seconds)
-			logf("while they ran: peak RSS %s, peak heap in use %s (1 s samples)", mib(e.PeakRSS), mib(e.PeakHeapInuse))
+			logf("while they ran: peak RSS %s, peak heap in use %s (1 s samples); before: last sample %s, highest since the steady sample %s", mib(e.PeakRSS), mib(e.PeakHeapInuse), mib(e.RSSBefore), mib(e.RSSRestPeak))
 			for _, l := range e.Admission {
 				logf("admission %s with explaining callers: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
 			}
