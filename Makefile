@@ -85,7 +85,7 @@ bench: tools
 	$(GO) run ./hack/bench/audit -sizes $(if $(BENCH_LARGE),100000,10000) -modes offline,load -format yaml-list -per-file $(if $(BENCH_LARGE),100000,10000) $(if $(BENCH_LARGE),,-runs 1)
 	$(GO) test -run '^$$' -bench 'ApplyOverhead|ClusterView' -benchtime 300x -benchmem ./test/e2e/
 	$(GO) run ./hack/bench/binder -pairs $(if $(BENCH_LARGE),1000,200) -qps 20:30,200:400,1000:2000
-	$(GO) run ./hack/bench/scale -pairs $(if $(BENCH_LARGE),10000$(comma)100000$(comma)300000 -modes off$(comma)shadow$(comma)active -upstream 35s -explainers 8 -explain-warm 30s -explain-retry-after -reviews 1000,2000)
+	$(GO) run ./hack/bench/scale -pairs $(if $(BENCH_LARGE),10000$(comma)100000$(comma)300000 -modes off$(comma)shadow$(comma)active -upstream 35s -explainers 8 -explain-warm 30s -explain-retry-after -reviews 1000 -etcd-quota 12884901888,2000)
 	$(GO) run ./hack/bench/policytest -cases $(if $(BENCH_LARGE),10000,1000) -objects $(if $(BENCH_LARGE),100000,10000) -runs $(if $(BENCH_LARGE),5,1)
 
 comma := ,

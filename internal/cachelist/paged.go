@@ -33,7 +33,11 @@ const PageSize = 2000
 // decodes a page of objects at once. Without the cut per page, client-go's pager would keep every
 // page's whole objects until the last page arrived (the start's peak memory doubled at 30,000
 // volumes); cut per page, it keeps what the cache keeps.
-func CutWhereListed(byObject map[client.Object]cache.ByObject) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+//
+// listed, when not nil, is told once per informer how many objects its first list holds, as soon
+// as its first page says (the page's objects and the apiserver's remainingItemCount); a list
+// whose count the apiserver does not give (a selector) is not told.
+func CutWhereListed(byObject map[client.Object]cache.ByObject, listed func(int64)) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	cuts := map[reflect.Type]toolscache.TransformFunc{}
 	for obj, by := range byObject {
 		if by.Transform != nil {
@@ -42,7 +46,7 @@ func CutWhereListed(byObject map[client.Object]cache.ByObject) func(toolscache.L
 			byObject[obj] = by
 		}
 	}
-	return PagedInformers(cuts)
+	return PagedInformers(cuts, listed)
 }
 
 // keep is the informer's transform of the objects CutWhereListed cuts on their way in.
@@ -51,10 +55,12 @@ func keep(obj any) (any, error) { return obj, nil }
 // PagedInformers is CutWhereListed's constructor for the given transforms, by the informer's
 // example object's type (e.g. *corev1.PersistentVolume); an informer of another type lists and
 // watches as client-go does.
-func PagedInformers(transforms map[reflect.Type]toolscache.TransformFunc) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+func PagedInformers(transforms map[reflect.Type]toolscache.TransformFunc, listed func(int64)) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		if t := transforms[reflect.TypeOf(obj)]; t != nil {
-			lw = newPagedLister(lw, t)
+			pl := newPagedLister(lw, t)
+			pl.listed = listed
+			lw = pl
 		}
 		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
 	}
@@ -67,6 +73,10 @@ type pagedLister struct {
 
 	mu    sync.Mutex
 	ahead *fetched // the page after the last one handed out, asked for already
+
+	// listed is told the first list's count once (CutWhereListed).
+	listed     func(int64)
+	listedOnce sync.Once
 }
 
 var _ toolscache.ListerWatcherWithContext = &pagedLister{}
@@ -120,7 +130,11 @@ func (p *pagedLister) ListWithContext(ctx context.Context, options metav1.ListOp
 	if err != nil {
 		return list, err
 	}
-	if m, err := meta.ListAccessor(list); err == nil && m.GetContinue() != "" {
+	m, err := meta.ListAccessor(list)
+	if err == nil && options.Continue == "" {
+		p.tellListed(list, m)
+	}
+	if err == nil && m.GetContinue() != "" {
 		next := options
 		// As the pager asks for the next page (k8s.io/client-go/tools/pager).
 		next.Continue, next.ResourceVersion, next.ResourceVersionMatch = m.GetContinue(), "", ""
@@ -130,6 +144,23 @@ func (p *pagedLister) ListWithContext(ctx context.Context, options metav1.ListOp
 		return nil, fmt.Errorf("cutting a page of %T: %w", list, err)
 	}
 	return list, nil
+}
+
+// tellListed tells listed, once, how many objects the list whose first page is list holds: the
+// page's and the remaining ones the apiserver counts (none when it does not count them).
+func (p *pagedLister) tellListed(list runtime.Object, m metav1.ListInterface) {
+	if p.listed == nil {
+		return
+	}
+	total := int64(meta.LenList(list))
+	if m.GetContinue() != "" {
+		remaining := m.GetRemainingItemCount()
+		if remaining == nil {
+			return
+		}
+		total += *remaining
+	}
+	p.listedOnce.Do(func() { p.listed(total) })
 }
 
 // fetched is a page asked for before the pager asks for it.

@@ -53,7 +53,9 @@ func (s *pagedServer) list(o metav1.ListOptions) (runtime.Object, error) {
 		}})
 	}
 	if to < s.n {
-		page.Continue = strconv.Itoa(to)
+		// As the apiserver counts what is left of a list without a selector.
+		remaining := int64(s.n - to)
+		page.Continue, page.RemainingItemCount = strconv.Itoa(to), &remaining
 	}
 	s.pages = append(s.pages, page)
 	return page, nil
@@ -95,9 +97,11 @@ func TestPagedInformersListInCutPages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := &pagedServer{n: 2*cachelist.PageSize + 17}
+			var told []int64
+			var toldMu sync.Mutex
 			newInformer := cachelist.PagedInformers(map[reflect.Type]toolscache.TransformFunc{
 				reflect.TypeOf(&corev1.PersistentVolume{}): tc.transform,
-			})
+			}, func(n int64) { toldMu.Lock(); told = append(told, n); toldMu.Unlock() })
 			inf := newInformer(&toolscache.ListWatch{ListFunc: srv.list, WatchFunc: srv.watch}, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
 			// No transform of the informer's own: what the pages hold is the wrapper's cut.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -138,6 +142,11 @@ func TestPagedInformersListInCutPages(t *testing.T) {
 			if got := len(inf.GetStore().List()); got != srv.n {
 				t.Fatalf("the store holds %d volumes, want %d", got, srv.n)
 			}
+			toldMu.Lock()
+			defer toldMu.Unlock()
+			if len(told) != 1 || told[0] != int64(srv.n) {
+				t.Fatalf("the first list's count was told as %v, want once %d", told, srv.n)
+			}
 		})
 	}
 }
@@ -146,7 +155,7 @@ func TestPagedInformersLeaveOtherTypesToClientGo(t *testing.T) {
 	srv := &pagedServer{n: 3}
 	newInformer := cachelist.PagedInformers(map[reflect.Type]toolscache.TransformFunc{
 		reflect.TypeOf(&corev1.Pod{}): cutBig,
-	})
+	}, nil)
 	inf := newInformer(&toolscache.ListWatch{ListFunc: srv.list, WatchFunc: srv.watch}, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -180,7 +189,7 @@ func TestPagedInformersRefuseATransformOfAnotherType(t *testing.T) {
 	lw := &toolscache.ListWatch{ListFunc: srv.list, WatchFunc: srv.watch}
 	inf := cachelist.PagedInformers(map[reflect.Type]toolscache.TransformFunc{
 		reflect.TypeOf(&corev1.PersistentVolume{}): toPod,
-	})(lw, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
+	}, nil)(lw, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
 	errs := make(chan error, 8)
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		select {
@@ -215,7 +224,7 @@ func TestCutWhereListedCutsWatchedObjectsOnce(t *testing.T) {
 		&corev1.PersistentVolume{}: {Transform: count},
 		&corev1.Secret{}:           {},
 	}
-	newInformer := cachelist.CutWhereListed(byObject)
+	newInformer := cachelist.CutWhereListed(byObject, nil)
 	for obj, by := range byObject {
 		switch obj.(type) {
 		case *corev1.PersistentVolume:

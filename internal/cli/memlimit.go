@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -90,9 +91,9 @@ func gcPercent(flag int, gogc string) (int, error) {
 const minGCPercent = 10
 
 // applyGCPercent sets the collector's goal for the start (startHeap, over startGCPercent of
-// gcPercent's headroom) and returns what ends it and sets the steady headroom (steady), which
-// steadyHeadroom calls once the start is over (nil: the runtime's own, GOGC being set).
-func applyGCPercent(flag int, gogc string, log logr.Logger) (endStart func(), steady int, err error) {
+// gcPercent's headroom) and returns the server's share of it, whose end sets the steady headroom
+// (steady) once the start is over (nil: the runtime's own, GOGC being set).
+func applyGCPercent(flag int, gogc string, log logr.Logger) (start *serverStart, steady int, err error) {
 	pct, err := gcPercent(flag, gogc)
 	if err != nil || pct == 0 {
 		if gogc != "" && flag != defaultGCPercent {
@@ -100,9 +101,37 @@ func applyGCPercent(flag int, gogc string, log logr.Logger) (endStart func(), st
 		}
 		return nil, 0, err
 	}
-	h := beginStartHeap(startHeapFloor, startGCPercent(pct))
-	var once sync.Once
-	return func() { once.Do(func() { h.end(pct) }) }, pct, nil
+	return &serverStart{h: beginStartHeap(startHeapCap, startGCPercent(pct)), pct: pct}, pct, nil
+}
+
+// serverStart is one server's share of the start's goal.
+type serverStart struct {
+	h    *startHeap
+	pct  int
+	once sync.Once
+}
+
+// end ends the server's share of the start's goal (once; nil: none); the last share's end sets
+// the steady headroom.
+func (s *serverStart) end() {
+	if s != nil {
+		s.once.Do(func() { s.h.end(s.pct) })
+	}
+}
+
+// announced is how many objects the informers' first lists announced so far.
+func (s *serverStart) announced() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.h.announced.Load()
+}
+
+// listed counts the objects an informer's first list announces (cachelist.CutWhereListed).
+func (s *serverStart) listed(n int64) {
+	if s != nil {
+		s.h.listed(n)
+	}
 }
 
 // startGCPercent is the headroom while the cache fills and the first full audit runs: half as
@@ -113,21 +142,31 @@ func applyGCPercent(flag int, gogc string, log logr.Logger) (endStart func(), st
 // start's headroom sets the peak: twice the steady one took it over 700 MiB with the binder on.
 func startGCPercent(steady int) int { return steady * 3 / 2 }
 
-// startHeapFloor is the least heap the collector lets the start reach before it collects: while
-// the live heap is small a headroom in percent would have it collect every few megabytes the
-// lists decode, each time marking everything cached so far. Below the peak the start reaches
-// at 100,000 pairs with the headroom alone; halved under a container's limit (startHeap.goal).
-const startHeapFloor = 512 << 20
+// startHeapCap bounds the start's least goal (startHeap.goal), the runtime's memory besides the
+// heap included; halved under a container's limit.
+const startHeapCap = 512 << 20
 
-// startHeap is the collector's goal while the cache fills: the larger of a floor and the live
-// heap grown by its headroom, never above the soft limit set before (a container's: the floor is
-// then at most half of it). Go has no least goal of its own, so the collector's headroom is off
-// and the goal is the soft memory limit, which follow moves as the live heap grows; end restores
+// liveBytesPerObject is the live heap a cached object and its share of the indexes and the
+// audit's results take: 364 MB for 185,000 volumes and claims at 100,000 pairs
+// (docs/benchmarks.md, "What the cache keeps"). The start's least goal is the heap the objects
+// its lists announce will take, grown by the start's headroom.
+const liveBytesPerObject = 2000
+
+// startHeap is the collector's goal while the cache fills: the larger of the live heap grown by
+// its headroom and the heap the objects the informers' first lists announce will take once
+// cached, grown likewise (at most startHeapCap, or half the soft limit set before), and never
+// above that limit. While the live heap is small, a headroom in percent has the collector run
+// every few megabytes the lists decode, each run marking everything cached so far; the announced
+// size lets it wait for the heap the cache will reach anyway. Go has no least goal of its own,
+// so the collector's headroom is off and the goal is the soft memory limit (plus what the
+// runtime holds besides the heap, which the limit counts too), which follow moves; end restores
 // the limit and sets the steady headroom.
 type startHeap struct {
-	floor, limit int64
-	pct          int
-	stop, done   chan struct{}
+	cap, limit int64
+	pct        int
+	// announced counts the objects the informers' first lists hold (listed).
+	announced  atomic.Int64
+	stop, done chan struct{}
 }
 
 // startHeaps is the process's start goal: the collector's settings are the process's, and one
@@ -139,14 +178,14 @@ var startHeaps struct {
 	n int
 }
 
-// beginStartHeap sets the start's goal (floor and pct, the headroom above it) and follows the
-// live heap until the last server that began it ends it.
-func beginStartHeap(floor int64, pct int) *startHeap {
+// beginStartHeap sets the start's goal (at most cap; pct, the headroom) and follows the live heap
+// until the last server that began it ends it.
+func beginStartHeap(cap int64, pct int) *startHeap {
 	startHeaps.Lock()
 	defer startHeaps.Unlock()
 	if startHeaps.n++; startHeaps.h == nil {
-		h := &startHeap{floor: floor, limit: debug.SetMemoryLimit(-1), pct: pct, stop: make(chan struct{}), done: make(chan struct{})}
-		debug.SetMemoryLimit(h.goal(0))
+		h := &startHeap{cap: cap, limit: debug.SetMemoryLimit(-1), pct: pct, stop: make(chan struct{}), done: make(chan struct{})}
+		debug.SetMemoryLimit(h.limitFor(readHeap()))
 		debug.SetGCPercent(-1)
 		go h.follow()
 		startHeaps.h = h
@@ -154,39 +193,71 @@ func beginStartHeap(floor int64, pct int) *startHeap {
 	return startHeaps.h
 }
 
-// goal is the heap the collector may let the start reach with live bytes live after the last
-// collection.
-func (h *startHeap) goal(live uint64) int64 {
-	floor := h.floor
+// listed counts n more objects the informers' lists announce.
+func (h *startHeap) listed(n int64) { h.announced.Add(n) }
+
+// minStartGoal is the least goal before anything is announced: Go's own least heap.
+const minStartGoal = 4 << 20
+
+// goal is the soft limit that has the collector let the start's heap reach its goal, with r read
+// of the runtime and announced objects announced: the limit counts the runtime's memory besides
+// the heap (r.nonHeap) too. The announced objects' part is at most the cap (half a limit set
+// before), all of it counted; never above the limit set before.
+func (h *startHeap) goal(r heapReading, announced int64) int64 {
+	nonHeap := int64(r.nonHeap)
+	least := min(h.cap, announced*liveBytesPerObject*int64(100+h.pct)/100+nonHeap)
 	if h.limit != math.MaxInt64 {
-		floor = min(floor, h.limit/2)
+		least = min(least, h.limit/2)
 	}
-	return min(h.limit, max(floor, int64(live)*int64(100+h.pct)/100))
+	return min(h.limit, max(minStartGoal+nonHeap, least, int64(r.live)*int64(100+h.pct)/100+nonHeap))
 }
 
-// followEvery is how often the start's goal follows the live heap, which changes only when a
-// collection ends.
+// heapReading is what follow reads of the runtime: the live heap after the last collection, and
+// the memory the soft limit counts besides the heap.
+type heapReading struct{ live, nonHeap uint64 }
+
+var heapMetrics = []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes", "/memory/classes/heap/free:bytes", "/memory/classes/heap/released:bytes"}
+
+func readHeap() heapReading {
+	samples := make([]metrics.Sample, len(heapMetrics))
+	for i, name := range heapMetrics {
+		samples[i].Name = name
+	}
+	metrics.Read(samples)
+	v := make([]uint64, len(samples))
+	for i, sm := range samples {
+		if sm.Value.Kind() == metrics.KindUint64 {
+			v[i] = sm.Value.Uint64()
+		}
+	}
+	r := heapReading{live: v[0]}
+	if heap := v[2] + v[3] + v[4] + v[5]; v[1] > heap {
+		r.nonHeap = v[1] - heap
+	}
+	return r
+}
+
+// limitFor is the soft limit for r (goal).
+func (h *startHeap) limitFor(r heapReading) int64 { return h.goal(r, h.announced.Load()) }
+
+// followEvery is how often the start's goal follows the live heap and the announced objects.
 const followEvery = 20 * time.Millisecond
 
 func (h *startHeap) follow() {
 	defer close(h.done)
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	t := time.NewTicker(followEvery)
 	defer t.Stop()
-	last := h.goal(0)
+	last := int64(-1)
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-t.C:
 		}
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 {
-			continue
-		}
-		if g := h.goal(sample[0].Value.Uint64()); g != last {
-			debug.SetMemoryLimit(g)
-			last = g
+		if l := h.limitFor(readHeap()); l != last {
+			debug.SetMemoryLimit(l)
+			last = l
 		}
 	}
 }
@@ -214,10 +285,12 @@ type steadyHeadroom struct {
 	cache  interface{ WaitForCacheSync(context.Context) bool }
 	audit  <-chan struct{}
 	budget time.Duration
-	// end ends the start's goal and sets the steady headroom pct.
-	end func()
-	pct int
-	log logr.Logger
+	// end ends the server's share of the start's goal and sets the steady headroom pct;
+	// announced says how many objects the informers' first lists announced.
+	end       func()
+	announced func() int64
+	pct       int
+	log       logr.Logger
 }
 
 func (steadyHeadroom) NeedLeaderElection() bool { return false }
@@ -240,6 +313,6 @@ func (h steadyHeadroom) Start(ctx context.Context) error {
 	}
 	h.end()
 	debug.FreeOSMemory()
-	h.log.Info("collector's headroom set for the steady state", "gcPercent", h.pct)
+	h.log.Info("collector's headroom set for the steady state", "gcPercent", h.pct, "objectsListsAnnounced", h.announced())
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,84 +79,100 @@ func TestGCPercent(t *testing.T) {
 }
 
 // TestApplyGCPercent: the flag turns the headroom off for the start, whose goal is then the
-// soft limit (startHeap), and returns what ends it and sets the steady headroom, unless GOGC is
-// set.
+// soft limit (startHeap), and returns the server's share of it, whose end sets the steady
+// headroom, unless GOGC is set.
 func TestApplyGCPercent(t *testing.T) {
 	beforePct, beforeLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
 	defer func() { debug.SetGCPercent(beforePct); debug.SetMemoryLimit(beforeLimit) }()
-	end, steady, err := applyGCPercent(40, "", logr.Discard())
+	start, steady, err := applyGCPercent(40, "", logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1); got != -1 || limit < startHeapFloor || limit == math.MaxInt64 || steady != 40 {
-		t.Errorf("GC percent %d and soft limit %d for the start, %d steady; want off, at least the floor and 40", got, limit, steady)
+	if got, limit := debug.SetGCPercent(-1), debug.SetMemoryLimit(-1); got != -1 || limit < minStartGoal || limit == math.MaxInt64 || steady != 40 {
+		t.Errorf("GC percent %d and soft limit %d for the start, %d steady; want off, a limit and 40", got, limit, steady)
 	}
-	end()
-	end() // a second end of one server's is nothing
+	start.end()
+	start.end() // a second end of one server's share is nothing
 	if got, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1); got != 40 || limit != math.MaxInt64 {
 		t.Errorf("after the start GC percent %d and soft limit %d, want 40 and none", got, limit)
 	}
-	end, steady, err = applyGCPercent(40, "100", logr.Discard())
+	start, steady, err = applyGCPercent(40, "100", logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := debug.SetGCPercent(100); got != 100 || steady != 0 || end != nil {
+	if got := debug.SetGCPercent(100); got != 100 || steady != 0 || start != nil {
 		t.Errorf("with GOGC set, GC percent %d and steady %d, want them unchanged (100) and none", got, steady)
 	}
+	start.end() // nothing to end
+	start.listed(5)
 }
 
-// TestStartHeapGoal: the start's goal is the floor until the live heap grown by the headroom
-// passes it, and never above a soft limit set before, under which the floor is at most half of it.
+// TestStartHeapGoal: the start's limit is the heap the announced objects will take grown by the
+// headroom (at most the cap, and half a soft limit set before) until the live heap grown by the
+// headroom passes it, plus what the runtime holds besides the heap; a small cluster's start is
+// not given a large cluster's goal.
 func TestStartHeapGoal(t *testing.T) {
 	const mib = 1 << 20
 	for _, tc := range []struct {
-		name  string
-		limit int64
-		live  uint64
-		want  int64
+		name      string
+		limit     int64
+		live      uint64
+		announced int64
+		want      int64
 	}{
-		{name: "empty heap", limit: math.MaxInt64, live: 0, want: 512 * mib},
-		{name: "small live heap", limit: math.MaxInt64, live: 300 * mib, want: 512 * mib},
-		{name: "live heap past the floor", limit: math.MaxInt64, live: 400 * mib, want: 580 * mib},
-		{name: "under a limit, the floor halved", limit: 600 * mib, live: 100 * mib, want: 300 * mib},
-		{name: "under a limit, the headroom", limit: 600 * mib, live: 300 * mib, want: 435 * mib},
-		{name: "never above the limit", limit: 600 * mib, live: 500 * mib, want: 600 * mib},
+		{name: "nothing announced", limit: math.MaxInt64, live: 0, want: minStartGoal + 10*mib},
+		{name: "nothing announced, a live heap", limit: math.MaxInt64, live: 100 * mib, want: 155 * mib},
+		{name: "18,500 objects", limit: math.MaxInt64, live: 10 * mib, announced: 18500, want: 18500*liveBytesPerObject*145/100 + 10*mib},
+		{name: "200,000 objects: the cap", limit: math.MaxInt64, live: 100 * mib, announced: 200000, want: 512 * mib},
+		{name: "live heap past the least goal", limit: math.MaxInt64, live: 400 * mib, announced: 200000, want: 590 * mib},
+		{name: "under a limit, the cap halved", limit: 600 * mib, live: 100 * mib, announced: 200000, want: 300 * mib},
+		{name: "under a limit, the headroom", limit: 600 * mib, live: 300 * mib, announced: 200000, want: 445 * mib},
+		{name: "never above the limit", limit: 600 * mib, live: 500 * mib, announced: 200000, want: 600 * mib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &startHeap{floor: 512 * mib, limit: tc.limit, pct: 45}
-			if got := h.goal(tc.live); got != tc.want {
-				t.Errorf("goal(%d MiB) = %d MiB, want %d MiB", tc.live/mib, got/mib, tc.want/mib)
+			h := &startHeap{cap: 512 * mib, limit: tc.limit, pct: 45}
+			if got := h.goal(heapReading{live: tc.live, nonHeap: 10 * mib}, tc.announced); got != tc.want {
+				t.Errorf("goal(%d MiB live, 10 MiB besides, %d announced) = %d, want %d", tc.live/mib, tc.announced, got, tc.want)
 			}
 		})
 	}
 }
 
-// TestStartHeapFollowsTheLiveHeap: the soft limit follows the live heap while the start lasts,
-// two servers of one process share the start and the last to end it restores the limit.
+// TestStartHeapFollowsTheLiveHeap: the soft limit follows the live heap and the announced
+// objects while the start lasts, two servers of one process share the start and the last to end
+// it restores the limit.
 func TestStartHeapFollowsTheLiveHeap(t *testing.T) {
 	beforePct, beforeLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
 	defer func() { debug.SetGCPercent(beforePct); debug.SetMemoryLimit(beforeLimit) }()
-	const floor = 1 << 20 // below any test binary's live heap: the headroom sets the goal
-	h := beginStartHeap(floor, 50)
-	other := beginStartHeap(floor, 50)
+	h := beginStartHeap(1<<30, 50)
+	other := beginStartHeap(1<<30, 50)
 	if other != h {
 		t.Fatal("a second server began a start goal of its own")
 	}
-	// The goal follows the live heap: above the 64 MiB kept grown by the headroom, and near the
-	// live heap the runtime reports (which other goroutines of the test binary move a little).
+	wait := func(ok func(int64) bool) int64 {
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok(debug.SetMemoryLimit(-1)) && time.Now().Before(deadline) {
+			time.Sleep(followEvery)
+		}
+		return debug.SetMemoryLimit(-1)
+	}
+	// The goal follows the live heap: above the 64 MiB kept grown by the headroom, near the live
+	// heap and what the runtime holds besides it (which other goroutines of the test binary
+	// move a little).
 	keep := make([]byte, 64<<20)
 	runtime.GC()
-	deadline := time.Now().Add(5 * time.Second)
-	for debug.SetMemoryLimit(-1) < 96<<20 && time.Now().Before(deadline) {
-		time.Sleep(followEvery)
-	}
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(sample)
-	live := int64(sample[0].Value.Uint64())
-	if got := debug.SetMemoryLimit(-1); got < 96<<20 || got > live*3/2+live/10 {
-		t.Fatalf("soft limit %d with %d live, want 1.5 times the live heap", got, live)
+	got := wait(func(l int64) bool { return l >= 96<<20 })
+	r := readHeap()
+	if want := int64(r.live)*3/2 + int64(r.nonHeap); got < 96<<20 || got > want+want/10 {
+		t.Fatalf("soft limit %d with %d live and %d besides the heap, want about %d", got, r.live, r.nonHeap, want)
 	}
 	runtime.KeepAlive(keep)
+	// Announced objects raise it: 400,000 objects will take 800 MB, 1.2 GB with the headroom, at
+	// most the cap.
+	h.listed(400000)
+	if got := wait(func(l int64) bool { return l >= 1<<30 }); got < 1<<30 {
+		t.Fatalf("soft limit %d with 400,000 objects announced, want at least the cap %d", got, 1<<30)
+	}
 	h.end(30)
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("GC percent %d with one server still starting, want off", got)
@@ -177,8 +192,9 @@ func (c syncedCache) WaitForCacheSync(context.Context) bool { return bool(c) }
 func TestSteadyHeadroomAfterTheStart(t *testing.T) {
 	var ended atomic.Int32
 	end := func() { ended.Add(1) }
+	announced := func() int64 { return 0 }
 	audit := make(chan struct{})
-	h := steadyHeadroom{cache: syncedCache(true), audit: audit, budget: time.Hour, end: end, pct: 30, log: logr.Discard()}
+	h := steadyHeadroom{cache: syncedCache(true), audit: audit, budget: time.Hour, end: end, announced: announced, pct: 30, log: logr.Discard()}
 	done := make(chan error)
 	go func() { done <- h.Start(context.Background()) }()
 	select {
@@ -197,7 +213,7 @@ func TestSteadyHeadroomAfterTheStart(t *testing.T) {
 		t.Errorf("the start ended %d times after the first audit, want 1", got)
 	}
 
-	h = steadyHeadroom{cache: syncedCache(true), budget: time.Millisecond, end: end, pct: 30, log: logr.Discard(), audit: make(chan struct{})}
+	h = steadyHeadroom{cache: syncedCache(true), budget: time.Millisecond, end: end, announced: announced, pct: 30, log: logr.Discard(), audit: make(chan struct{})}
 	if err := h.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +221,7 @@ func TestSteadyHeadroomAfterTheStart(t *testing.T) {
 		t.Errorf("the start ended %d times after the budget, want 2", got)
 	}
 
-	h = steadyHeadroom{cache: syncedCache(false), end: end, pct: 30, log: logr.Discard()}
+	h = steadyHeadroom{cache: syncedCache(false), end: end, announced: announced, pct: 30, log: logr.Discard()}
 	if err := h.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -38,9 +38,7 @@ func ServeWith(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr.Log
 	if err != nil {
 		return err
 	}
-	if s.endStart != nil {
-		defer s.endStart()
-	}
+	defer s.start.end()
 	return s.run(ctx)
 }
 
@@ -53,9 +51,9 @@ type server struct {
 	// steadyGC is the collector's headroom once the start is over (0: GOGC's, set by the
 	// operator), which steadyHeadroom sets.
 	steadyGC int
-	// endStart ends the collector's goal while the cache fills and sets steadyGC (nil with
-	// steadyGC 0): steadyHeadroom calls it, or the server's end.
-	endStart func()
+	// start is the server's share of the collector's goal while the cache fills, whose end sets
+	// steadyGC (nil with steadyGC 0): steadyHeadroom ends it, or the server's end.
+	start *serverStart
 	// metrics are the admission metrics, which the config watcher counts into too.
 	metrics  *webhook.Metrics
 	reloaded func() <-chan struct{}
@@ -85,29 +83,27 @@ func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr
 	if err := applyMemoryLimit(o.MemoryLimit, os.Getenv("GOMEMLIMIT"), log); err != nil {
 		return nil, err
 	}
-	endStart, steadyGC, err := applyGCPercent(o.GCPercent, os.Getenv("GOGC"), log)
+	start, steadyGC, err := applyGCPercent(o.GCPercent, os.Getenv("GOGC"), log)
 	if err != nil {
 		return nil, err
 	}
-	if endStart != nil {
-		defer func() {
-			if err != nil {
-				endStart()
-			}
-		}()
-	}
+	defer func() {
+		if err != nil {
+			start.end()
+		}
+	}()
 	cfg, err := serveRESTConfig(o.API)
 	if err != nil {
 		return nil, err
 	}
-	mgr, lease, err := newManager(cfg, o, log)
+	mgr, lease, err := newManager(cfg, o, start.listed, log)
 	if err != nil {
 		return nil, err
 	}
 	if err := clusterview.SetupIndexes(ctx, mgr.GetCache(), policy.ReadKinds(policy.Catalogue())); err != nil {
 		return nil, err
 	}
-	s := &server{o: o, hooks: hooks, cfg: cfg, steadyGC: steadyGC, endStart: endStart, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log}}
+	s := &server{o: o, hooks: hooks, cfg: cfg, steadyGC: steadyGC, start: start, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log}}
 	s.metrics = webhook.NewMetrics(s.reg)
 	if s.engines, s.reloaded, err = addPolicySource(mgr, o.ConfigFile, s.metrics, log); err != nil {
 		return nil, err
@@ -150,8 +146,8 @@ func (s *server) addComponents(ctx context.Context) (served, error) {
 	if out.report, out.dashboard, firstAudit, err = addAudit(ctx, s.shared, s.o.Audit, auditViews); err != nil {
 		return out, err
 	}
-	if s.endStart != nil {
-		h := steadyHeadroom{cache: s.mgr.GetCache(), audit: firstAudit, budget: binderStartBudget, end: s.endStart, pct: s.steadyGC, log: s.log}
+	if s.start != nil {
+		h := steadyHeadroom{cache: s.mgr.GetCache(), audit: firstAudit, budget: binderStartBudget, end: s.start.end, announced: s.start.announced, pct: s.steadyGC, log: s.log}
 		if err := s.mgr.Add(h); err != nil {
 			return out, fmt.Errorf("adding the collector's steady headroom: %w", err)
 		}

@@ -115,7 +115,8 @@ func serveRESTConfig(o APIOptions) (*rest.Config, error) {
 //
 // With leader election the Lease lock is wrapped in a leaseguard.Guard (returned; nil without
 // election), which the binder asks before each write.
-func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, *leaseguard.Guard, error) {
+// listed is told how many objects each informer's first list holds (cachelist.CutWhereListed).
+func newManager(cfg *rest.Config, o ServeFlags, listed func(int64), log logr.Logger) (ctrl.Manager, *leaseguard.Guard, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, nil, fmt.Errorf("building scheme: %w", err)
@@ -136,7 +137,7 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 			return apiutil.NewDynamicRESTMapper(withOwnBucket(c, o.API.controllersRate(), "pvguard-discovery"), hc)
 		},
 	}
-	mgrOpts.Cache = cacheOptions(o)
+	mgrOpts.Cache = cacheOptions(o, listed)
 	// Drain the webhook server (delay, then in-flight reviews) before the manager gives up.
 	grace := o.ShutdownDelay + o.ShutdownTimeout + 5*time.Second
 	mgrOpts.GracefulShutdownTimeout = &grace
@@ -177,7 +178,7 @@ func newManager(cfg *rest.Config, o ServeFlags, log logr.Logger) (ctrl.Manager, 
 
 // cacheOptions is what the informer cache keeps: of volumes, claims, classes and pods only what
 // pvguard reads, and of Secrets and ConfigMaps only pvguard's own.
-func cacheOptions(o ServeFlags) cache.Options {
+func cacheOptions(o ServeFlags, listed func(int64)) cache.Options {
 	var c cache.Options
 	// No rule, audit or binder decision reads managedFields, and they are a third of a
 	// controller-written object's size (docs/benchmarks.md, "Scale").
@@ -213,7 +214,7 @@ func cacheOptions(o ServeFlags) cache.Options {
 	}
 	// Volumes, claims, classes and pods are cut where they arrive, in the page of the list or
 	// the watch event that brings them, and listed in pages.
-	c.NewInformer = cachelist.CutWhereListed(c.ByObject)
+	c.NewInformer = cachelist.CutWhereListed(c.ByObject, listed)
 	return c
 }
 

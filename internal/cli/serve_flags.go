@@ -108,7 +108,7 @@ func DefaultServeFlags() ServeFlags {
 // each component's by its options.
 func (o *ServeFlags) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit, "the container's memory limit (a quantity such as 1Gi, or bytes); the Go heap's soft limit is set to 90% of it unless GOMEMLIMIT is set")
-	f.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, "the Go collector's headroom (GOGC): a collection starts when the heap has grown by this percentage of the live heap; while the cache fills and the first full audit runs, not before the heap reaches 512 MiB (at most half the soft limit --memory-limit sets) or the live heap grown by half as much again; unused when GOGC is set")
+	f.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, "the Go collector's headroom (GOGC): a collection starts when the heap has grown by this percentage of the live heap; while the cache fills and the first full audit runs, not before the heap reaches what the objects the informers' first lists announce will take (at most 512 MiB, or half the soft limit --memory-limit sets) or the live heap grown by half as much again; unused when GOGC is set")
 	f.StringVar(&o.Listen, "listen", o.Listen, "address of the TLS listener for webhooks, health, readiness and metrics")
 	f.StringVar(&o.MetricsListen, "metrics-listen", o.MetricsListen, "optional plain-HTTP address for /metrics, /healthz and /readyz")
 	f.BoolVar(&o.Profiling, "profiling", o.Profiling, "serve Go's profiles (net/http/pprof) at /debug/pprof/ on --metrics-listen")
