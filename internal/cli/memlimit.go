@@ -162,8 +162,8 @@ const liveBytesPerObject = 2000
 // runtime holds besides the heap, which the limit counts too), which follow moves; end restores
 // the limit and sets the steady headroom.
 type startHeap struct {
-	cap, limit int64
-	pct        int
+	most, limit int64
+	pct         int
 	// announced counts the objects the informers' first lists hold (listed).
 	announced  atomic.Int64
 	stop, done chan struct{}
@@ -178,13 +178,13 @@ var startHeaps struct {
 	n int
 }
 
-// beginStartHeap sets the start's goal (at most cap; pct, the headroom) and follows the live heap
+// beginStartHeap sets the start's goal (its least part at most most; pct, the headroom) and follows the live heap
 // until the last server that began it ends it.
-func beginStartHeap(cap int64, pct int) *startHeap {
+func beginStartHeap(most int64, pct int) *startHeap {
 	startHeaps.Lock()
 	defer startHeaps.Unlock()
 	if startHeaps.n++; startHeaps.h == nil {
-		h := &startHeap{cap: cap, limit: debug.SetMemoryLimit(-1), pct: pct, stop: make(chan struct{}), done: make(chan struct{})}
+		h := &startHeap{most: most, limit: debug.SetMemoryLimit(-1), pct: pct, stop: make(chan struct{}), done: make(chan struct{})}
 		debug.SetMemoryLimit(h.limitFor(readHeap()))
 		debug.SetGCPercent(-1)
 		go h.follow()
@@ -205,7 +205,7 @@ const minStartGoal = 4 << 20
 // before), all of it counted; never above the limit set before.
 func (h *startHeap) goal(r heapReading, announced int64) int64 {
 	nonHeap := int64(r.nonHeap)
-	least := min(h.cap, announced*liveBytesPerObject*int64(100+h.pct)/100+nonHeap)
+	least := min(h.most, announced*liveBytesPerObject*int64(100+h.pct)/100+nonHeap)
 	if h.limit != math.MaxInt64 {
 		least = min(least, h.limit/2)
 	}

@@ -130,7 +130,7 @@ func TestStartHeapGoal(t *testing.T) {
 		{name: "never above the limit", limit: 600 * mib, live: 500 * mib, announced: 200000, want: 600 * mib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &startHeap{cap: 512 * mib, limit: tc.limit, pct: 45}
+			h := &startHeap{most: 512 * mib, limit: tc.limit, pct: 45}
 			if got := h.goal(heapReading{live: tc.live, nonHeap: 10 * mib}, tc.announced); got != tc.want {
 				t.Errorf("goal(%d MiB live, 10 MiB besides, %d announced) = %d, want %d", tc.live/mib, tc.announced, got, tc.want)
 			}
