@@ -178,8 +178,8 @@ var startHeaps struct {
 	n int
 }
 
-// beginStartHeap sets the start's goal (its least part at most most; pct, the headroom) and follows the live heap
-// until the last server that began it ends it.
+// beginStartHeap sets the start's goal (its least part at most most; pct, the headroom) and
+// follows the live heap until the last server that began it ends it.
 func beginStartHeap(most int64, pct int) *startHeap {
 	startHeaps.Lock()
 	defer startHeaps.Unlock()
