@@ -130,7 +130,7 @@ func (s *serverStart) announced() int64 {
 // listed counts the objects an informer's first list announces (cachelist.CutWhereListed).
 func (s *serverStart) listed(n int64) {
 	if s != nil {
-		s.h.listed(n)
+		s.h.announced.Add(n)
 	}
 }
 
@@ -185,16 +185,13 @@ func beginStartHeap(most int64, pct int) *startHeap {
 	defer startHeaps.Unlock()
 	if startHeaps.n++; startHeaps.h == nil {
 		h := &startHeap{most: most, limit: debug.SetMemoryLimit(-1), pct: pct, stop: make(chan struct{}), done: make(chan struct{})}
-		debug.SetMemoryLimit(h.limitFor(readHeap()))
+		debug.SetMemoryLimit(h.limitFor(readHeap(heapSamples())))
 		debug.SetGCPercent(-1)
 		go h.follow()
 		startHeaps.h = h
 	}
 	return startHeaps.h
 }
-
-// listed counts n more objects the informers' lists announce.
-func (h *startHeap) listed(n int64) { h.announced.Add(n) }
 
 // minStartGoal is the least goal before anything is announced: Go's own least heap.
 const minStartGoal = 4 << 20
@@ -216,16 +213,22 @@ func (h *startHeap) goal(r heapReading, announced int64) int64 {
 // the memory the soft limit counts besides the heap.
 type heapReading struct{ live, nonHeap uint64 }
 
-var heapMetrics = []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/objects:bytes",
+var heapMetrics = [...]string{"/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/objects:bytes",
 	"/memory/classes/heap/unused:bytes", "/memory/classes/heap/free:bytes", "/memory/classes/heap/released:bytes"}
 
-func readHeap() heapReading {
+// heapSamples are the samples readHeap reads, named.
+func heapSamples() []metrics.Sample {
 	samples := make([]metrics.Sample, len(heapMetrics))
 	for i, name := range heapMetrics {
 		samples[i].Name = name
 	}
+	return samples
+}
+
+// readHeap reads samples (heapSamples), reused from one reading to the next.
+func readHeap(samples []metrics.Sample) heapReading {
 	metrics.Read(samples)
-	v := make([]uint64, len(samples))
+	var v [len(heapMetrics)]uint64
 	for i, sm := range samples {
 		if sm.Value.Kind() == metrics.KindUint64 {
 			v[i] = sm.Value.Uint64()
@@ -246,6 +249,7 @@ const followEvery = 20 * time.Millisecond
 
 func (h *startHeap) follow() {
 	defer close(h.done)
+	samples := heapSamples()
 	t := time.NewTicker(followEvery)
 	defer t.Stop()
 	last := int64(-1)
@@ -255,7 +259,7 @@ func (h *startHeap) follow() {
 			return
 		case <-t.C:
 		}
-		if l := h.limitFor(readHeap()); l != last {
+		if l := h.limitFor(readHeap(samples)); l != last {
 			debug.SetMemoryLimit(l)
 			last = l
 		}

@@ -162,14 +162,14 @@ func TestStartHeapFollowsTheLiveHeap(t *testing.T) {
 	keep := make([]byte, 64<<20)
 	runtime.GC()
 	got := wait(func(l int64) bool { return l >= 96<<20 })
-	r := readHeap()
+	r := readHeap(heapSamples())
 	if want := int64(r.live)*3/2 + int64(r.nonHeap); got < 96<<20 || got > want+want/10 {
 		t.Fatalf("soft limit %d with %d live and %d besides the heap, want about %d", got, r.live, r.nonHeap, want)
 	}
 	runtime.KeepAlive(keep)
 	// Announced objects raise it: 400,000 objects will take 800 MB, 1.2 GB with the headroom, at
 	// most the cap.
-	h.listed(400000)
+	h.announced.Add(400000)
 	if got := wait(func(l int64) bool { return l >= 1<<30 }); got < 1<<30 {
 		t.Fatalf("soft limit %d with 400,000 objects announced, want at least the cap %d", got, 1<<30)
 	}
