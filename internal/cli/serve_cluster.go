@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -36,6 +37,7 @@ import (
 	"github.com/pvguard/pvguard/internal/clusterview"
 	"github.com/pvguard/pvguard/internal/leaseguard"
 	"github.com/pvguard/pvguard/policy"
+	"github.com/pvguard/pvguard/storage"
 )
 
 // RESTConfig resolves the cluster to talk to: --kubeconfig, else in-cluster, else $KUBECONFIG
@@ -137,7 +139,10 @@ func newManager(cfg *rest.Config, o ServeFlags, listed func(int64), log logr.Log
 			return apiutil.NewDynamicRESTMapper(withOwnBucket(c, o.API.controllersRate(), "pvguard-discovery"), hc)
 		},
 	}
-	mgrOpts.Cache = cacheOptions(o, listed)
+	var err error
+	if mgrOpts.Cache, err = cacheOptions(cfg, o, listed); err != nil {
+		return nil, nil, err
+	}
 	// Drain the webhook server (delay, then in-flight reviews) before the manager gives up.
 	grace := o.ShutdownDelay + o.ShutdownTimeout + 5*time.Second
 	mgrOpts.GracefulShutdownTimeout = &grace
@@ -177,26 +182,28 @@ func newManager(cfg *rest.Config, o ServeFlags, listed func(int64), log logr.Log
 }
 
 // cacheOptions is what the informer cache keeps: of volumes, claims, classes and pods only what
-// pvguard reads, and of Secrets and ConfigMaps only pvguard's own.
-func cacheOptions(o ServeFlags, listed func(int64)) cache.Options {
+// pvguard reads, and of Secrets and ConfigMaps only pvguard's own. Its client is its own (cfg's
+// settings), so that the lists it cuts (cutKinds) are only its.
+func cacheOptions(cfg *rest.Config, o ServeFlags, listed func(int64)) (cache.Options, error) {
 	var c cache.Options
 	// No rule, audit or binder decision reads managedFields, and they are a third of a
 	// controller-written object's size (docs/benchmarks.md, "Scale").
 	c.DefaultTransform = cache.TransformStripManagedFields()
-	// Volumes, claims and classes are cached without what no rule, binder decision or
-	// explanation reads (storage.CacheShape, made from what each declares it reads): managedFields,
-	// the last-applied annotation, unread status fields. The binder writes them by patch, which
-	// leaves what the cache dropped on the server. Their equal strings, maps, slices and small
-	// structs (labels, annotations, sizes, classes, drivers, node affinities, ...) are shared
-	// between objects (storage.Interner): together, most of what a cached object held.
-	strip := explain.CacheTransform()
-	c.ByObject = map[client.Object]cache.ByObject{
-		// Pods are cached only as far as the rules read them (clusterview.StripPod).
-		&corev1.Pod{}:                   {Transform: clusterview.StripPod},
-		&corev1.PersistentVolume{}:      {Transform: strip},
-		&corev1.PersistentVolumeClaim{}: {Transform: strip},
-		&storagev1.StorageClass{}:       {Transform: strip},
+	c.ByObject = map[client.Object]cache.ByObject{}
+	kinds := cutKinds()
+	resources := make([]string, 0, len(kinds))
+	for resource, k := range kinds {
+		c.ByObject[k.obj] = cache.ByObject{Transform: k.transform}
+		resources = append(resources, resource)
 	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return c, fmt.Errorf("creating the informers' HTTP client: %w", err)
+	}
+	// A copy: for a config without TLS or credentials HTTPClientFor hands out http.DefaultClient.
+	own := *hc
+	own.Transport = cachelist.CutListedMetadata(hc.Transport, storage.AnnLastApplied, resources...)
+	c.HTTPClient = &own
 	if o.Certs.Secret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
 		// of anyone else's.
@@ -215,7 +222,34 @@ func cacheOptions(o ServeFlags, listed func(int64)) cache.Options {
 	// Volumes, claims, classes and pods are cut where they arrive, in the page of the list or
 	// the watch event that brings them, and listed in pages.
 	c.NewInformer = cachelist.CutWhereListed(c.ByObject, listed)
-	return c
+	return c, nil
+}
+
+// cutKind is a kind cached through a transform.
+type cutKind struct {
+	obj       client.Object
+	transform toolscache.TransformFunc
+}
+
+// cutKinds are the kinds the cache keeps cut, by resource. Each transform drops managedFields and
+// kubectl's last-applied annotation (and more), so their lists arrive without those
+// (cachelist.CutListedMetadata): a share of the start's decoding and of its garbage
+// (TestCutListsKeepWhatTheCacheKeeps holds each transform to it).
+func cutKinds() map[string]cutKind {
+	// Volumes, claims and classes are cached without what no rule, binder decision or
+	// explanation reads (storage.CacheShape, made from what each declares it reads): managedFields,
+	// the last-applied annotation, unread status fields. The binder writes them by patch, which
+	// leaves what the cache dropped on the server. Their equal strings, maps, slices and small
+	// structs (labels, annotations, sizes, classes, drivers, node affinities, ...) are shared
+	// between objects (storage.Interner): together, most of what a cached object held.
+	strip := explain.CacheTransform()
+	return map[string]cutKind{
+		// Pods are cached only as far as the rules read them (clusterview.StripPod).
+		"pods":                   {&corev1.Pod{}, clusterview.StripPod},
+		"persistentvolumes":      {&corev1.PersistentVolume{}, strip},
+		"persistentvolumeclaims": {&corev1.PersistentVolumeClaim{}, strip},
+		"storageclasses":         {&storagev1.StorageClass{}, strip},
+	}
 }
 
 // leaseLock is the Lease lock controller-runtime would make (its leaderelection.NewResourceLock):

@@ -1,0 +1,279 @@
+package cachelist_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/pvguard/pvguard/internal/cachelist"
+)
+
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// roundTrip is a transport answering every request with one response.
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// answer is a transport answering body with the given content type (and status 200).
+func answer(contentType string, body []byte) http.RoundTripper {
+	return roundTrip(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {contentType}},
+			Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}, nil
+	})
+}
+
+// encoded is obj as the apiserver sends it in protobuf.
+func encoded(t *testing.T, obj runtime.Object) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(obj, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// decoded is body decoded as client-go decodes a protobuf response.
+func decoded(t *testing.T, body []byte, into runtime.Object) runtime.Object {
+	t.Helper()
+	out, _, err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(body, nil, into)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// written is metadata as kubectl apply, a provisioner and kube-controller-manager leave it.
+func written(name string, annotations map[string]string) metav1.ObjectMeta {
+	at := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	return metav1.ObjectMeta{
+		Name: name, Namespace: "team-a", UID: "uid-" + "name", ResourceVersion: "42",
+		Labels: map[string]string{"app": name}, Annotations: annotations, Finalizers: []string{"kubernetes.io/pvc-protection"},
+		ManagedFields: []metav1.ManagedFieldsEntry{
+			{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &at,
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:resources":{}}}`)}},
+			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &at,
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:phase":{}}}`)}, Subresource: "status"},
+		},
+	}
+}
+
+func claims(metas ...metav1.ObjectMeta) *corev1.PersistentVolumeClaimList {
+	l := &corev1.PersistentVolumeClaimList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaimList"},
+		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next"}}
+	for _, m := range metas {
+		l.Items = append(l.Items, corev1.PersistentVolumeClaim{ObjectMeta: m, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pv-" + m.Name,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
+		}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}})
+	}
+	return l
+}
+
+// withoutCut is l's items as the cut leaves them: no managed fields, no last-applied annotation.
+func withoutCut(l *corev1.PersistentVolumeClaimList) *corev1.PersistentVolumeClaimList {
+	out := l.DeepCopy()
+	for i := range out.Items {
+		m := &out.Items[i].ObjectMeta
+		m.ManagedFields = nil
+		delete(m.Annotations, lastApplied)
+		if len(m.Annotations) == 0 {
+			m.Annotations = nil
+		}
+	}
+	return out
+}
+
+func TestCutListedMetadataDropsWhatTheCacheDrops(t *testing.T) {
+	list := claims(
+		written("applied", map[string]string{lastApplied: `{"apiVersion":"v1","kind":"PersistentVolumeClaim"}`, "team": "a"}),
+		written("only-applied", map[string]string{lastApplied: `{}`}),
+		written("bare", nil),
+		// An annotation whose value is the key, and one whose key holds it: both kept.
+		written("lookalikes", map[string]string{"note": lastApplied, lastApplied + "-x": "y"}),
+		// An item whose length takes three bytes before the cut and two after.
+		written("large", map[string]string{lastApplied: strings.Repeat("x", 20000)}),
+	)
+	body := encoded(t, list)
+	rt := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", body), lastApplied, "persistentvolumeclaims")
+	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims?limit=2000", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ContentLength != int64(len(cut)) || len(cut) >= len(body) {
+		t.Fatalf("cut body %d bytes, Content-Length %d, from %d", len(cut), resp.ContentLength, len(body))
+	}
+	got := decoded(t, cut, &corev1.PersistentVolumeClaimList{})
+	if want := withoutCut(list); !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("decoded after the cut:\n%#v\nwant\n%#v", got, want)
+	}
+	// The items' managed fields and annotation were what the decoder would have dropped.
+	if whole := decoded(t, body, &corev1.PersistentVolumeClaimList{}).(*corev1.PersistentVolumeClaimList); len(whole.Items[0].ManagedFields) != 2 {
+		t.Fatalf("the uncut body decodes without managed fields: %+v", whole.Items[0].ObjectMeta)
+	}
+}
+
+func TestCutListedMetadataPassesTheRest(t *testing.T) {
+	list := claims(written("applied", map[string]string{lastApplied: "{}"}))
+	body := encoded(t, list)
+	one := encoded(t, &corev1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: written("one", map[string]string{lastApplied: "{}"})})
+	const proto = "application/vnd.kubernetes.protobuf"
+	meta := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), encodedMeta(t, written("x", nil)))
+	twoMetas := envelope("PersistentVolumeClaimList", protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), append(meta, meta...)))
+	item := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), meta)
+	twoRaws := append(envelope("PersistentVolumeClaimList", item), protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), item)...)
+	cases := []struct {
+		name, method, path, contentType string
+		status                          int
+		body                            []byte
+	}{
+		{"another resource", http.MethodGet, "/api/v1/pods", proto, 200, body},
+		{"a watch", http.MethodGet, "/api/v1/persistentvolumeclaims", proto + ";stream=watch", 200, body},
+		{"JSON", http.MethodGet, "/api/v1/persistentvolumeclaims", "application/json", 200, body},
+		{"an error", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 500, body},
+		{"not a GET", http.MethodPost, "/api/v1/namespaces/a/persistentvolumeclaims", proto, 200, body},
+		{"one object", http.MethodGet, "/api/v1/namespaces/a/persistentvolumeclaims/one", proto, 200, one},
+		{"truncated", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, body[:len(body)-3]},
+		{"not protobuf", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, []byte("k8s?garbage")},
+		{"an item's metadata in two parts", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, twoMetas},
+		{"the list in two parts", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, twoRaws},
+		{"garbage after the magic", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, []byte("k8s\x00\xff\xff\xff")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			next := roundTrip(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: c.status, Header: http.Header{"Content-Type": {c.contentType}},
+					Body: io.NopCloser(bytes.NewReader(c.body)), ContentLength: int64(len(c.body))}, nil
+			})
+			rt := cachelist.CutListedMetadata(next, lastApplied, "persistentvolumeclaims", "persistentvolumes")
+			req := &http.Request{Method: c.method, URL: &url.URL{Scheme: "https", Host: "apiserver", Path: c.path}}
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, c.body) || resp.ContentLength != int64(len(c.body)) {
+				t.Fatalf("body changed: %d bytes (Content-Length %d), sent %d", len(got), resp.ContentLength, len(c.body))
+			}
+		})
+	}
+}
+
+// encodedMeta is m's protobuf encoding.
+func encodedMeta(t *testing.T, m metav1.ObjectMeta) []byte {
+	t.Helper()
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// envelope is raw in the apiserver's protobuf envelope (runtime.Unknown) as an object of kind.
+func envelope(kind string, raw []byte) []byte {
+	typeMeta := protowire.AppendString(protowire.AppendTag(nil, 2, protowire.BytesType), kind)
+	b := []byte("k8s\x00")
+	b = protowire.AppendBytes(protowire.AppendTag(b, 1, protowire.BytesType), typeMeta)
+	return protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), raw)
+}
+
+// failingBody yields its bytes, then fails.
+type failingBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, b.err
+	}
+	return n, err
+}
+
+func (b *failingBody) Close() error { return nil }
+
+func TestCutListedMetadataFailsAsTheBodyFailed(t *testing.T) {
+	broken := errors.New("connection reset")
+	next := roundTrip(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
+			Body: &failingBody{r: strings.NewReader("k8s\x00part"), err: broken}}, nil
+	})
+	rt := cachelist.CutListedMetadata(next, lastApplied, "persistentvolumeclaims")
+	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if !errors.Is(err, broken) || string(got) != "k8s\x00part" {
+		t.Fatalf("read %q, %v; want the bytes that came, then %v", got, err, broken)
+	}
+}
+
+// BenchmarkDecodeListPage is one page of claims as the informers list them (cachelist.PageSize,
+// each with three managed fields entries and the last-applied annotation as kubectl apply and
+// kube-controller-manager leave them), decoded as client-go decodes it, whole and cut first.
+func BenchmarkDecodeListPage(b *testing.B) {
+	applied := `{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"annotations":{},"labels":{"app":"db"},` +
+		`"name":"data","namespace":"team-a"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"10Gi"}},` +
+		`"storageClassName":"rbd"}}`
+	var metas []metav1.ObjectMeta
+	for i := range cachelist.PageSize {
+		m := written(fmt.Sprintf("data-%05d", i), map[string]string{lastApplied: applied, "pv.kubernetes.io/bind-completed": "yes"})
+		m.ManagedFields = append(m.ManagedFields, m.ManagedFields[1])
+		m.ManagedFields[2].FieldsV1 = &metav1.FieldsV1{Raw: bytes.Repeat([]byte(`{"f:metadata":{"f:annotations":{}}}`), 8)}
+		metas = append(metas, m)
+	}
+	t := &testing.T{}
+	body := encoded(t, claims(metas...))
+	s := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	cut := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", body), lastApplied, "persistentvolumeclaims")
+	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims", nil)
+	for _, c := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{{"whole", answer("application/vnd.kubernetes.protobuf", body)}, {"cut", cut}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := c.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				page, err := io.ReadAll(resp.Body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := s.Decode(page, nil, &corev1.PersistentVolumeClaimList{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

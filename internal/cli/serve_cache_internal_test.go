@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/pvguard/pvguard/internal/cachelist"
+	"github.com/pvguard/pvguard/storage"
+)
+
+// TestCutListsKeepWhatTheCacheKeeps holds every kind whose lists the informers' client cuts to
+// its cache transform: an object listed through the cut and transformed is the object listed
+// whole and transformed.
+func TestCutListsKeepWhatTheCacheKeeps(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	for resource, k := range cutKinds() {
+		t.Run(resource, func(t *testing.T) {
+			gvks, _, err := scheme.Scheme.ObjectKinds(k.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gvk := gvks[0]
+			obj := k.obj.DeepCopyObject().(metav1.Object)
+			obj.SetName("written")
+			obj.SetNamespace("team-a")
+			obj.SetLabels(map[string]string{"app": "db"})
+			obj.SetAnnotations(map[string]string{storage.AnnLastApplied: `{"kind":"` + gvk.Kind + `"}`, "team": "a"})
+			obj.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate,
+				APIVersion: gvk.GroupVersion().String(), Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{}}`)}}})
+			list, err := scheme.Scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			list.GetObjectKind().SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+			if err := meta.SetList(list, []runtime.Object{obj.(runtime.Object)}); err != nil {
+				t.Fatal(err)
+			}
+			var body bytes.Buffer
+			if err := codec.Encode(list, &body); err != nil {
+				t.Fatal(err)
+			}
+			item := func(b []byte) any {
+				out, _, err := codec.Decode(b, nil, list.DeepCopyObject())
+				if err != nil {
+					t.Fatal(err)
+				}
+				items, err := meta.ExtractList(out)
+				if err != nil || len(items) != 1 {
+					t.Fatalf("decoded %d items: %v", len(items), err)
+				}
+				cut, err := k.transform(items[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return cut
+			}
+			rt := cachelist.CutListedMetadata(roundTripper(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
+					Body: io.NopCloser(bytes.NewReader(body.Bytes()))}, nil
+			}), storage.AnnLastApplied, resource)
+			req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/"+resource, nil)
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cut) >= body.Len() {
+				t.Fatalf("the list of %s was not cut (%d bytes, %d before)", resource, len(cut), body.Len())
+			}
+			if whole, listed := item(body.Bytes()), item(cut); !equality.Semantic.DeepEqual(whole, listed) {
+				t.Fatalf("the cache keeps of %s listed whole\n%#v\nand listed cut\n%#v", resource, whole, listed)
+			}
+		})
+	}
+}
+
+// TestTheInformersClientCutsTheirLists: the cache's client is its own, made from the config, and
+// cuts the lists of the kinds it keeps cut, and nothing else.
+func TestTheInformersClientCutsTheirLists(t *testing.T) {
+	list := &corev1.PersistentVolumeClaimList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaimList"},
+		Items: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "team-a",
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}}}}}}}
+	var body bytes.Buffer
+	if err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(list, &body); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+		_, _ = w.Write(body.Bytes())
+	}))
+	defer srv.Close()
+	c, err := cacheOptions(&rest.Config{Host: srv.URL}, ServeFlags{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) int {
+		resp, err := c.HTTPClient.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(b)
+	}
+	if n := read("/api/v1/persistentvolumeclaims"); n >= body.Len() {
+		t.Errorf("the cache's client read a list of claims whole: %d bytes of %d", n, body.Len())
+	}
+	if n := read("/api/v1/namespaces/pvguard/secrets"); n != body.Len() {
+		t.Errorf("the cache's client cut a list of another kind: %d bytes of %d", n, body.Len())
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
