@@ -42,21 +42,25 @@ var (
 // volumeFacts is what the checks read of a volume that does not depend on the claim, read once
 // per input (index.facts) rather than once per question: its class, VolumeAttributesClass,
 // volume mode, capacity and access modes (a bit per mode; odd is set for a mode without one).
+// One is kept per volume of every plan explained: what the volume itself holds is read from it
+// when needed, not copied here.
 type volumeFacts struct {
 	class, attributesClass string
 	mode                   corev1.PersistentVolumeMode
-	capacity               resource.Quantity
-	modes                  uint8
-	odd                    bool
+	// capacity is the volume's capacity in bytes, when it is a whole number of them that an
+	// int64 holds (exact); otherwise the check reads the volume's.
+	capacity      int64
+	capacityExact bool
+	modes         uint8
+	odd           bool
 	// avail is the volume's availability to a claim its claimRef does not name (with
 	// PendingFree false and true); usedPhase says its phase is Available, Pending or none.
 	avail     [2]binder.VolumeAvailability
 	usedPhase bool
-	// refNamespace and refName are the claim its claimRef names (hasRef: it has one), whatever
-	// its uid, and refKey their hash (refKeyOf): volumesClaiming reads them.
-	refNamespace, refName string
-	refKey                uint64
-	hasRef                bool
+	// refKey is the hash (refKeyOf) of the namespace and name of the claim its claimRef names
+	// (hasRef: it has one), whatever its uid: volumesClaiming reads it.
+	refKey uint64
+	hasRef bool
 }
 
 // nobody is a claim no claimRef names (no object has these names): a volume's availability to
@@ -94,16 +98,21 @@ func factsOf(volumes []*corev1.PersistentVolume, seed maphash.Seed) []volumeFact
 	for i, v := range volumes {
 		f := &out[i]
 		f.class, f.attributesClass = share(storage.VolumeClass(v)), share(storage.VolumeAttributesClass(v))
-		f.mode, f.capacity = corev1.PersistentVolumeMode(share(string(storage.VolumeMode(v.Spec.VolumeMode)))), storage.VolumeCapacity(v)
+		f.mode = corev1.PersistentVolumeMode(share(string(storage.VolumeMode(v.Spec.VolumeMode))))
+		f.capacity, f.capacityExact = bytesOf(storage.VolumeCapacity(v))
 		f.modes, f.odd = accessBits(v.Spec.AccessModes)
 		f.avail = [2]binder.VolumeAvailability{binder.VolumeAvailabilityFor(nobody, v, false), binder.VolumeAvailabilityFor(nobody, v, true)}
 		f.usedPhase = v.Status.Phase == corev1.VolumeAvailable || v.Status.Phase == corev1.VolumePending || v.Status.Phase == ""
 		if ref := v.Spec.ClaimRef; ref != nil {
-			f.refNamespace, f.refName, f.hasRef = share(ref.Namespace), ref.Name, true
-			f.refKey = refKeyOf(seed, ref.Namespace, ref.Name)
+			f.hasRef, f.refKey = true, refKeyOf(seed, ref.Namespace, ref.Name)
 		}
 	}
 	return out
+}
+
+// bytesOf is q in bytes, when it is a whole number of them that an int64 holds (exact).
+func bytesOf(q resource.Quantity) (n int64, exact bool) {
+	return q.AsInt64()
 }
 
 // refKeyOf is the hash of a claim's namespace and name.
@@ -140,11 +149,10 @@ func (x *index) volumesClaiming(namespace, name string) []*corev1.PersistentVolu
 	var out []*corev1.PersistentVolume
 	first, _ := slices.BinarySearchFunc(refs, key, func(i int32, key uint64) int { return cmp.Compare(facts[i].refKey, key) })
 	for _, i := range refs[first:] {
-		f := &facts[i]
-		if f.refKey != key {
+		if facts[i].refKey != key {
 			break
 		}
-		if f.refName == name && f.refNamespace == namespace {
+		if ref := volumes[i].Spec.ClaimRef; ref.Name == name && ref.Namespace == namespace {
 			out = append(out, volumes[i])
 		}
 	}
@@ -156,7 +164,8 @@ type claimFacts struct {
 	c                      *corev1.PersistentVolumeClaim
 	class, attributesClass string
 	mode                   corev1.PersistentVolumeMode
-	request                resource.Quantity
+	request                int64 // in bytes, when requestExact (volumeFacts.capacity)
+	requestExact           bool
 	modes                  uint8
 	odd                    bool
 	sel                    storage.ClaimSelector
@@ -167,7 +176,8 @@ type claimFacts struct {
 
 func claimFactsOf(x *index, c *corev1.PersistentVolumeClaim) *claimFacts {
 	f := &claimFacts{c: c, class: storage.ClaimClass(c), attributesClass: storage.ClaimAttributesClass(c),
-		mode: storage.VolumeMode(c.Spec.VolumeMode), request: storage.ClaimRequest(c), named: map[*corev1.PersistentVolume]bool{}}
+		mode: storage.VolumeMode(c.Spec.VolumeMode), named: map[*corev1.PersistentVolume]bool{}}
+	f.request, f.requestExact = bytesOf(storage.ClaimRequest(c))
 	for _, v := range x.volumesClaiming(c.Namespace, c.Name) {
 		f.named[v] = true
 	}
@@ -197,8 +207,12 @@ func failedChecks(x *index, cf *claimFacts, v *corev1.PersistentVolume, vf *volu
 	} else {
 		check(cf.modes&^vf.modes == 0)
 	}
-	check(vf.mode == cf.mode)                   // storage.ModesMatch
-	check(vf.capacity.Cmp(cf.request) >= 0)     // storage.CapacityFits
+	check(vf.mode == cf.mode) // storage.ModesMatch
+	if vf.capacityExact && cf.requestExact {
+		check(vf.capacity >= cf.request)
+	} else {
+		check(storage.CapacityFits(v, c))
+	}
 	check(cf.selErr == nil && cf.sel.Admits(v)) // storage.SelectorAdmits
 	if len(targets) == 0 {
 		check(true)
