@@ -48,19 +48,19 @@ type volumeFacts struct {
 	class, attributesClass string
 	mode                   corev1.PersistentVolumeMode
 	// capacity is the volume's capacity in bytes, when it is a whole number of them that an
-	// int64 holds (exact); otherwise the check reads the volume's.
-	capacity      int64
-	capacityExact bool
-	modes         uint8
-	odd           bool
+	// int64 holds (capacityExact); otherwise the check reads the volume's.
+	capacity int64
+	// refKey is the hash (refKeyOf) of the namespace and name of the claim its claimRef names
+	// (hasRef: it has one), whatever its uid: volumesClaiming reads it.
+	refKey uint64
+	// The small fields last, together: 72 bytes a volume.
+	capacityExact, hasRef bool
+	modes                 uint8
+	odd                   bool
 	// avail is the volume's availability to a claim its claimRef does not name (with
 	// PendingFree false and true); usedPhase says its phase is Available, Pending or none.
 	avail     [2]binder.VolumeAvailability
 	usedPhase bool
-	// refKey is the hash (refKeyOf) of the namespace and name of the claim its claimRef names
-	// (hasRef: it has one), whatever its uid: volumesClaiming reads it.
-	refKey uint64
-	hasRef bool
 }
 
 // nobody is a claim no claimRef names (no object has these names): a volume's availability to
