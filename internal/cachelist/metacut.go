@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -31,7 +32,7 @@ func CutListedMetadata(rt http.RoundTripper, annotation string, resources ...str
 	if rt == nil {
 		rt = http.DefaultTransport // as an http.Client without one
 	}
-	t := &metaCutter{next: rt, annotation: []byte(annotation), resources: map[string]bool{}}
+	t := &metaCutter{next: rt, annotation: []byte(annotation), resources: map[string]bool{}, bufs: &sync.Pool{}}
 	for _, r := range resources {
 		t.resources[r] = true
 	}
@@ -42,6 +43,10 @@ type metaCutter struct {
 	next       http.RoundTripper
 	annotation []byte
 	resources  map[string]bool
+	// bufs are the buffers bodies were read into, handed back when client-go closes the body
+	// (having copied it): a page is several megabytes, which a new buffer would take from the
+	// system, cleared, for each page.
+	bufs *sync.Pool
 }
 
 // maxPresize bounds the buffer made for a body from its Content-Length alone; a longer body grows
@@ -61,7 +66,13 @@ func (t *metaCutter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || !t.cuts(req, resp) {
 		return resp, err
 	}
-	var buf bytes.Buffer
+	var buf *bytes.Buffer
+	if b, ok := t.bufs.Get().(*bytes.Buffer); ok {
+		buf = b
+		buf.Reset()
+	} else {
+		buf = new(bytes.Buffer)
+	}
 	if n := resp.ContentLength; n > 0 {
 		buf.Grow(int(min(n, maxPresize)) + bytes.MinRead)
 	}
@@ -77,8 +88,24 @@ func (t *metaCutter) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.ContentLength = int64(len(body))
 		resp.Header.Del("Content-Length")
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.Body = &pooledBody{Reader: bytes.NewReader(body), buf: buf, pool: t.bufs}
 	return resp, nil
+}
+
+// pooledBody is a body read from a pooled buffer, handed back on Close.
+type pooledBody struct {
+	*bytes.Reader
+	buf  *bytes.Buffer
+	pool *sync.Pool
+	once sync.Once
+}
+
+func (b *pooledBody) Close() error {
+	b.once.Do(func() {
+		b.Reader.Reset(nil) // nothing reads the buffer once it is handed back
+		b.pool.Put(b.buf)
+	})
+	return nil
 }
 
 // cuts says whether the response to req is one to cut: a successful, unencoded protobuf answer
@@ -129,22 +156,9 @@ func cutList(body, annotation []byte) (cut []byte, ok bool) {
 	if !isList {
 		return nil, false
 	}
-	// Everything is read first, so that a body that cannot be read is not half cut.
-	if eachField(raw, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
-		if num == listItems && typ == protowire.BytesType {
-			metas := 0
-			return eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
-				if num != objectMeta || typ != protowire.BytesType {
-					return nil
-				}
-				if metas++; metas > 1 {
-					return errMalformed // metadata in two parts, which a decoder would merge
-				}
-				return eachField(value, func(protowire.Number, protowire.Type, []byte, []byte) error { return nil })
-			})
-		}
-		return nil
-	}) != nil {
+	// The list's own fields are read first, so that a list that cannot be read is not half cut;
+	// an item that cannot be read is copied as it came (cutter.item).
+	if eachField(raw, func(protowire.Number, protowire.Type, []byte, []byte) error { return nil }) != nil {
 		return nil, false
 	}
 	w := cutter{buf: body, w: len(protobufMagic), annotation: annotation}
@@ -159,7 +173,7 @@ func cutList(body, annotation []byte) (cut []byte, ok bool) {
 		w.w += width
 		_ = eachField(value, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 			if num == listItems && typ == protowire.BytesType {
-				w.item(value)
+				w.item(field, value)
 			} else {
 				w.put(field)
 			}
@@ -185,30 +199,37 @@ func (c *cutter) put(b []byte) {
 }
 
 // item writes the list item field holding item, without its metadata's managed fields and
-// annotation. The metadata is cut first, aside: the item's length, which comes before it,
-// depends on it.
-func (c *cutter) item(item []byte) {
+// annotation; an item it cannot read (or whose metadata comes in two parts, which a decoder
+// would merge) is written as it came. The metadata is cut first, aside: the item's length, which
+// comes before it, depends on it.
+func (c *cutter) item(field, item []byte) {
 	var meta []byte
 	c.meta = c.meta[:0]
-	_ = eachField(item, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
-		if num == objectMeta && typ == protowire.BytesType {
-			meta = field
-			c.meta = appendMeta(c.meta[:0], value, c.annotation)
+	err := eachField(item, func(num protowire.Number, typ protowire.Type, f, value []byte) error {
+		if num != objectMeta || typ != protowire.BytesType {
+			return nil
 		}
-		return nil
+		if meta != nil {
+			return errMalformed
+		}
+		meta = f
+		var err error
+		c.meta, err = appendMeta(c.meta[:0], value, c.annotation)
+		return err
 	})
-	size := len(item)
-	if meta != nil {
-		size += protowire.SizeTag(objectMeta) + protowire.SizeBytes(len(c.meta)) - len(meta)
+	if err != nil || meta == nil {
+		c.put(field)
+		return
 	}
+	size := len(item) + protowire.SizeTag(objectMeta) + protowire.SizeBytes(len(c.meta)) - len(meta)
 	var head [2 * binary.MaxVarintLen64]byte
 	c.put(protowire.AppendVarint(protowire.AppendTag(head[:0], listItems, protowire.BytesType), uint64(size)))
-	_ = eachField(item, func(num protowire.Number, typ protowire.Type, field, _ []byte) error {
+	_ = eachField(item, func(num protowire.Number, typ protowire.Type, f, _ []byte) error {
 		if num == objectMeta && typ == protowire.BytesType {
 			c.put(protowire.AppendVarint(protowire.AppendTag(head[:0], objectMeta, protowire.BytesType), uint64(len(c.meta))))
 			c.put(c.meta)
 		} else {
-			c.put(field)
+			c.put(f)
 		}
 		return nil
 	})
@@ -251,19 +272,21 @@ func listRaw(env []byte) (raw []byte, isList bool) {
 
 // appendMeta appends the ObjectMeta fields of meta to dst but its managed fields and its
 // annotation named annotation.
-func appendMeta(dst, meta, annotation []byte) []byte {
-	_ = eachField(meta, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+func appendMeta(dst, meta, annotation []byte) ([]byte, error) {
+	err := eachField(meta, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 		switch {
 		case num == metaManaged:
 			return nil
 		case num == metaAnnotations && typ == protowire.BytesType:
 			var key []byte
-			_ = eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+			if err := eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
 				if num == mapKey && typ == protowire.BytesType {
 					key = value
 				}
 				return nil
-			})
+			}); err != nil {
+				return err
+			}
 			if bytes.Equal(key, annotation) {
 				return nil
 			}
@@ -271,7 +294,7 @@ func appendMeta(dst, meta, annotation []byte) []byte {
 		dst = append(dst, field...)
 		return nil
 	})
-	return dst
+	return dst, err
 }
 
 // eachField calls f with each field of the message b: its number and wire type, the whole field

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +185,63 @@ func TestCutListedMetadataPassesTheRest(t *testing.T) {
 	}
 }
 
+// TestCutListedMetadataCopiesAnItemItCannotRead: an item whose metadata cannot be read is
+// copied as it came, the items around it cut.
+func TestCutListedMetadataCopiesAnItemItCannotRead(t *testing.T) {
+	good := encoded(t, claims(written("good", map[string]string{lastApplied: "{}"})))
+	// The list's items as the apiserver encodes them, and one between them whose metadata is
+	// a field of a wire type that does not exist.
+	_, raw := splitEnvelope(t, good)
+	badMeta := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0x0f})
+	bad := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), badMeta)
+	body := envelope("PersistentVolumeClaimList", append(append(slices.Clone(raw), bad...), raw...))
+	rt := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", body), lastApplied, "persistentvolumeclaims")
+	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cutRaw := splitEnvelope(t, cut)
+	_, goodCutRaw := splitEnvelope(t, func() []byte {
+		resp, err := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", good), lastApplied, "persistentvolumeclaims").RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return b
+	}())
+	if want := append(append(slices.Clone(goodCutRaw), bad...), goodCutRaw...); !bytes.Equal(cutRaw, want) {
+		t.Fatalf("the list's items after the cut:\n%x\nwant the good ones cut and the other as it came:\n%x", cutRaw, want)
+	}
+}
+
+// splitEnvelope is the kind and the object of the apiserver's protobuf envelope body (the fields
+// of a list's items but its ListMeta, here: the list's field 1 is dropped).
+func splitEnvelope(t *testing.T, body []byte) (kind string, items []byte) {
+	t.Helper()
+	var u runtime.Unknown
+	if err := u.Unmarshal(bytes.TrimPrefix(body, []byte("k8s\x00"))); err != nil {
+		t.Fatal(err)
+	}
+	b := u.Raw
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if n < 0 || m < 0 {
+			t.Fatalf("list %x unreadable", u.Raw)
+		}
+		if num == 2 {
+			items = append(items, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	return u.Kind, items
+}
+
 // encodedMeta is m's protobuf encoding.
 func encodedMeta(t *testing.T, m metav1.ObjectMeta) []byte {
 	t.Helper()
@@ -270,6 +328,7 @@ func BenchmarkDecodeListPage(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				_ = resp.Body.Close() // as client-go does, having read it
 				if _, _, err := s.Decode(page, nil, &corev1.PersistentVolumeClaimList{}); err != nil {
 					b.Fatal(err)
 				}
