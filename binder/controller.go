@@ -101,6 +101,9 @@ type Binder struct {
 	planWork atomic.Int64
 	// running is true while Start runs (on the elected replica), when the queues are drained.
 	running atomic.Bool
+	// synced say the handlers have been told of every object of the informers' first lists,
+	// which they leave to Start's first resync (SetupInformers).
+	synced []toolscache.InformerSynced
 
 	// ledger is the binder's in-flight state, shared by its workers and its planner.
 	ledger *ledger
@@ -147,19 +150,32 @@ func (b *Binder) NeedLeaderElection() bool { return true }
 
 // SetupInformers subscribes the binder to volume, claim and class changes.
 func (b *Binder) SetupInformers(ctx context.Context, c cache.Cache) error {
+	// The objects of an informer's first list are not queued one by one as they are told: Start's
+	// first resync queues every object, paced (resyncAll), once the handlers have been told of
+	// them all. Queued at once, they would grow the queue's sets to every key of the cluster,
+	// which they then hold for good (a Go map does not shrink).
+	later := func(on func(any)) func(any, bool) {
+		return func(obj any, initial bool) {
+			if !initial {
+				on(obj)
+			}
+		}
+	}
 	handlers := map[client.Object]toolscache.ResourceEventHandler{
-		&corev1.PersistentVolume{}:      toolscache.ResourceEventHandlerFuncs{AddFunc: b.onVolume, UpdateFunc: func(_, n any) { b.onVolume(n) }, DeleteFunc: b.onVolume},
-		&corev1.PersistentVolumeClaim{}: toolscache.ResourceEventHandlerFuncs{AddFunc: b.onClaim, UpdateFunc: func(_, n any) { b.onClaim(n) }, DeleteFunc: b.onClaim},
-		&storagev1.StorageClass{}:       toolscache.ResourceEventHandlerFuncs{AddFunc: b.onClass, UpdateFunc: func(_, n any) { b.onClass(n) }},
+		&corev1.PersistentVolume{}:      toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: later(b.onVolume), UpdateFunc: func(_, n any) { b.onVolume(n) }, DeleteFunc: b.onVolume},
+		&corev1.PersistentVolumeClaim{}: toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: later(b.onClaim), UpdateFunc: func(_, n any) { b.onClaim(n) }, DeleteFunc: b.onClaim},
+		&storagev1.StorageClass{}:       toolscache.ResourceEventHandlerDetailedFuncs{AddFunc: later(b.onClass), UpdateFunc: func(_, n any) { b.onClass(n) }},
 	}
 	for obj, h := range handlers {
 		inf, err := c.GetInformer(ctx, obj)
 		if err != nil {
 			return fmt.Errorf("binder informer for %T: %w", obj, err)
 		}
-		if _, err := inf.AddEventHandler(h); err != nil {
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
 			return fmt.Errorf("binder handler for %T: %w", obj, err)
 		}
+		b.synced = append(b.synced, reg.HasSynced)
 	}
 	return nil
 }
@@ -229,7 +245,10 @@ func (b *Binder) Start(ctx context.Context) error {
 		for b.processNext(ctx, b.plans) && b.pause(ctx) {
 		}
 	}()
-	b.resyncAll(ctx)
+	// The first resync stands for the objects of the informers' first lists (SetupInformers).
+	if toolscache.WaitForCacheSync(ctx.Done(), b.synced...) {
+		b.resyncAll(ctx)
+	}
 	t := time.NewTicker(b.o.Resync)
 	defer t.Stop()
 	for {
@@ -245,19 +264,47 @@ func (b *Binder) Start(ctx context.Context) error {
 	}
 }
 
+// resyncBatch is how many keys a resync queues at a time (resyncAll).
+const resyncBatch = 2048
+
+// resyncAll queues a plan and every volume and claim. The keys are queued a batch at a time,
+// each batch once fewer than resyncBatch keys wait: the queue's sets keep the largest size they
+// had (a Go map does not shrink), and every key of a large cluster at once would hold them at
+// that size for good (at 100,000 volumes and claims, about 20 MB). A backlog of changes delays
+// the resync, which would have queued the same keys behind it. It returns early when ctx ends.
 func (b *Binder) resyncAll(ctx context.Context) {
+	// The plan first, on its own queue: it reads the cache, not this queue, and need not wait for
+	// the keys to be queued.
+	b.plans.Add(planKey)
+	queued := 0
+	add := func(k key) bool {
+		if queued++; queued%resyncBatch == 0 {
+			for b.queue.Len() >= resyncBatch {
+				select {
+				case <-ctx.Done():
+					return false
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		}
+		b.queue.Add(k)
+		return true
+	}
 	// Only the names are read: the cache's own objects, no copies (every 15 s, of every object).
 	if pvs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolume{}, &corev1.PersistentVolumeList{}); err == nil {
 		for _, v := range pvs {
-			b.queue.Add(key{kind: 'v', name: v.Name})
+			if !add(key{kind: 'v', name: v.Name}) {
+				return
+			}
 		}
 	}
 	if pvcs, err := cachelist.List(ctx, b.o.Cache, &corev1.PersistentVolumeClaim{}, &corev1.PersistentVolumeClaimList{}); err == nil {
 		for _, c := range pvcs {
-			b.queue.Add(key{kind: 'c', namespace: c.Namespace, name: c.Name})
+			if !add(key{kind: 'c', namespace: c.Namespace, name: c.Name}) {
+				return
+			}
 		}
 	}
-	b.plans.Add(planKey)
 }
 
 // pause spaces plans: after a plan that took d, the next starts no sooner than d later, so
