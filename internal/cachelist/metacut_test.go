@@ -112,16 +112,7 @@ func TestCutListedMetadataDropsWhatTheCacheDrops(t *testing.T) {
 		written("large", map[string]string{lastApplied: strings.Repeat("x", 20000)}),
 	)
 	body := encoded(t, list)
-	rt := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", body), lastApplied, "persistentvolumeclaims")
-	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims?limit=2000", nil)
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cut, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cut, resp := listedCut(t, body)
 	if resp.ContentLength != int64(len(cut)) || len(cut) >= len(body) {
 		t.Fatalf("cut body %d bytes, Content-Length %d, from %d", len(cut), resp.ContentLength, len(body))
 	}
@@ -195,8 +186,20 @@ func TestCutListedMetadataCopiesAnItemItCannotRead(t *testing.T) {
 	badMeta := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0x0f})
 	bad := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), badMeta)
 	body := envelope("PersistentVolumeClaimList", append(append(slices.Clone(raw), bad...), raw...))
+	cut, _ := listedCut(t, body)
+	goodCut, _ := listedCut(t, good)
+	_, cutRaw := splitEnvelope(t, cut)
+	_, goodCutRaw := splitEnvelope(t, goodCut)
+	if want := append(append(slices.Clone(goodCutRaw), bad...), goodCutRaw...); !bytes.Equal(cutRaw, want) {
+		t.Fatalf("the list's items after the cut:\n%x\nwant the good ones cut and the other as it came:\n%x", cutRaw, want)
+	}
+}
+
+// listedCut is body, a list of claims, as the cut hands it to client-go, and the response.
+func listedCut(t *testing.T, body []byte) ([]byte, *http.Response) {
+	t.Helper()
 	rt := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", body), lastApplied, "persistentvolumeclaims")
-	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims", nil)
+	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims?limit=2000", nil)
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
@@ -205,18 +208,7 @@ func TestCutListedMetadataCopiesAnItemItCannotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cutRaw := splitEnvelope(t, cut)
-	_, goodCutRaw := splitEnvelope(t, func() []byte {
-		resp, err := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", good), lastApplied, "persistentvolumeclaims").RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		return b
-	}())
-	if want := append(append(slices.Clone(goodCutRaw), bad...), goodCutRaw...); !bytes.Equal(cutRaw, want) {
-		t.Fatalf("the list's items after the cut:\n%x\nwant the good ones cut and the other as it came:\n%x", cutRaw, want)
-	}
+	return cut, resp
 }
 
 // splitEnvelope is the kind and the object of the apiserver's protobuf envelope body (the fields
