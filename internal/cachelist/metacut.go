@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// CutListedMetadata wraps rt, the transport of the informers' client (nil: http.DefaultTransport), so that the protobuf list
-// responses of resources (as the API names them: "persistentvolumes") arrive without each item's
-// metadata.managedFields and its annotation named annotation (kubectl's last-applied
-// configuration), the bytes removed before client-go decodes them.
+// CutListedMetadata wraps rt, the transport of the informers' client (nil: http.DefaultTransport),
+// so that the protobuf list responses of resources (as the API names them: "persistentvolumes")
+// arrive without each item's metadata.managedFields and its annotation named annotation
+// (kubectl's last-applied configuration), the bytes removed before client-go decodes them.
 //
 // Why: the cache transforms of these kinds drop both anyway, after decoding; at 100,000 volumes
 // and claims they are about a third of what a list's objects hold once decoded (docs/benchmarks.md,
