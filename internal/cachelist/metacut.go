@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/pvguard/pvguard/internal/protofields"
 )
 
 // CutListedMetadata wraps rt, the transport of the informers' client (nil: http.DefaultTransport),
@@ -136,7 +138,8 @@ const (
 	mapKey          = 1
 )
 
-// errMalformed is any encoding cutList does not read as a list; the body then passes as it came.
+// errMalformed is an encoding the apiserver does not send (an object or its metadata in two
+// parts, which a decoder would merge): what holds it passes as it came.
 var errMalformed = errors.New("not a protobuf list")
 
 // cutList cuts body, the protobuf encoding of a list, in place: its items lose their managed
@@ -158,11 +161,11 @@ func cutList(body, annotation []byte) (cut []byte, ok bool) {
 	}
 	// The list's own fields are read first, so that a list that cannot be read is not half cut;
 	// an item that cannot be read is copied as it came (cutter.item).
-	if eachField(raw, func(protowire.Number, protowire.Type, []byte, []byte) error { return nil }) != nil {
+	if protofields.Each(raw, func(protowire.Number, protowire.Type, []byte, []byte) error { return nil }) != nil {
 		return nil, false
 	}
 	w := cutter{buf: body, w: len(protobufMagic), annotation: annotation}
-	_ = eachField(env, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+	_ = protofields.Each(env, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 		if num != unknownRaw || typ != protowire.BytesType {
 			w.put(field)
 			return nil
@@ -171,7 +174,7 @@ func cutList(body, annotation []byte) (cut []byte, ok bool) {
 		width := len(field) - len(value) - protowire.SizeTag(unknownRaw)
 		at := w.w
 		w.w += width
-		_ = eachField(value, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		_ = protofields.Each(value, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 			if num == listItems && typ == protowire.BytesType {
 				w.item(field, value)
 			} else {
@@ -205,7 +208,7 @@ func (c *cutter) put(b []byte) {
 func (c *cutter) item(field, item []byte) {
 	var meta []byte
 	c.meta = c.meta[:0]
-	err := eachField(item, func(num protowire.Number, typ protowire.Type, f, value []byte) error {
+	err := protofields.Each(item, func(num protowire.Number, typ protowire.Type, f, value []byte) error {
 		if num != objectMeta || typ != protowire.BytesType {
 			return nil
 		}
@@ -224,7 +227,7 @@ func (c *cutter) item(field, item []byte) {
 	size := len(item) + protowire.SizeTag(objectMeta) + protowire.SizeBytes(len(c.meta)) - len(meta)
 	var head [2 * binary.MaxVarintLen64]byte
 	c.put(protowire.AppendVarint(protowire.AppendTag(head[:0], listItems, protowire.BytesType), uint64(size)))
-	_ = eachField(item, func(num protowire.Number, typ protowire.Type, f, _ []byte) error {
+	_ = protofields.Each(item, func(num protowire.Number, typ protowire.Type, f, _ []byte) error {
 		if num == objectMeta && typ == protowire.BytesType {
 			c.put(protowire.AppendVarint(protowire.AppendTag(head[:0], objectMeta, protowire.BytesType), uint64(len(c.meta))))
 			c.put(c.meta)
@@ -249,7 +252,7 @@ func putPaddedVarint(b []byte, v uint64) {
 // listRaw is the object the envelope env (a runtime.Unknown) holds, when its kind is a list.
 func listRaw(env []byte) (raw []byte, isList bool) {
 	var kind []byte
-	err := eachField(env, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+	err := protofields.Each(env, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
 		switch {
 		case typ != protowire.BytesType:
 		case num == unknownRaw:
@@ -258,7 +261,7 @@ func listRaw(env []byte) (raw []byte, isList bool) {
 			}
 			raw = value
 		case num == unknownTypeMeta:
-			return eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+			return protofields.Each(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
 				if num == typeMetaKind && typ == protowire.BytesType {
 					kind = value
 				}
@@ -273,13 +276,13 @@ func listRaw(env []byte) (raw []byte, isList bool) {
 // appendMeta appends the ObjectMeta fields of meta to dst but its managed fields and its
 // annotation named annotation.
 func appendMeta(dst, meta, annotation []byte) ([]byte, error) {
-	err := eachField(meta, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+	err := protofields.Each(meta, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 		switch {
 		case num == metaManaged:
 			return nil
 		case num == metaAnnotations && typ == protowire.BytesType:
 			var key []byte
-			if err := eachField(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+			if err := protofields.Each(value, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
 				if num == mapKey && typ == protowire.BytesType {
 					key = value
 				}
@@ -295,30 +298,4 @@ func appendMeta(dst, meta, annotation []byte) ([]byte, error) {
 		return nil
 	})
 	return dst, err
-}
-
-// eachField calls f with each field of the message b: its number and wire type, the whole field
-// as encoded (tag included) and, for a length-delimited one, its contents.
-func eachField(b []byte, f func(num protowire.Number, typ protowire.Type, field, value []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errMalformed
-		}
-		var value []byte
-		m := 0
-		if typ == protowire.BytesType {
-			value, m = protowire.ConsumeBytes(b[n:])
-		} else {
-			m = protowire.ConsumeFieldValue(num, typ, b[n:])
-		}
-		if m < 0 {
-			return errMalformed
-		}
-		if err := f(num, typ, b[:n+m], value); err != nil {
-			return err
-		}
-		b = b[n+m:]
-	}
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pvguard/pvguard/internal/protofields"
 	"github.com/pvguard/pvguard/storage"
 )
 
@@ -13,30 +14,10 @@ import (
 // each (explain_wire.go reads the lists), and decodes whole the items it keeps.
 
 // eachField calls f with the number and the value of each field of the protobuf message b, in
-// order: the payload of a length-delimited field (a string, bytes, a message, a map entry, one
-// element of a repeated one), nil for a scalar, which no caller reads.
+// order (protofields.Each): the payload of a length-delimited field (a string, bytes, a message,
+// a map entry, one element of a repeated one), nil for a scalar, which no caller reads.
 func eachField(b []byte, f func(num protowire.Number, v []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		b = b[n:]
-		var v []byte
-		if typ == protowire.BytesType {
-			v, n = protowire.ConsumeBytes(b)
-		} else {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		if err := f(num, v); err != nil {
-			return err
-		}
-		b = b[n:]
-	}
-	return nil
+	return protofields.Each(b, func(num protowire.Number, _ protowire.Type, _, v []byte) error { return f(num, v) })
 }
 
 // stringField is a string field of a message: its number, and where stringFields puts it.
