@@ -92,12 +92,9 @@ func (in *Interner) Share(obj any) any {
 // Transform is the cache transform of volumes, claims and classes: Strip to the shape, then
 // Share with in.
 func (s CacheShape) Transform(in *Interner) func(any) (any, error) {
+	strip := s.stripper()
 	return func(obj any) (any, error) {
-		obj, err := s.Strip(obj)
-		if err != nil {
-			return nil, err
-		}
-		return in.Share(obj), nil
+		return in.Share(strip.strip(obj)), nil
 	}
 }
 

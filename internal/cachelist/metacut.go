@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -49,6 +50,10 @@ type metaCutter struct {
 	// (having copied it): a page is several megabytes, which a new buffer would take from the
 	// system, cleared, for each page.
 	bufs *sync.Pool
+	// largest is the longest body read so far: the apiserver streams a list without a length,
+	// and a new buffer (the pool's are dropped by the collector) made this large at once is not
+	// grown and copied a dozen times while a page arrives.
+	largest atomic.Int64
 }
 
 // maxPresize bounds the buffer made for a body from its Content-Length alone; a longer body grows
@@ -75,12 +80,15 @@ func (t *metaCutter) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		buf = new(bytes.Buffer)
 	}
-	if n := resp.ContentLength; n > 0 {
+	if n := max(resp.ContentLength, t.largest.Load()); n > 0 {
 		buf.Grow(int(min(n, maxPresize)) + bytes.MinRead)
 	}
 	_, err = buf.ReadFrom(resp.Body)
 	_ = resp.Body.Close()
 	body := buf.Bytes()
+	if n := int64(len(body)); n > t.largest.Load() {
+		t.largest.Store(n) // a race between two bodies keeps either length: a hint
+	}
 	if err != nil {
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
 		return resp, nil
@@ -90,7 +98,7 @@ func (t *metaCutter) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.ContentLength = int64(len(body))
 		resp.Header.Del("Content-Length")
 	}
-	resp.Body = &pooledBody{Reader: bytes.NewReader(body), buf: buf, pool: t.bufs}
+	resp.Body = &pooledBody{Reader: bytes.NewReader(body), buf: buf, pool: t.bufs, body: body}
 	return resp, nil
 }
 
@@ -100,6 +108,13 @@ type pooledBody struct {
 	buf  *bytes.Buffer
 	pool *sync.Pool
 	once sync.Once
+	body []byte // what the Reader reads
+}
+
+// unread is what is left to read of the body, in place (a PageReader decodes it there): valid
+// until Close.
+func (b *pooledBody) unread() []byte {
+	return b.body[len(b.body)-b.Len():]
 }
 
 func (b *pooledBody) Close() error {

@@ -37,7 +37,11 @@ const PageSize = 2000
 // listed, when not nil, is told once per informer how many objects its first list holds, as soon
 // as its first page says (the page's objects and the apiserver's remainingItemCount); a list
 // whose count the apiserver does not give (a selector) is not told.
-func CutWhereListed(byObject map[client.Object]cache.ByObject, listed func(int64)) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+//
+// reads, by the informer's example object's type, are the kinds whose pages are read by a
+// PageReader rather than by the informer's own list function (a kind cached whole, without a
+// namespace or a selector: the reader asks for every object of its resource).
+func CutWhereListed(byObject map[client.Object]cache.ByObject, reads map[reflect.Type]ListFunc, listed func(int64)) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	cuts := map[reflect.Type]toolscache.TransformFunc{}
 	for obj, by := range byObject {
 		if by.Transform != nil {
@@ -46,19 +50,25 @@ func CutWhereListed(byObject map[client.Object]cache.ByObject, listed func(int64
 			byObject[obj] = by
 		}
 	}
-	return PagedInformers(cuts, listed)
+	return PagedInformers(cuts, reads, listed)
 }
 
 // keep is the informer's transform of the objects CutWhereListed cuts on their way in.
 func keep(obj any) (any, error) { return obj, nil }
 
-// PagedInformers is CutWhereListed's constructor for the given transforms, by the informer's
-// example object's type (e.g. *corev1.PersistentVolume); an informer of another type lists and
-// watches as client-go does.
-func PagedInformers(transforms map[reflect.Type]toolscache.TransformFunc, listed func(int64)) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+// ListFunc lists one page of a resource as options ask (a PageReader's List).
+type ListFunc func(ctx context.Context, options metav1.ListOptions) (runtime.Object, error)
+
+// PagedInformers is CutWhereListed's constructor for the given transforms and readers, by the
+// informer's example object's type (e.g. *corev1.PersistentVolume); an informer of another type
+// lists and watches as client-go does.
+func PagedInformers(transforms map[reflect.Type]toolscache.TransformFunc, reads map[reflect.Type]ListFunc, listed func(int64)) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		if t := transforms[reflect.TypeOf(obj)]; t != nil {
 			pl := newPagedLister(lw, t)
+			if read := reads[reflect.TypeOf(obj)]; read != nil {
+				pl.read = read
+			}
 			pl.listed = listed
 			lw = pl
 		}
@@ -70,6 +80,8 @@ func PagedInformers(transforms map[reflect.Type]toolscache.TransformFunc, listed
 type pagedLister struct {
 	toolscache.ListerWatcherWithContext
 	transform toolscache.TransformFunc
+	// read lists a page: the wrapped list, or a PageReader's.
+	read ListFunc
 
 	mu    sync.Mutex
 	ahead *fetched // the page after the last one handed out, asked for already
@@ -82,7 +94,9 @@ type pagedLister struct {
 var _ toolscache.ListerWatcherWithContext = &pagedLister{}
 
 func newPagedLister(lw toolscache.ListerWatcher, t toolscache.TransformFunc) *pagedLister {
-	return &pagedLister{ListerWatcherWithContext: toolscache.ToListerWatcherWithContext(lw), transform: t}
+	p := &pagedLister{ListerWatcherWithContext: toolscache.ToListerWatcherWithContext(lw), transform: t}
+	p.read = p.ListerWatcherWithContext.ListWithContext
+	return p
 }
 
 // IsWatchListSemanticsUnSupported makes the reflector list and then watch
@@ -186,7 +200,7 @@ func (p *pagedLister) page(ctx context.Context, options metav1.ListOptions) (run
 			return nil, ctx.Err()
 		}
 	}
-	return p.ListerWatcherWithContext.ListWithContext(ctx, options)
+	return p.read(ctx, options)
 }
 
 // prefetch asks for the page options name in the background, for page to hand out.
@@ -197,7 +211,7 @@ func (p *pagedLister) prefetch(ctx context.Context, options metav1.ListOptions) 
 	p.mu.Unlock()
 	go func() {
 		defer close(f.done)
-		f.list, f.err = p.ListerWatcherWithContext.ListWithContext(ctx, options)
+		f.list, f.err = p.read(ctx, options)
 	}()
 }
 

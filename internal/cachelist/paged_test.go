@@ -2,6 +2,7 @@ package cachelist_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	goruntime "runtime"
@@ -91,18 +92,31 @@ func TestPagedInformersListInCutPages(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		transform toolscache.TransformFunc
+		// reader: the pages are read by a reader of the type, not by the informer's list.
+		reader bool
 	}{
-		{"a transform that cuts in place", cutBig},
-		{"a transform that returns a copy", cutBigCopy},
+		{"a transform that cuts in place", cutBig, false},
+		{"a transform that returns a copy", cutBigCopy, false},
+		{"pages read by a reader", cutBig, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := &pagedServer{n: 2*cachelist.PageSize + 17}
 			var told []int64
 			var toldMu sync.Mutex
+			lw := &toolscache.ListWatch{ListFunc: srv.list, WatchFunc: srv.watch}
+			var reads map[reflect.Type]cachelist.ListFunc
+			if tc.reader {
+				reads = map[reflect.Type]cachelist.ListFunc{reflect.TypeOf(&corev1.PersistentVolume{}): func(_ context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return srv.list(o)
+				}}
+				lw.ListFunc = func(metav1.ListOptions) (runtime.Object, error) {
+					return nil, errors.New("the informer's own list function was asked for a page")
+				}
+			}
 			newInformer := cachelist.PagedInformers(map[reflect.Type]toolscache.TransformFunc{
 				reflect.TypeOf(&corev1.PersistentVolume{}): tc.transform,
-			}, func(n int64) { toldMu.Lock(); told = append(told, n); toldMu.Unlock() })
-			inf := newInformer(&toolscache.ListWatch{ListFunc: srv.list, WatchFunc: srv.watch}, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
+			}, reads, func(n int64) { toldMu.Lock(); told = append(told, n); toldMu.Unlock() })
+			inf := newInformer(lw, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
 			// No transform of the informer's own: what the pages hold is the wrapper's cut.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -155,7 +169,7 @@ func TestPagedInformersLeaveOtherTypesToClientGo(t *testing.T) {
 	srv := &pagedServer{n: 3}
 	newInformer := cachelist.PagedInformers(map[reflect.Type]toolscache.TransformFunc{
 		reflect.TypeOf(&corev1.Pod{}): cutBig,
-	}, nil)
+	}, nil, nil)
 	inf := newInformer(&toolscache.ListWatch{ListFunc: srv.list, WatchFunc: srv.watch}, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -189,7 +203,7 @@ func TestPagedInformersRefuseATransformOfAnotherType(t *testing.T) {
 	lw := &toolscache.ListWatch{ListFunc: srv.list, WatchFunc: srv.watch}
 	inf := cachelist.PagedInformers(map[reflect.Type]toolscache.TransformFunc{
 		reflect.TypeOf(&corev1.PersistentVolume{}): toPod,
-	}, nil)(lw, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
+	}, nil, nil)(lw, &corev1.PersistentVolume{}, 0, toolscache.Indexers{})
 	errs := make(chan error, 8)
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		select {
@@ -224,7 +238,7 @@ func TestCutWhereListedCutsWatchedObjectsOnce(t *testing.T) {
 		&corev1.PersistentVolume{}: {Transform: count},
 		&corev1.Secret{}:           {},
 	}
-	newInformer := cachelist.CutWhereListed(byObject, nil)
+	newInformer := cachelist.CutWhereListed(byObject, nil, nil)
 	for obj, by := range byObject {
 		switch obj.(type) {
 		case *corev1.PersistentVolume:

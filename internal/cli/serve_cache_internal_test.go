@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -106,7 +108,7 @@ func TestTheInformersClientCutsTheirLists(t *testing.T) {
 		_, _ = w.Write(body.Bytes())
 	}))
 	defer srv.Close()
-	c, err := cacheOptions(&rest.Config{Host: srv.URL}, ServeFlags{}, nil)
+	c, err := cacheOptions(&rest.Config{Host: srv.URL}, scheme.Scheme, ServeFlags{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +129,24 @@ func TestTheInformersClientCutsTheirLists(t *testing.T) {
 	}
 	if n := read("/api/v1/namespaces/pvguard/secrets"); n != body.Len() {
 		t.Errorf("the cache's client cut a list of another kind: %d bytes of %d", n, body.Len())
+	}
+	// Every cut kind's pages are read over that client, and arrive cut.
+	reads, err := pageReaders(&rest.Config{Host: srv.URL}, scheme.Scheme, c.HTTPClient, cutKinds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range cutKinds() {
+		if reads[reflect.TypeOf(k.obj)] == nil {
+			t.Errorf("no page reader of %T", k.obj)
+		}
+	}
+	got, err := reads[reflect.TypeOf(&corev1.PersistentVolumeClaim{})](context.Background(), metav1.ListOptions{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, ok := got.(*corev1.PersistentVolumeClaimList)
+	if !ok || len(claims.Items) != 1 || claims.Items[0].Name != "data" || claims.Items[0].ManagedFields != nil {
+		t.Errorf("a page of claims read as %#v", got)
 	}
 }
 

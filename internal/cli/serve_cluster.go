@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -140,7 +142,7 @@ func newManager(cfg *rest.Config, o ServeFlags, listed func(int64), log logr.Log
 		},
 	}
 	var err error
-	if mgrOpts.Cache, err = cacheOptions(cfg, o, listed); err != nil {
+	if mgrOpts.Cache, err = cacheOptions(cfg, scheme, o, listed); err != nil {
 		return nil, nil, err
 	}
 	// Drain the webhook server (delay, then in-flight reviews) before the manager gives up.
@@ -183,8 +185,8 @@ func newManager(cfg *rest.Config, o ServeFlags, listed func(int64), log logr.Log
 
 // cacheOptions is what the informer cache keeps: of volumes, claims, classes and pods only what
 // pvguard reads, and of Secrets and ConfigMaps only pvguard's own. Its client is its own (cfg's
-// settings), so that the lists it cuts (cutKinds) are only its.
-func cacheOptions(cfg *rest.Config, o ServeFlags, listed func(int64)) (cache.Options, error) {
+// settings), so that the lists it cuts (cutKinds) are only its; scheme knows their types.
+func cacheOptions(cfg *rest.Config, scheme *runtime.Scheme, o ServeFlags, listed func(int64)) (cache.Options, error) {
 	var c cache.Options
 	// No rule, audit or binder decision reads managedFields, and they are a third of a
 	// controller-written object's size (docs/benchmarks.md, "Scale").
@@ -219,10 +221,41 @@ func cacheOptions(cfg *rest.Config, o ServeFlags, listed func(int64)) (cache.Opt
 			Field:      fields.OneTermEqualSelector("metadata.name", o.AdmissionPolicyParams),
 		}
 	}
+	reads, err := pageReaders(cfg, scheme, &own, kinds)
+	if err != nil {
+		return c, err
+	}
 	// Volumes, claims, classes and pods are cut where they arrive, in the page of the list or
-	// the watch event that brings them, and listed in pages.
-	c.NewInformer = cachelist.CutWhereListed(c.ByObject, listed)
+	// the watch event that brings them, and listed in pages, each decoded where it arrived.
+	c.NewInformer = cachelist.CutWhereListed(c.ByObject, reads, listed)
 	return c, nil
+}
+
+// pageReaders are the cut kinds' page readers, by type, each over hc (the informers' client, which
+// cuts their lists): the kinds are cached in every namespace and without a selector, so that the
+// reader asks for what the informer's own list function would.
+func pageReaders(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client, kinds map[string]cutKind) (map[reflect.Type]cachelist.ListFunc, error) {
+	codecs := serializer.NewCodecFactory(scheme)
+	// As client-go decodes a list for controller-runtime's cache: the list's kind left unset.
+	decoder := runtime.WithoutVersionDecoder{Decoder: codecs.UniversalDeserializer()}
+	params := runtime.NewParameterCodec(scheme)
+	reads := make(map[reflect.Type]cachelist.ListFunc, len(kinds))
+	for resource, k := range kinds {
+		gvk, err := apiutil.GVKForObject(k.obj, scheme)
+		if err != nil {
+			return nil, fmt.Errorf("reading the pages of %s: %w", resource, err)
+		}
+		list, err := scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err != nil {
+			return nil, fmt.Errorf("reading the pages of %s: %w", resource, err)
+		}
+		rc, err := apiutil.RESTClientForGVK(gvk, false, false, cfg, codecs, hc)
+		if err != nil {
+			return nil, fmt.Errorf("reading the pages of %s: %w", resource, err)
+		}
+		reads[reflect.TypeOf(k.obj)] = cachelist.NewPageReader(rc, resource, list, params, decoder).List
+	}
+	return reads, nil
 }
 
 // cutKind is a kind cached through a transform.

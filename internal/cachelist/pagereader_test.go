@@ -1,0 +1,121 @@
+package cachelist_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/pvguard/pvguard/internal/cachelist"
+)
+
+// claimsReader is a PageReader of claims through hc, as pvguard serve makes one.
+func claimsReader(t testing.TB, host string, hc *http.Client) *cachelist.PageReader {
+	t.Helper()
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}
+	rc, err := apiutil.RESTClientForGVK(gvk, false, false, &rest.Config{Host: host, RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}, scheme.Codecs, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cachelist.NewPageReader(rc, "persistentvolumeclaims", &corev1.PersistentVolumeClaimList{},
+		scheme.ParameterCodec, runtime.WithoutVersionDecoder{Decoder: scheme.Codecs.UniversalDeserializer()})
+}
+
+func TestPageReaderDecodesCutPagesWhereTheyLie(t *testing.T) {
+	pages := map[string]*corev1.PersistentVolumeClaimList{
+		"":  claims(written("first", map[string]string{lastApplied: "{}", "team": "a"}), written("second", nil)),
+		"2": claims(written("third", map[string]string{lastApplied: `{"kind":"PersistentVolumeClaim"}`})),
+	}
+	pages["2"].Continue = ""
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		page, ok := pages[r.URL.Query().Get("continue")]
+		if !ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusGone)
+			_, _ = fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410,"message":"too old"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+		_, _ = w.Write(encoded(t, page))
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name string
+		hc   *http.Client
+	}{
+		{"through the cut", &http.Client{Transport: cachelist.CutListedMetadata(nil, lastApplied, "persistentvolumeclaims")}},
+		{"through a client that does not cut", &http.Client{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			asked = nil
+			mu.Unlock()
+			r := claimsReader(t, srv.URL, tc.hc)
+			ctx := context.Background()
+			first, err := r.List(ctx, metav1.ListOptions{Limit: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The next page is read into the buffer the first was read into, when the pool
+			// hands it back: what the first page decoded to must not change with it.
+			second, err := r.List(ctx, metav1.ListOptions{Limit: 2, Continue: "2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []struct {
+				got  runtime.Object
+				want *corev1.PersistentVolumeClaimList
+			}{{first, pages[""]}, {second, pages["2"]}} {
+				want := p.want.DeepCopy()
+				want.TypeMeta = metav1.TypeMeta{} // as client-go leaves a decoded list's
+				if tc.hc.Transport != nil {
+					want = withoutCut(want)
+				}
+				if !equality.Semantic.DeepEqual(p.got, want) {
+					t.Errorf("read\n%#v\nwant\n%#v", p.got, want)
+				}
+			}
+			mu.Lock()
+			if want := []string{"/api/v1/persistentvolumeclaims?limit=2", "/api/v1/persistentvolumeclaims?continue=2&limit=2"}; fmt.Sprint(asked) != fmt.Sprint(want) {
+				t.Errorf("asked for %v, want %v", asked, want)
+			}
+			mu.Unlock()
+			// An expired continue token is the error client-go makes of it: the reflector then
+			// lists again from the start.
+			_, err = r.List(ctx, metav1.ListOptions{Limit: 2, Continue: "gone"})
+			if !apierrors.IsResourceExpired(err) {
+				t.Errorf("an expired continue token: %v, want the apiserver's Expired", err)
+			}
+		})
+	}
+}
+
+func TestPageReaderFailsOnAPageItCannotDecode(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+		_, _ = w.Write([]byte("k8s\x00\xff\xff"))
+	}))
+	defer srv.Close()
+	r := claimsReader(t, srv.URL, &http.Client{Transport: cachelist.CutListedMetadata(nil, lastApplied, "persistentvolumeclaims")})
+	if list, err := r.List(context.Background(), metav1.ListOptions{}); err == nil {
+		t.Fatalf("decoded garbage into %#v", list)
+	}
+}
