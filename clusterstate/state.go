@@ -205,6 +205,15 @@ func (s *State) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, erro
 	})[uid], nil
 }
 
+// ClaimWaitingForData returns the claim with that uid if it waits for its data
+// (storage.WaitsForData), else nil.
+func (s *State) ClaimWaitingForData(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	if c, _ := s.ClaimWithUID(uid); c != nil && storage.WaitsForData(c) {
+		return c, nil
+	}
+	return nil, nil
+}
+
 // Node returns the node of that name, or nil.
 func (s *State) Node(name string) (*corev1.Node, error) {
 	return s.nodeByName.get(func() map[string]*corev1.Node {

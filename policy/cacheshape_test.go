@@ -106,8 +106,8 @@ func (v shapedView) VolumesClaiming(namespace, name string) ([]*corev1.Persisten
 	return out, err
 }
 
-func (v shapedView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
-	pvc, err := v.View.ClaimWithUID(uid)
+func (v shapedView) ClaimWaitingForData(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	pvc, err := v.View.ClaimWaitingForData(uid)
 	return v.pvc(pvc), err
 }
 

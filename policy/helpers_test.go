@@ -189,9 +189,9 @@ func (v *readsView) VolumesClaiming(namespace, name string) ([]*corev1.Persisten
 	return v.View.VolumesClaiming(namespace, name)
 }
 
-func (v *readsView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+func (v *readsView) ClaimWaitingForData(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
 	v.saw(policy.KindPersistentVolumeClaim)
-	return v.View.ClaimWithUID(uid)
+	return v.View.ClaimWaitingForData(uid)
 }
 
 func (v *readsView) Node(name string) (*corev1.Node, error) {

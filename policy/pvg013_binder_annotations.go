@@ -73,11 +73,11 @@ func nodeOfTarget(r *Review, v View) (bool, error) {
 	if !ok || uid == "" || uid == r.PVC.UID {
 		return false, nil
 	}
-	target, err := v.ClaimWithUID(uid)
+	target, err := v.ClaimWaitingForData(uid)
 	if err != nil {
 		return false, fmt.Errorf("reading the claim %s was made for (uid %s): %w", pvcRef(r.PVC), uid, err)
 	}
-	return target != nil && storage.WaitsForData(target) && target.Annotations[storage.AnnSelectedNode] == node, nil
+	return target != nil && target.Annotations[storage.AnnSelectedNode] == node, nil
 }
 
 // relinkedByHand reports whether the change removes bound-by-controller from a volume in the

@@ -162,8 +162,8 @@ func (v perturbedView) VolumesClaiming(namespace, name string) ([]*corev1.Persis
 	return out, err
 }
 
-func (v perturbedView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
-	pvc, err := v.View.ClaimWithUID(uid)
+func (v perturbedView) ClaimWaitingForData(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	pvc, err := v.View.ClaimWaitingForData(uid)
 	return v.p.pvc(pvc, v.p.variant), err
 }
 

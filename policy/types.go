@@ -213,9 +213,11 @@ type View interface {
 	ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error)
 	// VolumesClaiming lists the volumes whose spec.claimRef names the given claim.
 	VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error)
-	// ClaimWithUID returns the claim with the given uid, in any namespace, or nil. Only the rules
-	// that judge a claim made for another claim (named after its uid, policy/handoff.go) ask it.
-	ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error)
+	// ClaimWaitingForData returns the claim with the given uid, in any namespace, if it waits for
+	// its data (storage.WaitsForData), else nil. Only the rules that judge a claim made for
+	// another claim (named after its uid, policy/handoff.go) ask it, and only a claim waiting for
+	// its data has one made for it: a view need not file every claim by uid.
+	ClaimWaitingForData(uid types.UID) (*corev1.PersistentVolumeClaim, error)
 	Node(name string) (*corev1.Node, error)
 	// ListNodes lists every node the view knows (names and labels are enough). Only PVG025 asks
 	// it, to tell a volume's node that is gone; an empty list means nothing is known of the nodes,

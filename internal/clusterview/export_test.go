@@ -21,7 +21,7 @@ func SetupDoubledIndexes(c cache.Informers) error {
 	}{
 		{&corev1.PersistentVolumeClaim{}, claimsByVolumeName},
 		{&corev1.PersistentVolume{}, volumesByClaimRef},
-		{&corev1.PersistentVolumeClaim{}, claimsByUID},
+		{&corev1.PersistentVolumeClaim{}, claimsWaitingByUID},
 		{&corev1.Pod{}, podsByClaim},
 	} {
 		inf, err := c.GetInformer(context.Background(), ix.kind)

@@ -96,8 +96,8 @@ func TestLiveViewReadsOnlyTheAPIServer(t *testing.T) {
 		check("pods using "+k[0]+"/"+k[1], keys(gotP), keys(wantP), err)
 	}
 	for _, uid := range []types.UID{"u-1", "u-3", "u-none"} {
-		got, err := view.ClaimWithUID(uid)
-		want, _ := state.ClaimWithUID(uid)
+		got, err := view.ClaimWaitingForData(uid)
+		want, _ := state.ClaimWaitingForData(uid)
 		check("claim with uid "+string(uid), keys(nonNil(got)), keys(nonNil(want)), err)
 	}
 	for _, name := range []string{"node-1", "node-none"} {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/clusterview"
+	"github.com/pvguard/pvguard/storage"
 	"github.com/pvguard/pvguard/test/testobj"
 	"github.com/pvguard/pvguard/webhook"
 )
@@ -108,6 +109,10 @@ func TestViewListsAsTheState(t *testing.T) {
 		if i%4 != 0 {
 			mods = append(mods, testobj.VolumeName(fmt.Sprintf("pv-%d", i%17))) // two claims may name one volume
 		}
+		if i%3 == 0 {
+			// Waiting for a populator's data while unbound; bound, it waits for nothing.
+			mods = append(mods, testobj.DataSourceRef("example.io", "Seed", "seed"))
+		}
 		c := testobj.PVC(ns, name, mods...)
 		if slices.ContainsFunc(claims, func(o *corev1.PersistentVolumeClaim) bool { return o.Namespace == ns && o.Name == name }) {
 			continue
@@ -177,12 +182,21 @@ func TestViewListsAsTheState(t *testing.T) {
 	}
 	for i := range 45 {
 		uid := types.UID(fmt.Sprintf("uid-%d", i))
-		got, err := view.ClaimWithUID(uid)
-		want, _ := state.ClaimWithUID(uid)
+		got, err := view.ClaimWaitingForData(uid)
+		want, _ := state.ClaimWaitingForData(uid)
 		if err != nil {
 			t.Fatal(err)
 		}
 		same("claim with "+string(uid), keys(nonNil(got)), keys(nonNil(want)), own(c, nonNil(got)))
+	}
+	waiting := 0
+	for _, c := range claims {
+		if storage.WaitsForData(c) {
+			waiting++
+		}
+	}
+	if waiting < 2 || waiting == len(claims) {
+		t.Fatalf("%d of %d claims wait for data: the cluster no longer exercises the uid index", waiting, len(claims))
 	}
 	if answers < 60 {
 		t.Fatalf("only %d objects in all the answers: the cluster no longer exercises the lists", answers)
@@ -304,8 +318,8 @@ func BenchmarkIndexLookup(b *testing.B) {
 		if err != nil || len(volumes) != 1 {
 			b.Fatalf("volumes claiming %s/%s: %d, %v", a.ns, a.claim, len(volumes), err)
 		}
-		if claim, err := view.ClaimWithUID(types.UID(a.uid)); err != nil || claim == nil {
-			b.Fatalf("claim with uid %s: %v, %v", a.uid, claim, err)
+		if claim, err := view.ClaimWaitingForData(types.UID(a.uid)); err != nil || claim != nil {
+			b.Fatalf("bound claim with uid %s waiting for data: %v, %v", a.uid, claim, err)
 		}
 		pods, err := view.PodsUsingClaim(a.ns, a.claim)
 		if err != nil || len(pods) != 1 {

@@ -54,8 +54,8 @@ func (c CacheView) VolumesClaiming(namespace, name string) ([]*corev1.Persistent
 	return shallowList(c.V.VolumesClaiming(namespace, name))
 }
 
-func (c CacheView) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
-	pvc, err := c.V.ClaimWithUID(uid)
+func (c CacheView) ClaimWaitingForData(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+	pvc, err := c.V.ClaimWaitingForData(uid)
 	return shallow(pvc), err
 }
 

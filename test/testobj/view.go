@@ -102,11 +102,11 @@ func (v *View) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolu
 	return v.State.VolumesClaiming(namespace, name)
 }
 
-func (v *View) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
+func (v *View) ClaimWaitingForData(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
 	if v.Err != nil {
 		return nil, v.Err
 	}
-	return v.State.ClaimWithUID(uid)
+	return v.State.ClaimWaitingForData(uid)
 }
 
 func (v *View) Node(name string) (*corev1.Node, error) {
