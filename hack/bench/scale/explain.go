@@ -40,6 +40,11 @@ type explainOptions struct {
 	// retryAfter has them wait out a 429's Retry-After, as kubectl does; without it they ask
 	// again at once.
 	retryAfter bool
+	// rest is how long pvguard is left at rest (its binder's resyncs and collections go on, no
+	// caller asks) before they start: RSSRestPeak then covers a window as long as theirs, so
+	// that the rise while they ask is measured against the top of pvguard's own cycle, not
+	// against wherever in it the last sample before them fell.
+	rest time.Duration
 }
 
 // explainLoad is the admission latency measured again while callers ask for explanations of
@@ -86,8 +91,9 @@ type explainLoad struct {
 	// RSSBefore is pvguard serve's RSS in the last sample before the callers started.
 	RSSBefore uint64 `json:"rss_before"`
 	// RSSRestPeak is the highest RSS sampled from the steady-state sample to the callers'
-	// start (the incremental audit and the admission measurement ran in between): what pvguard
-	// held at rest at the top of its collector's cycle, where RSSBefore may fall anywhere in it.
+	// start (the incremental audit, the admission measurement and -explain-rest ran in
+	// between): what pvguard held at rest at the top of its collector's cycle, where RSSBefore
+	// may fall anywhere in it.
 	RSSRestPeak uint64 `json:"rss_rest_peak"`
 	// FirstOther is the first unexpected answer, to say why.
 	FirstOther string    `json:"first_other,omitempty"`
@@ -246,6 +252,13 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 	paths := pendingClaimPaths(c.pairs)
 	load := &explainLoad{Callers: c.explain.callers, Claims: len(paths)}
 	var counts explainCounts
+	if c.explain.rest > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(c.explain.rest):
+		}
+	}
 	before, err := srv.metrics(ctx)
 	if err != nil {
 		return nil, err

@@ -95,6 +95,7 @@ func main() {
 	flag.IntVar(&c.explain.callers, "explainers", 0, "after the admission measurement, start this many concurrent callers (each with a ServiceAccount token of its own) asking for explanations of pending claims in a loop, and measure the admission reviews again while they run (0: skip)")
 	flag.DurationVar(&c.explain.warm, "explain-warm", 5*time.Second, "how long the explaining callers run before the admission reviews are measured again")
 	flag.BoolVar(&c.explain.retryAfter, "explain-retry-after", false, "the explaining callers wait out a 429's Retry-After, as kubectl does (default: they ask again at once)")
+	flag.DurationVar(&c.explain.rest, "explain-rest", 0, "with -explainers, leave pvguard at rest this long before the callers start, so that the RSS at rest (the highest since the steady sample) spans its collector's cycle")
 	var cliBins string
 	flag.StringVar(&cliBins, "cli", "", "after the fill, measure `explain pvc` of a pending claim run as a user runs it (wall time, peak RSS) by these binaries, LABEL=PATH[,LABEL=PATH...] (\"new\" for the one built or given with -pvguard)")
 	flag.IntVar(&c.cliRuns, "cli-runs", 3, "runs of each -cli binary")

@@ -210,7 +210,8 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 		if e := r.Explain; e != nil {
 			logf("%d explaining callers over %d pending claims for %.1f s: %d explanations (%.1f/s, p50 %.1f ms), %d limited (%.0f/s), %d other, %d in flight at stop; pvguard used %.1f cores",
 				e.Callers, e.Claims, e.Seconds, e.OK, e.OKPerS, e.OKp50ms, e.Limited, e.LimitedPerS, e.Other, e.InFlight, e.ServerCPUSeconds/e.Seconds)
-			logf("while they ran: peak RSS %s, peak heap in use %s (1 s samples); before: last sample %s, highest since the steady sample %s", mib(e.PeakRSS), mib(e.PeakHeapInuse), mib(e.RSSBefore), mib(e.RSSRestPeak))
+			logf("while they ran: peak RSS %s, peak heap in use %s (1 s samples); before: last sample %s, highest since the steady sample %s; rise %+.1f%% over the last sample, %+.1f%% over the highest",
+				mib(e.PeakRSS), mib(e.PeakHeapInuse), mib(e.RSSBefore), mib(e.RSSRestPeak), rise(e.PeakRSS, e.RSSBefore), rise(e.PeakRSS, e.RSSRestPeak))
 			for _, l := range e.Admission {
 				logf("admission %s with explaining callers: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
 			}
@@ -564,4 +565,12 @@ func bucketQuantile(before, after []bucket, q float64) float64 {
 		lower, below = b.UpperBound, n
 	}
 	return lower
+}
+
+// rise is how much larger peak is than base, in percent (0 without a base).
+func rise(peak, base uint64) float64 {
+	if base == 0 {
+		return 0
+	}
+	return 100 * (float64(peak) - float64(base)) / float64(base)
 }

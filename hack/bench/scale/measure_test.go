@@ -25,3 +25,19 @@ func TestBucketQuantile(t *testing.T) {
 		}
 	}
 }
+
+func TestRise(t *testing.T) {
+	for _, c := range []struct {
+		peak, base uint64
+		want       float64
+	}{
+		{110, 100, 10},
+		{100, 100, 0},
+		{90, 100, -10},
+		{100, 0, 0}, // no sample before: no rise to speak of
+	} {
+		if got := rise(c.peak, c.base); got != c.want {
+			t.Errorf("rise(%d, %d) = %v, want %v", c.peak, c.base, got, c.want)
+		}
+	}
+}
