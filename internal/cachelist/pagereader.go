@@ -17,7 +17,7 @@ import (
 // Why: client-go reads a whole response into a new slice before decoding it, growing it as it
 // arrives (io.ReadAll: about twice the page's bytes allocated). At 100,000 volumes and claims that
 // was a fifth of what a page allocates and, with the informers' lists at once, a share of the
-// collections during the start (docs/benchmarks.md, "What the lists arrive without"). A body that
+// collections during the start (docs/benchmarks.md, "Each page decoded where it arrived"). A body that
 // CutListedMetadata read and cut is decoded from its own buffer, which goes back to the
 // transport's pool once the page is decoded; any other body is read whole first, as client-go
 // would.

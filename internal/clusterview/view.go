@@ -37,7 +37,8 @@ var (
 	}}
 	// Claims waiting for their data, by uid: a populator's claim is named after the uid of the
 	// claim it is made for. Only those are filed: every claim filed under its own uid took a set of
-	// client-go's index each, a tenth of the cache's memory at 100,000 claims.
+	// client-go's index each, about 25 MB of the heap at 100,000 claims (docs/benchmarks.md, "The
+	// informers' indexes").
 	claimsWaitingByUID = cachelist.Index{Name: "pvguard.waiting.metadata.uid", Values: func(o client.Object) []string {
 		if storage.WaitsForData(o.(*corev1.PersistentVolumeClaim)) {
 			return []string{string(o.GetUID())}
