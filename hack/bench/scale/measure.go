@@ -45,6 +45,10 @@ type modeResult struct {
 	IncrementalWallSeconds float64 `json:"incremental_wall_seconds"`
 
 	Admission []latency `json:"admission"`
+	// AdmissionSlow of AdmissionServed reviews (the warm-up's with them) took pvguard longer
+	// than 10 ms to decide, server side.
+	AdmissionSlow   uint64 `json:"admission_slow"`
+	AdmissionServed uint64 `json:"admission_served"`
 	// Explain is the admission measured again while callers ask for explanations (-explainers).
 	Explain *explainLoad `json:"explain,omitempty"`
 	Plan    *planResult  `json:"plan,omitempty"`
@@ -198,11 +202,19 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	if err != nil {
 		return r, err
 	}
+	revBefore, err := srv.metrics(ctx)
+	if err != nil {
+		return r, err
+	}
 	if r.Admission, err = measureReviews(ctx, admissionload.Client(pool), srv.base, c.cases, c.warmup, c.reviews); err != nil {
 		return r, err
 	}
 	for _, l := range r.Admission {
 		logf("admission %s: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
+	}
+	if revAfter, err := srv.metrics(ctx); err == nil {
+		r.AdmissionSlow, r.AdmissionServed = slowReviews(revBefore, revAfter)
+		logf("admission, server side: %d of %d reviews over 10 ms", r.AdmissionSlow, r.AdmissionServed)
 	}
 	r.Memory = mem.snapshot()
 	if c.explain.callers > 0 {
@@ -215,6 +227,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 			for _, l := range e.Admission {
 				logf("admission %s with explaining callers: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
 			}
+			logf("admission with explaining callers, server side: %d of %d reviews over 10 ms", e.AdmissionSlow, e.AdmissionServed)
 		}
 		if err != nil {
 			return r, err

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 func TestBucketQuantile(t *testing.T) {
@@ -39,5 +44,38 @@ func TestRise(t *testing.T) {
 		if got := rise(c.peak, c.base); got != c.want {
 			t.Errorf("rise(%d, %d) = %v, want %v", c.peak, c.base, got, c.want)
 		}
+	}
+}
+
+func TestSlowReviews(t *testing.T) {
+	scrape := func(text string) metrics {
+		t.Helper()
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return metrics(families)
+	}
+	// Two series (kinds): the counts are summed over them.
+	const h = `# TYPE pvguard_admission_review_duration_seconds histogram
+pvguard_admission_review_duration_seconds_bucket{kind="pv",le="0.005"} %d
+pvguard_admission_review_duration_seconds_bucket{kind="pv",le="0.01"} %d
+pvguard_admission_review_duration_seconds_bucket{kind="pv",le="0.025"} %d
+pvguard_admission_review_duration_seconds_bucket{kind="pv",le="+Inf"} %d
+pvguard_admission_review_duration_seconds_sum{kind="pv"} 1
+pvguard_admission_review_duration_seconds_count{kind="pv"} %d
+pvguard_admission_review_duration_seconds_bucket{kind="pvc",le="0.005"} %d
+pvguard_admission_review_duration_seconds_bucket{kind="pvc",le="0.01"} %d
+pvguard_admission_review_duration_seconds_bucket{kind="pvc",le="0.025"} %d
+pvguard_admission_review_duration_seconds_bucket{kind="pvc",le="+Inf"} %d
+pvguard_admission_review_duration_seconds_sum{kind="pvc"} 1
+pvguard_admission_review_duration_seconds_count{kind="pvc"} %d
+`
+	before := scrape(fmt.Sprintf(h, 10, 10, 11, 11, 11, 5, 5, 5, 5, 5))
+	after := scrape(fmt.Sprintf(h, 100, 103, 105, 107, 107, 50, 52, 53, 53, 53))
+	// pv: 96 more, 93 within 10 ms; pvc: 48 more, 47 within 10 ms.
+	if slow, all := slowReviews(before, after); slow != 4 || all != 144 {
+		t.Fatalf("slowReviews = %d of %d, want 4 of 144", slow, all)
 	}
 }
