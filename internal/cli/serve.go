@@ -175,7 +175,9 @@ func (s *server) buildWeb(ctx context.Context) (*web.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	// The scheduler's metrics (go_sched_latencies_seconds: how long goroutines waited to run)
+	// tell a slow review that waited for a core from one that was slow to decide.
+	s.reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		certs.NewExpiryCollector(getCertificate))
 	if err := clusterview.CountCachedObjects(ctx, s.mgr.GetCache(), s.reg); err != nil {
 		return nil, err

@@ -173,13 +173,26 @@ func (s *Server) routes() chi.Router {
 	if s.opts.ReadRights != nil {
 		vopts = append(vopts, webhook.WithReadRights(s.opts.ReadRights))
 	}
+	reviewTimed := s.reviewTimer()
 	for path, h := range webhook.Handlers(s.opts.Engines, s.opts.Views, s.metrics, s.opts.Log, s.opts.Admission, vopts...) {
 		if s.opts.ClientCAs != nil {
 			h = requireClientCert(h)
 		}
-		r.Method(http.MethodPost, path, h)
+		r.Method(http.MethodPost, path, reviewTimed(h))
 	}
 	return r
+}
+
+// reviewTimer returns the middleware that times each admission request whole, by HTTP status:
+// from its handler's start (the request's headers read) to the answer written, so that the body's
+// read, the fair queue's wait, decoding and encoding count beside the decision
+// (pvguard_admission_review_duration_seconds times the decision alone).
+func (s *Server) reviewTimer() func(http.Handler) http.Handler {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pvguard_admission_request_duration_seconds",
+		Help:    "Time to answer one admission request whole, server side (body read, fair queue, decision, answer written), by HTTP status.",
+		Buckets: webhook.ReviewDurationBuckets()}, []string{"code"})
+	s.opts.Registry.MustRegister(h)
+	return func(next http.Handler) http.Handler { return promhttp.InstrumentHandlerDuration(h, next) }
 }
 
 // explainTimer returns the middleware that times the explain endpoints' requests by their

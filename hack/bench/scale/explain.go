@@ -98,10 +98,8 @@ type explainLoad struct {
 	// FirstOther is the first unexpected answer, to say why.
 	FirstOther string    `json:"first_other,omitempty"`
 	Admission  []latency `json:"admission"`
-	// AdmissionSlow of AdmissionServed reviews measured while they asked (the warm-up's with
-	// them) took pvguard longer than 10 ms to decide, server side.
-	AdmissionSlow   uint64 `json:"admission_slow"`
-	AdmissionServed uint64 `json:"admission_served"`
+	// Where the reviews' time went while they asked.
+	reviewCauses
 }
 
 // explainerTokens creates the ServiceAccounts explainer-0..k-1, a ClusterRole that lists
@@ -309,10 +307,12 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		profiled = make(chan error, 1)
 		go func() { profiled <- srv.saveProfile(ctx, "profile?seconds=20", c.serve.explainProfile) }()
 	}
-	revBefore, revErr := srv.metrics(ctx)
+	win, winErr := srv.openWindow(ctx)
 	load.Admission, err = measureReviews(ctx, admissionload.Client(pool), base, c.cases, c.warmup, c.reviews)
-	if revAfter, aerr := srv.metrics(ctx); revErr == nil && aerr == nil {
-		load.AdmissionSlow, load.AdmissionServed = slowReviews(revBefore, revAfter)
+	if winErr == nil {
+		if causes, cerr := srv.closeWindow(ctx, win); cerr == nil {
+			load.reviewCauses = causes
+		}
 	}
 	if profiled != nil {
 		said := c.serve.explainProfile

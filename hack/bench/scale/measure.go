@@ -45,10 +45,8 @@ type modeResult struct {
 	IncrementalWallSeconds float64 `json:"incremental_wall_seconds"`
 
 	Admission []latency `json:"admission"`
-	// AdmissionSlow of AdmissionServed reviews (the warm-up's with them) took pvguard longer
-	// than 10 ms to decide, server side.
-	AdmissionSlow   uint64 `json:"admission_slow"`
-	AdmissionServed uint64 `json:"admission_served"`
+	// Where the reviews' time went while they were measured.
+	reviewCauses
 	// Explain is the admission measured again while callers ask for explanations (-explainers).
 	Explain *explainLoad `json:"explain,omitempty"`
 	Plan    *planResult  `json:"plan,omitempty"`
@@ -202,7 +200,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	if err != nil {
 		return r, err
 	}
-	revBefore, err := srv.metrics(ctx)
+	win, err := srv.openWindow(ctx)
 	if err != nil {
 		return r, err
 	}
@@ -212,9 +210,9 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	for _, l := range r.Admission {
 		logf("admission %s: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
 	}
-	if revAfter, err := srv.metrics(ctx); err == nil {
-		r.AdmissionSlow, r.AdmissionServed = slowReviews(revBefore, revAfter)
-		logf("admission, server side: %d of %d reviews over 10 ms", r.AdmissionSlow, r.AdmissionServed)
+	if causes, err := srv.closeWindow(ctx, win); err == nil {
+		r.reviewCauses = causes
+		logf("admission, where the time went: %s", causes)
 	}
 	r.Memory = mem.snapshot()
 	if c.explain.callers > 0 {
@@ -227,7 +225,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 			for _, l := range e.Admission {
 				logf("admission %s with explaining callers: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
 			}
-			logf("admission with explaining callers, server side: %d of %d reviews over 10 ms", e.AdmissionSlow, e.AdmissionServed)
+			logf("admission with explaining callers, where the time went: %s", e.reviewCauses)
 		}
 		if err != nil {
 			return r, err

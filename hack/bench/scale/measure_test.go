@@ -47,7 +47,7 @@ func TestRise(t *testing.T) {
 	}
 }
 
-func TestSlowReviews(t *testing.T) {
+func TestOverCountsAboveTheBound(t *testing.T) {
 	scrape := func(text string) metrics {
 		t.Helper()
 		parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -75,7 +75,25 @@ pvguard_admission_review_duration_seconds_count{kind="pvc"} %d
 	before := scrape(fmt.Sprintf(h, 10, 10, 11, 11, 11, 5, 5, 5, 5, 5))
 	after := scrape(fmt.Sprintf(h, 100, 103, 105, 107, 107, 50, 52, 53, 53, 53))
 	// pv: 96 more, 93 within 10 ms; pvc: 48 more, 47 within 10 ms.
-	if slow, all := slowReviews(before, after); slow != 4 || all != 144 {
-		t.Fatalf("slowReviews = %d of %d, want 4 of 144", slow, all)
+	if slow, all, bound := over(before, after, admissionDurationMetric, slowBound); slow != 4 || all != 144 || bound != 0.01 {
+		t.Fatalf("over = %d of %d above %v, want 4 of 144 above 0.01", slow, all, bound)
+	}
+	// A histogram without a 10 ms bound (the scheduler's) counts above the next one and says so.
+	const sched = `# TYPE go_sched_latencies_seconds histogram
+go_sched_latencies_seconds_bucket{le="0.0009175039999999999"} %d
+go_sched_latencies_seconds_bucket{le="0.010485759999999998"} %d
+go_sched_latencies_seconds_bucket{le="0.11744051199999998"} %d
+go_sched_latencies_seconds_bucket{le="+Inf"} %d
+go_sched_latencies_seconds_sum 1
+go_sched_latencies_seconds_count %d
+`
+	before = scrape(fmt.Sprintf(sched, 1000, 1010, 1012, 1012, 1012))
+	after = scrape(fmt.Sprintf(sched, 5000, 5100, 5130, 5131, 5131))
+	if slow, all, bound := over(before, after, schedLatencyMetric, slowBound); slow != 29 || all != 4119 || bound != 0.010485759999999998 {
+		t.Fatalf("over (scheduler) = %d of %d above %v, want 29 of 4119 above 0.010485759999999998", slow, all, bound)
+	}
+	// An absent histogram counts nothing.
+	if slow, all, _ := over(before, after, admissionRequestMetric, slowBound); slow != 0 || all != 0 {
+		t.Fatalf("over (absent) = %d of %d, want none", slow, all)
 	}
 }

@@ -416,25 +416,3 @@ func (s *server) cpuSeconds() float64 {
 	}
 	return st.CPUTime()
 }
-
-// admissionDurationMetric is pvguard's histogram of the time to decide one review, server side.
-const admissionDurationMetric = "pvguard_admission_review_duration_seconds"
-
-// slowReviews counts the reviews pvguard decided between the scrapes before and after, and those
-// of them it took longer than the histogram's 10 ms bucket to decide (server side): whether a
-// slow review, seen client side, was slow in pvguard or on its way to and from it.
-func slowReviews(before, after metrics) (slow, all uint64) {
-	b, a := before.buckets(admissionDurationMetric, nil), after.buckets(admissionDurationMetric, nil)
-	count := func(bs []bucket, le float64) uint64 {
-		for _, x := range bs {
-			if x.UpperBound >= le {
-				return x.Count
-			}
-		}
-		return 0
-	}
-	inf := math.Inf(1)
-	all = count(a, inf) - count(b, inf)
-	fast := count(a, 0.01) - count(b, 0.01)
-	return all - fast, all
-}

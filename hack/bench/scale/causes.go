@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/prometheus/procfs"
+)
+
+// The histograms a window of reviews reads: pvguard's decision of one review, its whole request
+// (body read, fair queue, decision, answer written) and how long its goroutines waited for a
+// core of its own (the Go scheduler's latency).
+const (
+	admissionDurationMetric = "pvguard_admission_review_duration_seconds"
+	admissionRequestMetric  = "pvguard_admission_request_duration_seconds"
+	schedLatencyMetric      = "go_sched_latencies_seconds"
+)
+
+// slowBound is where a review counts as slow: 10 ms, a bound of both of pvguard's review
+// histograms. The scheduler's histogram has its own bounds; the first at or above it is used
+// (ReviewCauses.SchedBound says which).
+const slowBound = 0.01
+
+// reviewCauses says where the time of the reviews measured in one window went: which of them
+// pvguard took over 10 ms to decide and to answer whole, server side; how often its goroutines
+// waited that long for one of its cores (GOMAXPROCS); how long its threads, and the bench's own,
+// waited for one of the machine's CPUs (the kernel's run-queue delay, /proc/PID/task/*/schedstat);
+// and how busy the machine's CPUs were. A review slow client side and fast whole server side was
+// slow on its way (the bench's own wait, the connection); one slow whole and fast to decide waited
+// in pvguard (a core, the fair queue, the body).
+type reviewCauses struct {
+	// AdmissionSlow of AdmissionServed reviews (the warm-up's with them) took pvguard longer
+	// than 10 ms to decide, RequestsSlow to answer whole.
+	AdmissionSlow   uint64 `json:"admission_slow"`
+	AdmissionServed uint64 `json:"admission_served"`
+	RequestsSlow    uint64 `json:"admission_requests_slow"`
+	// SchedSlow of SchedAll times a goroutine of pvguard was made runnable it waited longer than
+	// SchedBound seconds to run.
+	SchedSlow  uint64  `json:"sched_slow"`
+	SchedAll   uint64  `json:"sched_all"`
+	SchedBound float64 `json:"sched_bound"`
+	// ServerRunDelaySeconds and BenchRunDelaySeconds are the time pvguard's threads and the
+	// bench's spent runnable, waiting for a CPU, over WindowSeconds; MachineBusy is the share of
+	// the machine's CPU time that was not idle.
+	ServerRunDelaySeconds float64 `json:"server_run_delay_seconds"`
+	BenchRunDelaySeconds  float64 `json:"bench_run_delay_seconds"`
+	MachineBusy           float64 `json:"machine_busy"`
+	WindowSeconds         float64 `json:"window_seconds"`
+}
+
+func (c reviewCauses) String() string {
+	return fmt.Sprintf("%d of %d reviews over 10 ms to decide, %d to answer whole; %d of %d goroutine wakes waited over %.1f ms for a core; "+
+		"run-queue wait over %.1f s: pvguard %.0f ms, the bench %.0f ms; machine %.0f%% busy",
+		c.AdmissionSlow, c.AdmissionServed, c.RequestsSlow, c.SchedSlow, c.SchedAll, c.SchedBound*1000,
+		c.WindowSeconds, c.ServerRunDelaySeconds*1000, c.BenchRunDelaySeconds*1000, c.MachineBusy*100)
+}
+
+// reviewWindow is what a window of reviews starts from.
+type reviewWindow struct {
+	at                      time.Time
+	scrape                  metrics
+	serverDelay, benchDelay time.Duration
+	busy, all               float64
+}
+
+// openWindow reads pvguard's metrics and the counters the window's causes are the rise of.
+func (s *server) openWindow(ctx context.Context) (reviewWindow, error) {
+	m, err := s.metrics(ctx)
+	if err != nil {
+		return reviewWindow{}, err
+	}
+	w := reviewWindow{at: time.Now(), scrape: m, serverDelay: runDelay(s.pid), benchDelay: runDelay(os.Getpid())}
+	w.busy, w.all = machineCPU()
+	return w, nil
+}
+
+// closeWindow reads them again and returns what rose in between.
+func (s *server) closeWindow(ctx context.Context, w reviewWindow) (reviewCauses, error) {
+	m, err := s.metrics(ctx)
+	if err != nil {
+		return reviewCauses{}, err
+	}
+	busy, all := machineCPU()
+	c := reviewCauses{WindowSeconds: time.Since(w.at).Seconds(),
+		ServerRunDelaySeconds: (runDelay(s.pid) - w.serverDelay).Seconds(),
+		BenchRunDelaySeconds:  (runDelay(os.Getpid()) - w.benchDelay).Seconds()}
+	if all > w.all {
+		c.MachineBusy = (busy - w.busy) / (all - w.all)
+	}
+	c.AdmissionSlow, c.AdmissionServed, _ = over(w.scrape, m, admissionDurationMetric, slowBound)
+	c.RequestsSlow, _, _ = over(w.scrape, m, admissionRequestMetric, slowBound)
+	c.SchedSlow, c.SchedAll, c.SchedBound = over(w.scrape, m, schedLatencyMetric, slowBound)
+	return c, nil
+}
+
+// over counts the observations of histogram name between the scrapes before and after, and
+// those of them above the first bound at or above le (returned).
+func over(before, after metrics, name string, le float64) (slow, all uint64, bound float64) {
+	b, a := before.buckets(name, nil), after.buckets(name, nil)
+	count := func(bs []bucket, le float64) (uint64, float64) {
+		for _, x := range bs {
+			if x.UpperBound >= le {
+				return x.Count, x.UpperBound
+			}
+		}
+		return 0, math.Inf(1)
+	}
+	inf := math.Inf(1)
+	allAfter, _ := count(a, inf)
+	allBefore, _ := count(b, inf)
+	fastAfter, bound := count(a, le)
+	fastBefore, _ := count(b, le)
+	all = allAfter - allBefore
+	return all - (fastAfter - fastBefore), all, bound
+}
+
+// runDelay is the time the threads of process pid have spent runnable, waiting for a CPU (the
+// second field of each thread's schedstat); 0 when it cannot be read. A thread that ended takes
+// its share with it, which for a Go process (threads are kept) is little.
+func runDelay(pid int) time.Duration {
+	threads, err := procfs.AllThreads(pid)
+	if err != nil {
+		return 0
+	}
+	var d time.Duration
+	for _, t := range threads {
+		if st, err := t.Schedstat(); err == nil {
+			d += time.Duration(st.WaitingNanoseconds)
+		}
+	}
+	return d
+}
+
+// machineCPU is the machine's CPU time so far: busy (neither idle nor waiting for I/O) and all,
+// in seconds; zeros when /proc/stat cannot be read.
+func machineCPU() (busy, all float64) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0, 0
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, 0
+	}
+	c := st.CPUTotal
+	all = c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+	return all - c.Idle - c.Iowait, all
+}
