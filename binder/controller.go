@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/internal/cachelist"
+	"github.com/pvguard/pvguard/internal/cores"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 )
@@ -68,6 +69,9 @@ type Options struct {
 	// leader election, whether this replica still provably holds the Lease (a replica frozen past
 	// its Lease must not write from its stale view when it wakes).
 	WriteGuard func() error
+	// Seats are the process's seats for its long computations (internal/cores): each sync and
+	// plan holds one while it computes and steps away from it around its API calls. nil: no bound.
+	Seats *cores.Seats
 	// KeepPlans keeps the newest plan and its input for the explanations served in this process
 	// (LatestPlan): the input's state then holds every claim and every cached node, which
 	// explanations read, and not only what the plan reads.
@@ -340,6 +344,10 @@ func (b *Binder) processNext(ctx context.Context, queue workqueue.TypedRateLimit
 		return false
 	}
 	defer queue.Done(k)
+	// A sync computes on a seat, so that the workers of a resync (every object, back to back)
+	// leave a core to the admission reviews; it steps away from it while the apiserver answers.
+	ctx, give := b.o.Seats.Take(ctx)
+	defer give()
 	var err error
 	switch k.kind {
 	case 'c':

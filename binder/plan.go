@@ -355,7 +355,7 @@ func (b *Binder) node(ctx context.Context, name string) (*corev1.Node, error) {
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
 	err := b.o.Cache.Get(ctx, client.ObjectKey{Name: name}, m)
 	if apierrors.IsNotFound(err) {
-		err = b.o.Live.Get(ctx, client.ObjectKey{Name: name}, m)
+		err = b.liveGet(ctx, client.ObjectKey{Name: name}, m)
 	}
 	switch {
 	case apierrors.IsNotFound(err):

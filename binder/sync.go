@@ -82,7 +82,7 @@ func (b *Binder) decideClaim(ctx context.Context, claim *corev1.PersistentVolume
 		return a, nil
 	}
 	v := &corev1.PersistentVolume{}
-	switch err := b.o.Live.Get(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
+	switch err := b.liveGet(ctx, client.ObjectKey{Name: claim.Spec.VolumeName}, v); {
 	case apierrors.IsNotFound(err):
 		s.Volume = nil
 	case err != nil:
@@ -210,7 +210,7 @@ func (b *Binder) syncVolume(ctx context.Context, name string) error {
 		// The cache says the claim is gone (or re-created): only the apiserver may say so.
 		ref := v.Spec.ClaimRef
 		c := &corev1.PersistentVolumeClaim{}
-		switch err := b.o.Live.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, c); {
+		switch err := b.liveGet(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, c); {
 		case apierrors.IsNotFound(err):
 			s.Claim = nil
 		case err != nil:

@@ -7,6 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pvguard/pvguard/internal/cores"
 )
 
 // write performs one write of obj, giving tests the chance to stop it, and remembers the
@@ -15,13 +17,22 @@ import (
 // resourceVersion, so that it fails on a conflict as an update would. What the cache drops
 // (storage.CacheShape: managedFields, the last-applied annotation, unread status fields) is in
 // neither object, so the patch leaves it on the server where an update would erase it.
+// The worker steps away from its seat while the apiserver answers (cores.Away).
 func (b *Binder) update(ctx context.Context, base, obj client.Object) error {
+	defer cores.Away(ctx)()
 	return b.o.Writer.Patch(ctx, obj, patchFrom(base))
 }
 
 // updateStatus is update through the status subresource.
 func (b *Binder) updateStatus(ctx context.Context, base, obj client.Object) error {
+	defer cores.Away(ctx)()
 	return b.o.Writer.Status().Patch(ctx, obj, patchFrom(base))
+}
+
+// liveGet reads key past the cache, away from the worker's seat while the apiserver answers.
+func (b *Binder) liveGet(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	defer cores.Away(ctx)()
+	return b.o.Live.Get(ctx, key, obj)
 }
 
 // patchFrom is the merge patch from base, locked to base's resourceVersion. An object read from

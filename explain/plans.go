@@ -343,8 +343,12 @@ func (p *Plans) startLocked(ctx context.Context) {
 		var err error
 		if fromBinder {
 			s, err = p.binderSnapshot(ctx)
-		} else if s, err = readSnapshot(ctx, p.o); err == nil {
-			s.read = read
+		} else {
+			sctx, give := p.o.Seats.Take(ctx)
+			if s, err = readSnapshot(sctx, p.o); err == nil {
+				s.read = read
+			}
+			give()
 		}
 		if err != nil {
 			p.o.Log.Error(err, "planning the pool for explanations")

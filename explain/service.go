@@ -16,6 +16,7 @@ import (
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/clusterstate"
 	"github.com/pvguard/pvguard/internal/access"
+	"github.com/pvguard/pvguard/internal/cores"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -66,6 +67,9 @@ type ServeOptions struct {
 	BacklogWait time.Duration
 	// Registry, when set, receives the explanations' metrics (pvguard_explain_wait_seconds).
 	Registry prometheus.Registerer
+	// Seats are the process's seats for its long computations (internal/cores): an explanation
+	// computes its table, and the plan of the pool for explanations is made, on one. nil: no bound.
+	Seats *cores.Seats
 }
 
 // Service computes the server's explanations: the same functions `pvguard explain` calls (Claim,
@@ -180,6 +184,8 @@ func (s *Service) Claim(ctx context.Context, rd *access.Reader, namespace, name 
 		}
 		defer done()
 	}
+	ctx, give := s.o.Seats.Take(ctx)
+	defer give()
 	c, err := findClaim(in.State, namespace, name)
 	if err != nil {
 		return nil, err
@@ -268,6 +274,8 @@ func (s *Service) Volume(ctx context.Context, rd *access.Reader, name string) (*
 	if err != nil {
 		return nil, err
 	}
+	_, give := s.o.Seats.Take(ctx)
+	defer give()
 	if pv, _ := in.state().PersistentVolume(name); pv != nil && !rd.Volume(pv) {
 		return nil, fmt.Errorf("%w %s", ErrUnknownVolume, name)
 	}

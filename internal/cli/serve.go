@@ -17,6 +17,7 @@ import (
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/certs"
 	"github.com/pvguard/pvguard/internal/clusterview"
+	"github.com/pvguard/pvguard/internal/cores"
 	"github.com/pvguard/pvguard/internal/leaseguard"
 	"github.com/pvguard/pvguard/internal/web"
 	"github.com/pvguard/pvguard/policy"
@@ -72,6 +73,9 @@ type shared struct {
 	engines webhook.EngineSource
 	reg     *prometheus.Registry
 	log     logr.Logger
+	// seats are shared by the long computations (the binder's syncs and plans, explanations),
+	// so that they leave a core to the admission reviews (internal/cores).
+	seats *cores.Seats
 }
 
 // completeServe validates the flags and builds the server: the manager and its cache, the
@@ -103,7 +107,7 @@ func completeServe(ctx context.Context, o ServeFlags, hooks ServeHooks, log logr
 	if err := clusterview.SetupIndexes(ctx, mgr.GetCache(), policy.ReadKinds(policy.Catalogue())); err != nil {
 		return nil, err
 	}
-	s := &server{o: o, hooks: hooks, cfg: cfg, steadyGC: steadyGC, start: start, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log}}
+	s := &server{o: o, hooks: hooks, cfg: cfg, steadyGC: steadyGC, start: start, shared: shared{mgr: mgr, lease: lease, reg: prometheus.NewRegistry(), log: log, seats: cores.ForProcess()}}
 	s.metrics = webhook.NewMetrics(s.reg)
 	if s.engines, s.reloaded, err = addPolicySource(mgr, o.ConfigFile, s.metrics, log); err != nil {
 		return nil, err

@@ -73,7 +73,7 @@ func explainHandlers(ctx context.Context, sh shared, o AuditOptions, b *binder.B
 	}
 	mgr := sh.mgr
 	eo := explain.ServeOptions{Cache: mgr.GetCache(), Log: sh.log.WithName("explain"),
-		Engine: sh.engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live, Registry: sh.reg}
+		Engine: sh.engines.Engine, View: views.View, Identity: binder.UpstreamBinderIdentity, Leases: live, Registry: sh.reg, Seats: sh.seats}
 	if b != nil {
 		eo.PlanState, eo.Identity, eo.Binder = b.PlanState, b.Identity(), b
 	}
@@ -230,6 +230,7 @@ func addBinder(ctx context.Context, sh shared, o BinderOptions, hooks BinderHook
 		WriteGuard:  writeGuard,
 		BeforeWrite: hooks.BeforeWrite,
 		KeepPlans:   keepPlans || o.NoVolumeFitsAfter > 0,
+		Seats:       sh.seats,
 	})
 	if err != nil {
 		return nil, err
