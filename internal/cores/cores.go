@@ -12,16 +12,15 @@
 // poller's timeout is in milliseconds). With a P left free, its thread waits in the network
 // poller and takes up a review as it arrives (docs/benchmarks.md, "A core for the reviews").
 //
-// A seat is held while computing, not while waiting: a holder steps away from its seat around
-// an API call (Away), and a long computation hands its seat to the next waiting holder after each
-// millisecond of work (Pacer), so that an explanation never waits behind a whole audit.
+// A seat is held while computing, not while waiting: a holder steps away from its seat around an
+// API call (Away). Seats are taken per unit of work (one binder sync, one explanation, one plan),
+// in the order asked, so that no computation waits behind another for longer than one unit.
 package cores
 
 import (
 	"context"
 	"runtime"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -49,7 +48,7 @@ type seat struct {
 	held bool
 }
 
-// Take waits for a seat and returns a context that carries it (for Away and NewPacer) and the
+// Take waits for a seat and returns a context that carries it (for Away) and the
 // function that gives it back. When ctx ends first, the caller goes on without a seat (it is
 // about to stop anyway).
 func (s *Seats) Take(ctx context.Context) (context.Context, func()) {
@@ -93,51 +92,4 @@ func Away(ctx context.Context) (back func()) {
 	}
 	st.give()
 	return func() { st.take(ctx) }
-}
-
-// Every is how much work a Pacer lets go by before it hands its seat to a waiting holder.
-const Every = time.Millisecond
-
-// checkEvery is how many steps go by between two readings of the clock: a step is a loop's turn
-// over one object (about a microsecond), a clock reading about 20 ns.
-const checkEvery = 32
-
-// Pacer hands the seat of a long computation (the one its context carries) to the next waiting
-// holder after each Every of work, and waits for a seat again. The computation calls Step once per
-// unit of work (a volume, a claim). A Pacer belongs to one goroutine; without a seat in its
-// context its steps do nothing.
-type Pacer struct {
-	ctx   context.Context
-	st    *seat
-	due   time.Time
-	steps uint32
-	now   func() time.Time // the clock (tests replace it)
-}
-
-// NewPacer paces the computation of ctx's seat.
-func NewPacer(ctx context.Context) *Pacer {
-	st, _ := ctx.Value(seatKey{}).(*seat)
-	return &Pacer{ctx: ctx, st: st, now: time.Now}
-}
-
-// Step counts one unit of work; after each Every of it, if another holder waits for a seat, it
-// hands over its own and waits its turn again.
-func (p *Pacer) Step() {
-	if p.st == nil {
-		return
-	}
-	if p.steps++; p.steps%checkEvery != 0 {
-		return
-	}
-	now := p.now()
-	switch {
-	case p.due.IsZero():
-	case now.Before(p.due):
-		return
-	case p.st.s.waiting.Load() > 0 && p.st.held:
-		p.st.give()
-		p.st.take(p.ctx)
-		now = p.now()
-	}
-	p.due = now.Add(Every)
 }
