@@ -6,3 +6,8 @@ import toolscache "k8s.io/client-go/tools/cache"
 func CutLister(lw toolscache.ListerWatcher, t toolscache.TransformFunc) toolscache.ListerWatcherWithContext {
 	return newPagedLister(lw, t)
 }
+
+// CutList is cutList over a copy of body (the cut is made in place).
+func CutList(body []byte, annotation string) ([]byte, bool) {
+	return cutList(append([]byte(nil), body...), []byte(annotation))
+}

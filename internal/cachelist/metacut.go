@@ -4,142 +4,18 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"io"
-	"mime"
-	"net/http"
-	"path"
-	"sync"
-	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/pvguard/pvguard/internal/protofields"
 )
 
-// CutListedMetadata wraps rt, the transport of the informers' client (nil: http.DefaultTransport),
-// so that the protobuf list responses of resources (as the API names them: "persistentvolumes")
-// arrive without each item's metadata.managedFields and its annotation named annotation
-// (kubectl's last-applied configuration), the bytes removed before client-go decodes them.
-//
-// Why: the cache transforms of these kinds drop both anyway, after decoding; at 100,000 volumes
-// and claims they are about a third of what a list's objects hold once decoded (docs/benchmarks.md,
-// "What the cache keeps"), so decoding them, and collecting them a moment later, was a share of
-// the start's CPU that the apiserver, on the same cores, waited for. Cutting them is sound only for
-// a kind whose cache transform drops them: the caller says which.
-//
-// Anything else passes as it came: another resource, a watch (its events' objects are cut by the
-// transform), JSON, an error, a single object, and a body the cut cannot read (client-go then
-// reports what it would have). A body that fails to arrive fails as it would have, after the
-// bytes that did.
-func CutListedMetadata(rt http.RoundTripper, annotation string, resources ...string) http.RoundTripper {
-	if rt == nil {
-		rt = http.DefaultTransport // as an http.Client without one
-	}
-	t := &metaCutter{next: rt, annotation: []byte(annotation), resources: map[string]bool{}, bufs: &sync.Pool{}}
-	for _, r := range resources {
-		t.resources[r] = true
-	}
-	return t
-}
-
-type metaCutter struct {
-	next       http.RoundTripper
-	annotation []byte
-	resources  map[string]bool
-	// bufs are the buffers bodies were read into, handed back when client-go closes the body
-	// (having copied it): a page is several megabytes, which a new buffer would take from the
-	// system, cleared, for each page.
-	bufs *sync.Pool
-	// largest is the longest body read so far: the apiserver streams a list without a length,
-	// and a new buffer (the pool's are dropped by the collector) made this large at once is not
-	// grown and copied a dozen times while a page arrives.
-	largest atomic.Int64
-}
-
-// maxPresize bounds the buffer made for a body from its Content-Length alone; a longer body grows
-// it as it arrives.
-const maxPresize = 64 << 20
-
-// protobufMedia is the media type of the apiserver's protobuf responses (a watch's carries a
-// stream parameter).
-const protobufMedia = "application/vnd.kubernetes.protobuf"
+// This file is the list cut a PageReader makes before decoding a page: each item's
+// metadata.managedFields and one annotation removed from the protobuf bytes, in place.
 
 // protobufMagic opens every protobuf-encoded object the apiserver sends
 // (k8s.io/apimachinery/pkg/runtime/serializer/protobuf).
 var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
-
-func (t *metaCutter) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	if err != nil || !t.cuts(req, resp) {
-		return resp, err
-	}
-	var buf *bytes.Buffer
-	if b, ok := t.bufs.Get().(*bytes.Buffer); ok {
-		buf = b
-		buf.Reset()
-	} else {
-		buf = new(bytes.Buffer)
-	}
-	if n := max(resp.ContentLength, t.largest.Load()); n > 0 {
-		buf.Grow(int(min(n, maxPresize)) + bytes.MinRead)
-	}
-	_, err = buf.ReadFrom(resp.Body)
-	_ = resp.Body.Close()
-	body := buf.Bytes()
-	if n := int64(len(body)); n > t.largest.Load() {
-		t.largest.Store(n) // a race between two bodies keeps either length: a hint
-	}
-	if err != nil {
-		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
-		return resp, nil
-	}
-	if cut, ok := cutList(body, t.annotation); ok {
-		body = cut
-		resp.ContentLength = int64(len(body))
-		resp.Header.Del("Content-Length")
-	}
-	resp.Body = &pooledBody{Reader: bytes.NewReader(body), buf: buf, pool: t.bufs, body: body}
-	return resp, nil
-}
-
-// pooledBody is a body read from a pooled buffer, handed back on Close.
-type pooledBody struct {
-	*bytes.Reader
-	buf  *bytes.Buffer
-	pool *sync.Pool
-	once sync.Once
-	body []byte // what the Reader reads
-}
-
-// unread is what is left to read of the body, in place (a PageReader decodes it there): valid
-// until Close.
-func (b *pooledBody) unread() []byte {
-	return b.body[len(b.body)-b.Len():]
-}
-
-func (b *pooledBody) Close() error {
-	b.once.Do(func() {
-		b.Reader.Reset(nil) // nothing reads the buffer once it is handed back
-		b.pool.Put(b.buf)
-	})
-	return nil
-}
-
-// cuts says whether the response to req is one to cut: a successful, unencoded protobuf answer
-// (not a watch's stream) to a GET of one of the resources.
-func (t *metaCutter) cuts(req *http.Request, resp *http.Response) bool {
-	if req.Method != http.MethodGet || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" ||
-		!t.resources[path.Base(req.URL.Path)] {
-		return false
-	}
-	media, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return err == nil && media == protobufMedia && len(params) == 0
-}
-
-// errReader fails every read with err.
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // The fields cutList reads, as k8s.io/apimachinery's generated.proto numbers them.
 const (

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -102,7 +101,7 @@ func withoutCut(l *corev1.PersistentVolumeClaimList) *corev1.PersistentVolumeCla
 	return out
 }
 
-func TestCutListedMetadataDropsWhatTheCacheDrops(t *testing.T) {
+func TestCutListDropsWhatTheCacheDrops(t *testing.T) {
 	list := claims(
 		written("applied", map[string]string{lastApplied: `{"apiVersion":"v1","kind":"PersistentVolumeClaim"}`, "team": "a"}),
 		written("only-applied", map[string]string{lastApplied: `{}`}),
@@ -113,9 +112,9 @@ func TestCutListedMetadataDropsWhatTheCacheDrops(t *testing.T) {
 		written("large", map[string]string{lastApplied: strings.Repeat("x", 20000)}),
 	)
 	body := encoded(t, list)
-	cut, resp := listedCut(t, body)
-	if resp.ContentLength != int64(len(cut)) || len(cut) >= len(body) {
-		t.Fatalf("cut body %d bytes, Content-Length %d, from %d", len(cut), resp.ContentLength, len(body))
+	cut := listedCut(t, body)
+	if len(cut) >= len(body) {
+		t.Fatalf("cut body %d bytes, from %d", len(cut), len(body))
 	}
 	got := decoded(t, cut, &corev1.PersistentVolumeClaimList{})
 	if want := withoutCut(list); !equality.Semantic.DeepEqual(got, want) {
@@ -127,59 +126,44 @@ func TestCutListedMetadataDropsWhatTheCacheDrops(t *testing.T) {
 	}
 }
 
-func TestCutListedMetadataPassesTheRest(t *testing.T) {
+// TestCutListLeavesWhatItCannotRead: a body that is not a protobuf list the cut can read is
+// left as it came, for the decoder to say what is wrong with it.
+func TestCutListLeavesWhatItCannotRead(t *testing.T) {
 	list := claims(written("applied", map[string]string{lastApplied: "{}"}))
 	body := encoded(t, list)
 	one := encoded(t, &corev1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: written("one", map[string]string{lastApplied: "{}"})})
-	const proto = "application/vnd.kubernetes.protobuf"
 	meta := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), encodedMeta(t, written("x", nil)))
 	twoMetas := envelope("PersistentVolumeClaimList", protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), append(meta, meta...)))
 	item := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), meta)
 	twoRaws := append(envelope("PersistentVolumeClaimList", item), protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), item)...)
-	cases := []struct {
-		name, method, path, contentType string
-		status                          int
-		body                            []byte
-	}{
-		{"another resource", http.MethodGet, "/api/v1/pods", proto, 200, body},
-		{"a watch", http.MethodGet, "/api/v1/persistentvolumeclaims", proto + ";stream=watch", 200, body},
-		{"JSON", http.MethodGet, "/api/v1/persistentvolumeclaims", "application/json", 200, body},
-		{"an error", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 500, body},
-		{"not a GET", http.MethodPost, "/api/v1/namespaces/a/persistentvolumeclaims", proto, 200, body},
-		{"one object", http.MethodGet, "/api/v1/namespaces/a/persistentvolumeclaims/one", proto, 200, one},
-		{"truncated", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, body[:len(body)-3]},
-		{"not protobuf", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, []byte("k8s?garbage")},
-		{"an item's metadata in two parts", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, twoMetas},
-		{"the list in two parts", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, twoRaws},
-		{"garbage after the magic", http.MethodGet, "/api/v1/persistentvolumeclaims", proto, 200, []byte("k8s\x00\xff\xff\xff")},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			next := roundTrip(func(*http.Request) (*http.Response, error) {
-				return &http.Response{StatusCode: c.status, Header: http.Header{"Content-Type": {c.contentType}},
-					Body: io.NopCloser(bytes.NewReader(c.body)), ContentLength: int64(len(c.body))}, nil
-			})
-			rt := cachelist.CutListedMetadata(next, lastApplied, "persistentvolumeclaims", "persistentvolumes")
-			req := &http.Request{Method: c.method, URL: &url.URL{Scheme: "https", Host: "apiserver", Path: c.path}}
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
+	for name, b := range map[string][]byte{
+		"JSON":                            []byte(`{"kind":"PersistentVolumeClaimList","apiVersion":"v1","items":[]}`),
+		"one object":                      one,
+		"truncated":                       body[:len(body)-3],
+		"not protobuf":                    []byte("k8s?garbage"),
+		"an item's metadata in two parts": twoMetas,
+		"the list in two parts":           twoRaws,
+		"garbage after the magic":         []byte("k8s\x00\xff\xff\xff"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			sent := slices.Clone(b)
+			got, ok := cachelist.CutList(b, lastApplied)
+			if !bytes.Equal(b, sent) {
+				t.Fatal("the body was changed")
 			}
-			got, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, c.body) || resp.ContentLength != int64(len(c.body)) {
-				t.Fatalf("body changed: %d bytes (Content-Length %d), sent %d", len(got), resp.ContentLength, len(c.body))
+			// An item whose metadata is in two parts is copied as it came: cut or not, the bytes
+			// are the same.
+			if ok && !bytes.Equal(got, b) {
+				t.Fatalf("cut %d bytes to %d", len(b), len(got))
 			}
 		})
 	}
 }
 
-// TestCutListedMetadataCopiesAnItemItCannotRead: an item whose metadata cannot be read is
-// copied as it came, the items around it cut.
-func TestCutListedMetadataCopiesAnItemItCannotRead(t *testing.T) {
+// TestCutListCopiesAnItemItCannotRead: an item whose metadata cannot be read is copied as it
+// came, the items around it cut.
+func TestCutListCopiesAnItemItCannotRead(t *testing.T) {
 	good := encoded(t, claims(written("good", map[string]string{lastApplied: "{}"})))
 	// The list's items as the apiserver encodes them, and one between them whose metadata is
 	// a field of a wire type that does not exist.
@@ -187,8 +171,8 @@ func TestCutListedMetadataCopiesAnItemItCannotRead(t *testing.T) {
 	badMeta := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0x0f})
 	bad := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), badMeta)
 	body := envelope("PersistentVolumeClaimList", append(append(slices.Clone(raw), bad...), raw...))
-	cut, _ := listedCut(t, body)
-	goodCut, _ := listedCut(t, good)
+	cut := listedCut(t, body)
+	goodCut := listedCut(t, good)
 	_, cutRaw := splitEnvelope(t, cut)
 	_, goodCutRaw := splitEnvelope(t, goodCut)
 	if want := append(append(slices.Clone(goodCutRaw), bad...), goodCutRaw...); !bytes.Equal(cutRaw, want) {
@@ -196,20 +180,14 @@ func TestCutListedMetadataCopiesAnItemItCannotRead(t *testing.T) {
 	}
 }
 
-// listedCut is body, a list of claims, as the cut hands it to client-go, and the response.
-func listedCut(t *testing.T, body []byte) ([]byte, *http.Response) {
+// listedCut is body, a list of claims, as the cut leaves it.
+func listedCut(t *testing.T, body []byte) []byte {
 	t.Helper()
-	rt := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", body), lastApplied, "persistentvolumeclaims")
-	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims?limit=2000", nil)
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
+	cut, ok := cachelist.CutList(body, lastApplied)
+	if !ok {
+		t.Fatalf("the list of %d bytes was not cut", len(body))
 	}
-	cut, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cut, resp
+	return cut
 }
 
 // splitEnvelope is the kind and the object of the apiserver's protobuf envelope body (the fields
@@ -269,27 +247,24 @@ func (b *failingBody) Read(p []byte) (int, error) {
 
 func (b *failingBody) Close() error { return nil }
 
-func TestCutListedMetadataFailsAsTheBodyFailed(t *testing.T) {
+// TestPageReaderFailsAsThePageFailed: a page that does not arrive whole fails the list with the
+// error that cut it short.
+func TestPageReaderFailsAsThePageFailed(t *testing.T) {
 	broken := errors.New("connection reset")
 	next := roundTrip(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
 			Body: &failingBody{r: strings.NewReader("k8s\x00part"), err: broken}}, nil
 	})
-	rt := cachelist.CutListedMetadata(next, lastApplied, "persistentvolumeclaims")
-	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims", nil)
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := io.ReadAll(resp.Body)
-	if !errors.Is(err, broken) || string(got) != "k8s\x00part" {
-		t.Fatalf("read %q, %v; want the bytes that came, then %v", got, err, broken)
+	r := claimsReader(t, "https://apiserver", &http.Client{Transport: next})
+	if list, err := r.List(context.Background(), metav1.ListOptions{}); !errors.Is(err, broken) {
+		t.Fatalf("read %#v, %v; want %v", list, err, broken)
 	}
 }
 
 // BenchmarkDecodeListPage is one page of claims as the informers list them (cachelist.PageSize,
 // each with three managed fields entries and the last-applied annotation as kubectl apply and
-// kube-controller-manager leave them), decoded as client-go decodes it, whole and cut first.
+// kube-controller-manager leave them): read and decoded whole as client-go does, and read by a
+// PageReader (cut, and decoded where it lies).
 func BenchmarkDecodeListPage(b *testing.B) {
 	applied := `{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"annotations":{},"labels":{"app":"db"},` +
 		`"name":"data","namespace":"team-a"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"10Gi"}},` +
@@ -304,33 +279,28 @@ func BenchmarkDecodeListPage(b *testing.B) {
 	t := &testing.T{}
 	body := encoded(t, claims(metas...))
 	s := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	cut := cachelist.CutListedMetadata(answer("application/vnd.kubernetes.protobuf", body), lastApplied, "persistentvolumeclaims")
+	whole := answer("application/vnd.kubernetes.protobuf", body)
 	req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/persistentvolumeclaims", nil)
-	for _, c := range []struct {
-		name string
-		rt   http.RoundTripper
-	}{{"whole", answer("application/vnd.kubernetes.protobuf", body)}, {"cut", cut}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				resp, err := c.rt.RoundTrip(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				page, err := io.ReadAll(resp.Body)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_ = resp.Body.Close() // as client-go does, having read it
-				if _, _, err := s.Decode(page, nil, &corev1.PersistentVolumeClaimList{}); err != nil {
-					b.Fatal(err)
-				}
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := whole.RoundTrip(req)
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
-	// As a PageReader reads a page over the cut: decoded where the cut left it.
-	r := claimsReader(b, "https://apiserver", &http.Client{Transport: cut})
-	b.Run("cut, decoded where it lies", func(b *testing.B) {
+			page, err := io.ReadAll(resp.Body) // as client-go reads a body
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if _, _, err := s.Decode(page, nil, &corev1.PersistentVolumeClaimList{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// As a PageReader reads a page: into its pooled buffer, cut there and decoded where it lies.
+	r := claimsReader(b, "https://apiserver", &http.Client{Transport: whole})
+	b.Run("read by a PageReader", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := r.List(context.Background(), metav1.ListOptions{}); err != nil {

@@ -1,9 +1,11 @@
 package cachelist
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
+	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -11,57 +13,87 @@ import (
 )
 
 // PageReader lists a resource's pages as an informer of a typed object does (controller-runtime's
-// list function: the same request, parameters and decoding), but decodes each page where its
-// body already lies instead of client-go copying it first.
+// list function: the same request, parameters and decoding), but cuts each item's
+// metadata.managedFields and one annotation (kubectl's last-applied configuration) out of the
+// page's protobuf bytes first (cutList), and decodes the page where it was read.
 //
-// Why: client-go reads a whole response into a new slice before decoding it, growing it as it
-// arrives (io.ReadAll: about twice the page's bytes allocated). At 100,000 volumes and claims that
-// was a fifth of what a page allocates and, with the informers' lists at once, a share of the
-// collections during the start (docs/benchmarks.md, "Each page decoded where it arrived"). A body that
-// CutListedMetadata read and cut is decoded from its own buffer, which goes back to the
-// transport's pool once the page is decoded; any other body is read whole first, as client-go
-// would.
+// Why: the cache transforms of the kinds read this way drop both anyway, after decoding; at
+// 100,000 volumes and claims they are about a third of what a list's objects hold once decoded
+// (docs/benchmarks.md, "What the cache keeps"), so decoding them, and collecting them a moment
+// later, was a share of the start's CPU that the apiserver, on the same cores, waited for. And
+// client-go reads a whole response into a new slice before decoding it, growing it as it arrives
+// (about twice the page's bytes allocated): here a page is read into a pooled buffer, sized from
+// the longest page read so far (the apiserver's lists come without a length), which goes back to
+// the pool once the page is decoded (docs/benchmarks.md, "Each page decoded where it arrived").
+// Decoding copies every string and byte field out of the buffer.
+//
+// A page that is not a protobuf list the cut can read (JSON, or bytes the apiserver does not
+// send) is decoded as it came, and the decoder says what is wrong with it.
 type PageReader struct {
-	client   rest.Interface
-	resource string
-	list     runtime.Object
-	params   runtime.ParameterCodec
-	decoder  runtime.Decoder
+	client     rest.Interface
+	resource   string
+	list       runtime.Object
+	params     runtime.ParameterCodec
+	decoder    runtime.Decoder
+	annotation []byte
+	bufs       sync.Pool
+	// largest is the longest page read so far: a new buffer (the pool's are dropped by the
+	// collector) made this large at once is not grown and copied a dozen times while a page
+	// arrives.
+	largest atomic.Int64
 }
 
+// maxPresize bounds the buffer made for a page before it arrives; a longer page grows it.
+const maxPresize = 64 << 20
+
 // NewPageReader reads the pages of resource (as the API names it: "persistentvolumes", every
-// namespace's) through client, with options encoded by params, each decoded by decoder into a
-// copy of list (e.g. an empty *corev1.PersistentVolumeList).
-func NewPageReader(client rest.Interface, resource string, list runtime.Object, params runtime.ParameterCodec, decoder runtime.Decoder) *PageReader {
-	return &PageReader{client: client, resource: resource, list: list, params: params, decoder: decoder}
+// namespace's) through client, with options encoded by params, each cut of its items' managed
+// fields and their annotation named annotation and decoded by decoder into a copy of list (e.g.
+// an empty *corev1.PersistentVolumeList). The cut is sound only for a kind whose cache transform
+// drops both: the caller says which.
+func NewPageReader(client rest.Interface, resource string, list runtime.Object, params runtime.ParameterCodec, decoder runtime.Decoder, annotation string) *PageReader {
+	return &PageReader{client: client, resource: resource, list: list, params: params, decoder: decoder, annotation: []byte(annotation)}
 }
 
 // List reads the page options ask for. An answer other than success is the error client-go makes
 // of it (a *errors.StatusError when the apiserver said why), so that the reflector sees what it
-// would have: an expired continue token among them.
+// would have: an expired continue token among them. A page that fails to arrive whole fails the
+// list.
 func (r *PageReader) List(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
 	body, err := r.client.Get().Resource(r.resource).VersionedParams(&options, r.params).Stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer body.Close() // after decoding: a pooled body's buffer is then handed back
-	data, err := bodyBytes(body)
+	buf := r.buffer()
+	defer r.bufs.Put(buf) // after decoding, which copies what it keeps
+	_, err = buf.ReadFrom(body)
+	_ = body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("reading a page of %s: %w", r.resource, err)
 	}
-	out := r.list.DeepCopyObject()
-	got, _, err := r.decoder.Decode(data, nil, out)
+	page := buf.Bytes()
+	if n := int64(len(page)); n > r.largest.Load() {
+		r.largest.Store(n) // two pages at once keep either length: a hint
+	}
+	if cut, ok := cutList(page, r.annotation); ok {
+		page = cut
+	}
+	got, _, err := r.decoder.Decode(page, nil, r.list.DeepCopyObject())
 	if err != nil {
 		return nil, fmt.Errorf("decoding a page of %s: %w", r.resource, err)
 	}
 	return got, nil
 }
 
-// bodyBytes is what is left to read of body: a pooled body's bytes as they lie (decoding copies
-// every string and byte field out of them), any other body's read whole.
-func bodyBytes(body io.Reader) ([]byte, error) {
-	if b, ok := body.(*pooledBody); ok {
-		return b.unread(), nil
+// buffer is an empty buffer from the pool, or a new one as large as the longest page read.
+func (r *PageReader) buffer() *bytes.Buffer {
+	if b, ok := r.bufs.Get().(*bytes.Buffer); ok {
+		b.Reset()
+		return b
 	}
-	return io.ReadAll(body)
+	b := new(bytes.Buffer)
+	if n := r.largest.Load(); n > 0 {
+		b.Grow(int(min(n, maxPresize)) + bytes.MinRead)
+	}
+	return b
 }

@@ -19,13 +19,12 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/pvguard/pvguard/internal/cachelist"
 	"github.com/pvguard/pvguard/storage"
 )
 
-// TestCutListsKeepWhatTheCacheKeeps holds every kind whose lists the informers' client cuts to
-// its cache transform: an object listed through the cut and transformed is the object listed
-// whole and transformed.
+// TestCutListsKeepWhatTheCacheKeeps holds every kind whose pages serve's page readers cut to its
+// cache transform: an object read by its page reader and transformed is the object listed whole
+// and transformed.
 func TestCutListsKeepWhatTheCacheKeeps(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
@@ -70,32 +69,42 @@ func TestCutListsKeepWhatTheCacheKeeps(t *testing.T) {
 				}
 				return cut
 			}
-			rt := cachelist.CutListedMetadata(roundTripper(func(*http.Request) (*http.Response, error) {
-				return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
-					Body: io.NopCloser(bytes.NewReader(body.Bytes()))}, nil
-			}), storage.AnnLastApplied, resource)
-			req, _ := http.NewRequest(http.MethodGet, "https://apiserver/api/v1/"+resource, nil)
-			resp, err := rt.RoundTrip(req)
+			// Listed as serve's page reader lists the kind: the page cut before it is decoded.
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+				_, _ = w.Write(body.Bytes())
+			}))
+			defer srv.Close()
+			reads, err := pageReaders(&rest.Config{Host: srv.URL}, scheme.Scheme, srv.Client(), map[string]cutKind{resource: k})
 			if err != nil {
 				t.Fatal(err)
 			}
-			cut, err := io.ReadAll(resp.Body)
+			page, err := reads[reflect.TypeOf(k.obj)](context.Background(), metav1.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(cut) >= body.Len() {
-				t.Fatalf("the list of %s was not cut (%d bytes, %d before)", resource, len(cut), body.Len())
+			items, err := meta.ExtractList(page)
+			if err != nil || len(items) != 1 {
+				t.Fatalf("read %d items: %v", len(items), err)
 			}
-			if whole, listed := item(body.Bytes()), item(cut); !equality.Semantic.DeepEqual(whole, listed) {
+			if m := items[0].(metav1.Object); m.GetManagedFields() != nil || m.GetAnnotations()[storage.AnnLastApplied] != "" {
+				t.Fatalf("the page of %s was read uncut: %#v", resource, items[0])
+			}
+			listed, err := k.transform(items[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if whole := item(body.Bytes()); !equality.Semantic.DeepEqual(whole, listed) {
 				t.Fatalf("the cache keeps of %s listed whole\n%#v\nand listed cut\n%#v", resource, whole, listed)
 			}
 		})
 	}
 }
 
-// TestTheInformersClientCutsTheirLists: the cache's client is its own, made from the config, and
-// cuts the lists of the kinds it keeps cut, and nothing else.
-func TestTheInformersClientCutsTheirLists(t *testing.T) {
+// TestTheInformersPageReadersCutTheirLists: the cache's client is made from the config and reads
+// what it is sent as it came; the page readers of the kinds kept cut read their pages over it,
+// cut.
+func TestTheInformersPageReadersCutTheirLists(t *testing.T) {
 	list := &corev1.PersistentVolumeClaimList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaimList"},
 		Items: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "team-a",
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{}`)}}}}}}}
@@ -112,25 +121,16 @@ func TestTheInformersClientCutsTheirLists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func(path string) int {
-		resp, err := c.HTTPClient.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(b)
+	resp, err := c.HTTPClient.Get(srv.URL + "/api/v1/persistentvolumeclaims")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := read("/api/v1/persistentvolumeclaims"); n >= body.Len() {
-		t.Errorf("the cache's client read a list of claims whole: %d bytes of %d", n, body.Len())
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || len(b) != body.Len() {
+		t.Errorf("the cache's client read %d bytes of %d (%v)", len(b), body.Len(), err)
 	}
-	if n := read("/api/v1/namespaces/pvguard/secrets"); n != body.Len() {
-		t.Errorf("the cache's client cut a list of another kind: %d bytes of %d", n, body.Len())
-	}
-	// Every cut kind's pages are read over that client, and arrive cut.
+	// Every cut kind's pages are read over that client, and decoded cut.
 	reads, err := pageReaders(&rest.Config{Host: srv.URL}, scheme.Scheme, c.HTTPClient, cutKinds())
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +149,3 @@ func TestTheInformersClientCutsTheirLists(t *testing.T) {
 		t.Errorf("a page of claims read as %#v", got)
 	}
 }
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

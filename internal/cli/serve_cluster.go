@@ -184,8 +184,9 @@ func newManager(cfg *rest.Config, o ServeFlags, listed func(int64), log logr.Log
 }
 
 // cacheOptions is what the informer cache keeps: of volumes, claims, classes and pods only what
-// pvguard reads, and of Secrets and ConfigMaps only pvguard's own. Its client is its own (cfg's
-// settings), so that the lists it cuts (cutKinds) are only its; scheme knows their types.
+// pvguard reads, and of Secrets and ConfigMaps only pvguard's own. The kinds it keeps cut
+// (cutKinds) are listed through page readers that cut their pages before decoding them; scheme
+// knows their types.
 func cacheOptions(cfg *rest.Config, scheme *runtime.Scheme, o ServeFlags, listed func(int64)) (cache.Options, error) {
 	var c cache.Options
 	// No rule, audit or binder decision reads managedFields, and they are a third of a
@@ -193,19 +194,14 @@ func cacheOptions(cfg *rest.Config, scheme *runtime.Scheme, o ServeFlags, listed
 	c.DefaultTransform = cache.TransformStripManagedFields()
 	c.ByObject = map[client.Object]cache.ByObject{}
 	kinds := cutKinds()
-	resources := make([]string, 0, len(kinds))
-	for resource, k := range kinds {
+	for _, k := range kinds {
 		c.ByObject[k.obj] = cache.ByObject{Transform: k.transform}
-		resources = append(resources, resource)
 	}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return c, fmt.Errorf("creating the informers' HTTP client: %w", err)
 	}
-	// A copy: for a config without TLS or credentials HTTPClientFor hands out http.DefaultClient.
-	own := *hc
-	own.Transport = cachelist.CutListedMetadata(hc.Transport, storage.AnnLastApplied, resources...)
-	c.HTTPClient = &own
+	c.HTTPClient = hc // the informers' and the page readers': one pool of connections
 	if o.Certs.Secret != "" {
 		// Only pvguard's own Secret is cached: not every Secret of its namespace, and no Secret
 		// of anyone else's.
@@ -221,7 +217,7 @@ func cacheOptions(cfg *rest.Config, scheme *runtime.Scheme, o ServeFlags, listed
 			Field:      fields.OneTermEqualSelector("metadata.name", o.AdmissionPolicyParams),
 		}
 	}
-	reads, err := pageReaders(cfg, scheme, &own, kinds)
+	reads, err := pageReaders(cfg, scheme, hc, kinds)
 	if err != nil {
 		return c, err
 	}
@@ -231,9 +227,10 @@ func cacheOptions(cfg *rest.Config, scheme *runtime.Scheme, o ServeFlags, listed
 	return c, nil
 }
 
-// pageReaders are the cut kinds' page readers, by type, each over hc (the informers' client, which
-// cuts their lists): the kinds are cached in every namespace and without a selector, so that the
-// reader asks for what the informer's own list function would.
+// pageReaders are the cut kinds' page readers, by type, each over hc (the informers' client), each
+// cutting its pages' managed fields and last-applied annotations before decoding them: the kinds
+// are cached in every namespace and without a selector, so that the reader asks for what the
+// informer's own list function would.
 func pageReaders(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client, kinds map[string]cutKind) (map[reflect.Type]cachelist.ListFunc, error) {
 	codecs := serializer.NewCodecFactory(scheme)
 	// As client-go decodes a list for controller-runtime's cache: the list's kind left unset.
@@ -253,7 +250,7 @@ func pageReaders(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client, kind
 		if err != nil {
 			return nil, fmt.Errorf("reading the pages of %s: %w", resource, err)
 		}
-		reads[reflect.TypeOf(k.obj)] = cachelist.NewPageReader(rc, resource, list, params, decoder).List
+		reads[reflect.TypeOf(k.obj)] = cachelist.NewPageReader(rc, resource, list, params, decoder, storage.AnnLastApplied).List
 	}
 	return reads, nil
 }
@@ -266,7 +263,7 @@ type cutKind struct {
 
 // cutKinds are the kinds the cache keeps cut, by resource. Each transform drops managedFields and
 // kubectl's last-applied annotation (and more), so their lists arrive without those
-// (cachelist.CutListedMetadata): a share of the start's decoding and of its garbage
+// (cachelist.PageReader): a share of the start's decoding and of its garbage
 // (TestCutListsKeepWhatTheCacheKeeps holds each transform to it).
 func cutKinds() map[string]cutKind {
 	// Volumes, claims and classes are cached without what no rule, binder decision or
