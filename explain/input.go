@@ -16,6 +16,7 @@ import (
 
 	"github.com/pvguard/pvguard/binder"
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/internal/cores"
 	"github.com/pvguard/pvguard/policy"
 )
 
@@ -98,6 +99,9 @@ type index struct {
 	replans *replans
 	// readers are the volumes each reader's rights read (readable), shared by every copy.
 	readers *readers
+	// pace hands the question's seat to whoever waits, as its table goes over every volume
+	// (internal/cores); nil outside the server.
+	pace *cores.Pacer
 }
 
 type lazyFacts struct {

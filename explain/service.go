@@ -191,7 +191,7 @@ func (s *Service) Claim(ctx context.Context, rd *access.Reader, namespace, name 
 		return nil, err
 	}
 	xi := *snap.x
-	xi.in = in
+	xi.in, xi.pace = in, cores.NewPacer(ctx)
 	e, t := explainTable(&xi, snap.p, c, shownClosest)
 	e.Refused = refusals(in.Events, c)
 	aud := audienceOf(rd, in.state())

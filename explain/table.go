@@ -75,6 +75,7 @@ func newTable(x *index, c *corev1.PersistentVolumeClaim, targets []nodeTarget, c
 	var denied []string
 	cf, facts := claimFactsOf(x, c), x.volumeFacts()
 	for k, v := range x.in.State.Volumes() {
+		x.pace.Step()
 		e := entry{v: v, failed: failedChecks(x, cf, v, &facts[k], targets), ofClass: facts[k].class == class, facts: &facts[k]}
 		if judge != nil && e.failed&judgedMask == 0 {
 			if value, deny := judge.denial(v, c); deny {

@@ -14,13 +14,16 @@
 //
 // A seat is held while computing, not while waiting: a holder steps away from its seat around an
 // API call (Away). Seats are taken per unit of work (one binder sync, one explanation, one plan),
-// in the order asked, so that no computation waits behind another for longer than one unit.
+// in the order asked, and an explanation hands its seat to whoever waits after each millisecond of
+// its work (Pacer), so that a flood of explanations cannot hold the binder's syncs back for
+// longer than that.
 package cores
 
 import (
 	"context"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -48,7 +51,7 @@ type seat struct {
 	held bool
 }
 
-// Take waits for a seat and returns a context that carries it (for Away) and the
+// Take waits for a seat and returns a context that carries it (for Away and NewPacer) and the
 // function that gives it back. When ctx ends first, the caller goes on without a seat (it is
 // about to stop anyway).
 func (s *Seats) Take(ctx context.Context) (context.Context, func()) {
@@ -77,6 +80,14 @@ func (st *seat) give() {
 	}
 }
 
+// Waiting is how many holders wait for a seat now.
+func (s *Seats) Waiting() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.waiting.Load()
+}
+
 // Holding reports whether ctx carries a seat its holder holds now.
 func Holding(ctx context.Context) bool {
 	st, ok := ctx.Value(seatKey{}).(*seat)
@@ -92,4 +103,52 @@ func Away(ctx context.Context) (back func()) {
 	}
 	st.give()
 	return func() { st.take(ctx) }
+}
+
+// Every is how much work a Pacer lets go by before it hands its seat to a waiting holder.
+const Every = time.Millisecond
+
+// checkEvery is how many steps go by between two readings of the clock: a step is a loop's turn
+// over one object (about a microsecond), a clock reading about 20 ns.
+const checkEvery = 32
+
+// Pacer hands the seat of a long computation (the one its context carries) to the next waiting
+// holder after each Every of work, and waits for a seat again, so that a long computation (an
+// explanation's table of every volume) holds up the short ones (the binder's syncs) for a
+// millisecond, not for all of it. The computation calls Step once per unit of work (a volume). A
+// Pacer belongs to one goroutine; a nil Pacer, or one without a seat in its context, does nothing.
+type Pacer struct {
+	ctx   context.Context
+	st    *seat
+	due   time.Time
+	steps uint32
+	now   func() time.Time // the clock (tests replace it)
+}
+
+// NewPacer paces the computation of ctx's seat.
+func NewPacer(ctx context.Context) *Pacer {
+	st, _ := ctx.Value(seatKey{}).(*seat)
+	return &Pacer{ctx: ctx, st: st, now: time.Now}
+}
+
+// Step counts one unit of work; after each Every of it, if another holder waits for a seat, it
+// hands over its own and waits its turn again.
+func (p *Pacer) Step() {
+	if p == nil || p.st == nil {
+		return
+	}
+	if p.steps++; p.steps%checkEvery != 0 {
+		return
+	}
+	now := p.now()
+	switch {
+	case p.due.IsZero():
+	case now.Before(p.due):
+		return
+	case p.st.s.waiting.Load() > 0 && p.st.held:
+		p.st.give()
+		p.st.take(p.ctx)
+		now = p.now()
+	}
+	p.due = now.Add(Every)
 }

@@ -94,4 +94,46 @@ func TestNilSeatsBoundNothing(t *testing.T) {
 		t.Fatal("nil seats handed out a seat")
 	}
 	cores.Away(ctx)()
+	var nothing *cores.Pacer
+	nothing.Step()
+	cores.NewPacer(ctx).Step()
+}
+
+// TestPacerHandsTheSeatOverAfterEachMillisecond: a paced computation reads its clock every
+// CheckEvery steps and, once Every has gone by since its first reading or its last hand-over,
+// hands its seat to a waiting holder and waits for one again; with nobody waiting it keeps it.
+func TestPacerHandsTheSeatOverAfterEachMillisecond(t *testing.T) {
+	s := cores.New(1)
+	ctx, give := s.Take(t.Context())
+	defer give()
+	now := time.Unix(0, 0)
+	p := cores.NewPacer(ctx).WithClock(func() time.Time { return now })
+	steps := func(n int, each time.Duration) {
+		for range n {
+			now = now.Add(each)
+			p.Step()
+		}
+	}
+	steps(10*cores.CheckEvery, time.Millisecond) // nobody waits: kept
+	if !cores.Holding(ctx) {
+		t.Fatal("the seat was given up with nobody waiting")
+	}
+	ran := make(chan struct{})
+	go func() {
+		_, giveB := s.Take(t.Context())
+		close(ran)
+		giveB()
+	}()
+	waitUntil(t, "B waits", func() bool { return s.Waiting() == 1 })
+	steps(cores.CheckEvery-1, time.Hour) // no reading of the clock yet
+	select {
+	case <-ran:
+		t.Fatal("the seat was handed over between two readings of the clock")
+	default:
+	}
+	steps(1, time.Hour)
+	<-ran // handed over; B gave it back, and the computation has it again
+	if !cores.Holding(ctx) {
+		t.Fatal("the computation did not take a seat again after handing it over")
+	}
 }

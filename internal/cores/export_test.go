@@ -1,4 +1,8 @@
 package cores
 
-// Waiting is how many holders wait for a seat.
-func (s *Seats) Waiting() int64 { return s.waiting.Load() }
+import "time"
+
+// WithClock sets the Pacer's clock.
+func (p *Pacer) WithClock(now func() time.Time) *Pacer { p.now = now; return p }
+
+const CheckEvery = checkEvery
