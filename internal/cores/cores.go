@@ -1,7 +1,8 @@
 // Package cores keeps a core free for pvguard's admission reviews: its long computations (an
-// explanation, the binder's syncs and plans, the full audit) hold a seat while they compute, and
-// there is one seat fewer than GOMAXPROCS (at least one), so that a review arriving meanwhile
-// finds a P that is not held.
+// explanation, the plan of the pool made for explanations, the binder's syncs and plans) hold a
+// seat while they compute, and there is one seat fewer than GOMAXPROCS (at least one), so that a
+// review arriving meanwhile finds a P that is not held. The full audit is not on a seat: spread
+// over every core it meets its start-up target, and it runs once a minute.
 //
 // Why: while goroutines that do not block hold every P, a goroutine made runnable waits until
 // one of them is preempted, which the Go runtime does after 10 ms, and bytes that arrive on a
