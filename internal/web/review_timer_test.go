@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/pvguard/pvguard/internal/web"
@@ -47,7 +46,9 @@ func TestAdmissionRequestsAreTimedWhole(t *testing.T) {
 	<-view.entered
 	wg.Add(1)
 	go func() { defer wg.Done(); codes[1] = post("bob") }() // waits in the queue behind it
-	waitFor(t, func() bool { return gauge(t, reg, "pvguard_admission_reviews_waiting") == 1 })
+	waitFor(t, func() bool {
+		return testobj.Metric(t, reg, "pvguard_admission_reviews_waiting", nil).GetGauge().GetValue() == 1
+	})
 	time.Sleep(hold)
 	close(view.release)
 	wg.Wait()
@@ -73,58 +74,18 @@ func TestAdmissionRequestsAreTimedWhole(t *testing.T) {
 	}
 }
 
-// histogramOver is {observations above the bucket bound le, all observations} of the series of
-// histogram name carrying labels, summed.
+// histogramOver is {observations above the bucket bound le, all observations} of the first
+// series of histogram name carrying labels.
 func histogramOver(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string, le float64) (n [2]uint64) {
 	t.Helper()
-	for _, s := range series(t, g, name, labels) {
-		h := s.GetHistogram()
-		n[1] += h.GetSampleCount()
-		under := uint64(0)
-		for _, b := range h.GetBucket() {
-			if b.GetUpperBound() == le {
-				under = b.GetCumulativeCount()
-			}
-		}
-		n[0] += h.GetSampleCount() - under
-	}
-	return n
-}
-
-func gauge(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	var v float64
-	for _, s := range series(t, g, name, nil) {
-		v += s.GetGauge().GetValue()
-	}
-	return v
-}
-
-func series(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) []*dto.Metric {
-	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*dto.Metric
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for k, v := range labels {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || (l.GetName() == k && l.GetValue() == v)
-				}
-				if !found {
-					continue next
-				}
-			}
-			out = append(out, m)
+	h := testobj.Metric(t, g, name, labels).GetHistogram()
+	under := uint64(0)
+	for _, b := range h.GetBucket() {
+		if b.GetUpperBound() == le {
+			under = b.GetCumulativeCount()
 		}
 	}
-	return out
+	return [2]uint64{h.GetSampleCount() - under, h.GetSampleCount()}
 }
 
 func waitFor(t *testing.T, cond func() bool) {
