@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/internal/cores"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 )
@@ -36,6 +37,12 @@ type RunnerOptions struct {
 	Engine func() *policy.Engine
 	// Progress, when set, is told during a full audit how many of how many objects are done.
 	Progress func(done, total int)
+	// Seats are the process's seats for its long computations (internal/cores): every audit but
+	// the first after Start computes on them, a full audit a block of objects at a time on each
+	// goroutine, an incremental one an object at a time. The first full audit is spread over
+	// every core: it is part of the start, and on one core fewer it would take about twice as
+	// long. Nil: no bound.
+	Seats    *cores.Seats
 	Registry prometheus.Registerer
 	Log      logr.Logger
 	Now      func() time.Time

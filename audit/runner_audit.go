@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/pvguard/pvguard/clusterstate"
+	"github.com/pvguard/pvguard/internal/cores"
 	"github.com/pvguard/pvguard/policy"
 	"github.com/pvguard/pvguard/storage"
 )
@@ -43,11 +44,12 @@ func (r *Runner) RunOnce(ctx context.Context) (err error) {
 	}
 	// The state's one index serves the audit and the bindings; one live view (and so one live
 	// list of the nodes) the whole audit's confirmations.
-	each, err := r.o.Engine().AuditEach(st, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.o.Live(ctx)})
+	turn := r.turns(ctx)
+	each, err := r.o.Engine().AuditEach(st, policy.AuditOptions{Now: r.o.Now(), Progress: r.o.Progress, Live: r.o.Live(ctx), Turn: turn})
 	if err != nil {
 		return err
 	}
-	results, err := recordEach(each, st)
+	results, err := recordEach(each, st, turn)
 	if err != nil {
 		return err
 	}
@@ -65,10 +67,22 @@ func (r *Runner) RunOnce(ctx context.Context) (err error) {
 	return errors.Join(failed...)
 }
 
+// turns is what a full audit's goroutines call around each block of objects (RunnerOptions.Seats):
+// nil for the first full audit after Start, which takes every core.
+func (r *Runner) turns(ctx context.Context) func() func() {
+	select {
+	case <-r.firstDone:
+		return r.o.Seats.Turns(ctx)
+	default:
+		return nil
+	}
+}
+
 // recordEach is record of every audited object, spread over the cores as the audit is: on one
-// core the volumes' binding rows took about as long as the rules on two. The first error in
-// the objects' order is returned, as a loop over them would.
-func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]result, error) {
+// core the volumes' binding rows took about as long as the rules on two. Each goroutine calls
+// turn, when not nil, around each block (policy.AuditOptions.Turn). The first error in the
+// objects' order is returned, as a loop over them would.
+func recordEach(each []policy.ObjectAudit, st *clusterstate.State, turn func() func()) ([]result, error) {
 	results := make([]result, len(each))
 	errs := make([]error, len(each))
 	var next atomic.Int64
@@ -81,8 +95,13 @@ func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]result, er
 			scratch := make([]row, recordBlock)
 			has := make([]bool, recordBlock)
 			for {
+				give := func() {}
+				if turn != nil {
+					give = turn()
+				}
 				start := int(next.Add(recordBlock)) - recordBlock
 				if start >= len(each) {
+					give()
 					return
 				}
 				end := min(start+recordBlock, len(each))
@@ -104,6 +123,7 @@ func recordEach(each []policy.ObjectAudit, st *clusterstate.State) ([]result, er
 						results[i].row = &kept[len(kept)-1]
 					}
 				}
+				give()
 			}
 		})
 	}
@@ -155,7 +175,9 @@ func (r *Runner) runIncremental(ctx context.Context, dirty map[clusterstate.Key]
 			gone = append(gone, k)
 			continue
 		}
-		_, res, ruleErr, err := r.judge(ctx, obj, v)
+		sctx, give := r.o.Seats.Take(ctx) // one object at a time on a seat (RunnerOptions.Seats)
+		_, res, ruleErr, err := r.judge(sctx, obj, v)
+		give()
 		if err != nil {
 			return err
 		}
@@ -307,8 +329,13 @@ func (r *Runner) judge(ctx context.Context, obj any, v policy.View) (k clusterst
 	if _, err := policy.SplitRuleErrors(ruleErr); err != nil {
 		return clusterstate.Key{}, result{}, nil, err
 	}
-	if found, err = engine.Confirm(found, r.live(ctx), now); err != nil {
-		return clusterstate.Key{}, result{}, nil, err
+	if len(found) > 0 { // confirming reads the apiserver: off the seat meanwhile
+		back := cores.Away(ctx)
+		found, err = engine.Confirm(found, r.live(ctx), now)
+		back()
+		if err != nil {
+			return clusterstate.Key{}, result{}, nil, err
+		}
 	}
 	if res, err = record(obj, found, v); err != nil {
 		return clusterstate.Key{}, result{}, nil, err

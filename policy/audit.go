@@ -32,6 +32,10 @@ type AuditOptions struct {
 	// confirmed on it (Confirm). It is read from several goroutines at once. Without it the
 	// state is taken as the whole truth, as for manifests.
 	Live View
+	// Turn, when not nil, is called by each of the audit's goroutines before each block of
+	// objects it judges, and what it returns once the block is judged: the server's periodic
+	// audits hold one of the process's seats for a core (internal/cores) a block at a time.
+	Turn func() (done func())
 }
 
 // ObjectAudit is what an audit found on one object.
@@ -88,8 +92,13 @@ func (e *Engine) AuditEach(s *clusterstate.State, o AuditOptions) ([]ObjectAudit
 			// only what its findings need.
 			r, memo := &Review{}, &memoView{View: s}
 			for {
+				end := func() {}
+				if o.Turn != nil {
+					end = o.Turn()
+				}
 				start := int(next.Add(auditBlock)) - auditBlock
 				if start >= len(objs) {
+					end()
 					return
 				}
 				for i := start; i < min(start+auditBlock, len(objs)); i++ {
@@ -106,6 +115,7 @@ func (e *Engine) AuditEach(s *clusterstate.State, o AuditOptions) ([]ObjectAudit
 						mu.Unlock()
 					}
 				}
+				end()
 			}
 		})
 	}

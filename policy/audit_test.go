@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,6 +199,52 @@ func TestAuditInParallel(t *testing.T) {
 		t.Fatalf("Audit and Merge(AuditObject) disagree: %d and %d findings", len(found), len(want))
 	}
 
+}
+
+// TestAuditJudgesInTurns: with a Turn, every object is judged between a call of it and the
+// call of what it returned, a turn a block of objects, and behind a Turn that lets one
+// goroutine through at a time (a process's one seat) the findings are as without it.
+func TestAuditJudgesInTurns(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	const n = 5000
+	st := gen.Inventory(n)
+	engine := policy.NewEngine(nil)
+	plain, err := engine.AuditEach(st, policy.AuditOptions{Now: gen.InventoryNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		seat          sync.Mutex
+		inside, turns atomic.Int64
+		outside       atomic.Int64 // objects judged while no turn was held
+	)
+	turn := func() func() {
+		seat.Lock()
+		turns.Add(1)
+		inside.Add(1)
+		return func() {
+			inside.Add(-1)
+			seat.Unlock()
+		}
+	}
+	each, err := engine.AuditEach(st, policy.AuditOptions{Now: gen.InventoryNow, Turn: turn, Progress: func(done, total int) {
+		if inside.Load() == 0 {
+			outside.Add(1)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := outside.Load(); o != 0 {
+		t.Errorf("%d objects judged outside a turn", o)
+	}
+	if objs := len(st.Objects()); turns.Load() < int64(objs/256) {
+		t.Errorf("%d turns for %d objects: not one a block", turns.Load(), objs)
+	}
+	if !reflect.DeepEqual(each, plain) {
+		t.Errorf("the audit in turns found otherwise than without them")
+	}
 }
 
 // TestAuditHintsOfABoundPair: the audit reads a bound pair as if its claim had just been created,

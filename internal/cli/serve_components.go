@@ -39,7 +39,9 @@ func addAudit(ctx context.Context, sh shared, o AuditOptions, views *clusterview
 	}
 	mgr := sh.mgr
 	auditLog := sh.log.WithName("audit")
-	runner := audit.NewRunner(auditOptions(o, mgr.GetCache(), views, sh.engines.Engine, sh.reg, auditLog))
+	ro := auditOptions(o, mgr.GetCache(), views, sh.engines.Engine, sh.reg, auditLog)
+	ro.Seats = sh.seats
+	runner := audit.NewRunner(ro)
 	if err := audit.WatchChanges(ctx, mgr.GetCache(), runner); err != nil {
 		return nil, nil, nil, err
 	}

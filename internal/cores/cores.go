@@ -1,8 +1,8 @@
 // Package cores keeps a core free for pvguard's admission reviews: its long computations (an
-// explanation, the plan of the pool made for explanations, the binder's syncs and plans) hold a
-// seat while they compute, and there is one seat fewer than GOMAXPROCS (at least one), so that a
-// review arriving meanwhile finds a P that is not held. The full audit is not on a seat: spread
-// over every core it meets its start-up target, and it runs once a minute.
+// explanation, the plan of the pool made for explanations, the binder's syncs and plans, the
+// audits) hold a seat while they compute, and there is one seat fewer than GOMAXPROCS (at least
+// one), so that a review arriving meanwhile finds a P that is not held. The first full audit after
+// a start is not on a seat: spread over every core it meets its start-up target.
 //
 // Why: while goroutines that do not block hold every P, a goroutine made runnable waits until
 // one of them is preempted, which the Go runtime does after 10 ms, and bytes that arrive on a
@@ -14,8 +14,8 @@
 // poller and takes up a review as it arrives (docs/benchmarks.md, "A core for the reviews").
 //
 // A seat is held while computing, not while waiting: a holder steps away from its seat around an
-// API call (Away). Seats are taken per unit of work (one binder sync, one explanation, one plan),
-// in the order asked, and an explanation hands its seat to whoever waits after each millisecond of
+// API call (Away). Seats are taken per unit of work (one binder sync, one explanation, one plan,
+// one block of a full audit's objects on each of its goroutines), in the order asked, and an explanation hands its seat to whoever waits after each millisecond of
 // its work (Pacer), so that a flood of explanations cannot hold the binder's syncs back for
 // longer than that.
 package cores
@@ -78,6 +78,16 @@ func (st *seat) give() {
 	if st.held {
 		st.held = false
 		st.s.sem.Release(1)
+	}
+}
+
+// Turns is what a computation spread over goroutines calls around each block of its work (a
+// full audit's blocks of objects): each call waits for a seat and returns what gives it back.
+// With nil seats a call takes nothing.
+func (s *Seats) Turns(ctx context.Context) func() (give func()) {
+	return func() func() {
+		_, give := s.Take(ctx)
+		return give
 	}
 }
 

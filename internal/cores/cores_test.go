@@ -94,9 +94,35 @@ func TestNilSeatsBoundNothing(t *testing.T) {
 		t.Fatal("nil seats handed out a seat")
 	}
 	cores.Away(ctx)()
+	s.Turns(ctx)()()
 	var nothing *cores.Pacer
 	nothing.Step()
 	cores.NewPacer(ctx).Step()
+}
+
+// TestTurnsTakeASeatEach: each turn holds a seat until it gives it back, so a turn asked while
+// the one seat is held waits for it.
+func TestTurnsTakeASeatEach(t *testing.T) {
+	s := cores.New(1)
+	turn := s.Turns(t.Context())
+	give := turn()
+	second := make(chan func())
+	go func() { second <- turn() }()
+	waitUntil(t, "the second turn waiting", func() bool { return s.Waiting() == 1 })
+	select {
+	case <-second:
+		t.Fatal("a second turn went on while the one seat was held")
+	default:
+	}
+	give()
+	(<-second)()
+	bounded, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	ctx, g := s.Take(bounded)
+	defer g()
+	if !cores.Holding(ctx) {
+		t.Fatal("a turn kept its seat after giving it back")
+	}
 }
 
 // TestPacerHandsTheSeatOverAfterEachMillisecond: a paced computation reads its clock every
