@@ -37,6 +37,10 @@ type reviewCauses struct {
 	AdmissionSlow   uint64 `json:"admission_slow"`
 	AdmissionServed uint64 `json:"admission_served"`
 	RequestsSlow    uint64 `json:"admission_requests_slow"`
+	// RequestsP99 is the p99 of the window's whole requests server side, as the bound of the
+	// histogram's bucket it falls in (seconds): pvguard's part of the reviews' tail, beside the
+	// client's p99s, which also hold the apiserver's and the machine's part.
+	RequestsP99 float64 `json:"admission_requests_p99"`
 	// SchedSlow of SchedAll times a goroutine of pvguard was made runnable it waited longer than
 	// SchedBound seconds to run.
 	SchedSlow  uint64  `json:"sched_slow"`
@@ -52,9 +56,9 @@ type reviewCauses struct {
 }
 
 func (c reviewCauses) String() string {
-	return fmt.Sprintf("%d of %d reviews over 10 ms to decide, %d to answer whole; %d of %d goroutine wakes waited over %.1f ms for a core; "+
+	return fmt.Sprintf("%d of %d reviews over 10 ms to decide, %d to answer whole, p99 whole at most %.2f ms; %d of %d goroutine wakes waited over %.1f ms for a core; "+
 		"run-queue wait over %.1f s: pvguard %.0f ms, the bench %.0f ms; machine %.0f%% busy",
-		c.AdmissionSlow, c.AdmissionServed, c.RequestsSlow, c.SchedSlow, c.SchedAll, c.SchedBound*1000,
+		c.AdmissionSlow, c.AdmissionServed, c.RequestsSlow, c.RequestsP99*1000, c.SchedSlow, c.SchedAll, c.SchedBound*1000,
 		c.WindowSeconds, c.ServerRunDelaySeconds*1000, c.BenchRunDelaySeconds*1000, c.MachineBusy*100)
 }
 
@@ -92,6 +96,7 @@ func (s *server) closeWindow(ctx context.Context, w reviewWindow) (reviewCauses,
 	}
 	c.AdmissionSlow, c.AdmissionServed, _ = over(w.scrape, m, admissionDurationMetric, slowBound)
 	c.RequestsSlow, _, _ = over(w.scrape, m, admissionRequestMetric, slowBound)
+	c.RequestsP99 = quantileBound(w.scrape, m, admissionRequestMetric, 0.99)
 	c.SchedSlow, c.SchedAll, c.SchedBound = over(w.scrape, m, schedLatencyMetric, slowBound)
 	return c, nil
 }
@@ -115,6 +120,32 @@ func over(before, after metrics, name string, le float64) (slow, all uint64, bou
 	fastBefore, _ := count(b, le)
 	all = allAfter - allBefore
 	return all - (fastAfter - fastBefore), all, bound
+}
+
+// quantileBound is the bound of the bucket of histogram name that its q quantile fell in between
+// the scrapes before and after: the least bound at or below which at least q of the observations
+// fell (+Inf when only the last bucket holds it, 0 without observations).
+func quantileBound(before, after metrics, name string, q float64) float64 {
+	b, a := before.buckets(name, nil), after.buckets(name, nil)
+	earlier := map[float64]uint64{}
+	for _, x := range b {
+		earlier[x.UpperBound] = x.Count
+	}
+	var all uint64
+	for _, x := range a {
+		if math.IsInf(x.UpperBound, 1) {
+			all = x.Count - earlier[x.UpperBound]
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	for _, x := range a { // cumulative, in increasing bounds
+		if float64(x.Count-earlier[x.UpperBound]) >= q*float64(all) {
+			return x.UpperBound
+		}
+	}
+	return math.Inf(1)
 }
 
 // runDelay is the time the threads of process pid have spent runnable, waiting for a CPU (the

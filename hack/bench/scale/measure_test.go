@@ -78,6 +78,15 @@ pvguard_admission_review_duration_seconds_count{kind="pvc"} %d
 	if slow, all, bound := over(before, after, admissionDurationMetric, slowBound); slow != 4 || all != 144 || bound != 0.01 {
 		t.Fatalf("over = %d of %d above %v, want 4 of 144 above 0.01", slow, all, bound)
 	}
+	// Quantiles by bucket: of 144, 135 within 5 ms, 140 within 10, 142 within 25.
+	for _, tc := range []struct{ q, want float64 }{{0.9, 0.005}, {0.97, 0.01}, {0.98, 0.025}, {0.99, math.Inf(1)}} {
+		if got := quantileBound(before, after, admissionDurationMetric, tc.q); got != tc.want {
+			t.Errorf("quantileBound(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := quantileBound(before, after, admissionRequestMetric, 0.99); got != 0 {
+		t.Errorf("quantileBound of an absent histogram = %v, want 0", got)
+	}
 	// A histogram without a 10 ms bound (the scheduler's) counts above the next one and says so.
 	const sched = `# TYPE go_sched_latencies_seconds histogram
 go_sched_latencies_seconds_bucket{le="0.0009175039999999999"} %d
