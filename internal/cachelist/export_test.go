@@ -9,5 +9,6 @@ func CutLister(lw toolscache.ListerWatcher, t toolscache.TransformFunc) toolscac
 
 // CutList is cutList over a copy of body (the cut is made in place).
 func CutList(body []byte, annotation string) ([]byte, bool) {
-	return cutList(append([]byte(nil), body...), []byte(annotation))
+	cut, _, ok := cutList(append([]byte(nil), body...), []byte(annotation))
+	return cut, ok
 }

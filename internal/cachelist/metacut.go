@@ -34,26 +34,32 @@ const (
 var errMalformed = errors.New("not a protobuf list")
 
 // cutList cuts body, the protobuf encoding of a list, in place: its items lose their managed
-// fields and their annotation named annotation, and the result is body's first len(cut) bytes.
-// ok is false, and body is left as it came, when body is not a list it can read.
+// fields and their annotation named annotation, and the result is body's first len(cut) bytes;
+// items is how many items the list holds. ok is false, and body is left as it came, when body is
+// not a list it can read.
 //
 // Each field is written where it was read or before, never past what is still to be read: a cut
 // field is never longer than it was. The list's own length, which comes before its items, is
 // kept as wide as it was (a varint padded with empty continuation bytes, which protobuf decoders
 // read as the same number), so that the items need not move twice.
-func cutList(body, annotation []byte) (cut []byte, ok bool) {
+func cutList(body, annotation []byte) (cut []byte, items int, ok bool) {
 	env, found := bytes.CutPrefix(body, protobufMagic)
 	if !found {
-		return nil, false
+		return nil, 0, false
 	}
 	raw, isList := listRaw(env)
 	if !isList {
-		return nil, false
+		return nil, 0, false
 	}
 	// The list's own fields are read first, so that a list that cannot be read is not half cut;
 	// an item that cannot be read is copied as it came (cutter.item).
-	if protofields.Each(raw, func(protowire.Number, protowire.Type, []byte, []byte) error { return nil }) != nil {
-		return nil, false
+	if protofields.Each(raw, func(num protowire.Number, typ protowire.Type, _, _ []byte) error {
+		if num == listItems && typ == protowire.BytesType {
+			items++
+		}
+		return nil
+	}) != nil {
+		return nil, 0, false
 	}
 	w := cutter{buf: body, w: len(protobufMagic), annotation: annotation}
 	_ = protofields.Each(env, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
@@ -76,7 +82,7 @@ func cutList(body, annotation []byte) (cut []byte, ok bool) {
 		putPaddedVarint(body[at:at+width], uint64(w.w-at-width))
 		return nil
 	})
-	return body[:w.w], true
+	return body[:w.w], items, true
 }
 
 // cutter writes a cut list into buf at w, behind what is still to be read.

@@ -38,8 +38,9 @@ func claimsReader(t testing.TB, host string, hc *http.Client) *cachelist.PageRea
 // it without its items' managed fields and last-applied annotation.
 func TestPageReaderReadsPagesCut(t *testing.T) {
 	pages := map[string]*corev1.PersistentVolumeClaimList{
-		"":  claims(written("first", map[string]string{lastApplied: "{}", "team": "a"}), written("second", nil)),
-		"2": claims(written("third", map[string]string{lastApplied: `{"kind":"PersistentVolumeClaim"}`})),
+		"": claims(written("first", map[string]string{lastApplied: "{}", "team": "a"}), written("second", nil),
+			written("third", nil), written("fourth", nil), written("fifth", nil)),
+		"2": claims(written("sixth", map[string]string{lastApplied: `{"kind":"PersistentVolumeClaim"}`})),
 	}
 	pages["2"].Continue = ""
 	var mu sync.Mutex
@@ -85,6 +86,10 @@ func TestPageReaderReadsPagesCut(t *testing.T) {
 		want.TypeMeta = metav1.TypeMeta{} // as client-go leaves a decoded list's
 		if !equality.Semantic.DeepEqual(p.got, want) {
 			t.Errorf("read\n%#v\nwant\n%#v", p.got, want)
+		}
+		// Items are made for all of a page's items at once, not grown as they come.
+		if items := p.got.(*corev1.PersistentVolumeClaimList).Items; cap(items) != len(items) {
+			t.Errorf("a page of %d items decoded into Items with room for %d", len(items), cap(items))
 		}
 	}
 	mu.Lock()
