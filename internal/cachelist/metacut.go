@@ -22,6 +22,7 @@ const (
 	unknownTypeMeta = 1 // runtime.Unknown: the encoded object's apiVersion and kind
 	unknownRaw      = 2 // runtime.Unknown: the object
 	typeMetaKind    = 2
+	listMeta        = 1  // every List: its ListMeta
 	listItems       = 2  // every List: its items
 	objectMeta      = 1  // every object: metadata
 	metaAnnotations = 12 // ObjectMeta: one map entry each (key 1, value 2)

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -264,7 +265,9 @@ func TestPageReaderFailsAsThePageFailed(t *testing.T) {
 // BenchmarkDecodeListPage is one page of claims as the informers list them (cachelist.PageSize,
 // each with three managed fields entries and the last-applied annotation as kubectl apply and
 // kube-controller-manager leave them): read and decoded whole as client-go does, and read by a
-// PageReader (cut, and decoded where it lies).
+// PageReader (cut, and each item decoded where it is kept); either way client-go's pager then
+// takes the page's items as objects of their own (meta.EachListItemWithAlloc), as it does for
+// an informer's list.
 func BenchmarkDecodeListPage(b *testing.B) {
 	applied := `{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"annotations":{},"labels":{"app":"db"},` +
 		`"name":"data","namespace":"team-a"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"10Gi"}},` +
@@ -293,9 +296,11 @@ func BenchmarkDecodeListPage(b *testing.B) {
 				b.Fatal(err)
 			}
 			_ = resp.Body.Close()
-			if _, _, err := s.Decode(page, nil, &corev1.PersistentVolumeClaimList{}); err != nil {
+			list, _, err := s.Decode(page, nil, &corev1.PersistentVolumeClaimList{})
+			if err != nil {
 				b.Fatal(err)
 			}
+			takeItems(b, list)
 		}
 	})
 	// As a PageReader reads a page: into its pooled buffer, cut there and decoded where it lies.
@@ -303,9 +308,19 @@ func BenchmarkDecodeListPage(b *testing.B) {
 	b.Run("read by a PageReader", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := r.List(context.Background(), metav1.ListOptions{}); err != nil {
+			list, err := r.List(context.Background(), metav1.ListOptions{})
+			if err != nil {
 				b.Fatal(err)
 			}
+			takeItems(b, list)
 		}
 	})
+}
+
+// takeItems takes a page's items as client-go's pager does for an informer's list.
+func takeItems(b *testing.B, list runtime.Object) {
+	n := 0
+	if err := meta.EachListItemWithAlloc(list, func(runtime.Object) error { n++; return nil }); err != nil || n != cachelist.PageSize {
+		b.Fatalf("took %d items: %v", n, err)
+	}
 }

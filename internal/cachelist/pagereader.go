@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -30,14 +31,18 @@ import (
 // (about twice the page's bytes allocated): here a page is read into a pooled buffer, sized from
 // the longest page read so far (the apiserver's lists come without a length), which goes back to
 // the pool once the page is decoded (docs/benchmarks.md, "Each page decoded where it arrived").
-// Decoding copies every string and byte field out of the buffer.
+// Decoding copies every string and byte field out of the buffer. A cut page's items are each
+// decoded into an object of their own, and the page is the list client-go's pager makes of pages
+// (a metainternalversion.List of pointers to them: decodeCut).
 //
 // A page that is not a protobuf list the cut can read (JSON, or bytes the apiserver does not
-// send) is decoded as it came, and the decoder says what is wrong with it.
+// send) is decoded as it came, into a copy of the list given, and the decoder says what is wrong
+// with it.
 type PageReader struct {
 	client     rest.Interface
 	resource   string
 	list       runtime.Object
+	itemType   reflect.Type // list's items' (itemType), nil when they are decoded in the list
 	params     runtime.ParameterCodec
 	decoder    runtime.Decoder
 	annotation []byte
@@ -53,11 +58,11 @@ const maxPresize = 64 << 20
 
 // NewPageReader reads the pages of resource (as the API names it: "persistentvolumes", every
 // namespace's) through client, with options encoded by params, each cut of its items' managed
-// fields and their annotation named annotation and decoded by decoder into a copy of list (e.g.
-// an empty *corev1.PersistentVolumeList). The cut is sound only for a kind whose cache transform
-// drops both: the caller says which.
+// fields and their annotation named annotation, list (e.g. an empty *corev1.PersistentVolumeList)
+// saying the type of its items and what decoder decodes a page as it came into. The cut is sound
+// only for a kind whose cache transform drops both: the caller says which.
 func NewPageReader(client rest.Interface, resource string, list runtime.Object, params runtime.ParameterCodec, decoder runtime.Decoder, annotation string) *PageReader {
-	return &PageReader{client: client, resource: resource, list: list, params: params, decoder: decoder, annotation: []byte(annotation)}
+	return &PageReader{client: client, resource: resource, list: list, itemType: itemType(list), params: params, decoder: decoder, annotation: []byte(annotation)}
 }
 
 // List reads the page options ask for. An answer other than success is the error client-go makes
@@ -97,20 +102,45 @@ func (r *PageReader) List(ctx context.Context, options metav1.ListOptions) (runt
 	return got, nil
 }
 
-// unmarshaler is a generated protobuf type's own decoding, which appends a list's items to its
-// Items where proto.Unmarshal would start the list again.
+// unmarshaler is a generated protobuf type's own decoding.
 type unmarshaler interface{ Unmarshal([]byte) error }
 
-// decodeCut decodes cut, a cut page of items items: the decoder reads its envelope with the list
-// left out (the list's kind, which it sets or clears as for a whole page), then the list's own
-// Unmarshal reads the list where it lies into Items made for all of its items at once.
+// itemType is the type of the items of list (e.g. corev1.PersistentVolume for a
+// *corev1.PersistentVolumeList) when a pointer to one is an object that decodes itself; nil
+// otherwise.
+func itemType(list runtime.Object) reflect.Type {
+	v := reflect.ValueOf(list)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	f, ok := v.Elem().Type().FieldByName("Items")
+	if !ok || f.Type.Kind() != reflect.Slice || f.Type.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	ptr := reflect.PointerTo(f.Type.Elem())
+	if !ptr.Implements(reflect.TypeFor[runtime.Object]()) || !ptr.Implements(reflect.TypeFor[unmarshaler]()) {
+		return nil
+	}
+	return f.Type.Elem()
+}
+
+// decodeCut decodes cut, a cut page of items items, each item into an object of its own, into
+// the list client-go's pager makes of a list's pages (a metainternalversion.List of pointers to
+// them). The decoder reads the envelope with the list left out: the list's kind, which it sets or
+// clears as for a whole page. decoded is false, and cut is to be decoded whole, when the list's
+// items are not of a generated type (itemType).
 //
-// Why: the decoder copies the list out of its envelope first, and its Items grow as the items
-// come (about twice their size, copied at each growth). Both are fresh memory the kernel zeroes
-// as it is first touched: at 100,000 volumes a tenth of the start's CPU (docs/benchmarks.md,
-// "Each page decoded once"). decoded is false, and cut is to be decoded whole, when the list
-// is not a generated type with Items.
+// Why: decoded whole, a page is copied out of its envelope and its items decoded into one array,
+// grown as they come (about twice their size, copied at each growth); client-go's pager then
+// copies each item out of the array into an object of its own, so that the cache does not keep
+// whole arrays alive, and drops the array. Each of those is fresh memory the kernel zeroes as it
+// is first touched, and at 100,000 volumes they were a tenth of the start's CPU
+// (docs/benchmarks.md, "Each item decoded where it is kept"). Here each item is decoded once,
+// where the cache keeps it.
 func (r *PageReader) decodeCut(cut []byte, items int) (obj runtime.Object, decoded bool, err error) {
+	if r.itemType == nil {
+		return nil, false, nil
+	}
 	head := append(make([]byte, 0, 64), protobufMagic...)
 	var raw []byte
 	err = protofields.Each(cut[len(protobufMagic):], func(num protowire.Number, _ protowire.Type, field, value []byte) error {
@@ -124,24 +154,30 @@ func (r *PageReader) decodeCut(cut []byte, items int) (obj runtime.Object, decod
 	if err != nil {
 		return nil, false, nil // cutList read it: not reached
 	}
-	obj, _, err = r.decoder.Decode(head, nil, r.list.DeepCopyObject())
+	kind, _, err := r.decoder.Decode(head, nil, r.list.DeepCopyObject())
 	if err != nil {
 		return nil, true, err
 	}
-	u, isGenerated := obj.(unmarshaler)
-	v := reflect.ValueOf(obj)
-	if !isGenerated || v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return nil, false, nil
-	}
-	f := v.Elem().FieldByName("Items")
-	if !f.IsValid() || f.Kind() != reflect.Slice || !f.CanSet() {
-		return nil, false, nil
-	}
-	f.Set(reflect.MakeSlice(f.Type(), 0, items))
-	if err := u.Unmarshal(raw); err != nil {
+	list := &metainternalversion.List{Items: make([]runtime.Object, 0, items)}
+	list.GetObjectKind().SetGroupVersionKind(kind.GetObjectKind().GroupVersionKind())
+	err = protofields.Each(raw, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		switch {
+		case typ != protowire.BytesType:
+		case num == listMeta:
+			return list.ListMeta.Unmarshal(value)
+		case num == listItems:
+			item := reflect.New(r.itemType).Interface()
+			if err := item.(unmarshaler).Unmarshal(value); err != nil {
+				return fmt.Errorf("item %d: %w", len(list.Items), err)
+			}
+			list.Items = append(list.Items, item.(runtime.Object))
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, true, err
 	}
-	return obj, true, nil
+	return list, true, nil
 }
 
 // buffer is an empty buffer from the pool, or a new one as large as the longest page read.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -89,8 +92,20 @@ func TestPageReaderDecodesAsTheDecoder(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !equality.Semantic.DeepEqual(got, want) {
-					t.Fatalf("read by the PageReader\n%#v\ndecoded\n%#v", got, want)
+				read, ok := got.(*metainternalversion.List)
+				if !ok {
+					t.Fatalf("read as a %T", got)
+				}
+				items, err := meta.ExtractList(want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantMeta := reflect.ValueOf(want).Elem().FieldByName("ListMeta").Interface()
+				if !equality.Semantic.DeepEqual(read.ListMeta, wantMeta) || read.GetObjectKind().GroupVersionKind() != want.GetObjectKind().GroupVersionKind() {
+					t.Fatalf("list read as %#v, %v; decoded %#v, %v", read.ListMeta, read.GetObjectKind().GroupVersionKind(), wantMeta, want.GetObjectKind().GroupVersionKind())
+				}
+				if !equality.Semantic.DeepEqual(read.Items, items) {
+					t.Fatalf("read by the PageReader\n%#v\ndecoded\n%#v", read.Items, items)
 				}
 			}
 		})

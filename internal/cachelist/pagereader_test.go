@@ -11,11 +11,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -34,6 +37,26 @@ func claimsReader(t testing.TB, host string, hc *http.Client) *cachelist.PageRea
 		scheme.ParameterCodec, runtime.WithoutVersionDecoder{Decoder: scheme.Codecs.UniversalDeserializer()}, lastApplied)
 }
 
+// claimsRead is a cut page of claims a PageReader read, as a list of claims. It fails the test
+// unless each item was decoded into an object of its own, in the list client-go's pager makes of
+// pages.
+func claimsRead(t *testing.T, got runtime.Object) *corev1.PersistentVolumeClaimList {
+	t.Helper()
+	l, ok := got.(*metainternalversion.List)
+	if !ok {
+		t.Fatalf("a cut page read as a %T, not as items of their own", got)
+	}
+	out := &corev1.PersistentVolumeClaimList{TypeMeta: l.TypeMeta, ListMeta: l.ListMeta}
+	for _, item := range l.Items {
+		c, ok := item.(*corev1.PersistentVolumeClaim)
+		if !ok {
+			t.Fatalf("an item read as a %T", item)
+		}
+		out.Items = append(out.Items, *c)
+	}
+	return out
+}
+
 // TestPageReaderReadsPagesCut: a PageReader asks for the page as the informer would, and decodes
 // it without its items' managed fields and last-applied annotation.
 func TestPageReaderReadsPagesCut(t *testing.T) {
@@ -42,7 +65,7 @@ func TestPageReaderReadsPagesCut(t *testing.T) {
 			written("third", nil), written("fourth", nil), written("fifth", nil)),
 		"2": claims(written("sixth", map[string]string{lastApplied: `{"kind":"PersistentVolumeClaim"}`})),
 	}
-	pages["2"].Continue = ""
+	pages[""].Continue, pages["2"].Continue = "2", ""
 	var mu sync.Mutex
 	var asked []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -84,12 +107,8 @@ func TestPageReaderReadsPagesCut(t *testing.T) {
 	}{{first, pages[""]}, {second, pages["2"]}} {
 		want := withoutCut(p.want)
 		want.TypeMeta = metav1.TypeMeta{} // as client-go leaves a decoded list's
-		if !equality.Semantic.DeepEqual(p.got, want) {
-			t.Errorf("read\n%#v\nwant\n%#v", p.got, want)
-		}
-		// Items are made for all of a page's items at once, not grown as they come.
-		if items := p.got.(*corev1.PersistentVolumeClaimList).Items; cap(items) != len(items) {
-			t.Errorf("a page of %d items decoded into Items with room for %d", len(items), cap(items))
+		if got := claimsRead(t, p.got); !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("read\n%#v\nwant\n%#v", got, want)
 		}
 	}
 	mu.Lock()
@@ -105,6 +124,22 @@ func TestPageReaderReadsPagesCut(t *testing.T) {
 	// A page in JSON is decoded as it came.
 	if got, err := r.List(ctx, metav1.ListOptions{Continue: "json"}); err != nil || len(got.(*corev1.PersistentVolumeClaimList).Items) != 1 {
 		t.Errorf("a page in JSON read as %#v, %v", got, err)
+	}
+	// client-go's pager, as an informer's reflector runs it, makes one list of both pages.
+	all, paged, err := pager.New(r.List).ListWithAlloc(ctx, metav1.ListOptions{Limit: 2})
+	if err != nil || !paged {
+		t.Fatalf("paged list: %v (paged %v)", err, paged)
+	}
+	items, err := meta.ExtractListWithAlloc(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, item := range items {
+		names = append(names, item.(*corev1.PersistentVolumeClaim).Name)
+	}
+	if want := "[first second third fourth fifth sixth]"; fmt.Sprint(names) != want {
+		t.Errorf("the pager listed %v, want %s", names, want)
 	}
 }
 

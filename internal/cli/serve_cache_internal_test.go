@@ -144,8 +144,11 @@ func TestTheInformersPageReadersCutTheirLists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims, ok := got.(*corev1.PersistentVolumeClaimList)
-	if !ok || len(claims.Items) != 1 || claims.Items[0].Name != "data" || claims.Items[0].ManagedFields != nil {
-		t.Errorf("a page of claims read as %#v", got)
+	items, err := meta.ExtractList(got)
+	if err != nil || len(items) != 1 {
+		t.Fatalf("a page of claims read as %#v (%v)", got, err)
+	}
+	if claim, ok := items[0].(*corev1.PersistentVolumeClaim); !ok || claim.Name != "data" || claim.ManagedFields != nil {
+		t.Errorf("a claim read as %#v", items[0])
 	}
 }

@@ -34,6 +34,12 @@ type modeResult struct {
 	// other processes on the cores do changes them little.
 	ReadyCPUSeconds float64 `json:"ready_cpu_seconds"`
 	AuditCPUSeconds float64 `json:"audit_cpu_seconds"`
+	// ReadyOthersCPUSeconds is the CPU time the machine's other processes (the apiserver, etcd,
+	// the bench) used from pvguard's start until it was seen ready, and ReadyMachineBusy the
+	// share of the machine's CPU that was busy meanwhile: a start slow on little CPU of its own
+	// waited for the apiserver's lists, and this says whether the apiserver was busy or not.
+	ReadyOthersCPUSeconds float64 `json:"ready_others_cpu_seconds"`
+	ReadyMachineBusy      float64 `json:"ready_machine_busy"`
 	// StartupIncremental: the incremental audits that ran after the first full audit before
 	// the server went quiet (the informers' initial adds mark every object changed).
 	StartupIncrementalCount   uint64  `json:"startup_incremental_count"`
@@ -154,7 +160,12 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	readyAt := time.Now()
 	r.ReadySeconds = ready.Seconds()
 	r.ReadyCPUSeconds = srv.cpuSeconds()
-	logf("ready after %.2f s (%.2f s of CPU)", r.ReadySeconds, r.ReadyCPUSeconds)
+	if busy, all := machineCPU(); all > srv.startAll {
+		r.ReadyOthersCPUSeconds = busy - srv.startBusy - r.ReadyCPUSeconds
+		r.ReadyMachineBusy = (busy - srv.startBusy) / (all - srv.startAll)
+	}
+	logf("ready after %.2f s (%.2f s of CPU; the machine's other processes %.2f s of CPU meanwhile, the machine %.0f%% busy)",
+		r.ReadySeconds, r.ReadyCPUSeconds, r.ReadyOthersCPUSeconds, r.ReadyMachineBusy*100)
 
 	full, err := waitObservations(ctx, srv, auditMetric, map[string]string{"scope": "full"}, 0, 15*time.Minute)
 	if err != nil {

@@ -73,15 +73,17 @@ func binaryVersion(ctx context.Context, bin string) string {
 
 // server is one `pvguard serve` child process.
 type server struct {
-	cmd     *exec.Cmd
-	pid     int
-	base    string // https://127.0.0.1:port
-	plain   string // http://127.0.0.1:port of the metrics address, when profiling
-	certDir string
-	logPath string
-	started time.Time
-	exited  chan struct{}
-	waitErr error
+	cmd *exec.Cmd
+	pid int
+	// startBusy and startAll are the machine's CPU time (machineCPU) when the server started.
+	startBusy, startAll float64
+	base                string // https://127.0.0.1:port
+	plain               string // http://127.0.0.1:port of the metrics address, when profiling
+	certDir             string
+	logPath             string
+	started             time.Time
+	exited              chan struct{}
+	waitErr             error
 	// perf records the child's CPU profile (serveConfig.cpuProfile) until stopProfile.
 	perf     *exec.Cmd
 	perfDone chan error
@@ -159,6 +161,7 @@ func startServer(c serveConfig) (*server, error) {
 	s.cmd = exec.Command(c.binary, args...)
 	s.cmd.Env = append(os.Environ(), c.env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.startBusy, s.startAll = machineCPU()
 	s.started = time.Now()
 	if err := s.cmd.Start(); err != nil {
 		_ = log.Close()
