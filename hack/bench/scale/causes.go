@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/procfs"
@@ -179,4 +182,56 @@ func machineCPU() (busy, all float64) {
 	c := st.CPUTotal
 	all = c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
 	return all - c.Idle - c.Iowait, all
+}
+
+// processCPU is the CPU time (user and system) each process of the machine has used so far, by
+// pid, with its command's name; processes that cannot be read are left out.
+type processCPU map[int]struct {
+	comm string
+	cpu  float64
+}
+
+// readProcessCPU reads processCPU now.
+func readProcessCPU() processCPU {
+	out := processCPU{}
+	procs, err := procfs.AllProcs()
+	if err != nil {
+		return out
+	}
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil {
+			continue
+		}
+		out[p.PID] = struct {
+			comm string
+			cpu  float64
+		}{st.Comm, st.CPUTime()}
+	}
+	return out
+}
+
+// busiest says which commands used the most CPU between before and after (a process that
+// started meanwhile counts whole), at most n of them, leaving out pid: "kube-apiserver 6.10 s,
+// etcd 2.95 s".
+func busiest(before, after processCPU, skip, n int) string {
+	byComm := map[string]float64{}
+	for pid, a := range after {
+		if pid == skip {
+			continue
+		}
+		byComm[a.comm] += a.cpu - before[pid].cpu
+	}
+	comms := make([]string, 0, len(byComm))
+	for c, used := range byComm {
+		if used >= 0.005 {
+			comms = append(comms, c)
+		}
+	}
+	slices.SortFunc(comms, func(a, b string) int { return cmp.Compare(byComm[b], byComm[a]) })
+	var parts []string
+	for _, c := range comms[:min(n, len(comms))] {
+		parts = append(parts, fmt.Sprintf("%s %.2f s", c, byComm[c]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -40,6 +40,8 @@ type modeResult struct {
 	// waited for the apiserver's lists, and this says whether the apiserver was busy or not.
 	ReadyOthersCPUSeconds float64 `json:"ready_others_cpu_seconds"`
 	ReadyMachineBusy      float64 `json:"ready_machine_busy"`
+	// ReadyOthers names the other processes that used the most CPU meanwhile, with how much.
+	ReadyOthers string `json:"ready_others"`
 	// StartupIncremental: the incremental audits that ran after the first full audit before
 	// the server went quiet (the informers' initial adds mark every object changed).
 	StartupIncrementalCount   uint64  `json:"startup_incremental_count"`
@@ -164,8 +166,9 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 		r.ReadyOthersCPUSeconds = busy - srv.startBusy - r.ReadyCPUSeconds
 		r.ReadyMachineBusy = (busy - srv.startBusy) / (all - srv.startAll)
 	}
-	logf("ready after %.2f s (%.2f s of CPU; the machine's other processes %.2f s of CPU meanwhile, the machine %.0f%% busy)",
-		r.ReadySeconds, r.ReadyCPUSeconds, r.ReadyOthersCPUSeconds, r.ReadyMachineBusy*100)
+	r.ReadyOthers = busiest(srv.startProcs, readProcessCPU(), srv.pid, 3)
+	logf("ready after %.2f s (%.2f s of CPU; the machine's other processes %.2f s of CPU meanwhile, the machine %.0f%% busy; the busiest: %s)",
+		r.ReadySeconds, r.ReadyCPUSeconds, r.ReadyOthersCPUSeconds, r.ReadyMachineBusy*100, r.ReadyOthers)
 
 	full, err := waitObservations(ctx, srv, auditMetric, map[string]string{"scope": "full"}, 0, 15*time.Minute)
 	if err != nil {

@@ -106,3 +106,25 @@ go_sched_latencies_seconds_count %d
 		t.Fatalf("over (absent) = %d of %d, want none", slow, all)
 	}
 }
+
+// TestBusiestNamesTheCommandsThatUsedTheMostCPU: processes of one command are summed, the
+// server's own is left out, one that started meanwhile counts whole, and idle ones are not named.
+func TestBusiestNamesTheCommandsThatUsedTheMostCPU(t *testing.T) {
+	proc := func(comm string, cpu float64) struct {
+		comm string
+		cpu  float64
+	} {
+		return struct {
+			comm string
+			cpu  float64
+		}{comm, cpu}
+	}
+	before := processCPU{1: proc("kube-apiserver", 10), 2: proc("etcd", 5), 3: proc("pvguard", 1), 4: proc("sleep", 1)}
+	after := processCPU{1: proc("kube-apiserver", 16.1), 2: proc("etcd", 7.95), 3: proc("pvguard", 5), 4: proc("sleep", 1), 5: proc("etcd", 0.5), 6: proc("scale", 0.2)}
+	if got, want := busiest(before, after, 3, 2), "kube-apiserver 6.10 s, etcd 3.45 s"; got != want {
+		t.Errorf("busiest = %q, want %q", got, want)
+	}
+	if got, want := busiest(before, after, 3, 5), "kube-apiserver 6.10 s, etcd 3.45 s, scale 0.20 s"; got != want {
+		t.Errorf("busiest = %q, want %q", got, want)
+	}
+}

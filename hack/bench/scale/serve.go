@@ -75,8 +75,10 @@ func binaryVersion(ctx context.Context, bin string) string {
 type server struct {
 	cmd *exec.Cmd
 	pid int
-	// startBusy and startAll are the machine's CPU time (machineCPU) when the server started.
+	// startBusy and startAll are the machine's CPU time (machineCPU) when the server started,
+	// startProcs its processes'.
 	startBusy, startAll float64
+	startProcs          processCPU
 	base                string // https://127.0.0.1:port
 	plain               string // http://127.0.0.1:port of the metrics address, when profiling
 	certDir             string
@@ -162,6 +164,7 @@ func startServer(c serveConfig) (*server, error) {
 	s.cmd.Env = append(os.Environ(), c.env...)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.startBusy, s.startAll = machineCPU()
+	s.startProcs = readProcessCPU()
 	s.started = time.Now()
 	if err := s.cmd.Start(); err != nil {
 		_ = log.Close()
