@@ -175,7 +175,7 @@ func (r *Runner) runIncremental(ctx context.Context, dirty map[clusterstate.Key]
 			gone = append(gone, k)
 			continue
 		}
-		sctx, give := r.o.Seats.Take(ctx) // one object at a time on a seat (RunnerOptions.Seats)
+		sctx, give := r.o.Seats.Background(ctx) // one object at a time on a seat (RunnerOptions.Seats)
 		_, res, ruleErr, err := r.judge(sctx, obj, v)
 		give()
 		if err != nil {

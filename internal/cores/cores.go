@@ -15,9 +15,11 @@
 //
 // A seat is held while computing, not while waiting: a holder steps away from its seat around an
 // API call (Away). Seats are taken per unit of work (one binder sync, one explanation, one plan,
-// one block of a full audit's objects on each of its goroutines), in the order asked, and an explanation hands its seat to whoever waits after each millisecond of
-// its work (Pacer), so that a flood of explanations cannot hold the binder's syncs back for
-// longer than that.
+// one block of a full audit's objects on each of its goroutines), in the order asked, and an
+// explanation hands its seat to whoever waits after each millisecond of its work (Pacer), so that
+// a flood of explanations cannot hold the binder's syncs back for longer than that. The audits
+// are background work (Background): they wait for seats in turn, but an explanation does not
+// hand its seat over to them, so that a periodic audit does not slow the explanations down.
 package cores
 
 import (
@@ -34,6 +36,8 @@ import (
 type Seats struct {
 	sem     *semaphore.Weighted // FIFO: a seat handed back goes to the longest waiter
 	waiting atomic.Int64
+	// urgent counts the waiters a Pacer hands its seat over to: all but background work's.
+	urgent atomic.Int64
 }
 
 // New makes n seats (at least one).
@@ -48,8 +52,9 @@ type seatKey struct{}
 
 // seat is a holder's seat, carried by its context.
 type seat struct {
-	s    *Seats
-	held bool
+	s          *Seats
+	held       bool
+	background bool // work that can wait: no Pacer hands its seat over to it (Background)
 }
 
 // Take waits for a seat and returns a context that carries it (for Away and NewPacer) and the
@@ -64,12 +69,28 @@ func (s *Seats) Take(ctx context.Context) (context.Context, func()) {
 	return context.WithValue(ctx, seatKey{}, st), st.give
 }
 
+// Background is Take for work that can wait (the periodic audits): it waits for a seat in the
+// same order as every holder, but a Pacer does not hand its seat over to it, so that an
+// explanation's table runs at its own pace beside it rather than at a share of one seat.
+func (s *Seats) Background(ctx context.Context) (context.Context, func()) {
+	if s == nil {
+		return ctx, func() {}
+	}
+	st := &seat{s: s, background: true}
+	st.take(ctx)
+	return context.WithValue(ctx, seatKey{}, st), st.give
+}
+
 func (st *seat) take(ctx context.Context) {
 	if st.s.sem.TryAcquire(1) {
 		st.held = true
 		return
 	}
 	st.s.waiting.Add(1)
+	if !st.background {
+		st.s.urgent.Add(1)
+		defer st.s.urgent.Add(-1)
+	}
 	st.held = st.s.sem.Acquire(ctx, 1) == nil
 	st.s.waiting.Add(-1)
 }
@@ -81,12 +102,12 @@ func (st *seat) give() {
 	}
 }
 
-// Turns is what a computation spread over goroutines calls around each block of its work (a
-// full audit's blocks of objects): each call waits for a seat and returns what gives it back.
-// With nil seats a call takes nothing.
+// Turns is what background work spread over goroutines calls around each block of its work (a
+// full audit's blocks of objects): each call waits for a seat (Background) and returns what
+// gives it back. With nil seats a call takes nothing.
 func (s *Seats) Turns(ctx context.Context) func() (give func()) {
 	return func() func() {
-		_, give := s.Take(ctx)
+		_, give := s.Background(ctx)
 		return give
 	}
 }
@@ -142,8 +163,8 @@ func NewPacer(ctx context.Context) *Pacer {
 	return &Pacer{ctx: ctx, st: st, now: time.Now}
 }
 
-// Step counts one unit of work; after each Every of it, if another holder waits for a seat, it
-// hands over its own and waits its turn again.
+// Step counts one unit of work; after each Every of it, if another holder waits for a seat (not
+// background work's: Background), it hands over its own and waits its turn again.
 func (p *Pacer) Step() {
 	if p == nil || p.st == nil {
 		return
@@ -156,7 +177,7 @@ func (p *Pacer) Step() {
 	case p.due.IsZero():
 	case now.Before(p.due):
 		return
-	case p.st.s.waiting.Load() > 0 && p.st.held:
+	case p.st.s.urgent.Load() > 0 && p.st.held:
 		p.st.give()
 		p.st.take(p.ctx)
 		now = p.now()

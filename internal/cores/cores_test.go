@@ -125,6 +125,49 @@ func TestTurnsTakeASeatEach(t *testing.T) {
 	}
 }
 
+// TestPacerDoesNotHandTheSeatToBackgroundWork: a computation with a Pacer keeps its seat while
+// only background work waits (counted as waiting, not handed the seat), and hands it over once
+// other work waits too, the background work first, as it asked first.
+func TestPacerDoesNotHandTheSeatToBackgroundWork(t *testing.T) {
+	s := cores.New(1)
+	ctx, give := s.Take(t.Context())
+	defer give()
+	now := time.Unix(0, 0)
+	p := cores.NewPacer(ctx).WithClock(func() time.Time { return now })
+	steps := func(n int) {
+		for range n {
+			now = now.Add(time.Millisecond)
+			p.Step()
+		}
+	}
+	background := make(chan struct{})
+	go func() {
+		_, g := s.Background(t.Context())
+		close(background)
+		g()
+	}()
+	waitUntil(t, "the background work waits", func() bool { return s.Waiting() == 1 })
+	steps(10 * cores.CheckEvery)
+	select {
+	case <-background:
+		t.Fatal("the seat was handed over to background work")
+	default:
+	}
+	other := make(chan struct{})
+	go func() {
+		_, g := s.Take(t.Context())
+		close(other)
+		g()
+	}()
+	waitUntil(t, "other work waits too", func() bool { return s.Waiting() == 2 })
+	steps(cores.CheckEvery) // handed over, and taken again once both gave it back
+	<-background
+	<-other
+	if !cores.Holding(ctx) {
+		t.Fatal("the computation did not take a seat again")
+	}
+}
+
 // TestPacerHandsTheSeatOverAfterEachMillisecond: a paced computation reads its clock every
 // CheckEvery steps and, once Every has gone by since its first reading or its last hand-over,
 // hands its seat to a waiting holder and waits for one again; with nobody waiting it keeps it.
