@@ -81,6 +81,10 @@ type Runner struct {
 	pending sync.Mutex
 	full    bool
 	dirty   map[clusterstate.Key]struct{}
+	// beforeFull is true until a full audit takes the pending changes: every object reported
+	// changed until then is in the cache that audit reads, so a change asks for it alone and is
+	// not kept one by one (at a start, every object of the informers' first lists is reported).
+	beforeFull bool
 	// synced are the handlers' HasSynced (HandlersSynced), which the first full audit waits for.
 	synced []func() bool
 
@@ -117,11 +121,12 @@ func NewRunner(o RunnerOptions) *Runner {
 		o.Registry = prometheus.NewRegistry()
 	}
 	r := &Runner{
-		o:         o,
-		wake:      make(chan struct{}, 1),
-		updated:   make(chan struct{}, 1),
-		firstDone: make(chan struct{}),
-		dirty:     map[clusterstate.Key]struct{}{},
+		o:          o,
+		wake:       make(chan struct{}, 1),
+		updated:    make(chan struct{}, 1),
+		firstDone:  make(chan struct{}),
+		dirty:      map[clusterstate.Key]struct{}{},
+		beforeFull: true,
 		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pvguard_audit_findings",
 			Help: "Findings of the last audit, by rule and action."}, []string{"rule", "action"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pvguard_audit_duration_seconds",
@@ -151,6 +156,12 @@ func (r *Runner) Trigger() {
 // claim and volume may depend on it.
 func (r *Runner) Changed(objs ...any) {
 	r.pending.Lock()
+	if r.beforeFull {
+		r.full = true
+		r.pending.Unlock()
+		r.poke()
+		return
+	}
 	for _, obj := range objs {
 		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -300,6 +311,20 @@ func (r *Runner) cheaperWhole(changed int) bool {
 func (r *Runner) takePending() (full bool, dirty map[clusterstate.Key]struct{}) {
 	r.pending.Lock()
 	defer r.pending.Unlock()
+	return r.takePendingLocked()
+}
+
+// takeForFull is takePending for a full audit, after which changes are kept one by one again
+// (beforeFull).
+func (r *Runner) takeForFull() (full bool, dirty map[clusterstate.Key]struct{}) {
+	r.pending.Lock()
+	defer r.pending.Unlock()
+	r.beforeFull = false
+	return r.takePendingLocked()
+}
+
+// takePendingLocked is takePending with r.pending held.
+func (r *Runner) takePendingLocked() (full bool, dirty map[clusterstate.Key]struct{}) {
 	full, dirty = r.full, r.dirty
 	r.full, r.dirty = false, map[clusterstate.Key]struct{}{}
 	return full, dirty

@@ -31,7 +31,7 @@ func (r *Runner) RunOnce(ctx context.Context) (err error) {
 	// not audited again one by one. At a start that is every object of the informers' first
 	// lists, which would otherwise make a second audit of the whole cluster right after the
 	// first. Put back if the audit fails before its results are kept.
-	full, dirty := r.takePending()
+	full, dirty := r.takeForFull()
 	kept := false
 	defer func() {
 		if !kept {

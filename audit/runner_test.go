@@ -192,6 +192,7 @@ func TestRuleFailureKeepsTheObjectsOtherFindings(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(claim.DeepCopy(), volume.DeepCopy()).Build()
 	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		View: func(context.Context) policy.View { return nodesDown{testobj.NewView(claim, volume)} }, Log: logr.Discard()})
+	_ = r.RunOnce(ctx) // the first full audit: changes are kept one by one after it
 	r.Changed(claim)
 	err := r.RunPending(ctx)
 	var re *policy.RuleError
@@ -300,7 +301,9 @@ func TestFullAuditReportsInReportOrder(t *testing.T) {
 
 // TestFullAuditCoversTheChangesBeforeIt: changes reported before a full audit reads the cache
 // are in what it reads, so no incremental audit follows it for them (at a start, every object
-// of the informers' first lists); when the full audit fails, they stay pending.
+// of the informers' first lists, which are then not kept one by one at all); when the full
+// audit fails, they stay pending: before the first full audit, as the full audit itself, and
+// after it, one by one.
 func TestFullAuditCoversTheChangesBeforeIt(t *testing.T) {
 	ctx := context.Background()
 	failed := testobj.PV("pv-failed", testobj.Phase(corev1.VolumeFailed))
@@ -309,6 +312,20 @@ func TestFullAuditCoversTheChangesBeforeIt(t *testing.T) {
 	r := audit.NewRunner(audit.RunnerOptions{Cache: c, Live: clusterview.New(c, c).LiveView, Engine: func() *policy.Engine { return policy.NewEngine(nil) },
 		Registry: reg, Log: logr.Discard()})
 	incrementals := func() uint64 { return histogramCount(t, reg, "incremental") }
+	fulls := func() uint64 { return histogramCount(t, reg, "full") }
+
+	c.fail = true
+	r.Changed(failed)
+	if err := r.RunOnce(ctx); err == nil {
+		t.Fatal("RunOnce on a cache that cannot list: no error")
+	}
+	c.fail = false
+	if err := r.RunPending(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, f := incrementals(), fulls(); n != 0 || f != 1 || len(r.Latest().Findings) != 1 {
+		t.Fatalf("after the first full audit failed: %d incremental and %d full audits, findings %+v; want the full audit again, the change's finding reported", n, f, r.Latest().Findings)
+	}
 
 	c.fail = true
 	r.Changed(failed)
@@ -320,7 +337,7 @@ func TestFullAuditCoversTheChangesBeforeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := incrementals(); n != 1 || len(r.Latest().Findings) != 1 {
-		t.Fatalf("after a failed full audit: %d incremental audits, findings %+v; want the change audited once, its finding reported", n, r.Latest().Findings)
+		t.Fatalf("after a later full audit failed: %d incremental audits, findings %+v; want the change audited once, its finding reported", n, r.Latest().Findings)
 	}
 
 	r.Changed(failed)
