@@ -158,25 +158,37 @@ func (r *PageReader) decodeCut(cut []byte, items int) (obj runtime.Object, decod
 	if err != nil {
 		return nil, true, err
 	}
-	list := &metainternalversion.List{Items: make([]runtime.Object, 0, items)}
+	list := &metainternalversion.List{Items: make([]runtime.Object, items)}
 	list.GetObjectKind().SetGroupVersionKind(kind.GetObjectKind().GroupVersionKind())
+	// The page's objects are made one after the other before any is decoded, so that they lie
+	// side by side in the allocator's spans: decoded one at a time, each object would lie among
+	// the maps and strings decoded for the one before, which the cache's transform replaces by
+	// shared ones, and their spans would stay in use, part empty, long after that garbage is
+	// collected (about 50 MB more heap in use at 100,000 pairs).
+	for i := range list.Items {
+		list.Items[i] = reflect.New(r.itemType).Interface().(runtime.Object)
+	}
+	n := 0
 	err = protofields.Each(raw, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
 		switch {
 		case typ != protowire.BytesType:
 		case num == listMeta:
 			return list.ListMeta.Unmarshal(value)
 		case num == listItems:
-			item := reflect.New(r.itemType).Interface()
-			if err := item.(unmarshaler).Unmarshal(value); err != nil {
-				return fmt.Errorf("item %d: %w", len(list.Items), err)
+			if n == len(list.Items) { // cutList counted them: not reached
+				return fmt.Errorf("item %d: more items than the page's %d", n, len(list.Items))
 			}
-			list.Items = append(list.Items, item.(runtime.Object))
+			if err := list.Items[n].(unmarshaler).Unmarshal(value); err != nil {
+				return fmt.Errorf("item %d: %w", n, err)
+			}
+			n++
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, true, err
 	}
+	list.Items = list.Items[:n]
 	return list, true, nil
 }
 

@@ -7,11 +7,13 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -152,5 +154,48 @@ func TestPageReaderFailsOnAPageItCannotDecode(t *testing.T) {
 	r := claimsReader(t, srv.URL, srv.Client())
 	if list, err := r.List(context.Background(), metav1.ListOptions{}); err == nil {
 		t.Fatalf("decoded garbage into %#v", list)
+	}
+}
+
+// TestPageReaderLaysAPagesObjectsSideBySide: a page's objects are made one after the other
+// before any is decoded, so that each lies next to the one before in the allocator's spans rather
+// than among what was decoded for it (a volume's capacity map is of a volume's size class, and
+// the cache's transform drops it for a shared one): decoded one at a time, about 50 MB more of
+// the heap stayed in use, in spans part empty, at 100,000 pairs.
+func TestPageReaderLaysAPagesObjectsSideBySide(t *testing.T) {
+	l := &corev1.PersistentVolumeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeList"}}
+	for i := range 500 {
+		l.Items = append(l.Items, corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pv-%d", i)},
+			Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}}})
+	}
+	body := encoded(t, l)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}
+	rc, err := apiutil.RESTClientForGVK(gvk, false, false, &rest.Config{Host: srv.URL, RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}, scheme.Codecs, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cachelist.NewPageReader(rc, "persistentvolumes", &corev1.PersistentVolumeList{}, scheme.ParameterCodec,
+		runtime.WithoutVersionDecoder{Decoder: scheme.Codecs.UniversalDeserializer()}, lastApplied)
+	got, err := r.List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := got.(*metainternalversion.List).Items
+	size := unsafe.Sizeof(corev1.PersistentVolume{})
+	apart := 0
+	for i := 1; i < len(items); i++ {
+		gap := uintptr(unsafe.Pointer(items[i].(*corev1.PersistentVolume))) - uintptr(unsafe.Pointer(items[i-1].(*corev1.PersistentVolume)))
+		if gap >= 2*size {
+			apart++
+		}
+	}
+	// A span ends now and then: the next object starts another one.
+	if apart > len(items)/10 {
+		t.Errorf("%d of %d volumes lie apart from the one decoded before them", apart, len(items)-1)
 	}
 }
