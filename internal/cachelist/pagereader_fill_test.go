@@ -1,9 +1,6 @@
 package cachelist_test
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"testing"
 	"time"
@@ -15,11 +12,6 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/randfill"
 
 	"github.com/pvguard/pvguard/internal/cachelist"
@@ -41,7 +33,7 @@ func TestPageReaderDecodesAsTheDecoder(t *testing.T) {
 			delete(m.Annotations, lastApplied)
 		},
 	)
-	decoder := runtime.WithoutVersionDecoder{Decoder: scheme.Codecs.UniversalDeserializer()}
+	decoder := pageDecoder()
 	for _, tc := range []struct {
 		resource string
 		list     runtime.Object
@@ -69,21 +61,7 @@ func TestPageReaderDecodesAsTheDecoder(t *testing.T) {
 		t.Run(tc.resource, func(t *testing.T) {
 			for range 20 {
 				body := encoded(t, tc.fill())
-				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-					w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
-					_, _ = w.Write(body)
-				}))
-				gvk := schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}
-				rc, err := apiutil.RESTClientForGVK(gvk, false, false, &rest.Config{Host: srv.URL, RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}, scheme.Codecs, srv.Client())
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := cachelist.NewPageReader(rc, tc.resource, tc.list, scheme.ParameterCodec, decoder, lastApplied)
-				got, err := r.List(context.Background(), metav1.ListOptions{})
-				srv.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
+				got := readPage(t, body, tc.resource, tc.list)
 				cut, ok := cachelist.CutList(body, lastApplied)
 				if !ok {
 					t.Fatal("the page could not be cut")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -27,16 +29,42 @@ import (
 	"github.com/pvguard/pvguard/internal/cachelist"
 )
 
-// claimsReader is a PageReader of claims through hc, as pvguard serve makes one.
-func claimsReader(t testing.TB, host string, hc *http.Client) *cachelist.PageReader {
+// pageDecoder is the decoder pvguard serve gives its page readers: client-go's for the cache.
+func pageDecoder() runtime.Decoder {
+	return runtime.WithoutVersionDecoder{Decoder: scheme.Codecs.UniversalDeserializer()}
+}
+
+// pageReader is a PageReader of resource, a core v1 kind whose list type is list's, through hc,
+// as pvguard serve makes one.
+func pageReader(t testing.TB, host string, hc *http.Client, resource string, list runtime.Object) *cachelist.PageReader {
 	t.Helper()
-	gvk := schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: strings.TrimSuffix(reflect.TypeOf(list).Elem().Name(), "List")}
 	rc, err := apiutil.RESTClientForGVK(gvk, false, false, &rest.Config{Host: host, RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}, scheme.Codecs, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cachelist.NewPageReader(rc, "persistentvolumeclaims", &corev1.PersistentVolumeClaimList{},
-		scheme.ParameterCodec, runtime.WithoutVersionDecoder{Decoder: scheme.Codecs.UniversalDeserializer()}, lastApplied)
+	return cachelist.NewPageReader(rc, resource, list, scheme.ParameterCodec, pageDecoder(), lastApplied)
+}
+
+// claimsReader is a PageReader of claims through hc, as pvguard serve makes one.
+func claimsReader(t testing.TB, host string, hc *http.Client) *cachelist.PageReader {
+	return pageReader(t, host, hc, "persistentvolumeclaims", &corev1.PersistentVolumeClaimList{})
+}
+
+// readPage is body, served as the apiserver serves a page in protobuf, read by a PageReader of
+// resource (list's type).
+func readPage(t *testing.T, body []byte, resource string, list runtime.Object) runtime.Object {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	got, err := pageReader(t, srv.URL, srv.Client(), resource, list).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // claimsRead is a cut page of claims a PageReader read, as a list of claims. It fails the test
@@ -168,24 +196,7 @@ func TestPageReaderLaysAPagesObjectsSideBySide(t *testing.T) {
 		l.Items = append(l.Items, corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pv-%d", i)},
 			Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}}})
 	}
-	body := encoded(t, l)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
-		_, _ = w.Write(body)
-	}))
-	defer srv.Close()
-	gvk := schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}
-	rc, err := apiutil.RESTClientForGVK(gvk, false, false, &rest.Config{Host: srv.URL, RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}, scheme.Codecs, srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := cachelist.NewPageReader(rc, "persistentvolumes", &corev1.PersistentVolumeList{}, scheme.ParameterCodec,
-		runtime.WithoutVersionDecoder{Decoder: scheme.Codecs.UniversalDeserializer()}, lastApplied)
-	got, err := r.List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	items := got.(*metainternalversion.List).Items
+	items := readPage(t, encoded(t, l), "persistentvolumes", &corev1.PersistentVolumeList{}).(*metainternalversion.List).Items
 	size := unsafe.Sizeof(corev1.PersistentVolume{})
 	apart := 0
 	for i := 1; i < len(items); i++ {

@@ -60,23 +60,19 @@ type seat struct {
 // Take waits for a seat and returns a context that carries it (for Away and NewPacer) and the
 // function that gives it back. When ctx ends first, the caller goes on without a seat (it is
 // about to stop anyway).
-func (s *Seats) Take(ctx context.Context) (context.Context, func()) {
-	if s == nil {
-		return ctx, func() {}
-	}
-	st := &seat{s: s}
-	st.take(ctx)
-	return context.WithValue(ctx, seatKey{}, st), st.give
-}
+func (s *Seats) Take(ctx context.Context) (context.Context, func()) { return s.hold(ctx, false) }
 
 // Background is Take for work that can wait (the periodic audits): it waits for a seat in the
 // same order as every holder, but a Pacer does not hand its seat over to it, so that an
 // explanation's table runs at its own pace beside it rather than at a share of one seat.
-func (s *Seats) Background(ctx context.Context) (context.Context, func()) {
+func (s *Seats) Background(ctx context.Context) (context.Context, func()) { return s.hold(ctx, true) }
+
+// hold is Take, or Background when background is set.
+func (s *Seats) hold(ctx context.Context, background bool) (context.Context, func()) {
 	if s == nil {
 		return ctx, func() {}
 	}
-	st := &seat{s: s, background: true}
+	st := &seat{s: s, background: background}
 	st.take(ctx)
 	return context.WithValue(ctx, seatKey{}, st), st.give
 }
