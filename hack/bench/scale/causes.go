@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -10,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/procfs"
+	"k8s.io/client-go/kubernetes"
 )
 
 // The histograms a window of reviews reads: pvguard's decision of one review, its whole request
@@ -234,4 +238,53 @@ func busiest(before, after processCPU, skip, n int) string {
 		parts = append(parts, fmt.Sprintf("%s %.2f s", c, byComm[c]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// apiRuntime is the apiserver's account of its Go runtime (its /metrics, runtime/metrics
+// through component-base's Go collector): how much of its CPU its collector took and how many
+// cycles it ran, which says whether a start that cost the apiserver more CPU than another
+// paid it in collection.
+type apiRuntime struct {
+	GCCPUSeconds   float64 `json:"gc_cpu_seconds"`
+	UserCPUSeconds float64 `json:"user_cpu_seconds"`
+	GCCycles       float64 `json:"gc_cycles"`
+	HeapGoalBytes  float64 `json:"heap_goal_bytes"`
+	HeapLiveBytes  float64 `json:"heap_live_bytes"`
+}
+
+// readAPIRuntime scrapes the apiserver's /metrics.
+func readAPIRuntime(ctx context.Context, cs kubernetes.Interface) (apiRuntime, error) {
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return apiRuntime{}, fmt.Errorf("reading the apiserver's metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return apiRuntime{}, fmt.Errorf("parsing the apiserver's metrics: %w", err)
+	}
+	m := metrics(families)
+	return apiRuntime{
+		GCCPUSeconds:   m.value("go_cpu_classes_gc_total_cpu_seconds_total", nil),
+		UserCPUSeconds: m.value("go_cpu_classes_user_cpu_seconds_total", nil),
+		GCCycles:       m.value("go_gc_cycles_total_gc_cycles_total", nil),
+		HeapGoalBytes:  m.value("go_gc_heap_goal_bytes", nil),
+		HeapLiveBytes:  m.value("go_gc_heap_live_bytes", nil),
+	}, nil
+}
+
+// since is what the apiserver's runtime spent from before to r, with before's heap.
+func (r apiRuntime) since(before apiRuntime) apiRuntime {
+	return apiRuntime{
+		GCCPUSeconds:   r.GCCPUSeconds - before.GCCPUSeconds,
+		UserCPUSeconds: r.UserCPUSeconds - before.UserCPUSeconds,
+		GCCycles:       r.GCCycles - before.GCCycles,
+		HeapGoalBytes:  before.HeapGoalBytes,
+		HeapLiveBytes:  before.HeapLiveBytes,
+	}
+}
+
+func (r apiRuntime) String() string {
+	return fmt.Sprintf("its collector %.2f s of CPU in %.0f cycles, the rest %.2f s; its live heap %s, goal %s before",
+		r.GCCPUSeconds, r.GCCycles, r.UserCPUSeconds, mib(uint64(r.HeapLiveBytes)), mib(uint64(r.HeapGoalBytes)))
 }

@@ -42,6 +42,9 @@ type modeResult struct {
 	ReadyMachineBusy      float64 `json:"ready_machine_busy"`
 	// ReadyOthers names the other processes that used the most CPU meanwhile, with how much.
 	ReadyOthers string `json:"ready_others"`
+	// ReadyAPIRuntime is what the apiserver's Go runtime spent meanwhile, by its own metrics,
+	// with its heap before the start.
+	ReadyAPIRuntime *apiRuntime `json:"ready_apiserver_runtime,omitempty"`
 	// StartupIncremental: the incremental audits that ran after the first full audit before
 	// the server went quiet (the informers' initial adds mark every object changed).
 	StartupIncrementalCount   uint64  `json:"startup_incremental_count"`
@@ -141,6 +144,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(c.log, "[%d %s] %s\n", c.pairs, c.serve.mode, fmt.Sprintf(format, args...))
 	}
+	apiBefore, apiErr := readAPIRuntime(ctx, c.filler.cs)
 	srv, err := startServer(c.serve)
 	if err != nil {
 		return r, err
@@ -169,6 +173,17 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	r.ReadyOthers = busiest(srv.startProcs, readProcessCPU(), srv.pid, 3)
 	logf("ready after %.2f s (%.2f s of CPU; the machine's other processes %.2f s of CPU meanwhile, the machine %.0f%% busy; the busiest: %s)",
 		r.ReadySeconds, r.ReadyCPUSeconds, r.ReadyOthersCPUSeconds, r.ReadyMachineBusy*100, r.ReadyOthers)
+	if apiErr == nil {
+		var after apiRuntime
+		if after, apiErr = readAPIRuntime(ctx, c.filler.cs); apiErr == nil {
+			spent := after.since(apiBefore)
+			r.ReadyAPIRuntime = &spent
+			logf("the apiserver meanwhile: %s", spent)
+		}
+	}
+	if apiErr != nil {
+		logf("the apiserver's runtime not read: %v", apiErr)
+	}
 
 	full, err := waitObservations(ctx, srv, auditMetric, map[string]string{"scope": "full"}, 0, 15*time.Minute)
 	if err != nil {

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 func TestBucketQuantile(t *testing.T) {
@@ -126,5 +131,52 @@ func TestBusiestNamesTheCommandsThatUsedTheMostCPU(t *testing.T) {
 	}
 	if got, want := busiest(before, after, 3, 5), "kube-apiserver 6.10 s, etcd 3.45 s, scale 0.20 s"; got != want {
 		t.Errorf("busiest = %q, want %q", got, want)
+	}
+}
+
+func TestReadAPIRuntimeReadsTheCollectorsShare(t *testing.T) {
+	page := func(gc, user, cycles float64) string {
+		return fmt.Sprintf(`# TYPE go_cpu_classes_gc_total_cpu_seconds_total counter
+go_cpu_classes_gc_total_cpu_seconds_total %v
+# TYPE go_cpu_classes_user_cpu_seconds_total counter
+go_cpu_classes_user_cpu_seconds_total %v
+# TYPE go_gc_cycles_total_gc_cycles_total counter
+go_gc_cycles_total_gc_cycles_total %v
+# TYPE go_gc_heap_goal_bytes gauge
+go_gc_heap_goal_bytes 2147483648
+# TYPE go_gc_heap_live_bytes gauge
+go_gc_heap_live_bytes 1073741824
+`, gc, user, cycles)
+	}
+	body := page(10, 40, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, body)
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	before, err := readAPIRuntime(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = page(12.5, 43, 103)
+	after, err := readAPIRuntime(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := after.since(before)
+	want := apiRuntime{GCCPUSeconds: 2.5, UserCPUSeconds: 3, GCCycles: 3, HeapGoalBytes: 2 << 30, HeapLiveBytes: 1 << 30}
+	if got != want {
+		t.Errorf("spent %+v, want %+v", got, want)
+	}
+	if s := got.String(); !strings.Contains(s, "2.50 s of CPU in 3 cycles") || !strings.Contains(s, "1024 MiB") {
+		t.Errorf("said %q", s)
 	}
 }
