@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	gometrics "runtime/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -53,6 +54,12 @@ type reviewCauses struct {
 	SchedSlow  uint64  `json:"sched_slow"`
 	SchedAll   uint64  `json:"sched_all"`
 	SchedBound float64 `json:"sched_bound"`
+	// BenchSchedSlow of BenchSchedAll times a goroutine of the bench itself (the reviews' timer
+	// among them) was made runnable it waited at least BenchSchedBound seconds for one of the
+	// bench's Ps: the client's own part of a slow review when the callers' goroutines hold them.
+	BenchSchedSlow  uint64  `json:"bench_sched_slow"`
+	BenchSchedAll   uint64  `json:"bench_sched_all"`
+	BenchSchedBound float64 `json:"bench_sched_bound"`
 	// ServerRunDelaySeconds and BenchRunDelaySeconds are the time pvguard's threads and the
 	// bench's spent runnable, waiting for a CPU, over WindowSeconds; MachineBusy is the share of
 	// the machine's CPU time that was not idle.
@@ -64,9 +71,9 @@ type reviewCauses struct {
 
 func (c reviewCauses) String() string {
 	return fmt.Sprintf("%d of %d reviews over 10 ms to decide, %d to answer whole, p99 whole at most %.2f ms; %d of %d goroutine wakes waited over %.1f ms for a core; "+
-		"run-queue wait over %.1f s: pvguard %.0f ms, the bench %.0f ms; machine %.0f%% busy",
+		"the bench's %d of %d over %.1f ms; run-queue wait over %.1f s: pvguard %.0f ms, the bench %.0f ms; machine %.0f%% busy",
 		c.AdmissionSlow, c.AdmissionServed, c.RequestsSlow, c.RequestsP99*1000, c.SchedSlow, c.SchedAll, c.SchedBound*1000,
-		c.WindowSeconds, c.ServerRunDelaySeconds*1000, c.BenchRunDelaySeconds*1000, c.MachineBusy*100)
+		c.BenchSchedSlow, c.BenchSchedAll, c.BenchSchedBound*1000, c.WindowSeconds, c.ServerRunDelaySeconds*1000, c.BenchRunDelaySeconds*1000, c.MachineBusy*100)
 }
 
 // reviewWindow is what a window of reviews starts from.
@@ -75,6 +82,7 @@ type reviewWindow struct {
 	scrape                  metrics
 	serverDelay, benchDelay time.Duration
 	busy, all               float64
+	benchSched              *gometrics.Float64Histogram
 }
 
 // openWindow reads pvguard's metrics and the counters the window's causes are the rise of.
@@ -83,7 +91,7 @@ func (s *server) openWindow(ctx context.Context) (reviewWindow, error) {
 	if err != nil {
 		return reviewWindow{}, err
 	}
-	w := reviewWindow{at: time.Now(), scrape: m, serverDelay: runDelay(s.pid), benchDelay: runDelay(os.Getpid())}
+	w := reviewWindow{at: time.Now(), scrape: m, serverDelay: runDelay(s.pid), benchDelay: runDelay(os.Getpid()), benchSched: benchSchedLatencies()}
 	w.busy, w.all = machineCPU()
 	return w, nil
 }
@@ -105,7 +113,37 @@ func (s *server) closeWindow(ctx context.Context, w reviewWindow) (reviewCauses,
 	c.RequestsSlow, _, _ = over(w.scrape, m, admissionRequestMetric, slowBound)
 	c.RequestsP99 = quantileBound(w.scrape, m, admissionRequestMetric, 0.99)
 	c.SchedSlow, c.SchedAll, c.SchedBound = over(w.scrape, m, schedLatencyMetric, slowBound)
+	c.BenchSchedSlow, c.BenchSchedAll, c.BenchSchedBound = histogramOver(w.benchSched, benchSchedLatencies(), slowBound)
 	return c, nil
+}
+
+// benchSchedLatencies is the bench's own scheduler latency histogram so far (runtime/metrics).
+func benchSchedLatencies() *gometrics.Float64Histogram {
+	s := []gometrics.Sample{{Name: "/sched/latencies:seconds"}}
+	gometrics.Read(s)
+	if s[0].Value.Kind() != gometrics.KindFloat64Histogram {
+		return nil
+	}
+	return s[0].Value.Float64Histogram()
+}
+
+// histogramOver counts the observations of a runtime/metrics histogram between before and after,
+// and those of them in buckets whose lower bound is at or above the first bucket boundary at or
+// above le (returned): a count that never overstates the slow ones.
+func histogramOver(before, after *gometrics.Float64Histogram, le float64) (slow, all uint64, bound float64) {
+	if before == nil || after == nil || len(before.Counts) != len(after.Counts) {
+		return 0, 0, le
+	}
+	bound = math.Inf(1)
+	for i, n := range after.Counts {
+		d := n - before.Counts[i]
+		all += d
+		if lower := after.Buckets[i]; lower >= le {
+			bound = min(bound, lower)
+			slow += d
+		}
+	}
+	return slow, all, bound
 }
 
 // over counts the observations of histogram name between the scrapes before and after, and

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	gometrics "runtime/metrics"
 	"strings"
 	"testing"
 
@@ -178,5 +179,19 @@ go_gc_heap_live_bytes 1073741824
 	}
 	if s := got.String(); !strings.Contains(s, "2.50 s of CPU in 3 cycles") || !strings.Contains(s, "1024 MiB") {
 		t.Errorf("said %q", s)
+	}
+}
+
+func TestHistogramOverCountsBucketsFromTheBound(t *testing.T) {
+	h := func(counts ...uint64) *gometrics.Float64Histogram {
+		return &gometrics.Float64Histogram{Counts: counts, Buckets: []float64{0, 0.004, 0.008, 0.016, 0.032}}
+	}
+	// 0.008–0.016 straddles 10 ms: not counted slow; 0.016 is the first bound at or above it.
+	slow, all, bound := histogramOver(h(10, 5, 1, 0), h(30, 9, 4, 2), slowBound)
+	if slow != 2 || all != 29 || bound != 0.016 {
+		t.Errorf("histogramOver = %d of %d from %v, want 2 of 29 from 0.016", slow, all, bound)
+	}
+	if slow, all, _ := histogramOver(nil, h(1, 1, 1, 1), slowBound); slow != 0 || all != 0 {
+		t.Errorf("without a first read: %d of %d, want nothing", slow, all)
 	}
 }
