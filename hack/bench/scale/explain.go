@@ -308,7 +308,7 @@ func measureUnderExplain(ctx context.Context, c modeConfig, srv *server, mem *sa
 		go func() { profiled <- srv.saveProfile(ctx, "profile?seconds=20", c.serve.explainProfile) }()
 	}
 	win, winErr := srv.openWindow(ctx)
-	load.Admission, err = measureReviews(ctx, admissionload.Client(pool), base, c.cases, c.warmup, c.reviews)
+	load.Admission, err = measureReviews(ctx, admissionload.Client(pool), base, c.cases, c.warmup, c.reviews, c.reviewRate)
 	if winErr == nil {
 		if causes, cerr := srv.closeWindow(ctx, win); cerr == nil {
 			load.reviewCauses = causes

@@ -48,6 +48,7 @@ type config struct {
 	pending         int
 	workers         int
 	reviews         int
+	reviewRate      float64
 	warmup          int
 	idle            time.Duration
 	planBudget      time.Duration
@@ -84,6 +85,7 @@ func main() {
 	flag.IntVar(&c.pending, "pending", 10000, "pending claims (and half as many free volumes) the binder plans over in shadow and active modes (0 skips)")
 	flag.IntVar(&c.workers, "workers", 64, "parallel writers filling the apiserver")
 	flag.IntVar(&c.reviews, "reviews", 2000, "timed admission reviews per case, sent one at a time")
+	flag.Float64Var(&c.reviewRate, "review-rate", 0, "timed admission reviews a second per case (0: back to back); paced, the reviews leave the cores to what runs beside them")
 	flag.IntVar(&c.warmup, "warmup", 200, "untimed admission reviews per case first")
 	flag.DurationVar(&c.planBudget, "plan-budget", 4*time.Minute, "how long to wait for the batch's first plans to end, and then for the five measured plans (an active binder with a backlog plans seldom)")
 	flag.DurationVar(&c.idle, "idle", 10*time.Second, "idle time after the startup audits before the steady-state memory sample")
@@ -113,8 +115,8 @@ func main() {
 	if err == nil {
 		c.cli, err = parseCLI(cliBins)
 	}
-	if err == nil && (c.workers <= 0 || c.reviews <= 0 || c.warmup < 0 || c.pending < 0 || c.explain.callers < 0) {
-		err = errors.New("-workers and -reviews must be positive, -warmup, -pending and -explainers not negative")
+	if err == nil && (c.workers <= 0 || c.reviews <= 0 || c.reviewRate < 0 || c.warmup < 0 || c.pending < 0 || c.explain.callers < 0) {
+		err = errors.New("-workers and -reviews must be positive, -review-rate, -warmup, -pending and -explainers not negative")
 	}
 	for _, e := range c.env {
 		if err == nil && !strings.Contains(e, "=") {
@@ -340,7 +342,7 @@ func runSize(ctx context.Context, c config, assets, dir string, n int) (res size
 		r, err := measureMode(ctx, modeConfig{
 			serve:  serveConfig{binary: ru.binary, mode: mode, dir: dir, kube: kubeconfig, env: c.env, args: c.args, heapProfile: heapProfile(c.profiles, n, ru), explainProfile: explainProfile(c.explainProfiles, n, ru), cpuProfile: cpuProfile(c.cpuProfiles, n, ru)},
 			filler: f, cases: cases, pairs: n, pending: c.pending, fillPending: fillPending,
-			warmup: c.warmup, reviews: c.reviews, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
+			warmup: c.warmup, reviews: c.reviews, reviewRate: c.reviewRate, idle: c.idle, planBudget: c.planBudget, log: os.Stderr,
 			explain: c.explain,
 		})
 		r.Mode = ru.label

@@ -122,6 +122,7 @@ type modeConfig struct {
 	fillPending int // pending claims of Immediate classes already in the cluster
 	warmup      int
 	reviews     int
+	reviewRate  float64
 	idle        time.Duration
 	planBudget  time.Duration
 	explain     explainOptions
@@ -233,11 +234,11 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	if err != nil {
 		return r, err
 	}
-	if r.Admission, err = measureReviews(ctx, admissionload.Client(pool), srv.base, c.cases, c.warmup, c.reviews); err != nil {
+	if r.Admission, err = measureReviews(ctx, admissionload.Client(pool), srv.base, c.cases, c.warmup, c.reviews, c.reviewRate); err != nil {
 		return r, err
 	}
 	for _, l := range r.Admission {
-		logf("admission %s: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
+		logf("admission %s: p50 %.2f ms, p99 %.2f ms%s", l.Case, l.P50ms, l.P99ms, l.lateSaid())
 	}
 	if causes, err := srv.closeWindow(ctx, win); err == nil {
 		r.reviewCauses = causes
@@ -252,7 +253,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 			logf("while they ran: peak RSS %s, peak heap in use %s (1 s samples); before: last sample %s, highest since the steady sample %s; rise %+.1f%% over the last sample, %+.1f%% over the highest",
 				mib(e.PeakRSS), mib(e.PeakHeapInuse), mib(e.RSSBefore), mib(e.RSSRestPeak), rise(e.PeakRSS, e.RSSBefore), rise(e.PeakRSS, e.RSSRestPeak))
 			for _, l := range e.Admission {
-				logf("admission %s with explaining callers: p50 %.2f ms, p99 %.2f ms", l.Case, l.P50ms, l.P99ms)
+				logf("admission %s with explaining callers: p50 %.2f ms, p99 %.2f ms%s", l.Case, l.P50ms, l.P99ms, l.lateSaid())
 			}
 			logf("admission with explaining callers, where the time went: %s", e.reviewCauses)
 		}

@@ -9,6 +9,7 @@ import (
 	gometrics "runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -136,20 +137,18 @@ func TestBusiestNamesTheCommandsThatUsedTheMostCPU(t *testing.T) {
 }
 
 func TestReadAPIRuntimeReadsTheCollectorsShare(t *testing.T) {
-	page := func(gc, user, cycles float64) string {
+	page := func(gc, cycles float64) string {
 		return fmt.Sprintf(`# TYPE go_cpu_classes_gc_total_cpu_seconds_total counter
 go_cpu_classes_gc_total_cpu_seconds_total %v
-# TYPE go_cpu_classes_user_cpu_seconds_total counter
-go_cpu_classes_user_cpu_seconds_total %v
 # TYPE go_gc_cycles_total_gc_cycles_total counter
 go_gc_cycles_total_gc_cycles_total %v
 # TYPE go_gc_heap_goal_bytes gauge
 go_gc_heap_goal_bytes 2147483648
 # TYPE go_gc_heap_live_bytes gauge
 go_gc_heap_live_bytes 1073741824
-`, gc, user, cycles)
+`, gc, cycles)
 	}
-	body := page(10, 40, 100)
+	body := page(10, 100)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/metrics" {
 			http.NotFound(w, r)
@@ -167,17 +166,17 @@ go_gc_heap_live_bytes 1073741824
 	if err != nil {
 		t.Fatal(err)
 	}
-	body = page(12.5, 43, 103)
+	body = page(12.5, 103)
 	after, err := readAPIRuntime(ctx, cs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := after.since(before)
-	want := apiRuntime{GCCPUSeconds: 2.5, UserCPUSeconds: 3, GCCycles: 3, HeapGoalBytes: 2 << 30, HeapLiveBytes: 1 << 30}
+	want := apiRuntime{GCCPUSeconds: 2.5, GCCycles: 3, HeapGoalBytes: 2 << 30, HeapLiveBytes: 1 << 30}
 	if got != want {
 		t.Errorf("spent %+v, want %+v", got, want)
 	}
-	if s := got.String(); !strings.Contains(s, "2.50 s of CPU in 3 cycles") || !strings.Contains(s, "1024 MiB") {
+	if s := got.String(); !strings.Contains(s, "ran 3 cycles, 2.50 s of CPU") || !strings.Contains(s, "1024 MiB") {
 		t.Errorf("said %q", s)
 	}
 }
@@ -193,5 +192,30 @@ func TestHistogramOverCountsBucketsFromTheBound(t *testing.T) {
 	}
 	if slow, all, _ := histogramOver(nil, h(1, 1, 1, 1), slowBound); slow != 0 || all != 0 {
 		t.Errorf("without a first read: %d of %d, want nothing", slow, all)
+	}
+}
+
+func TestMeasureReviewsPacesTheReviews(t *testing.T) {
+	var sent []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent = append(sent, time.Now())
+		fmt.Fprint(w, `{"response":{"allowed":true}}`)
+	}))
+	defer srv.Close()
+	cases := []reviewCase{{Name: "pvc-create", path: "/validate"}}
+	for _, rate := range []float64{0, 200} {
+		sent = nil
+		out, err := measureReviews(context.Background(), srv.Client(), srv.URL, cases, 2, 20, rate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 1 || out[0].Requests != 20 || len(sent) != 22 {
+			t.Fatalf("rate %v: %+v after %d reviews, want one case of 20 after 22", rate, out, len(sent))
+		}
+		// Paced, the 20 timed reviews are due 5 ms apart: never sooner (a sleep does not end
+		// early), so the last is sent at least 95 ms after the first.
+		if took := sent[21].Sub(sent[2]); rate > 0 && took < 95*time.Millisecond {
+			t.Errorf("rate %v: the timed reviews were sent within %v, want at least 95ms", rate, took)
+		}
 	}
 }
