@@ -30,13 +30,13 @@ type State struct {
 	// listed are the objects of the Readables kinds the state was given (WithKind), by kind.
 	listed map[Kind][]runtime.Object
 
-	volumeByName index[map[string]*corev1.PersistentVolume]
-	claimByKey   index[map[Key]*corev1.PersistentVolumeClaim]
-	// naming maps a volume's name to the claims whose spec.volumeName names it, claiming a claim's
-	// key to the volumes whose spec.claimRef names it.
-	naming     index[map[string][]*corev1.PersistentVolumeClaim]
-	claiming   index[map[Key][]*corev1.PersistentVolume]
-	claimByUID index[map[types.UID]*corev1.PersistentVolumeClaim]
+	volumeByName index[*lookup[*corev1.PersistentVolume, string]]
+	claimByKey   index[*lookup[*corev1.PersistentVolumeClaim, Key]]
+	// naming finds the claims whose spec.volumeName names a volume, claiming the volumes whose
+	// spec.claimRef names a claim.
+	naming     index[*lookup[*corev1.PersistentVolumeClaim, string]]
+	claiming   index[*lookup[*corev1.PersistentVolume, Key]]
+	claimByUID index[*lookup[*corev1.PersistentVolumeClaim, string]]
 	nodeByName index[map[string]*corev1.Node]
 	// podsUsing maps a claim's key to the pods whose volumes use it.
 	podsUsing index[map[Key][]*corev1.Pod]
@@ -143,66 +143,45 @@ func (s *State) Objects() []any {
 
 // PersistentVolume returns the volume of that name, or nil.
 func (s *State) PersistentVolume(name string) (*corev1.PersistentVolume, error) {
-	return s.volumeByName.get(func() map[string]*corev1.PersistentVolume {
-		m := make(map[string]*corev1.PersistentVolume, len(s.volumes))
-		for _, pv := range s.volumes {
-			m[pv.Name] = pv
-		}
-		return m
-	})[name], nil
+	pv, _ := s.volumeByName.get(func() *lookup[*corev1.PersistentVolume, string] {
+		return newLookup(s.volumes, volumeName, hashString, false)
+	}).one(name)
+	return pv, nil
 }
 
 // PersistentVolumeClaim returns the claim namespace/name, or nil.
 func (s *State) PersistentVolumeClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	return s.claimByKey.get(func() map[Key]*corev1.PersistentVolumeClaim {
-		m := make(map[Key]*corev1.PersistentVolumeClaim, len(s.claims))
-		for _, pvc := range s.claims {
-			m[ClaimKey(pvc.Namespace, pvc.Name)] = pvc
-		}
-		return m
-	})[ClaimKey(namespace, name)], nil
+	pvc, _ := s.claimByKey.get(func() *lookup[*corev1.PersistentVolumeClaim, Key] {
+		return newLookup(s.claims, claimKey, hashNamed, false)
+	}).one(ClaimKey(namespace, name))
+	return pvc, nil
 }
 
 // ClaimsNamingVolume lists, in the order of Claims, the claims whose spec.volumeName is the
 // volume's name (none for "").
 func (s *State) ClaimsNamingVolume(volumeName string) ([]*corev1.PersistentVolumeClaim, error) {
-	return s.naming.get(func() map[string][]*corev1.PersistentVolumeClaim {
-		// Sized for the worst case, every claim naming a volume, so that it never grows.
-		m := make(map[string][]*corev1.PersistentVolumeClaim, len(s.claims))
-		for i, pvc := range s.claims {
-			if pvc.Spec.VolumeName != "" {
-				m[pvc.Spec.VolumeName] = appendOne(m[pvc.Spec.VolumeName], s.claims, i)
-			}
-		}
-		return m
-	})[volumeName], nil
+	if volumeName == "" {
+		return nil, nil
+	}
+	return s.naming.get(func() *lookup[*corev1.PersistentVolumeClaim, string] {
+		return newLookup(s.claims, namedVolume, hashString, true)
+	}).each(volumeName), nil
 }
 
 // VolumesClaiming lists, in the order of Volumes, the volumes whose spec.claimRef names the claim
 // namespace/name (whatever its uid).
 func (s *State) VolumesClaiming(namespace, name string) ([]*corev1.PersistentVolume, error) {
-	return s.claiming.get(func() map[Key][]*corev1.PersistentVolume {
-		// Sized for the worst case, every volume naming a claim, so that it never grows.
-		m := make(map[Key][]*corev1.PersistentVolume, len(s.volumes))
-		for i, pv := range s.volumes {
-			if ref := pv.Spec.ClaimRef; ref != nil {
-				k := ClaimKey(ref.Namespace, ref.Name)
-				m[k] = appendOne(m[k], s.volumes, i)
-			}
-		}
-		return m
-	})[ClaimKey(namespace, name)], nil
+	return s.claiming.get(func() *lookup[*corev1.PersistentVolume, Key] {
+		return newLookup(s.volumes, claimRefKey, hashNamed, true)
+	}).each(ClaimKey(namespace, name)), nil
 }
 
 // ClaimWithUID returns the claim with that uid, in any namespace, or nil.
 func (s *State) ClaimWithUID(uid types.UID) (*corev1.PersistentVolumeClaim, error) {
-	return s.claimByUID.get(func() map[types.UID]*corev1.PersistentVolumeClaim {
-		m := make(map[types.UID]*corev1.PersistentVolumeClaim, len(s.claims))
-		for _, pvc := range s.claims {
-			m[pvc.UID] = pvc
-		}
-		return m
-	})[uid], nil
+	pvc, _ := s.claimByUID.get(func() *lookup[*corev1.PersistentVolumeClaim, string] {
+		return newLookup(s.claims, claimUID, hashString, false)
+	}).one(string(uid))
+	return pvc, nil
 }
 
 // ClaimWaitingForData returns the claim with that uid if it waits for its data
@@ -245,3 +224,23 @@ func (s *State) PodsUsingClaim(namespace, claim string) ([]*corev1.Pod, error) {
 
 // StorageClasses returns the state's StorageClasses (Classes).
 func (s *State) StorageClasses() ([]*storagev1.StorageClass, error) { return s.classes, nil }
+
+// The keys the lookups find objects by.
+func volumeName(pv *corev1.PersistentVolume) (string, bool) { return pv.Name, true }
+
+func claimKey(pvc *corev1.PersistentVolumeClaim) (Key, bool) {
+	return ClaimKey(pvc.Namespace, pvc.Name), true
+}
+
+func claimUID(pvc *corev1.PersistentVolumeClaim) (string, bool) { return string(pvc.UID), true }
+
+func namedVolume(pvc *corev1.PersistentVolumeClaim) (string, bool) {
+	return pvc.Spec.VolumeName, pvc.Spec.VolumeName != ""
+}
+
+func claimRefKey(pv *corev1.PersistentVolume) (Key, bool) {
+	if ref := pv.Spec.ClaimRef; ref != nil {
+		return ClaimKey(ref.Namespace, ref.Name), true
+	}
+	return Key{}, false
+}
