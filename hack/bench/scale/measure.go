@@ -45,6 +45,9 @@ type modeResult struct {
 	// ReadyAPIRuntime is what the apiserver's Go runtime spent meanwhile, by its own metrics,
 	// with its heap before the start.
 	ReadyAPIRuntime *apiRuntime `json:"ready_apiserver_runtime,omitempty"`
+	// AuditAPIRuntime is the same from pvguard's start until its first full audit was seen: a
+	// collection still marking when pvguard was ready is counted only once it ends.
+	AuditAPIRuntime *apiRuntime `json:"audit_apiserver_runtime,omitempty"`
 	// StartupIncremental: the incremental audits that ran after the first full audit before
 	// the server went quiet (the informers' initial adds mark every object changed).
 	StartupIncrementalCount   uint64  `json:"startup_incremental_count"`
@@ -193,6 +196,13 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	r.FullAuditSeconds, r.ReadyToAuditSeconds = full.sum, time.Since(readyAt).Seconds()
 	r.AuditCPUSeconds = srv.cpuSeconds()
 	logf("first full audit %.2f s (seen %.2f s after ready; %.2f s of CPU since the start)", r.FullAuditSeconds, r.ReadyToAuditSeconds, r.AuditCPUSeconds)
+	if apiErr == nil {
+		if after, err := readAPIRuntime(ctx, c.filler.cs); err == nil {
+			spent := after.since(apiBefore)
+			r.AuditAPIRuntime = &spent
+			logf("the apiserver from the start to then: %s", spent)
+		}
+	}
 	if c.serve.cpuProfile != "" {
 		if err := srv.stopProfile(); err != nil {
 			return r, err
