@@ -55,9 +55,8 @@ func (x *index[M]) get(build func() M) M {
 
 // appendOne is append(list, all[i]) for an index's list of objects. A list's first object is
 // all[i:i+1] with no room to grow, a view of the state's own slice rather than a slice of its
-// own: nearly every list of the indexes holds one object (the claim naming a volume, the volume
-// naming a claim), and a slice each was most of what building them allocated. Appending to it
-// copies, so all is never written.
+// own: nearly every list of pods using a claim holds one pod, and a slice each was most of what
+// building the index allocated. Appending to it copies, so all is never written.
 func appendOne[T any](list []T, all []T, i int) []T {
 	if list == nil {
 		return all[i : i+1 : i+1]
