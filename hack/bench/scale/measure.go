@@ -149,6 +149,24 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 		fmt.Fprintf(c.log, "[%d %s] %s\n", c.pairs, c.serve.mode, fmt.Sprintf(format, args...))
 	}
 	apiBefore, apiErr := readAPIRuntime(ctx, c.filler.cs)
+	if apiErr != nil {
+		logf("the apiserver's runtime not read: %v", apiErr)
+	}
+	// apiSpent is what the apiserver's runtime spent since pvguard's start, logged as said (nil
+	// when it cannot be read).
+	apiSpent := func(said string) *apiRuntime {
+		if apiErr != nil {
+			return nil
+		}
+		after, err := readAPIRuntime(ctx, c.filler.cs)
+		if err != nil {
+			logf("the apiserver's runtime not read: %v", err)
+			return nil
+		}
+		spent := after.since(apiBefore)
+		logf("%s: %s", said, spent)
+		return &spent
+	}
 	srv, err := startServer(c.serve)
 	if err != nil {
 		return r, err
@@ -177,17 +195,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	r.ReadyOthers = busiest(srv.startProcs, readProcessCPU(), srv.pid, 3)
 	logf("ready after %.2f s (%.2f s of CPU; the machine's other processes %.2f s of CPU meanwhile, the machine %.0f%% busy; the busiest: %s)",
 		r.ReadySeconds, r.ReadyCPUSeconds, r.ReadyOthersCPUSeconds, r.ReadyMachineBusy*100, r.ReadyOthers)
-	if apiErr == nil {
-		var after apiRuntime
-		if after, apiErr = readAPIRuntime(ctx, c.filler.cs); apiErr == nil {
-			spent := after.since(apiBefore)
-			r.ReadyAPIRuntime = &spent
-			logf("the apiserver meanwhile: %s", spent)
-		}
-	}
-	if apiErr != nil {
-		logf("the apiserver's runtime not read: %v", apiErr)
-	}
+	r.ReadyAPIRuntime = apiSpent("the apiserver meanwhile")
 
 	full, err := waitObservations(ctx, srv, auditMetric, map[string]string{"scope": "full"}, 0, 15*time.Minute)
 	if err != nil {
@@ -196,13 +204,7 @@ func measureMode(ctx context.Context, c modeConfig) (r modeResult, err error) {
 	r.FullAuditSeconds, r.ReadyToAuditSeconds = full.sum, time.Since(readyAt).Seconds()
 	r.AuditCPUSeconds = srv.cpuSeconds()
 	logf("first full audit %.2f s (seen %.2f s after ready; %.2f s of CPU since the start)", r.FullAuditSeconds, r.ReadyToAuditSeconds, r.AuditCPUSeconds)
-	if apiErr == nil {
-		if after, err := readAPIRuntime(ctx, c.filler.cs); err == nil {
-			spent := after.since(apiBefore)
-			r.AuditAPIRuntime = &spent
-			logf("the apiserver from the start to then: %s", spent)
-		}
-	}
+	r.AuditAPIRuntime = apiSpent("the apiserver from the start to then")
 	if c.serve.cpuProfile != "" {
 		if err := srv.stopProfile(); err != nil {
 			return r, err
