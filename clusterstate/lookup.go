@@ -43,9 +43,7 @@ func newLookup[T any, K comparable](all []T, key func(T) (K, bool), hash func(ma
 		h := hash(l.seed, k)
 		j, found := l.slot(k, h)
 		switch {
-		case !found:
-			l.slots[j] = h&^0xffffffff | uint64(i+1)
-		case !every:
+		case !found, !every: // a new key, or the last object of a key so far
 			l.slots[j] = h&^0xffffffff | uint64(i+1)
 		default:
 			if l.more == nil {
