@@ -314,28 +314,27 @@ func TestFullAuditCoversTheChangesBeforeIt(t *testing.T) {
 	incrementals := func() uint64 { return histogramCount(t, reg, "incremental") }
 	fulls := func() uint64 { return histogramCount(t, reg, "full") }
 
-	c.fail = true
-	r.Changed(failed)
-	if err := r.RunOnce(ctx); err == nil {
-		t.Fatal("RunOnce on a cache that cannot list: no error")
+	// failFullThenRunPending reports a change, fails a full audit, and runs what is pending on a
+	// cache that lists again.
+	failFullThenRunPending := func() {
+		t.Helper()
+		c.fail = true
+		r.Changed(failed)
+		if err := r.RunOnce(ctx); err == nil {
+			t.Fatal("RunOnce on a cache that cannot list: no error")
+		}
+		c.fail = false
+		if err := r.RunPending(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	c.fail = false
-	if err := r.RunPending(ctx); err != nil {
-		t.Fatal(err)
-	}
+
+	failFullThenRunPending()
 	if n, f := incrementals(), fulls(); n != 0 || f != 1 || len(r.Latest().Findings) != 1 {
 		t.Fatalf("after the first full audit failed: %d incremental and %d full audits, findings %+v; want the full audit again, the change's finding reported", n, f, r.Latest().Findings)
 	}
 
-	c.fail = true
-	r.Changed(failed)
-	if err := r.RunOnce(ctx); err == nil {
-		t.Fatal("RunOnce on a cache that cannot list: no error")
-	}
-	c.fail = false
-	if err := r.RunPending(ctx); err != nil {
-		t.Fatal(err)
-	}
+	failFullThenRunPending()
 	if n := incrementals(); n != 1 || len(r.Latest().Findings) != 1 {
 		t.Fatalf("after a later full audit failed: %d incremental audits, findings %+v; want the change audited once, its finding reported", n, r.Latest().Findings)
 	}
