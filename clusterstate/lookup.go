@@ -91,10 +91,8 @@ func (l *lookup[T, K]) each(k K) []T {
 	if !found {
 		return nil
 	}
-	if l.more != nil {
-		if all, ok := l.more[k]; ok {
-			return all
-		}
+	if all, ok := l.more[k]; ok { // a nil map: no key conflicts
+		return all
 	}
 	p := l.slots[j]&0xffffffff - 1
 	return l.all[p : p+1 : p+1]
